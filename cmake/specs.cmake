@@ -1,0 +1,30 @@
+# cmake/specs.cmake: registers every busted spec (spec/*_spec.lua) and C test with ctest.
+# Specs run under the stock lua5.4 with the build's C module and the source tree's Lua files, so
+# they also check that `require 'ddplua'` works from a plain interpreter.
+find_program(BUSTED busted REQUIRED)
+find_program(LUA54 lua5.4 REQUIRED)
+file(GLOB DDPL_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/*_spec.lua)
+set(DDPL_SPEC_ENV
+  "LUA_PATH=${CMAKE_SOURCE_DIR}/lua/?.lua\;${CMAKE_SOURCE_DIR}/lua/?/init.lua\;${CMAKE_SOURCE_DIR}/spec/?.lua\;/usr/share/lua/5.4/?.lua\;/usr/share/lua/5.4/?/init.lua"
+  "LUA_CPATH=${CMAKE_BINARY_DIR}/?.so\;/usr/lib/x86_64-linux-gnu/lua/5.4/?.so"
+  "DDPLUA_BIN=$<TARGET_FILE:ddplua>"
+  "DDPLUA_BUILD_DIR=${CMAKE_BINARY_DIR}"
+  "DDPLUA_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
+  "OMP_NUM_THREADS=2")
+foreach(spec ${DDPL_SPECS})
+  get_filename_component(name ${spec} NAME_WE)
+  add_test(NAME ${name}
+           COMMAND ${LUA54} ${BUSTED} --output=TAP ${spec}
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${DDPL_SPEC_ENV}" TIMEOUT 600)
+endforeach()
+
+file(GLOB DDPL_C_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/c/*.c)
+foreach(src ${DDPL_C_TESTS})
+  get_filename_component(name ${src} NAME_WE)
+  add_executable(${name} ${src})
+  target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/engine)
+  target_link_libraries(${name} PRIVATE ddplua_static)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300)
+endforeach()

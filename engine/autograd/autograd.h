@@ -1,0 +1,92 @@
+/* autograd/autograd.h: graph nodes and the recording interface ops use.
+ * defines: ddpl_node, ddpl_edge, ddpl_backward_fn, ddpl_grad_needed, ddpl_node_new,
+ *          ddpl_node_save, ddpl_node_save_output, ddpl_node_saved, ddpl_set_history,
+ *          ddpl_node_ctx.
+ *
+ * Recording an op (after its output is computed):
+ *     ddpl_tensor *ins[2] = {a, b};
+ *     if (ddpl_grad_needed(2, ins)) {
+ *         ddpl_node *n = ddpl_node_new("MulBackward", mul_backward, 2, ins);
+ *         ddpl_node_save(n, a);   // saved 0
+ *         ddpl_node_save(n, b);   // saved 1
+ *         ddpl_set_history(out, n);
+ *     }
+ * A backward function gets the gradient of the node's (single) output and fills grad_inputs[i]
+ * with a new reference for each input i whose edge has a node (ddpl_node_needs_grad); it may
+ * leave others NULL. It runs with grad mode off and uses front-end ops, so it works on every
+ * device. Gradients may come back in a wider dtype: the engine casts them to the input's. */
+#ifndef DDPL_AUTOGRAD_INTERNAL_H
+#define DDPL_AUTOGRAD_INTERNAL_H
+
+#include "core/core.h"
+
+struct ddpl_node;
+typedef int (*ddpl_backward_fn)(struct ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **grad_inputs);
+
+/* One forward input of a node: where its gradient goes and the input's geometry. */
+typedef struct ddpl_edge {
+    struct ddpl_node *node; /* owned; NULL when this input needs no gradient */
+    int8_t ndim;
+    uint8_t dtype;
+    ddpl_device device;
+    int64_t sizes[DDPL_MAX_DIMS];
+} ddpl_edge;
+
+typedef struct ddpl_saved {
+    ddpl_tensor *t;   /* owned */
+    unsigned version; /* storage version when saved */
+} ddpl_saved;
+
+#define DDPL_NODE_MAX_SAVED 6
+#define DDPL_NODE_CTX_BYTES 128
+
+typedef struct ddpl_node {
+    atomic_long refcount;
+    const char *name;
+    ddpl_backward_fn backward;
+    uint64_t seq; /* creation order; later nodes run first among those ready */
+    int n_inputs;
+    int n_saved;
+    bool released; /* saved tensors freed by a backward without retain_graph */
+    ddpl_edge *edges;
+    ddpl_saved saved[DDPL_NODE_MAX_SAVED];
+    _Alignas(16) unsigned char ctx[DDPL_NODE_CTX_BYTES]; /* op parameters (dims, eps, ...) */
+    ddpl_hook *pre_hooks;        /* hooks of this node's output tensor */
+    ddpl_tensor *retain_grad_of; /* weak: the output tensor that asked for retain_grad */
+    ddpl_tensor *variable;       /* AccumulateGrad only: the leaf (owned) */
+    /* scratch of the running backward pass */
+    uint64_t visit_gen;
+    int dependencies;
+    ddpl_tensor *grad_buffer;
+} ddpl_node;
+
+bool ddpl_grad_needed(int n, ddpl_tensor *const *inputs);
+ddpl_node *ddpl_node_new(const char *name, ddpl_backward_fn fn, int n_inputs,
+                         ddpl_tensor *const *inputs);
+void ddpl_node_retain(ddpl_node *n);
+void ddpl_node_release(ddpl_node *n);
+/* Saves t (NULL allowed: keeps the slot) for backward; returns its slot. */
+int ddpl_node_save(ddpl_node *n, ddpl_tensor *t);
+/* Saves the node's own output without a reference cycle (a history-free alias). */
+int ddpl_node_save_output(ddpl_node *n, ddpl_tensor *out);
+/* Borrowed saved tensor; NULL with an error if it was freed or modified in place since. A slot
+ * saved as NULL returns NULL with no error: check ddpl_node_saved_is_null first. */
+ddpl_tensor *ddpl_node_saved(ddpl_node *n, int slot);
+static inline bool ddpl_node_saved_is_null(const ddpl_node *n, int slot)
+{
+    return n->saved[slot].t == NULL;
+}
+static inline bool ddpl_node_needs_grad(const ddpl_node *n, int input)
+{
+    return n->edges[input].node != NULL;
+}
+/* out takes over the caller's reference to n and becomes a non-leaf requiring grad. */
+void ddpl_set_history(ddpl_tensor *out, ddpl_node *n);
+/* Typed view of the node's parameter block: T *p = DDPL_NODE_CTX(n, T); */
+#define DDPL_NODE_CTX(n, T)                                                                        \
+    ((T *)((n)->ctx + 0 * sizeof(char[sizeof(T) <= DDPL_NODE_CTX_BYTES ? 1 : -1])))
+
+/* Grad mode switch for internal use (returns previous). */
+bool ddpl_grad_mode_set(bool on);
+
+#endif

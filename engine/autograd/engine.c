@@ -1,0 +1,397 @@
+/* autograd/engine.c: the backward pass.
+ * defines: ddpl_backward, ddpl_autograd_grad.
+ *
+ * 1. Walk the graph from the roots, counting for every node how many edges lead into it.
+ * 2. Run ready nodes (all their incoming gradients summed) highest sequence number first, so
+ *    later operations are differentiated first and AccumulateGrad nodes run as soon as their
+ *    leaf's gradient is complete.
+ * 3. Without retain_graph, each node frees its saved tensors once it has run. */
+#include "autograd.h"
+
+typedef struct {
+    ddpl_node **items;
+    size_t n, cap;
+} node_vec;
+
+static void vec_push(node_vec *v, ddpl_node *n)
+{
+    if (v->n == v->cap) {
+        v->cap = v->cap ? 2 * v->cap : 64;
+        v->items = realloc(v->items, v->cap * sizeof *v->items);
+        if (!v->items) abort();
+    }
+    v->items[v->n++] = n;
+}
+
+/* ---- ready queue: binary max-heap on seq ---- */
+static void heap_push(node_vec *h, ddpl_node *n)
+{
+    vec_push(h, n);
+    size_t i = h->n - 1;
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (h->items[p]->seq >= h->items[i]->seq) break;
+        ddpl_node *tmp = h->items[p];
+        h->items[p] = h->items[i];
+        h->items[i] = tmp;
+        i = p;
+    }
+}
+
+static ddpl_node *heap_pop(node_vec *h)
+{
+    ddpl_node *top = h->items[0];
+    h->items[0] = h->items[--h->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, m = i;
+        if (l < h->n && h->items[l]->seq > h->items[m]->seq) m = l;
+        if (r < h->n && h->items[r]->seq > h->items[m]->seq) m = r;
+        if (m == i) break;
+        ddpl_node *tmp = h->items[m];
+        h->items[m] = h->items[i];
+        h->items[i] = tmp;
+        i = m;
+    }
+    return top;
+}
+
+static atomic_ullong visit_generation = 1;
+
+/* Adds grad into the node's buffer (takes the reference). */
+static int buffer_add(ddpl_node *n, ddpl_tensor *grad)
+{
+    if (!n->grad_buffer) {
+        n->grad_buffer = grad;
+        return 0;
+    }
+    ddpl_tensor *sum = ddpl_add(n->grad_buffer, grad);
+    ddpl_tensor_release(grad);
+    if (!sum) return -1;
+    ddpl_tensor_release(n->grad_buffer);
+    n->grad_buffer = sum;
+    return 0;
+}
+
+/* Runs the hooks of list on *grad; each may replace it. */
+static int run_tensor_hooks(ddpl_hook *h, ddpl_tensor **grad)
+{
+    for (; h; h = h->next) {
+        bool failed = false;
+        ddpl_tensor *r = ((ddpl_tensor_hook_fn)h->fn)(*grad, h->userdata, &failed);
+        if (failed) return -1;
+        if (r) {
+            ddpl_tensor_release(*grad);
+            *grad = r;
+        }
+    }
+    return 0;
+}
+
+/* Makes grad match the forward input's dtype (a float32 input multiplied by a float64 one gets
+ * a float64 gradient from the formula) and checks the shape, which only a buggy formula gets
+ * wrong. Takes and returns a reference. */
+static ddpl_tensor *validate_grad(ddpl_node *n, int i, ddpl_tensor *g)
+{
+    ddpl_edge *e = &n->edges[i];
+    if (g->ndim != e->ndim || memcmp(g->sizes, e->sizes, e->ndim * sizeof(int64_t)) != 0) {
+        char a[128], b[128];
+        ddpl_error("internal error: %s returned a gradient of shape %s for input %d of shape %s",
+                   n->name, ddpl_shape_str(g, a, sizeof a), i,
+                   ddpl_sizes_str(e->ndim, e->sizes, b, sizeof b));
+        ddpl_tensor_release(g);
+        return NULL;
+    }
+    if (g->dtype != e->dtype) {
+        ddpl_tensor *c = ddpl_to(g, (ddpl_dtype)e->dtype, g->device);
+        ddpl_tensor_release(g);
+        return c;
+    }
+    return g;
+}
+
+static int accumulate_into_leaf(ddpl_node *n, ddpl_tensor *grad)
+{
+    ddpl_tensor *leaf = n->variable;
+    if (run_tensor_hooks(leaf->hooks, &grad) < 0) {
+        ddpl_tensor_release(grad);
+        return -1;
+    }
+    if (!leaf->grad) {
+        /* Keep the gradient itself when nothing else can see its memory; otherwise copy, since
+         * later accumulation writes into .grad in place. */
+        bool exclusive = atomic_load(&grad->refcount) == 1 &&
+                         atomic_load(&grad->storage->refcount) == 1 &&
+                         ddpl_tensor_is_contiguous(grad) && !grad->requires_grad;
+        if (exclusive) {
+            leaf->grad = grad;
+        } else {
+            leaf->grad = ddpl_clone(grad);
+            ddpl_tensor_release(grad);
+            if (!leaf->grad) return -1;
+        }
+    } else {
+        int rc = ddpl_add_(leaf->grad, grad, 1.0);
+        ddpl_tensor_release(grad);
+        if (rc < 0) return -1;
+    }
+    for (ddpl_hook *h = leaf->ready_hooks; h; h = h->next)
+        if (((ddpl_grad_ready_fn)h->fn)(leaf, h->userdata) < 0) return -1;
+    return 0;
+}
+
+typedef struct {
+    /* autograd.grad: capture the gradients flowing into these nodes instead of accumulating */
+    int n_capture;
+    ddpl_node **capture_nodes;
+    ddpl_tensor **captured;
+} capture_set;
+
+static int capture_index(const capture_set *c, ddpl_node *n)
+{
+    for (int i = 0; c && i < c->n_capture; i++)
+        if (c->capture_nodes[i] == n) return i;
+    return -1;
+}
+
+/* Runs one node with its summed incoming gradient (reference taken). */
+static int run_node(ddpl_node *n, ddpl_tensor *grad, const capture_set *cap, bool retain_graph,
+                    node_vec *ready)
+{
+    if (run_tensor_hooks(n->pre_hooks, &grad) < 0) goto fail;
+    if (n->retain_grad_of) {
+        ddpl_tensor *t = n->retain_grad_of;
+        ddpl_tensor *copy = ddpl_clone(grad);
+        if (!copy) goto fail;
+        if (t->grad) {
+            ddpl_tensor *sum = ddpl_add(t->grad, copy);
+            ddpl_tensor_release(copy);
+            if (!sum) goto fail;
+            copy = sum;
+        }
+        ddpl_tensor_release(t->grad);
+        t->grad = copy;
+    }
+    int ci = capture_index(cap, n);
+    if (ci >= 0) {
+        cap->captured[ci] = ddpl_tensor_retain(grad);
+        if (n->variable) { /* a leaf: autograd.grad does not touch .grad */
+            ddpl_tensor_release(grad);
+            return 0;
+        }
+    }
+    if (n->variable) {
+        if (cap) { /* autograd.grad never accumulates into leaves it was not asked about */
+            ddpl_tensor_release(grad);
+            return 0;
+        }
+        return accumulate_into_leaf(n, grad);
+    }
+
+    ddpl_tensor *stack_grads[8];
+    ddpl_tensor **grads = n->n_inputs <= 8 ? stack_grads
+                                           : ddpl_xcalloc((size_t)n->n_inputs, sizeof *grads);
+    for (int i = 0; i < n->n_inputs; i++) grads[i] = NULL;
+    int rc = n->backward(n, grad, grads);
+    ddpl_tensor_release(grad);
+    grad = NULL;
+    for (int i = 0; i < n->n_inputs; i++) {
+        ddpl_node *next = n->edges[i].node;
+        if (!next) {
+            ddpl_tensor_release(grads[i]);
+            continue;
+        }
+        if (rc == 0 && grads[i]) {
+            grads[i] = validate_grad(n, i, grads[i]);
+            if (!grads[i] || buffer_add(next, grads[i]) < 0) rc = -1;
+        } else {
+            ddpl_tensor_release(grads[i]);
+        }
+        if (--next->dependencies == 0) heap_push(ready, next);
+    }
+    if (grads != stack_grads) free(grads);
+    if (rc < 0) return -1;
+    if (!retain_graph) {
+        for (int i = 0; i < n->n_saved; i++) {
+            ddpl_tensor_release(n->saved[i].t);
+            n->saved[i].t = NULL;
+        }
+        n->released = true;
+    }
+    return 0;
+fail:
+    ddpl_tensor_release(grad);
+    return -1;
+}
+
+/* Counts dependencies of every node reachable from roots; fills all. */
+static void collect(ddpl_node **roots, int n_roots, node_vec *all)
+{
+    uint64_t gen = atomic_fetch_add(&visit_generation, 1);
+    node_vec stack = {0};
+    for (int i = 0; i < n_roots; i++) {
+        if (!roots[i] || roots[i]->visit_gen == gen) continue;
+        roots[i]->visit_gen = gen;
+        roots[i]->dependencies = 0;
+        vec_push(&stack, roots[i]);
+        vec_push(all, roots[i]);
+    }
+    while (stack.n) {
+        ddpl_node *n = stack.items[--stack.n];
+        for (int i = 0; i < n->n_inputs; i++) {
+            ddpl_node *next = n->edges[i].node;
+            if (!next) continue;
+            if (next->visit_gen != gen) {
+                next->visit_gen = gen;
+                next->dependencies = 0;
+                vec_push(&stack, next);
+                vec_push(all, next);
+            }
+            next->dependencies++;
+        }
+    }
+    free(stack.items);
+}
+
+static ddpl_node *root_node(ddpl_tensor *t)
+{
+    return t->grad_fn ? t->grad_fn : t->grad_accumulator;
+}
+
+static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *root_grads,
+                   const capture_set *cap, bool retain_graph)
+{
+    ddpl_node *stack_nodes[8];
+    ddpl_node **nodes = n_roots <= 8 ? stack_nodes : ddpl_xcalloc((size_t)n_roots, sizeof *nodes);
+    int rc = 0;
+    node_vec all = {0}, ready = {0};
+    bool prev_mode = ddpl_grad_mode_set(false);
+
+    for (int i = 0; i < n_roots; i++) nodes[i] = NULL;
+    for (int i = 0; i < n_roots; i++) {
+        ddpl_tensor *r = roots[i];
+        if (!r->requires_grad) {
+            rc = ddpl_error("backward: element %d of the outputs does not require grad and has "
+                            "no grad_fn",
+                            i);
+            goto done;
+        }
+        if (!r->grad_fn) {
+            /* a leaf root: its gradient goes straight into its accumulator */
+            ddpl_node *acc = ddpl_node_new("root", NULL, 1, &r);
+            nodes[i] = acc->edges[0].node;
+            ddpl_node_retain(nodes[i]);
+            ddpl_node_release(acc);
+        } else {
+            nodes[i] = r->grad_fn;
+            ddpl_node_retain(nodes[i]);
+        }
+    }
+    collect(nodes, n_roots, &all);
+
+    for (int i = 0; i < n_roots; i++) {
+        ddpl_tensor *r = roots[i], *g = root_grads ? root_grads[i] : NULL;
+        char a[128], b[128];
+        if (g) {
+            if (!ddpl_same_shape(g, r)) {
+                rc = ddpl_error("backward: gradient has shape %s but the output has shape %s",
+                                ddpl_shape_str(g, a, sizeof a), ddpl_shape_str(r, b, sizeof b));
+                goto done;
+            }
+            g = ddpl_tensor_retain(g);
+        } else {
+            if (ddpl_tensor_numel(r) != 1) {
+                rc = ddpl_error("backward: grad can be implicitly created only for outputs with "
+                                "one element, got shape %s; pass a gradient",
+                                ddpl_shape_str(r, a, sizeof a));
+                goto done;
+            }
+            g = ddpl_ones(r->ndim, r->sizes, (ddpl_dtype)r->dtype, r->device);
+            if (!g) {
+                rc = -1;
+                goto done;
+            }
+        }
+        if (buffer_add(nodes[i], g) < 0) {
+            rc = -1;
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < all.n; i++)
+        if (all.items[i]->dependencies == 0) heap_push(&ready, all.items[i]);
+
+    while (ready.n) {
+        ddpl_node *n = heap_pop(&ready);
+        ddpl_tensor *grad = n->grad_buffer;
+        n->grad_buffer = NULL;
+        if (!grad) { /* no gradient reached this node: pass the news on */
+            for (int i = 0; i < n->n_inputs; i++) {
+                ddpl_node *next = n->edges[i].node;
+                if (next && --next->dependencies == 0) heap_push(&ready, next);
+            }
+            continue;
+        }
+        if (run_node(n, grad, cap, retain_graph, &ready) < 0) {
+            rc = -1;
+            break;
+        }
+    }
+
+done:
+    /* after a failure, drop the gradients still waiting in buffers */
+    for (size_t i = 0; i < all.n; i++) {
+        ddpl_tensor_release(all.items[i]->grad_buffer);
+        all.items[i]->grad_buffer = NULL;
+    }
+    for (int i = 0; i < n_roots; i++) ddpl_node_release(nodes[i]);
+    if (nodes != stack_nodes) free(nodes);
+    free(all.items);
+    free(ready.items);
+    ddpl_grad_mode_set(prev_mode);
+    return rc;
+}
+
+int ddpl_backward(ddpl_tensor *root, ddpl_tensor *grad, bool retain_graph)
+{
+    ddpl_tensor *grads[1] = {grad};
+    return execute(1, &root, grad ? grads : NULL, NULL, retain_graph);
+}
+
+int ddpl_autograd_grad(int n_outputs, ddpl_tensor *const *outputs, ddpl_tensor *const *grad_outputs,
+                       int n_inputs, ddpl_tensor *const *inputs, ddpl_tensor **grads_out,
+                       bool retain_graph, bool allow_unused)
+{
+    capture_set cap = {n_inputs, ddpl_xcalloc((size_t)n_inputs, sizeof(ddpl_node *)), grads_out};
+    int rc = 0;
+    for (int i = 0; i < n_inputs; i++) {
+        grads_out[i] = NULL;
+        if (!inputs[i]->requires_grad) {
+            rc = ddpl_error("autograd.grad: input %d does not require grad", i);
+            goto done;
+        }
+        /* a leaf needs its accumulator node to exist for the capture to see it */
+        if (!inputs[i]->grad_fn && !inputs[i]->grad_accumulator) {
+            /* nothing in the graph can reach a leaf without an accumulator */
+            continue;
+        }
+        cap.capture_nodes[i] = root_node(inputs[i]);
+    }
+    rc = execute(n_outputs, outputs, grad_outputs, &cap, retain_graph);
+    if (rc == 0 && !allow_unused) {
+        for (int i = 0; i < n_inputs; i++)
+            if (!grads_out[i]) {
+                rc = ddpl_error("autograd.grad: input %d was not used in the graph of the "
+                                "outputs; pass allow_unused=true if this is intended",
+                                i);
+                break;
+            }
+    }
+    if (rc < 0)
+        for (int i = 0; i < n_inputs; i++) {
+            ddpl_tensor_release(grads_out[i]);
+            grads_out[i] = NULL;
+        }
+done:
+    free(cap.capture_nodes);
+    return rc;
+}

@@ -1,0 +1,156 @@
+/* core/core.h: the engine-internal layout of tensors and storages, and helpers every layer uses.
+ * defines: ddpl_storage, struct ddpl_tensor, element load/store, shape helpers, xmalloc.
+ *
+ * Public code sees ddpl_tensor as opaque (ddpl/tensor.h); engine code includes this header. */
+#ifndef DDPL_CORE_H
+#define DDPL_CORE_H
+
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ddpl/autograd.h"
+#include "ddpl/ops.h"
+#include "ddpl/tensor.h"
+
+struct ddpl_node;
+
+/* A block of device memory shared by every view of it. version counts in-place writes, so the
+ * backward pass can detect that a tensor it saved was modified after being saved. */
+typedef struct ddpl_storage {
+    atomic_long refcount;
+    void *data;
+    size_t nbytes;
+    ddpl_device device;
+    atomic_uint version;
+    /* Non-NULL for memory the storage does not own (from_blob); called instead of the backend's
+     * free. */
+    void (*deleter)(void *data, void *ctx);
+    void *deleter_ctx;
+} ddpl_storage;
+
+/* A hook list entry (tensor hooks and gradient-ready hooks share the shape). */
+typedef struct ddpl_hook {
+    struct ddpl_hook *next;
+    void *fn;
+    void *userdata;
+    void (*free_userdata)(void *);
+} ddpl_hook;
+
+struct ddpl_tensor {
+    atomic_long refcount;
+    ddpl_storage *storage;
+    int64_t offset; /* in elements */
+    int64_t sizes[DDPL_MAX_DIMS];
+    int64_t strides[DDPL_MAX_DIMS]; /* in elements */
+    int8_t ndim;
+    uint8_t dtype; /* ddpl_dtype */
+    ddpl_device device;
+    /* Leaves: set by the user. Non-leaves: true iff grad_fn != NULL. */
+    bool requires_grad;
+    /* A Lua/C number turned into a 0-dim tensor: it does not widen the result dtype. */
+    bool wrapped_number;
+    bool retains_grad;
+    ddpl_tensor *grad;                   /* owned */
+    struct ddpl_node *grad_fn;           /* owned; NULL for leaves */
+    struct ddpl_node *grad_accumulator;  /* weak; the leaf's AccumulateGrad node if alive */
+    ddpl_hook *hooks;                    /* leaf tensor hooks (non-leaf ones live on grad_fn) */
+    ddpl_hook *ready_hooks;              /* gradient-ready hooks (leaves) */
+};
+
+/* ---- memory ---- */
+void *ddpl_xmalloc(size_t n); /* aborts on failure: only for small engine metadata */
+void *ddpl_xcalloc(size_t count, size_t n);
+/* Storage of nbytes on dev; NULL (error set) when the device cannot provide it. */
+ddpl_storage *ddpl_storage_new(size_t nbytes, ddpl_device dev);
+void ddpl_storage_retain(ddpl_storage *s);
+void ddpl_storage_release(ddpl_storage *s);
+static inline void ddpl_storage_bump_version(ddpl_storage *s) { atomic_fetch_add(&s->version, 1); }
+/* Tensor over existing host memory; deleter(data, ctx) runs when the last view dies. */
+ddpl_tensor *ddpl_from_blob(void *data, int ndim, const int64_t *sizes, ddpl_dtype dt,
+                            void (*deleter)(void *, void *), void *ctx);
+
+/* ---- tensor headers ---- */
+/* New contiguous tensor header with fresh storage (values uninitialised). */
+ddpl_tensor *ddpl_tensor_new(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev);
+/* New header over x's storage with the given geometry (no autograd). */
+ddpl_tensor *ddpl_tensor_alias(const ddpl_tensor *x, int ndim, const int64_t *sizes,
+                               const int64_t *strides, int64_t offset);
+/* Empty tensor of x's shape with dtype dt on x's device. */
+ddpl_tensor *ddpl_empty_like_dtype(const ddpl_tensor *x, ddpl_dtype dt);
+static inline ddpl_tensor *ddpl_empty_like(const ddpl_tensor *x)
+{
+    return ddpl_empty_like_dtype(x, (ddpl_dtype)x->dtype);
+}
+static inline char *ddpl_data_ptr(const ddpl_tensor *t)
+{
+    return (char *)t->storage->data + t->offset * (int64_t)ddpl_dtype_size((ddpl_dtype)t->dtype);
+}
+int64_t ddpl_numel(int ndim, const int64_t *sizes);
+void ddpl_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
+bool ddpl_same_shape(const ddpl_tensor *a, const ddpl_tensor *b);
+/* "[2,3]" into buf. */
+const char *ddpl_shape_str(const ddpl_tensor *t, char *buf, size_t n);
+const char *ddpl_sizes_str(int ndim, const int64_t *sizes, char *buf, size_t n);
+/* Normalises a possibly negative dim for a tensor of ndim dims; -1 with an error naming op. */
+int ddpl_wrap_dim(const char *op, int dim, int ndim);
+/* Broadcast shape of a and b into out_sizes; -1 with an error naming op and the shapes. */
+int ddpl_broadcast_shape(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
+                         int *out_ndim, int64_t *out_sizes);
+static inline bool ddpl_same_device(ddpl_device a, ddpl_device b)
+{
+    return a.type == b.type && a.index == b.index;
+}
+const char *ddpl_device_str(ddpl_device d, char *buf, size_t n);
+
+/* ---- element access (slow paths, printing, scalars) ---- */
+float ddpl_half_to_float(uint16_t h);
+uint16_t ddpl_float_to_half(float f);
+static inline float ddpl_bf16_to_float(uint16_t b)
+{
+    union {
+        uint32_t u;
+        float f;
+    } v = {.u = (uint32_t)b << 16};
+    return v.f;
+}
+uint16_t ddpl_float_to_bf16(float f); /* round to nearest even */
+double ddpl_load_f64(const void *p, ddpl_dtype dt);
+void ddpl_store_f64(void *p, ddpl_dtype dt, double v);
+int64_t ddpl_load_i64(const void *p, ddpl_dtype dt);
+void ddpl_store_i64(void *p, ddpl_dtype dt, int64_t v);
+bool ddpl_dtype_is_integral(ddpl_dtype dt); /* ints and bool */
+
+/* ---- dtype promotion (PyTorch's rules: category bool < integer < floating; dimensioned
+ * tensors outrank 0-dim ones, which outrank wrapped numbers, unless of a higher category) ---- */
+ddpl_dtype ddpl_promote_types(ddpl_dtype a, ddpl_dtype b);
+ddpl_dtype ddpl_result_type(int n, ddpl_tensor *const *ts);
+ddpl_dtype ddpl_default_float_dtype(void); /* float32 */
+
+/* ---- random numbers: Philox4x32-10, counter-based, so CPU and CUDA kernels can draw the same
+ * stream in parallel. A draw reserves `count` 32-bit values from the process generator and
+ * returns the (seed, offset) pair to generate them from. ---- */
+typedef struct ddpl_philox_state {
+    uint64_t seed;
+    uint64_t offset; /* in blocks of four 32-bit values */
+} ddpl_philox_state;
+ddpl_philox_state ddpl_rng_reserve(uint64_t count);
+/* Fills out[4] with the block at counter `block` of the stream. */
+void ddpl_philox4x32(uint64_t seed, uint64_t block, uint32_t out[4]);
+static inline float ddpl_u32_to_unit_float(uint32_t x)
+{
+    return (float)(x >> 8) * (1.0f / 16777216.0f); /* [0,1) with 24 bits */
+}
+static inline double ddpl_u32_pair_to_unit_double(uint32_t hi, uint32_t lo)
+{
+    uint64_t v = ((uint64_t)hi << 21) ^ (uint64_t)lo;
+    return (double)(v & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
+}
+
+/* Contiguous host copy of the elements (malloc; caller frees); NULL with an error. */
+void *ddpl_tensor_host_copy(const ddpl_tensor *t);
+
+#define DDPL_UNUSED(x) (void)(x)
+
+#endif

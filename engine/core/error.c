@@ -1,0 +1,40 @@
+/* core/error.c: the thread-local "last error" message of the C API.
+ * defines: ddpl_error, ddpl_last_error. */
+#include <stdarg.h>
+
+#include "core.h"
+
+static _Thread_local char last_error[1024];
+
+int ddpl_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+const char *ddpl_last_error(void) { return last_error[0] ? last_error : "unknown error"; }
+
+void *ddpl_xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        /* Engine metadata is tiny; failing to get it means the process is out of memory and no
+         * state we could return to is consistent. */
+        fprintf(stderr, "ddplua: out of memory allocating %zu bytes of metadata\n", n);
+        abort();
+    }
+    return p;
+}
+
+void *ddpl_xcalloc(size_t count, size_t n)
+{
+    void *p = calloc(count ? count : 1, n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "ddplua: out of memory allocating %zu bytes of metadata\n", count * n);
+        abort();
+    }
+    return p;
+}

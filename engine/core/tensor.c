@@ -1,0 +1,254 @@
+/* core/tensor.c: storages, tensor headers, refcounting, accessors and shape helpers.
+ * defines: ddpl_storage_*, ddpl_tensor_new/alias/retain/release, ddpl_from_blob, accessors,
+ *          ddpl_wrap_dim, ddpl_broadcast_shape, shape formatting, device names. */
+#include <inttypes.h>
+
+#include "alloc.h"
+#include "core.h"
+
+/* autograd/ owns the graph; a dying tensor hands it its history and hooks */
+void ddpl_autograd_tensor_dying(ddpl_tensor *t);
+
+ddpl_storage *ddpl_storage_new(size_t nbytes, ddpl_device dev)
+{
+    void *data = ddpl_device_alloc(nbytes, dev);
+    if (!data) return NULL;
+    ddpl_storage *s = ddpl_xmalloc(sizeof *s);
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->data = data;
+    s->nbytes = nbytes;
+    s->device = dev;
+    s->deleter = NULL;
+    s->deleter_ctx = NULL;
+    return s;
+}
+
+void ddpl_storage_retain(ddpl_storage *s) { atomic_fetch_add(&s->refcount, 1); }
+
+void ddpl_storage_release(ddpl_storage *s)
+{
+    if (!s || atomic_fetch_sub(&s->refcount, 1) != 1) return;
+    if (s->deleter)
+        s->deleter(s->data, s->deleter_ctx);
+    else
+        ddpl_device_free(s->data, s->nbytes, s->device);
+    free(s);
+}
+
+int64_t ddpl_numel(int ndim, const int64_t *sizes)
+{
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= sizes[i];
+    return n;
+}
+
+void ddpl_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int i = ndim - 1; i >= 0; i--) {
+        strides[i] = s;
+        s *= sizes[i] > 0 ? sizes[i] : 1;
+    }
+}
+
+static ddpl_tensor *header_new(ddpl_storage *s, int ndim, const int64_t *sizes,
+                               const int64_t *strides, int64_t offset, ddpl_dtype dt)
+{
+    ddpl_tensor *t = ddpl_xcalloc(1, sizeof *t);
+    atomic_init(&t->refcount, 1);
+    t->storage = s;
+    t->offset = offset;
+    t->ndim = (int8_t)ndim;
+    t->dtype = (uint8_t)dt;
+    t->device = s->device;
+    if (ndim) memcpy(t->sizes, sizes, ndim * sizeof *sizes);
+    if (strides)
+        memcpy(t->strides, strides, ndim * sizeof *strides);
+    else
+        ddpl_contiguous_strides(ndim, sizes, t->strides);
+    return t;
+}
+
+ddpl_tensor *ddpl_tensor_new(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev)
+{
+    if (ndim < 0 || ndim > DDPL_MAX_DIMS) {
+        ddpl_error("tensor: %d dimensions requested, at most %d are supported", ndim,
+                   DDPL_MAX_DIMS);
+        return NULL;
+    }
+    if ((unsigned)dt >= DDPL_DTYPE_COUNT) {
+        ddpl_error("tensor: invalid dtype %d", (int)dt);
+        return NULL;
+    }
+    int64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] < 0) {
+            char buf[128];
+            ddpl_error("tensor: negative size in shape %s", ddpl_sizes_str(ndim, sizes, buf, 128));
+            return NULL;
+        }
+        if (sizes[i] && n > INT64_MAX / 16 / sizes[i]) {
+            ddpl_error("tensor: shape is too large");
+            return NULL;
+        }
+        n *= sizes[i];
+    }
+    ddpl_storage *s = ddpl_storage_new((size_t)n * ddpl_dtype_size(dt), dev);
+    if (!s) return NULL;
+    return header_new(s, ndim, sizes, NULL, 0, dt);
+}
+
+ddpl_tensor *ddpl_tensor_alias(const ddpl_tensor *x, int ndim, const int64_t *sizes,
+                               const int64_t *strides, int64_t offset)
+{
+    ddpl_storage_retain(x->storage);
+    return header_new(x->storage, ndim, sizes, strides, offset, (ddpl_dtype)x->dtype);
+}
+
+ddpl_tensor *ddpl_empty_like_dtype(const ddpl_tensor *x, ddpl_dtype dt)
+{
+    return ddpl_tensor_new(x->ndim, x->sizes, dt, x->device);
+}
+
+ddpl_tensor *ddpl_from_blob(void *data, int ndim, const int64_t *sizes, ddpl_dtype dt,
+                            void (*deleter)(void *, void *), void *ctx)
+{
+    ddpl_storage *s = ddpl_xmalloc(sizeof *s);
+    atomic_init(&s->refcount, 1);
+    atomic_init(&s->version, 0);
+    s->data = data;
+    s->nbytes = (size_t)ddpl_numel(ndim, sizes) * ddpl_dtype_size(dt);
+    s->device = ddpl_cpu();
+    s->deleter = deleter;
+    s->deleter_ctx = ctx;
+    return header_new(s, ndim, sizes, NULL, 0, dt);
+}
+
+ddpl_tensor *ddpl_tensor_retain(ddpl_tensor *t)
+{
+    if (t) atomic_fetch_add(&t->refcount, 1);
+    return t;
+}
+
+void ddpl_tensor_release(ddpl_tensor *t)
+{
+    if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
+    ddpl_autograd_tensor_dying(t);
+    ddpl_storage_release(t->storage);
+    free(t);
+}
+
+/* ---- accessors ---- */
+int ddpl_tensor_ndim(const ddpl_tensor *t) { return t->ndim; }
+int64_t ddpl_tensor_size(const ddpl_tensor *t, int dim) { return t->sizes[dim]; }
+int64_t ddpl_tensor_stride(const ddpl_tensor *t, int dim) { return t->strides[dim]; }
+const int64_t *ddpl_tensor_sizes(const ddpl_tensor *t) { return t->sizes; }
+const int64_t *ddpl_tensor_strides(const ddpl_tensor *t) { return t->strides; }
+int64_t ddpl_tensor_numel(const ddpl_tensor *t) { return ddpl_numel(t->ndim, t->sizes); }
+ddpl_dtype ddpl_tensor_dtype(const ddpl_tensor *t) { return (ddpl_dtype)t->dtype; }
+ddpl_device ddpl_tensor_device(const ddpl_tensor *t) { return t->device; }
+void *ddpl_tensor_data(const ddpl_tensor *t) { return ddpl_data_ptr(t); }
+size_t ddpl_tensor_nbytes(const ddpl_tensor *t)
+{
+    return (size_t)ddpl_tensor_numel(t) * ddpl_dtype_size((ddpl_dtype)t->dtype);
+}
+
+/* Size-1 dims may have any stride, as in PyTorch. */
+bool ddpl_tensor_is_contiguous(const ddpl_tensor *t)
+{
+    int64_t expected = 1;
+    for (int i = t->ndim - 1; i >= 0; i--) {
+        if (t->sizes[i] == 0) return true;
+        if (t->sizes[i] != 1 && t->strides[i] != expected) return false;
+        expected *= t->sizes[i];
+    }
+    return true;
+}
+
+bool ddpl_same_shape(const ddpl_tensor *a, const ddpl_tensor *b)
+{
+    if (a->ndim != b->ndim) return false;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->sizes[i] != b->sizes[i]) return false;
+    return true;
+}
+
+const char *ddpl_sizes_str(int ndim, const int64_t *sizes, char *buf, size_t n)
+{
+    size_t used = 0;
+    used += snprintf(buf + used, n - used, "[");
+    for (int i = 0; i < ndim && used < n; i++)
+        used += snprintf(buf + used, n - used, i ? ",%" PRId64 : "%" PRId64, sizes[i]);
+    if (used < n) snprintf(buf + used, n - used, "]");
+    return buf;
+}
+
+const char *ddpl_shape_str(const ddpl_tensor *t, char *buf, size_t n)
+{
+    return ddpl_sizes_str(t->ndim, t->sizes, buf, n);
+}
+
+int ddpl_wrap_dim(const char *op, int dim, int ndim)
+{
+    int n = ndim > 0 ? ndim : 1; /* a 0-dim tensor accepts dim 0 and -1, as in PyTorch */
+    if (dim < -n || dim >= n)
+        return ddpl_error("%s: dimension %d out of range for a tensor of %d dimensions (expected "
+                          "%d to %d)",
+                          op, dim, ndim, -n, n - 1);
+    return dim < 0 ? dim + n : dim;
+}
+
+int ddpl_broadcast_shape(const char *op, int na, const int64_t *a, int nb, const int64_t *b,
+                         int *out_ndim, int64_t *out_sizes)
+{
+    int n = na > nb ? na : nb;
+    for (int i = 0; i < n; i++) {
+        int64_t sa = i < n - na ? 1 : a[i - (n - na)];
+        int64_t sb = i < n - nb ? 1 : b[i - (n - nb)];
+        if (sa != sb && sa != 1 && sb != 1) {
+            char ba[128], bb[128];
+            return ddpl_error("%s: shapes %s and %s cannot be broadcast together", op,
+                              ddpl_sizes_str(na, a, ba, sizeof ba),
+                              ddpl_sizes_str(nb, b, bb, sizeof bb));
+        }
+        out_sizes[i] = sa == 1 ? sb : sa;
+    }
+    *out_ndim = n;
+    return 0;
+}
+
+/* ---- devices ---- */
+const char *ddpl_device_str(ddpl_device d, char *buf, size_t n)
+{
+    if (d.type == DDPL_CPU)
+        snprintf(buf, n, "cpu");
+    else
+        snprintf(buf, n, "cuda:%d", d.index);
+    return buf;
+}
+
+void ddpl_device_format(ddpl_device d, char *buf, size_t n) { ddpl_device_str(d, buf, n); }
+
+int ddpl_device_parse(const char *s, ddpl_device *out)
+{
+    if (strcmp(s, "cpu") == 0) {
+        *out = ddpl_cpu();
+        return 0;
+    }
+    if (strncmp(s, "cuda", 4) == 0) {
+        int idx = 0;
+        if (s[4] == ':') {
+            char *end;
+            long v = strtol(s + 5, &end, 10);
+            if (end == s + 5 || *end || v < 0 || v > 255) goto bad;
+            idx = (int)v;
+        } else if (s[4]) {
+            goto bad;
+        }
+        *out = (ddpl_device){DDPL_CUDA, (int16_t)idx};
+        return 0;
+    }
+bad:
+    return ddpl_error("unknown device '%s' (expected 'cpu', 'cuda' or 'cuda:N')", s);
+}

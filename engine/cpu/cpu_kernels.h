@@ -1,0 +1,81 @@
+/* cpu/cpu_kernels.h: the CPU kernel functions, one per entry of ops/ops.def.
+ * defines: cpu_<op> for every op (see ops/ops.def for what each computes). */
+#ifndef DDPL_CPU_KERNELS_H
+#define DDPL_CPU_KERNELS_H
+
+#include "ops/dispatch.h"
+
+/* weak while the kernel set is being filled in: a missing kernel is a NULL slot ("not supported") */
+#define DDPL_CPU_KERNEL(fn) __attribute__((weak)) int fn(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+
+DDPL_CPU_KERNEL(cpu_fill);
+DDPL_CPU_KERNEL(cpu_copy);
+DDPL_CPU_KERNEL(cpu_uniform);
+DDPL_CPU_KERNEL(cpu_normal);
+DDPL_CPU_KERNEL(cpu_arange);
+DDPL_CPU_KERNEL(cpu_add);
+DDPL_CPU_KERNEL(cpu_sub);
+DDPL_CPU_KERNEL(cpu_mul);
+DDPL_CPU_KERNEL(cpu_div);
+DDPL_CPU_KERNEL(cpu_pow);
+DDPL_CPU_KERNEL(cpu_maximum);
+DDPL_CPU_KERNEL(cpu_minimum);
+DDPL_CPU_KERNEL(cpu_eq);
+DDPL_CPU_KERNEL(cpu_ne);
+DDPL_CPU_KERNEL(cpu_lt);
+DDPL_CPU_KERNEL(cpu_le);
+DDPL_CPU_KERNEL(cpu_gt);
+DDPL_CPU_KERNEL(cpu_ge);
+DDPL_CPU_KERNEL(cpu_where);
+DDPL_CPU_KERNEL(cpu_neg);
+DDPL_CPU_KERNEL(cpu_exp);
+DDPL_CPU_KERNEL(cpu_log);
+DDPL_CPU_KERNEL(cpu_sqrt);
+DDPL_CPU_KERNEL(cpu_rsqrt);
+DDPL_CPU_KERNEL(cpu_abs);
+DDPL_CPU_KERNEL(cpu_sign);
+DDPL_CPU_KERNEL(cpu_sin);
+DDPL_CPU_KERNEL(cpu_cos);
+DDPL_CPU_KERNEL(cpu_tanh);
+DDPL_CPU_KERNEL(cpu_sigmoid);
+DDPL_CPU_KERNEL(cpu_relu);
+DDPL_CPU_KERNEL(cpu_gelu);
+DDPL_CPU_KERNEL(cpu_silu);
+DDPL_CPU_KERNEL(cpu_clamp);
+DDPL_CPU_KERNEL(cpu_relu_backward);
+DDPL_CPU_KERNEL(cpu_gelu_backward);
+DDPL_CPU_KERNEL(cpu_silu_backward);
+DDPL_CPU_KERNEL(cpu_sigmoid_backward);
+DDPL_CPU_KERNEL(cpu_tanh_backward);
+DDPL_CPU_KERNEL(cpu_sum);
+DDPL_CPU_KERNEL(cpu_prod);
+DDPL_CPU_KERNEL(cpu_amax);
+DDPL_CPU_KERNEL(cpu_amin);
+DDPL_CPU_KERNEL(cpu_max_dim);
+DDPL_CPU_KERNEL(cpu_min_dim);
+DDPL_CPU_KERNEL(cpu_gemm);
+DDPL_CPU_KERNEL(cpu_index_select);
+DDPL_CPU_KERNEL(cpu_index_add);
+DDPL_CPU_KERNEL(cpu_gather);
+DDPL_CPU_KERNEL(cpu_scatter_add);
+DDPL_CPU_KERNEL(cpu_topk);
+DDPL_CPU_KERNEL(cpu_conv2d);
+DDPL_CPU_KERNEL(cpu_conv2d_backward);
+DDPL_CPU_KERNEL(cpu_max_pool2d);
+DDPL_CPU_KERNEL(cpu_max_pool2d_backward);
+DDPL_CPU_KERNEL(cpu_avg_pool2d);
+DDPL_CPU_KERNEL(cpu_avg_pool2d_backward);
+DDPL_CPU_KERNEL(cpu_adaptive_avg_pool2d);
+DDPL_CPU_KERNEL(cpu_adaptive_avg_pool2d_backward);
+DDPL_CPU_KERNEL(cpu_batch_norm);
+DDPL_CPU_KERNEL(cpu_batch_norm_backward);
+DDPL_CPU_KERNEL(cpu_layer_norm);
+DDPL_CPU_KERNEL(cpu_layer_norm_backward);
+DDPL_CPU_KERNEL(cpu_softmax);
+DDPL_CPU_KERNEL(cpu_log_softmax);
+DDPL_CPU_KERNEL(cpu_softmax_backward);
+DDPL_CPU_KERNEL(cpu_log_softmax_backward);
+DDPL_CPU_KERNEL(cpu_nll_loss);
+DDPL_CPU_KERNEL(cpu_nll_loss_backward);
+
+#endif

@@ -1,0 +1,178 @@
+/* ddpl/ops.h: the differentiable operations of the C API.
+ * defines: views, conversions, pointwise math, reductions, linear algebra, indexing, nn functions.
+ *
+ * Every function returns a new reference (or NULL with ddpl_last_error() set) and records
+ * autograd when gradient mode is on and an input requires grad. Binary ops broadcast and
+ * promote dtypes as PyTorch does. Dimensions may be negative (counted from the end).
+ * In-place functions (trailing _) return 0 or -1 and leave the tensor untouched on failure. */
+#ifndef DDPL_OPS_H
+#define DDPL_OPS_H
+
+#include "tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A 0-dim tensor that takes part in type promotion like a Python number: float32 + 2.5 stays
+ * float32, int64 + 2.5 becomes float32. integral says whether the number is an integer. */
+ddpl_tensor *ddpl_wrapped_number(double value, bool integral);
+
+/* ---- views (share storage) ---- */
+ddpl_tensor *ddpl_view(ddpl_tensor *x, int ndim, const int64_t *sizes); /* one size may be -1 */
+ddpl_tensor *ddpl_reshape(ddpl_tensor *x, int ndim, const int64_t *sizes); /* copies if needed */
+ddpl_tensor *ddpl_flatten(ddpl_tensor *x, int start_dim, int end_dim);
+ddpl_tensor *ddpl_unsqueeze(ddpl_tensor *x, int dim);
+ddpl_tensor *ddpl_squeeze(ddpl_tensor *x, int dim); /* dim must have size 1, else unchanged */
+ddpl_tensor *ddpl_squeeze_all(ddpl_tensor *x);
+ddpl_tensor *ddpl_transpose(ddpl_tensor *x, int d0, int d1);
+ddpl_tensor *ddpl_t(ddpl_tensor *x); /* <= 2-D */
+ddpl_tensor *ddpl_permute(ddpl_tensor *x, int ndim, const int *dims);
+ddpl_tensor *ddpl_narrow(ddpl_tensor *x, int dim, int64_t start, int64_t length);
+ddpl_tensor *ddpl_select(ddpl_tensor *x, int dim, int64_t index); /* index may be negative */
+ddpl_tensor *ddpl_expand(ddpl_tensor *x, int ndim, const int64_t *sizes); /* -1 keeps a size */
+ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes,
+                             const int64_t *strides, int64_t offset); /* no autograd */
+
+/* ---- copies and conversion ---- */
+ddpl_tensor *ddpl_contiguous(ddpl_tensor *x); /* x itself (retained) when already contiguous */
+ddpl_tensor *ddpl_clone(ddpl_tensor *x);
+ddpl_tensor *ddpl_detach(ddpl_tensor *x); /* shares storage, no history */
+ddpl_tensor *ddpl_to(ddpl_tensor *x, ddpl_dtype dt, ddpl_device dev); /* x itself if same */
+
+/* ---- pointwise, binary (broadcasting) ---- */
+ddpl_tensor *ddpl_add(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_sub(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_mul(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_div(ddpl_tensor *a, ddpl_tensor *b); /* true division: ints give float32 */
+ddpl_tensor *ddpl_pow(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_maximum(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_minimum(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_add_scaled(ddpl_tensor *a, ddpl_tensor *b, double alpha); /* a + alpha*b */
+/* comparisons return bool tensors and are not differentiable */
+ddpl_tensor *ddpl_eq(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_ne(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_lt(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_le(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_gt(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_ge(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_where(ddpl_tensor *cond, ddpl_tensor *x, ddpl_tensor *y);
+ddpl_tensor *ddpl_masked_fill(ddpl_tensor *x, ddpl_tensor *mask, double value);
+
+/* ---- pointwise, unary ---- */
+ddpl_tensor *ddpl_neg(ddpl_tensor *x);
+ddpl_tensor *ddpl_exp(ddpl_tensor *x);
+ddpl_tensor *ddpl_log(ddpl_tensor *x);
+ddpl_tensor *ddpl_sqrt(ddpl_tensor *x);
+ddpl_tensor *ddpl_rsqrt(ddpl_tensor *x);
+ddpl_tensor *ddpl_abs(ddpl_tensor *x);
+ddpl_tensor *ddpl_sign(ddpl_tensor *x);
+ddpl_tensor *ddpl_sin(ddpl_tensor *x);
+ddpl_tensor *ddpl_cos(ddpl_tensor *x);
+ddpl_tensor *ddpl_tanh(ddpl_tensor *x);
+ddpl_tensor *ddpl_sigmoid(ddpl_tensor *x);
+ddpl_tensor *ddpl_relu(ddpl_tensor *x);
+ddpl_tensor *ddpl_gelu(ddpl_tensor *x, bool tanh_approximation);
+ddpl_tensor *ddpl_silu(ddpl_tensor *x);
+/* has_min/has_max select which bounds apply (PyTorch's None) */
+ddpl_tensor *ddpl_clamp(ddpl_tensor *x, bool has_min, double min, bool has_max, double max);
+
+/* ---- in place (no autograd through them; refused on leaves that require grad) ---- */
+int ddpl_zero_(ddpl_tensor *x);
+int ddpl_fill_(ddpl_tensor *x, double value);
+int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src); /* src broadcasts to dst; converts dtype */
+int ddpl_add_(ddpl_tensor *x, ddpl_tensor *y, double alpha); /* x += alpha*y */
+int ddpl_mul_(ddpl_tensor *x, ddpl_tensor *y);
+int ddpl_div_(ddpl_tensor *x, ddpl_tensor *y);
+int ddpl_clamp_(ddpl_tensor *x, bool has_min, double min, bool has_max, double max);
+int ddpl_uniform_(ddpl_tensor *x, double from, double to);
+int ddpl_normal_(ddpl_tensor *x, double mean, double std);
+int ddpl_bernoulli_(ddpl_tensor *x, double p);
+
+/* ---- reductions: dim < 0 counts from the end; all_dims reduces everything to 0-dim ---- */
+ddpl_tensor *ddpl_sum(ddpl_tensor *x);
+ddpl_tensor *ddpl_sum_dim(ddpl_tensor *x, int dim, bool keepdim);
+ddpl_tensor *ddpl_sum_dims(ddpl_tensor *x, int ndims, const int *dims, bool keepdim);
+ddpl_tensor *ddpl_mean(ddpl_tensor *x);
+ddpl_tensor *ddpl_mean_dim(ddpl_tensor *x, int dim, bool keepdim);
+ddpl_tensor *ddpl_mean_dims(ddpl_tensor *x, int ndims, const int *dims, bool keepdim);
+ddpl_tensor *ddpl_prod(ddpl_tensor *x);
+ddpl_tensor *ddpl_prod_dim(ddpl_tensor *x, int dim, bool keepdim);
+/* correction 1 is the unbiased estimate (PyTorch's default) */
+ddpl_tensor *ddpl_var(ddpl_tensor *x, int correction);
+ddpl_tensor *ddpl_var_dim(ddpl_tensor *x, int dim, int correction, bool keepdim);
+ddpl_tensor *ddpl_std(ddpl_tensor *x, int correction);
+ddpl_tensor *ddpl_std_dim(ddpl_tensor *x, int dim, int correction, bool keepdim);
+ddpl_tensor *ddpl_max(ddpl_tensor *x); /* 0-dim */
+ddpl_tensor *ddpl_min(ddpl_tensor *x);
+/* values and int64 indices along dim (first occurrence on ties) */
+int ddpl_max_dim(ddpl_tensor *x, int dim, bool keepdim, ddpl_tensor **values,
+                 ddpl_tensor **indices);
+int ddpl_min_dim(ddpl_tensor *x, int dim, bool keepdim, ddpl_tensor **values,
+                 ddpl_tensor **indices);
+ddpl_tensor *ddpl_argmax(ddpl_tensor *x, bool all_dims, int dim, bool keepdim);
+ddpl_tensor *ddpl_argmin(ddpl_tensor *x, bool all_dims, int dim, bool keepdim);
+ddpl_tensor *ddpl_logsumexp(ddpl_tensor *x, int dim, bool keepdim);
+ddpl_tensor *ddpl_norm(ddpl_tensor *x, double p, bool all_dims, int dim, bool keepdim);
+
+/* ---- linear algebra ---- */
+ddpl_tensor *ddpl_matmul(ddpl_tensor *a, ddpl_tensor *b); /* 1-D .. batched N-D, broadcast */
+ddpl_tensor *ddpl_mm(ddpl_tensor *a, ddpl_tensor *b);     /* (n,k) @ (k,m) */
+ddpl_tensor *ddpl_bmm(ddpl_tensor *a, ddpl_tensor *b);    /* (b,n,k) @ (b,k,m) */
+/* beta*bias + alpha*(a @ b), bias broadcast to (n,m) */
+ddpl_tensor *ddpl_addmm(ddpl_tensor *bias, ddpl_tensor *a, ddpl_tensor *b, double beta,
+                        double alpha);
+
+/* ---- joining and picking ---- */
+ddpl_tensor *ddpl_cat(int n, ddpl_tensor *const *xs, int dim);
+ddpl_tensor *ddpl_stack(int n, ddpl_tensor *const *xs, int dim);
+ddpl_tensor *ddpl_index_select(ddpl_tensor *x, int dim, ddpl_tensor *index); /* index int64 1-D */
+ddpl_tensor *ddpl_gather(ddpl_tensor *x, int dim, ddpl_tensor *index);
+int ddpl_topk(ddpl_tensor *x, int64_t k, int dim, bool largest, bool sorted, ddpl_tensor **values,
+              ddpl_tensor **indices);
+
+/* ---- neural-network functions (PyTorch's torch.nn.functional) ---- */
+typedef enum ddpl_reduction { DDPL_REDUCTION_NONE, DDPL_REDUCTION_MEAN, DDPL_REDUCTION_SUM } ddpl_reduction;
+
+/* x (*,in), weight (out,in), bias (out) or NULL */
+ddpl_tensor *ddpl_linear(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias);
+/* x (N,C,H,W), weight (O,C/groups,kh,kw), bias (O) or NULL; pairs are (h, w) */
+ddpl_tensor *ddpl_conv2d(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias,
+                         const int stride[2], const int padding[2], const int dilation[2],
+                         int groups);
+ddpl_tensor *ddpl_max_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2]);
+ddpl_tensor *ddpl_avg_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2], bool count_include_pad);
+ddpl_tensor *ddpl_adaptive_avg_pool2d(ddpl_tensor *x, int out_h, int out_w);
+/* x (N,C,*); running stats (C) may be NULL; in training they are updated in place with
+ * momentum (unbiased variance), as PyTorch does */
+ddpl_tensor *ddpl_batch_norm(ddpl_tensor *x, ddpl_tensor *running_mean, ddpl_tensor *running_var,
+                             ddpl_tensor *weight, ddpl_tensor *bias, bool training,
+                             double momentum, double eps);
+/* normalises over the last n_normalized dims; weight/bias have those sizes or are NULL */
+ddpl_tensor *ddpl_layer_norm(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,
+                             ddpl_tensor *bias, double eps);
+/* index int64 (*), weight (n,d) -> (*,d) */
+ddpl_tensor *ddpl_embedding(ddpl_tensor *index, ddpl_tensor *weight);
+ddpl_tensor *ddpl_dropout(ddpl_tensor *x, double p, bool training);
+ddpl_tensor *ddpl_softmax(ddpl_tensor *x, int dim);
+ddpl_tensor *ddpl_log_softmax(ddpl_tensor *x, int dim);
+/* logits (N,C) or (N,C,d...), target int64 (N) or (N,d...) with 0-based classes; weight (C) or
+ * NULL */
+ddpl_tensor *ddpl_cross_entropy(ddpl_tensor *logits, ddpl_tensor *target, ddpl_tensor *weight,
+                                ddpl_reduction reduction, int64_t ignore_index,
+                                double label_smoothing);
+ddpl_tensor *ddpl_nll_loss(ddpl_tensor *logp, ddpl_tensor *target, ddpl_tensor *weight,
+                           ddpl_reduction reduction, int64_t ignore_index);
+ddpl_tensor *ddpl_mse_loss(ddpl_tensor *input, ddpl_tensor *target, ddpl_reduction reduction);
+/* q (*,L,E), k (*,S,E), v (*,S,Ev); attn_mask bool (true = keep) or float (added), or NULL;
+ * scale <= 0 means 1/sqrt(E) */
+ddpl_tensor *ddpl_scaled_dot_product_attention(ddpl_tensor *q, ddpl_tensor *k, ddpl_tensor *v,
+                                               ddpl_tensor *attn_mask, bool is_causal,
+                                               double scale);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,30 @@
+/* ops/dispatch.c: picks a device's kernel table and reports missing kernels.
+ * defines: ddpl_run_kernel, ddpl_op_name, ddpl_cuda_backend. */
+#include "dispatch.h"
+
+const struct ddpl_backend *ddpl_cuda_backend = NULL;
+
+static const char *const op_names[DDPL_OP_COUNT] = {
+#define DDPL_OP(name, str) [DDPL_OP_##name] = str,
+#include "ops.def"
+#undef DDPL_OP
+};
+
+const char *ddpl_op_name(ddpl_op op) { return (unsigned)op < DDPL_OP_COUNT ? op_names[op] : "?"; }
+
+int ddpl_run_kernel(ddpl_op op, ddpl_device dev, ddpl_tensor **out, ddpl_tensor **in,
+                    const void *params)
+{
+    const struct ddpl_backend *b = dev.type == DDPL_CPU    ? &ddpl_cpu_backend
+                                   : dev.type == DDPL_CUDA ? ddpl_cuda_backend
+                                                           : NULL;
+    char buf[32];
+    if (!b)
+        return ddpl_error("%s: device %s is not available in this build or on this machine",
+                          op_names[op], ddpl_device_str(dev, buf, sizeof buf));
+    ddpl_kernel k = b->kernels[op];
+    if (!k)
+        return ddpl_error("%s: not supported on device %s", op_names[op],
+                          ddpl_device_str(dev, buf, sizeof buf));
+    return k(out, in, params);
+}

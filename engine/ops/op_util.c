@@ -1,0 +1,80 @@
+/* ops/op_util.c: see op_util.h.
+ * defines: ddpl_check_*, ddpl_as_dtype, ddpl_to_dtype, ddpl_sum_to. */
+#include "op_util.h"
+
+int ddpl_check_inplace(const char *op, const ddpl_tensor *x)
+{
+    if (!ddpl_is_grad_enabled() || !x->requires_grad) return 0;
+    if (!x->grad_fn)
+        return ddpl_error("%s: a leaf tensor that requires grad is being used in an in-place "
+                          "operation; wrap it in ddpl.no_grad or use the out-of-place form",
+                          op);
+    return ddpl_error("%s: in-place operations on tensors that require grad are not supported "
+                      "(the tensor has history %s); use the out-of-place form",
+                      op, x->grad_fn->name);
+}
+
+int ddpl_check_same_device(const char *op, const ddpl_tensor *a, const ddpl_tensor *b)
+{
+    if (ddpl_same_device(a->device, b->device)) return 0;
+    char da[32], db[32];
+    return ddpl_error("%s: expected all tensors on the same device, got %s and %s", op,
+                      ddpl_device_str(a->device, da, sizeof da),
+                      ddpl_device_str(b->device, db, sizeof db));
+}
+
+int ddpl_check_floating(const char *op, const ddpl_tensor *x)
+{
+    if (ddpl_dtype_is_floating((ddpl_dtype)x->dtype)) return 0;
+    return ddpl_error("%s: expected a floating-point tensor, got %s", op,
+                      ddpl_dtype_name((ddpl_dtype)x->dtype));
+}
+
+int ddpl_check_dtype(const char *op, const char *what, const ddpl_tensor *x, ddpl_dtype dt)
+{
+    if (x->dtype == dt) return 0;
+    return ddpl_error("%s: %s must be %s, got %s", op, what, ddpl_dtype_name(dt),
+                      ddpl_dtype_name((ddpl_dtype)x->dtype));
+}
+
+int ddpl_check_ndim(const char *op, const char *what, const ddpl_tensor *x, int ndim)
+{
+    if (x->ndim == ndim) return 0;
+    char b[128];
+    return ddpl_error("%s: %s must have %d dimensions, got shape %s", op, what, ndim,
+                      ddpl_shape_str(x, b, sizeof b));
+}
+
+ddpl_tensor *ddpl_as_dtype(ddpl_tensor *x, ddpl_dtype dt)
+{
+    if (x->dtype == dt) return ddpl_tensor_retain(x);
+    ddpl_tensor *y = ddpl_tensor_new(x->ndim, x->sizes, dt, x->device);
+    if (!y) return NULL;
+    if (ddpl_run_kernel(DDPL_OP_COPY, x->device, &y, &x, NULL) < 0) {
+        ddpl_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}
+
+ddpl_tensor *ddpl_to_dtype(ddpl_tensor *x, ddpl_dtype dt)
+{
+    if (x->dtype == dt) return ddpl_tensor_retain(x);
+    return ddpl_to(x, dt, x->device);
+}
+
+ddpl_tensor *ddpl_sum_to(ddpl_tensor *grad, int ndim, const int64_t *sizes)
+{
+    int lead = grad->ndim - ndim;
+    int dims[DDPL_MAX_DIMS], n = 0;
+    for (int d = 0; d < grad->ndim; d++) {
+        int sd = d - lead;
+        if (sd < 0 || (sizes[sd] == 1 && grad->sizes[d] != 1)) dims[n++] = d;
+    }
+    if (n == 0) return ddpl_tensor_retain(grad);
+    ddpl_tensor *s = ddpl_sum_dims(grad, n, dims, true);
+    if (!s) return NULL;
+    ddpl_tensor *r = ddpl_view(s, ndim, sizes);
+    ddpl_tensor_release(s);
+    return r;
+}
