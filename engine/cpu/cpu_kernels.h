@@ -5,8 +5,7 @@
 
 #include "ops/dispatch.h"
 
-/* weak while the kernel set is being filled in: a missing kernel is a NULL slot ("not supported") */
-#define DDPL_CPU_KERNEL(fn) __attribute__((weak)) int fn(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+#define DDPL_CPU_KERNEL(fn) int fn(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 
 DDPL_CPU_KERNEL(cpu_fill);
 DDPL_CPU_KERNEL(cpu_copy);

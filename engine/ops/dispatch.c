@@ -1,6 +1,11 @@
 /* ops/dispatch.c: picks a device's kernel table and reports missing kernels.
  * defines: ddpl_run_kernel, ddpl_op_name, ddpl_cuda_backend. */
 #include "dispatch.h"
+#include "ddpl/config.h"
+
+#if DDPL_HAVE_CUDA
+int ddpl_cuda_init(void);
+#endif
 
 const struct ddpl_backend *ddpl_cuda_backend = NULL;
 
@@ -15,6 +20,9 @@ const char *ddpl_op_name(ddpl_op op) { return (unsigned)op < DDPL_OP_COUNT ? op_
 int ddpl_run_kernel(ddpl_op op, ddpl_device dev, ddpl_tensor **out, ddpl_tensor **in,
                     const void *params)
 {
+#if DDPL_HAVE_CUDA
+    if (dev.type == DDPL_CUDA && !ddpl_cuda_backend && ddpl_cuda_init() < 0) return -1;
+#endif
     const struct ddpl_backend *b = dev.type == DDPL_CPU    ? &ddpl_cpu_backend
                                    : dev.type == DDPL_CUDA ? ddpl_cuda_backend
                                                            : NULL;

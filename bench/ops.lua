@@ -1,0 +1,341 @@
+-- bench/ops.lua: the ops benchmark behind bench/ops: sgemm, elementwise bandwidth and tiny-op
+-- cost for raw OpenBLAS (bench/blas_raw.c), ddplua and PyTorch (bench/ops_torch.py), side by side.
+--
+-- Two roles, chosen by the first argument:
+--   lua5.4 bench/ops.lua [options]            the driver (run it through bench/ops, which builds
+--                                            blas_raw and sets the paths): runs the workers in
+--                                            alternating rounds and prints the tables
+--   lua5.4 bench/ops.lua --worker [options]   the ddplua worker: one measurement of every
+--                                            workload, printed as "RESULT <metric> <value> <unit>"
+-- Every worker prints the same metrics, each the median of --reps timed loops of about
+-- --min-time seconds; the driver takes the median over rounds. Bandwidth is bytes read + bytes
+-- written per second (GB = 1e9), sgemm is 2*M*N*K flops per call.
+
+local N_ELEM = 16 * 1024 * 1024 -- 16M float32 = 64 MiB per tensor
+
+local function median(v)
+  local s = {}
+  for i, x in ipairs(v) do s[i] = x end
+  table.sort(s)
+  local n = #s
+  if n == 0 then return nil end
+  return n % 2 == 1 and s[(n + 1) // 2] or 0.5 * (s[n // 2] + s[n // 2 + 1])
+end
+
+local function parse_args(argv, defaults)
+  local o = {}
+  for k, v in pairs(defaults) do o[k] = v end
+  local i = 1
+  while i <= #argv do
+    local a = argv[i]
+    local key = a:match('^%-%-([%w%-]+)$')
+    if not key then error('unknown argument ' .. a) end
+    key = key:gsub('%-', '_')
+    local d = defaults[key]
+    if d == nil then error('unknown option ' .. a) end
+    if type(d) == 'boolean' then
+      o[key] = true
+    else
+      i = i + 1
+      if argv[i] == nil then error('option ' .. a .. ' needs a value') end
+      o[key] = type(d) == 'number' and assert(tonumber(argv[i]), a .. ': not a number') or argv[i]
+    end
+    i = i + 1
+  end
+  return o
+end
+
+---------------------------------------------------------------------------------------------
+-- the ddplua worker
+---------------------------------------------------------------------------------------------
+local function worker(argv)
+  local o = parse_args(argv, {worker = false, threads = 1, min_time = 0.2, reps = 3,
+                              tiny_calls = 1000000})
+  local ddpl = require 'ddplua'
+  local now = assert(ddpl.time, 'ddpl.time is missing (API.md, Utilities)')
+  ddpl.set_num_threads(o.threads)
+  io.write(('INFO ddplua %s, threads %d\n'):format(tostring(ddpl.version),
+                                                   ddpl.get_num_threads()))
+  ddpl.manual_seed(0)
+
+  local function time_per_call(body)
+    body() -- warm-up
+    local calls = 1
+    while true do
+      local t = now()
+      for _ = 1, calls do body() end
+      local dt = now() - t
+      if dt >= o.min_time / 4 or calls >= 1 << 24 then
+        if dt > 0 then calls = math.floor(calls * o.min_time / dt) + 1 end
+        break
+      end
+      calls = calls * 2
+    end
+    local per_call = {}
+    for r = 1, o.reps do
+      local t = now()
+      for _ = 1, calls do body() end
+      per_call[r] = (now() - t) / calls
+    end
+    return median(per_call)
+  end
+
+  local function result(name, fn)
+    local ok, value, unit = pcall(fn)
+    if ok then
+      io.write(('RESULT %s %.4f %s\n'):format(name, value, unit))
+    else
+      io.write(('ERROR %s %s\n'):format(name, tostring(value):gsub('\n', ' ')))
+    end
+    io.flush()
+  end
+
+  -- Results are closed right away when tensors support <close>: the Lua equivalent of Python
+  -- freeing a result as soon as its last reference goes, which is what the torch worker gets.
+  -- Without __close they are left to the garbage collector.
+  local probe = ddpl.zeros(1)
+  local closable = (getmetatable(probe) or {}).__close ~= nil
+  io.write(('INFO results freed by %s\n'):format(closable and '<close>' or 'the GC'))
+  local function producing(f)
+    if closable then
+      return function() local r <close> = f() end
+    end
+    return function() local r = f() end
+  end
+
+  for _, mkn in ipairs({{1024, 1024, 1024}, {64, 784, 256}}) do
+    local m, k, n = mkn[1], mkn[2], mkn[3]
+    result(('sgemm_%dx%dx%d'):format(m, k, n), function()
+      local a, b = ddpl.randn(m, k), ddpl.randn(k, n)
+      local s = time_per_call(producing(function() return ddpl.matmul(a, b) end))
+      return 2.0 * m * n * k / s / 1e9, 'GFLOP/s'
+    end)
+  end
+
+  local nbytes = 4 * N_ELEM
+  local a, b, x, dst = ddpl.randn(N_ELEM), ddpl.randn(N_ELEM), ddpl.randn(N_ELEM), ddpl.empty(N_ELEM)
+  local cases = {
+    {'add', producing(function() return a + b end), 3},    -- reads a, b; writes a new tensor
+    {'add_', function() x:add_(b) end, 3},                  -- reads x, b; writes x
+    {'gelu', producing(function() return a:gelu() end), 2}, -- exact (erf) GELU, as PyTorch
+    {'clone', producing(function() return a:clone() end), 2},
+    {'copy_', function() dst:copy_(a) end, 2},
+  }
+  for _, c in ipairs(cases) do
+    result(c[1], function() return c[3] * nbytes / time_per_call(c[2]) / 1e9, 'GB/s' end)
+  end
+  a, b, x, dst = nil, nil, nil, nil
+
+  -- tiny op: 1-element add from Lua, loop of N calls minus an empty loop of N calls; results
+  -- are dropped to the garbage collector as in ordinary code
+  result('tiny_add', function()
+    local t1, t2 = ddpl.ones(1), ddpl.ones(1)
+    local n = o.tiny_calls
+    local t = now()
+    for _ = 1, n do local c = t1 + t2 end
+    local t_op = now() - t
+    t = now()
+    for _ = 1, n do end
+    local t_empty = now() - t
+    return (t_op - t_empty) / n * 1e6, 'us'
+  end)
+end
+
+---------------------------------------------------------------------------------------------
+-- the driver
+---------------------------------------------------------------------------------------------
+local METRICS = {
+  {key = 'sgemm_1024x1024x1024', label = 'sgemm 1024x1024x1024', unit = 'GFLOP/s'},
+  {key = 'sgemm_64x784x256', label = 'sgemm 64x784x256', unit = 'GFLOP/s'},
+  {key = 'memcpy', label = 'memcpy 64 MiB (C)', unit = 'GB/s'},
+  {key = 'add_c', label = 'a + b loop in C', unit = 'GB/s'},
+  {key = 'copy_', label = 'copy_ 16M f32', unit = 'GB/s'},
+  {key = 'clone', label = 'clone 16M f32', unit = 'GB/s'},
+  {key = 'add', label = 'a + b 16M f32', unit = 'GB/s'},
+  {key = 'add_', label = 'a:add_(b) 16M f32', unit = 'GB/s'},
+  {key = 'gelu', label = 'gelu 16M f32', unit = 'GB/s'},
+  {key = 'tiny_add', label = 'tiny add (1 elem)', unit = 'us/call'},
+}
+
+local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Runs one worker; returns {metric = value}, {info lines}, {error lines}.
+local function run_worker(cmd)
+  local p = assert(io.popen(cmd .. ' 2>&1', 'r'))
+  local values, info, errors = {}, {}, {}
+  for line in p:lines() do
+    local name, value = line:match('^RESULT (%S+) (%S+)')
+    if name then
+      values[name] = tonumber(value)
+    elseif line:match('^INFO ') then
+      info[#info + 1] = line:sub(6)
+    elseif line:match('^ERROR ') then
+      errors[#errors + 1] = line:sub(7)
+    elseif line ~= '' then
+      errors[#errors + 1] = line
+    end
+  end
+  local ok, how, code = p:close()
+  if not ok then errors[#errors + 1] = ('worker exited (%s %s)'):format(how, code) end
+  return values, info, errors
+end
+
+local function fmt(v)
+  if v == nil then return '-' end
+  if v >= 100 then return ('%.0f'):format(v) end
+  if v >= 10 then return ('%.1f'):format(v) end
+  return ('%.2f'):format(v)
+end
+
+-- "median [min-max]" of a list of round values
+local function summary(v)
+  if not v or #v == 0 then return '-' end
+  local lo, hi = math.huge, -math.huge
+  for _, x in ipairs(v) do lo, hi = math.min(lo, x), math.max(hi, x) end
+  if #v == 1 then return fmt(v[1]) end
+  return ('%s [%s-%s]'):format(fmt(median(v)), fmt(lo), fmt(hi))
+end
+
+local function pad(s, n) return s .. string.rep(' ', n - #s) end
+
+local function driver(argv)
+  local o = parse_args(argv, {quick = false, rounds = 5, threads = '1,2', min_time = 0.2,
+                              reps = 3, tiny_calls = 1000000, no_torch = false,
+                              python = '/usr/bin/python3', blas_raw = os.getenv('BENCH_BLAS_RAW') or '',
+                              lua = os.getenv('BENCH_LUA') or 'lua5.4'})
+  if o.quick then
+    local explicit = table.concat(argv, ' ')
+    if not explicit:find('%-%-rounds') then o.rounds = 2 end
+    if not explicit:find('%-%-min%-time') then o.min_time = 0.05 end
+    if not explicit:find('%-%-reps') then o.reps = 1 end
+    if not explicit:find('%-%-tiny%-calls') then o.tiny_calls = 100000 end
+  end
+  local here = (arg and arg[0] or 'bench/ops.lua'):match('^(.*)/[^/]*$') or '.'
+  local threads = {}
+  for t in o.threads:gmatch('%d+') do threads[#threads + 1] = tonumber(t) end
+
+  local have_torch = not o.no_torch and
+    os.execute(sh_quote(o.python) .. ' -c "import torch" >/dev/null 2>&1') == true
+  local common = ('--min-time %g --reps %d'):format(o.min_time, o.reps)
+  local clean = 'env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u OMP_WAIT_POLICY '
+
+  io.write(('bench/ops: %d rounds, threads %s, loops of ~%gs, median of %d loops per round, '
+            .. 'tiny op %d calls; torch %s\n'):format(o.rounds, o.threads, o.min_time, o.reps,
+            o.tiny_calls, have_torch and 'yes' or 'not found (skipped)'))
+
+  local results = {} -- results[T][engine][metric] = {round values}
+  local engines_of = {}
+  local notes = {}
+  for _, T in ipairs(threads) do
+    local envT = ('%sOMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d '):format(clean, T, T)
+    local engines = {}
+    if o.blas_raw ~= '' then
+      engines[#engines + 1] = {name = 'raw', cmd = envT .. sh_quote(o.blas_raw)
+        .. (' --threads %d %s'):format(T, common)}
+    end
+    -- ddplua gets its threads from ddpl.set_num_threads alone; at 2+ threads it also runs with
+    -- OMP_WAIT_POLICY=passive, to show what libgomp's spinning costs (not used for the targets)
+    local lua_worker = sh_quote(o.lua) .. ' ' .. sh_quote(here .. '/ops.lua')
+      .. (' --worker --threads %d %s --tiny-calls %d'):format(T, common, o.tiny_calls)
+    engines[#engines + 1] = {name = 'ddplua', cmd = clean .. lua_worker}
+    if T > 1 then
+      engines[#engines + 1] = {name = 'ddplua passive', cmd = clean .. 'OMP_WAIT_POLICY=passive ' .. lua_worker}
+    end
+    if have_torch then
+      local py = sh_quote(o.python) .. ' ' .. sh_quote(here .. '/ops_torch.py')
+        .. (' --threads %d %s --tiny-calls %d'):format(T, common, o.tiny_calls)
+      engines[#engines + 1] = {name = 'torch', cmd = envT .. py}
+      if T > 1 then
+        engines[#engines + 1] = {name = 'torch passive', cmd = envT .. 'OMP_WAIT_POLICY=passive ' .. py}
+      end
+    end
+    engines_of[T] = engines
+    results[T] = {}
+    for _, e in ipairs(engines) do results[T][e.name] = {} end
+
+    for r = 1, o.rounds do
+      for j = 0, #engines - 1 do -- rotate the order each round: no engine always goes first
+        local e = engines[(r - 1 + j) % #engines + 1]
+        io.stderr:write(('  threads %d round %d/%d: %s\n'):format(T, r, o.rounds, e.name))
+        local values, info, errors = run_worker(e.cmd)
+        for k, v in pairs(values) do
+          local list = results[T][e.name][k] or {}
+          list[#list + 1] = v
+          results[T][e.name][k] = list
+        end
+        for _, line in ipairs(info) do notes[e.name .. ': ' .. line] = true end
+        for _, line in ipairs(errors) do notes[e.name .. ' ERROR: ' .. line] = true end
+      end
+    end
+  end
+
+  local sorted_notes = {}
+  for k in pairs(notes) do sorted_notes[#sorted_notes + 1] = k end
+  table.sort(sorted_notes)
+  io.write('\n')
+  for _, n in ipairs(sorted_notes) do io.write('  ', n, '\n') end
+
+  -- side-by-side tables: median [min-max] over rounds
+  for _, T in ipairs(threads) do
+    local engines = engines_of[T]
+    io.write(('\nthreads = %d (median [min-max] over %d rounds)\n'):format(T, o.rounds))
+    local header = pad('metric', 22) .. pad('unit', 9)
+    for _, e in ipairs(engines) do header = header .. pad(e.name, 18) end
+    io.write(header, '\n', string.rep('-', #header), '\n')
+    for _, m in ipairs(METRICS) do
+      local line = pad(m.label, 22) .. pad(m.unit, 9)
+      local any = false
+      for _, e in ipairs(engines) do
+        local v = results[T][e.name][m.key]
+        any = any or v ~= nil
+        line = line .. pad(summary(v), 18)
+      end
+      if any then io.write(line, '\n') end
+    end
+  end
+
+  -- targets: ddplua against raw OpenBLAS, memcpy, and 1 us
+  io.write('\ntargets (medians over rounds; ratio = engine / reference)\n')
+  local header = pad('check', 24) .. pad('T', 3) .. pad('reference', 14) .. pad('ddplua', 9)
+    .. pad('ratio', 8) .. pad('torch', 9) .. pad('ratio', 8) .. pad('target', 9) .. 'ddplua'
+  io.write(header, '\n', string.rep('-', #header + 2), '\n')
+  local function med(T, engine, key)
+    local e = results[T][engine]
+    return e and e[key] and median(e[key]) or nil
+  end
+  -- the better of torch and torch passive
+  local function best_torch(T, key, higher_is_better)
+    local a, b = med(T, 'torch', key), med(T, 'torch passive', key)
+    if not a or not b then return a or b end
+    if higher_is_better then return math.max(a, b) end
+    return math.min(a, b)
+  end
+  local function ratio(x, ref) return x and ref and ('%.3f'):format(x / ref) or '-' end
+  for _, T in ipairs(threads) do
+    for _, c in ipairs({
+      {'matmul 1024x1024x1024', 'sgemm_1024x1024x1024', 'sgemm_1024x1024x1024', 'raw', 0.95},
+      {'matmul 64x784x256', 'sgemm_64x784x256', 'sgemm_64x784x256', 'raw', 0.95},
+      {'a + b vs memcpy', 'add', 'memcpy', 'memcpy', 0.80},
+      {'a:add_(b) vs memcpy', 'add_', 'memcpy', 'memcpy', 0.80},
+      {'gelu vs memcpy', 'gelu', 'memcpy', 'memcpy', 0.80},
+    }) do
+      local d, ref, t = med(T, 'ddplua', c[2]), med(T, 'raw', c[3]), best_torch(T, c[2], true)
+      local status = d and ref and (d / ref >= c[5] and 'ok' or 'BELOW') or 'n/a'
+      io.write(pad(c[1], 24), pad(tostring(T), 3),
+               pad(ref and (c[4] == 'raw' and 'raw ' or 'memcpy ') .. fmt(ref) or '-', 14),
+               pad(fmt(d), 9), pad(ratio(d, ref), 8), pad(fmt(t), 9), pad(ratio(t, ref), 8),
+               pad('>= ' .. c[5], 9), status, '\n')
+    end
+    local d, t = med(T, 'ddplua', 'tiny_add'), best_torch(T, 'tiny_add', false)
+    io.write(pad('tiny add, us per call', 24), pad(tostring(T), 3), pad('-', 14), pad(fmt(d), 9),
+             pad('-', 8), pad(fmt(t), 9), pad('-', 8), pad('< 1 us', 9),
+             d and (d < 1 and 'ok' or 'ABOVE') or 'n/a', '\n')
+  end
+  io.write('torch: the better of torch and torch passive (OMP_WAIT_POLICY=passive).\n')
+end
+
+if arg and arg[1] == '--worker' then
+  worker(arg)
+else
+  driver(arg or {})
+end

@@ -1,0 +1,109 @@
+"""bench/ops_torch.py: the PyTorch worker of bench/ops (same workloads as the ddplua worker).
+
+Run by bench/ops, once per round, as
+    OMP_NUM_THREADS=T OPENBLAS_NUM_THREADS=T [OMP_WAIT_POLICY=passive] \
+        /usr/bin/python3 bench/ops_torch.py --threads T --min-time S --reps R --tiny-calls N
+and prints one "RESULT <metric> <value> <unit>" line per workload (parsed by bench/ops.lua).
+
+Threads: torch.set_num_threads(T) sizes torch's OpenMP pool (elementwise ops); Debian's torch
+runs matmuls in OpenBLAS, which has its own pool, so openblas_set_num_threads(T) is also called
+through ctypes (see shared/reference/torch/RESULTS.md, note 1).
+Bandwidth is bytes read + bytes written per second (GB = 1e9); sgemm is 2*M*N*K flops per call.
+"""
+import argparse
+import ctypes
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+N_ELEM = 16 << 20  # 16M float32 = 64 MiB per tensor
+
+
+def openblas_threads(n):
+    try:
+        lib = ctypes.CDLL("libopenblas.so.0")
+        lib.openblas_set_num_threads(int(n))
+        return lib.openblas_get_num_threads()
+    except (OSError, AttributeError):
+        return None
+
+
+def time_per_call(body, min_time, reps):
+    """Median over reps loops (each calibrated to ~min_time s) of seconds per call."""
+    body()  # warm-up
+    calls = 1
+    while True:
+        t = time.perf_counter()
+        for _ in range(calls):
+            body()
+        dt = time.perf_counter() - t
+        if dt >= min_time / 4 or calls >= 1 << 24:
+            if dt > 0:
+                calls = int(calls * min_time / dt) + 1
+            break
+        calls *= 2
+    per_call = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        for _ in range(calls):
+            body()
+        per_call.append((time.perf_counter() - t) / calls)
+    return statistics.median(per_call)
+
+
+def result(name, value, unit):
+    print(f"RESULT {name} {value:.4f} {unit}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--min-time", type=float, default=0.2)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--tiny-calls", type=int, default=1000000)
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    blas = openblas_threads(args.threads)
+    print(f"INFO torch {torch.__version__}, threads {torch.get_num_threads()}, "
+          f"openblas threads {blas}", flush=True)
+    torch.manual_seed(0)
+    mt, reps = args.min_time, args.reps
+
+    for m, k, n in ((1024, 1024, 1024), (64, 784, 256)):
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        s = time_per_call(lambda: torch.matmul(a, b), mt, reps)
+        result(f"sgemm_{m}x{k}x{n}", 2.0 * m * n * k / s / 1e9, "GFLOP/s")
+
+    a, b = torch.randn(N_ELEM), torch.randn(N_ELEM)
+    x, dst = torch.randn(N_ELEM), torch.empty(N_ELEM)
+    nbytes = 4 * N_ELEM
+    cases = (
+        ("add", lambda: a + b, 3),          # reads a, b; writes a new tensor
+        ("add_", lambda: x.add_(b), 3),     # reads x, b; writes x
+        ("gelu", lambda: F.gelu(a), 2),     # exact (erf) GELU, PyTorch's default
+        ("clone", lambda: a.clone(), 2),
+        ("copy_", lambda: dst.copy_(a), 2),
+    )
+    for name, body, passes in cases:
+        s = time_per_call(body, mt, reps)
+        result(name, passes * nbytes / s / 1e9, "GB/s")
+
+    # tiny op: 1-element add, loop of N calls minus an empty loop of N
+    t1, t2 = torch.ones(1), torch.ones(1)
+    n = args.tiny_calls
+    t = time.perf_counter()
+    for _ in range(n):
+        t1 + t2
+    t_op = time.perf_counter() - t
+    t = time.perf_counter()
+    for _ in range(n):
+        pass
+    t_empty = time.perf_counter() - t
+    result("tiny_add", (t_op - t_empty) / n * 1e6, "us")
+
+
+if __name__ == "__main__":
+    main()

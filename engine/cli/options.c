@@ -1,0 +1,172 @@
+/* cli/options.c: the ddplua command line.
+ * defines: cli_parse, cli_usage.
+ *
+ *   ddplua [options] [launcher flags] [script [launcher flags] [--] [args...]]
+ *
+ * Lua's options (-e -l -i -v -E -W -h, "-" for stdin, "--" to stop) as lua.c has them, plus the
+ * launcher flags of API.md (--nproc, --nnodes, --node-rank, --master-addr, --master-port; also
+ * as --flag=value), accepted before the script and right after it, as torchrun users write
+ * them. After the script the first argument that is not a launcher flag, or "--", starts the
+ * script's own arguments. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+void cli_usage(const char *badoption)
+{
+    if (badoption) {
+        if (badoption[1] == 'e' || badoption[1] == 'l')
+            fprintf(stderr, "%s: '%s' needs argument\n", CLI_PROGNAME, badoption);
+        else
+            fprintf(stderr, "%s: unrecognized option '%s'\n", CLI_PROGNAME, badoption);
+    }
+    fprintf(stderr,
+            "usage: %s [options] [script [args]]\n"
+            "Available options are:\n"
+            "  -e stat   execute string 'stat'\n"
+            "  -i        enter interactive mode after executing 'script'\n"
+            "  -l mod    require library 'mod' into global 'mod'\n"
+            "  -v        show version information\n"
+            "  -E        ignore environment variables\n"
+            "  -W        turn warnings on\n"
+            "  -h        show this help\n"
+            "  --        stop handling options\n"
+            "  -         stop handling options and execute stdin\n"
+            "Launcher flags (before or right after the script):\n"
+            "  --nproc N            worker processes on this machine\n"
+            "  --nnodes M           number of machines\n"
+            "  --node-rank K        rank of this machine (0-based)\n"
+            "  --master-addr HOST   address of the rank-0 machine\n"
+            "  --master-port P      port of the rendezvous store\n"
+            "With no script and no -e, ddplua starts a REPL with 'ddpl' preloaded.\n",
+            CLI_PROGNAME);
+    fflush(stderr);
+}
+
+static int int_value(const char *flag, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = s ? strtol(s, &end, 10) : 0;
+    if (!s || !*s || *end || v < lo || v > hi) {
+        fprintf(stderr, "%s: %s expects an integer from %d to %d, got '%s'\n", CLI_PROGNAME, flag,
+                lo, hi, s ? s : "");
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
+/* Launcher flag at argv[*i] (value in the same argument after '=' or in the next one).
+ * Returns 1 when consumed (advancing *i), 0 when argv[*i] is not a launcher flag, -1 on error. */
+static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
+{
+    static const char *const names[] = {"--nproc", "--nnodes", "--node-rank", "--master-addr",
+                                        "--master-port", NULL};
+    const char *arg = argv[*i];
+    int which = -1;
+    size_t len = 0;
+    for (int k = 0; names[k]; k++) {
+        len = strlen(names[k]);
+        if (strncmp(arg, names[k], len) == 0 && (arg[len] == '\0' || arg[len] == '=')) {
+            which = k;
+            break;
+        }
+    }
+    if (which < 0) return 0;
+    const char *value;
+    if (arg[len] == '=') {
+        value = arg + len + 1;
+    } else if (*i + 1 < argc) {
+        value = argv[++*i];
+    } else {
+        fprintf(stderr, "%s: %s needs a value\n", CLI_PROGNAME, names[which]);
+        return -1;
+    }
+    (*i)++;
+    l->given = true;
+    switch (which) {
+    case 0: return int_value("--nproc", value, 1, 4096, &l->nproc) < 0 ? -1 : 1;
+    case 1: return int_value("--nnodes", value, 1, 65536, &l->nnodes) < 0 ? -1 : 1;
+    case 2: return int_value("--node-rank", value, 0, 65535, &l->node_rank) < 0 ? -1 : 1;
+    case 3: l->master_addr = value; return 1;
+    default: return int_value("--master-port", value, 1, 65535, &l->master_port) < 0 ? -1 : 1;
+    }
+}
+
+int cli_parse(int argc, char **argv, cli_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->launch.nproc = 1;
+    o->launch.nnodes = 1;
+    o->actions = calloc((size_t)argc + 1, sizeof *o->actions);
+    if (!o->actions) return -1;
+    int i = 1;
+    while (i < argc) {
+        const char *a = argv[i];
+        int rc = launcher_flag(argc, argv, &i, &o->launch);
+        if (rc < 0) return -1;
+        if (rc > 0) continue;
+        if (a[0] != '-') break; /* the script */
+        if (strcmp(a, "-") == 0) break;
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
+            cli_usage(NULL);
+            exit(EXIT_SUCCESS);
+        }
+        switch (a[1]) {
+        case 'i':
+            if (a[2]) goto bad;
+            o->interactive = true; /* the REPL prints the version on a terminal */
+            break;
+        case 'v':
+            if (a[2]) goto bad;
+            o->version = true;
+            break;
+        case 'E':
+            if (a[2]) goto bad;
+            o->no_env = true;
+            break;
+        case 'W':
+            if (a[2]) goto bad;
+            o->warnings = true;
+            break;
+        case 'e':
+        case 'l': {
+            const char *value = a[2] ? a + 2 : (i + 1 < argc ? argv[++i] : NULL);
+            if (!value || (!a[2] && value[0] == '-')) { /* as lua.c: no value, or an option */
+                cli_usage(a);
+                return -1;
+            }
+            o->actions[o->n_actions++] = (cli_action){a[1], value};
+            break;
+        }
+        default: goto bad;
+        }
+        i++;
+        continue;
+    bad:
+        cli_usage(a);
+        return -1;
+    }
+    if (i < argc) {
+        o->script = i++;
+        /* launcher flags may follow the script; "--" ends them */
+        while (i < argc) {
+            if (strcmp(argv[i], "--") == 0) {
+                i++;
+                break;
+            }
+            int rc = launcher_flag(argc, argv, &i, &o->launch);
+            if (rc < 0) return -1;
+            if (rc == 0) break;
+        }
+    }
+    o->script_args = argv + i;
+    o->n_script_args = argc - i;
+    return 0;
+}

@@ -1,0 +1,297 @@
+/* cpu/cpu_conv.c: 2-D convolution on the CPU as im2col + GEMM, one image per thread.
+ * defines: cpu_conv2d, cpu_conv2d_backward.
+ *
+ * For image n and group g, with Cg = C/groups input channels, Og = O/groups output channels,
+ * Kc = Cg*kh*kw and P = OH*OW output pixels:
+ *   col (Kc, P)       = im2col(x[n, g])               the receptive field of every pixel
+ *   y[n, g] (Og, P)   = w[g] (Og, Kc) @ col + bias
+ *   dcol (Kc, P)      = w[g]^T @ dy[n, g]             then col2im adds it into dx[n, g]
+ *   dw[g] (Og, Kc)   += dy[n, g] @ col^T
+ * A 1x1 kernel with stride 1 and no padding reads x directly as col (no copy). Images are
+ * spread over OpenMP threads with OpenBLAS single-threaded (cpu_blas_parallel_for); each
+ * thread has its own col buffer and, for dw, its own accumulator summed at the end. */
+#include "cpu_blas.h"
+#include "cpu_kernels.h"
+#include "ops/nn_params.h"
+
+typedef struct {
+    int64_t N, C, H, W, O, OH, OW, kh, kw;
+    int sh, sw, ph, pw, dh, dw, groups;
+    int64_t Cg, Og, Kc, P;
+    bool direct; /* 1x1, stride 1, no padding: col is the input itself */
+} conv_geom;
+
+static void conv_geom_init(conv_geom *g, const ddpl_tensor *x, const ddpl_tensor *w,
+                           const ddpl_tensor *y, const ddpl_conv_params *p)
+{
+    g->N = x->sizes[0], g->C = x->sizes[1], g->H = x->sizes[2], g->W = x->sizes[3];
+    g->O = w->sizes[0], g->kh = w->sizes[2], g->kw = w->sizes[3];
+    g->OH = y->sizes[2], g->OW = y->sizes[3];
+    g->sh = p->stride[0], g->sw = p->stride[1], g->ph = p->padding[0], g->pw = p->padding[1];
+    g->dh = p->dilation[0], g->dw = p->dilation[1], g->groups = p->groups;
+    g->Cg = g->C / g->groups, g->Og = g->O / g->groups;
+    g->Kc = g->Cg * g->kh * g->kw, g->P = g->OH * g->OW;
+    g->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
+                g->OH == g->H && g->OW == g->W;
+}
+
+/* For kernel column kj: output columns [*lo, *hi) read input columns iw = ow*sw + off inside
+ * [0, W); the others fall into the padding. */
+static void valid_cols(const conv_geom *g, int64_t off, int64_t *lo, int64_t *hi)
+{
+    int64_t l = off >= 0 ? 0 : (-off + g->sw - 1) / g->sw;
+    int64_t h = g->W - 1 - off < 0 ? 0 : (g->W - 1 - off) / g->sw + 1;
+    if (h > g->OW) h = g->OW;
+    if (l > h) l = h;
+    *lo = l, *hi = h;
+}
+
+/* im2col: col (Kc, P) <- x (Cg, H, W) of one image and group, zeros in the padding.
+ * col2im: dx (Cg, H, W) += dcol (Kc, P), the adjoint. */
+#define DEFINE_IM2COL(T, SUFFIX)                                                                   \
+    static void im2col_##SUFFIX(const conv_geom *g, const T *x, T *col)                            \
+    {                                                                                              \
+        for (int64_t c = 0; c < g->Cg; c++)                                                        \
+            for (int64_t ki = 0; ki < g->kh; ki++)                                                 \
+                for (int64_t kj = 0; kj < g->kw; kj++) {                                           \
+                    T *row = col + ((c * g->kh + ki) * g->kw + kj) * g->P;                         \
+                    int64_t off = kj * g->dw - g->pw, lo, hi;                                      \
+                    valid_cols(g, off, &lo, &hi);                                                  \
+                    for (int64_t oh = 0; oh < g->OH; oh++) {                                       \
+                        T *r = row + oh * g->OW;                                                   \
+                        int64_t ih = oh * g->sh - g->ph + ki * g->dh;                              \
+                        if (ih < 0 || ih >= g->H) {                                                \
+                            for (int64_t ow = 0; ow < g->OW; ow++) r[ow] = 0;                      \
+                            continue;                                                              \
+                        }                                                                          \
+                        const T *xr = x + (c * g->H + ih) * g->W + off;                            \
+                        for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                             \
+                        if (g->sw == 1)                                                            \
+                            memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof(T));                \
+                        else                                                                       \
+                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw];           \
+                        for (int64_t ow = hi; ow < g->OW; ow++) r[ow] = 0;                         \
+                    }                                                                              \
+                }                                                                                  \
+    }                                                                                              \
+    static void col2im_##SUFFIX(const conv_geom *g, const T *col, T *dx)                           \
+    {                                                                                              \
+        for (int64_t c = 0; c < g->Cg; c++)                                                        \
+            for (int64_t ki = 0; ki < g->kh; ki++)                                                 \
+                for (int64_t kj = 0; kj < g->kw; kj++) {                                           \
+                    const T *row = col + ((c * g->kh + ki) * g->kw + kj) * g->P;                   \
+                    int64_t off = kj * g->dw - g->pw, lo, hi;                                      \
+                    valid_cols(g, off, &lo, &hi);                                                  \
+                    for (int64_t oh = 0; oh < g->OH; oh++) {                                       \
+                        int64_t ih = oh * g->sh - g->ph + ki * g->dh;                              \
+                        if (ih < 0 || ih >= g->H) continue;                                        \
+                        const T *r = row + oh * g->OW;                                             \
+                        T *xr = dx + (c * g->H + ih) * g->W + off;                                 \
+                        for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw] += r[ow];              \
+                    }                                                                              \
+                }                                                                                  \
+    }
+
+DEFINE_IM2COL(float, f32)
+DEFINE_IM2COL(double, f64)
+
+static void im2col(ddpl_dtype dt, const conv_geom *g, const void *x, void *col)
+{
+    if (dt == DDPL_FLOAT32)
+        im2col_f32(g, x, col);
+    else
+        im2col_f64(g, x, col);
+}
+
+static void col2im(ddpl_dtype dt, const conv_geom *g, const void *col, void *dx)
+{
+    if (dt == DDPL_FLOAT32)
+        col2im_f32(g, col, dx);
+    else
+        col2im_f64(g, col, dx);
+}
+
+typedef struct {
+    conv_geom g;
+    ddpl_dtype dt;
+    size_t esz;
+    const char *x, *w, *bias, *dy;
+    char *y, *dx;
+    void **cols;   /* one (Kc, P) buffer per thread; NULL entries when direct */
+    char **dw_acc; /* one (O, Kc) accumulator per thread, or NULL */
+} conv_job;
+
+/* Address of element (n, channel c) of a (N, channels, plane) contiguous tensor. */
+static inline const char *plane(const conv_job *j, const char *base, int64_t n, int64_t channels,
+                                int64_t c, int64_t plane_size)
+{
+    return base + ((n * channels + c) * plane_size) * (int64_t)j->esz;
+}
+
+static void conv_forward_images(int64_t begin, int64_t end, int thread, void *ctx)
+{
+    const conv_job *j = ctx;
+    const conv_geom *g = &j->g;
+    for (int64_t n = begin; n < end; n++)
+        for (int64_t gr = 0; gr < g->groups; gr++) {
+            const char *xg = plane(j, j->x, n, g->C, gr * g->Cg, g->H * g->W);
+            char *yg = (char *)plane(j, j->y, n, g->O, gr * g->Og, g->P);
+            const void *col = xg;
+            if (!g->direct) {
+                im2col(j->dt, g, xg, j->cols[thread]);
+                col = j->cols[thread];
+            }
+            double beta = 0.0;
+            if (j->bias) { /* start from the bias and let GEMM add the product (beta 1) */
+                for (int64_t o = 0; o < g->Og; o++) {
+                    int64_t oc = gr * g->Og + o;
+                    if (j->dt == DDPL_FLOAT32) {
+                        float b = ((const float *)j->bias)[oc], *r = (float *)yg + o * g->P;
+                        for (int64_t p = 0; p < g->P; p++) r[p] = b;
+                    } else {
+                        double b = ((const double *)j->bias)[oc], *r = (double *)yg + o * g->P;
+                        for (int64_t p = 0; p < g->P; p++) r[p] = b;
+                    }
+                }
+                beta = 1.0;
+            }
+            const char *wg = j->w + gr * g->Og * g->Kc * (int64_t)j->esz;
+            cpu_blas_gemm(j->dt, false, false, g->Og, g->P, g->Kc, 1.0, wg, g->Kc, col, g->P, beta,
+                          yg, g->P);
+        }
+}
+
+/* Allocates a buffer per thread of `elems` elements (all or nothing). */
+static void **alloc_per_thread(int nt, int64_t elems, size_t esz, bool zero)
+{
+    void **bufs = calloc((size_t)nt, sizeof *bufs);
+    if (!bufs) return NULL;
+    for (int t = 0; t < nt; t++) {
+        bufs[t] = zero ? calloc((size_t)elems, esz) : malloc((size_t)elems * esz);
+        if (!bufs[t]) {
+            for (int u = 0; u < t; u++) free(bufs[u]);
+            free(bufs);
+            return NULL;
+        }
+    }
+    return bufs;
+}
+
+static void free_per_thread(void **bufs, int nt)
+{
+    if (!bufs) return;
+    for (int t = 0; t < nt; t++) free(bufs[t]);
+    free(bufs);
+}
+
+/* out[0] y (N,O,OH,OW); in[0] x (N,C,H,W), in[1] w (O,C/g,kh,kw), in[2] bias (O)?; all
+ * contiguous, float32 or float64; C, O, OH, OW >= 1 (checked by the op). */
+int cpu_conv2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    conv_job j = {.dt = (ddpl_dtype)in[0]->dtype};
+    conv_geom_init(&j.g, in[0], in[1], out[0], params);
+    if (ddpl_tensor_numel(out[0]) == 0) return 0;
+    j.esz = ddpl_dtype_size(j.dt);
+    j.x = ddpl_data_ptr(in[0]);
+    j.w = ddpl_data_ptr(in[1]);
+    j.bias = in[2] ? ddpl_data_ptr(in[2]) : NULL;
+    j.y = ddpl_data_ptr(out[0]);
+    int nt = cpu_blas_max_threads();
+    if (!j.g.direct && !(j.cols = alloc_per_thread(nt, j.g.Kc * j.g.P, j.esz, false)))
+        return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
+                          (long long)j.g.Kc, (long long)j.g.P);
+    cpu_blas_parallel_for(j.g.N, conv_forward_images, &j);
+    free_per_thread(j.cols, nt);
+    return 0;
+}
+
+static void conv_backward_images(int64_t begin, int64_t end, int thread, void *ctx)
+{
+    const conv_job *j = ctx;
+    const conv_geom *g = &j->g;
+    int64_t esz = (int64_t)j->esz;
+    for (int64_t n = begin; n < end; n++)
+        for (int64_t gr = 0; gr < g->groups; gr++) {
+            const char *dyg = plane(j, j->dy, n, g->O, gr * g->Og, g->P);
+            const char *wg = j->w + gr * g->Og * g->Kc * esz;
+            if (j->dw_acc) {
+                const char *xg = plane(j, j->x, n, g->C, gr * g->Cg, g->H * g->W);
+                const void *col = xg;
+                if (!g->direct) {
+                    im2col(j->dt, g, xg, j->cols[thread]);
+                    col = j->cols[thread];
+                }
+                /* dw[g] (Og, Kc) += dy (Og, P) @ col^T (P, Kc) */
+                cpu_blas_gemm(j->dt, false, true, g->Og, g->Kc, g->P, 1.0, dyg, g->P, col, g->P,
+                              1.0, j->dw_acc[thread] + gr * g->Og * g->Kc * esz, g->Kc);
+            }
+            if (j->dx) {
+                char *dxg = (char *)plane(j, j->dx, n, g->C, gr * g->Cg, g->H * g->W);
+                /* dcol (Kc, P) = w[g]^T (Kc, Og) @ dy (Og, P); direct: dcol is dx itself */
+                void *dcol = g->direct ? (void *)dxg : j->cols[thread];
+                cpu_blas_gemm(j->dt, true, false, g->Kc, g->P, g->Og, 1.0, wg, g->Kc, dyg, g->P,
+                              0.0, dcol, g->P);
+                if (!g->direct) {
+                    memset(dxg, 0, (size_t)(g->Cg * g->H * g->W * esz));
+                    col2im(j->dt, g, dcol, dxg);
+                }
+            }
+        }
+}
+
+/* dbias[o] = sum over n and pixels of dy[n, o]. */
+static void conv_bias_grad(const conv_job *j, char *db)
+{
+    const conv_geom *g = &j->g;
+    for (int64_t o = 0; o < g->O; o++) {
+        double s = 0;
+        for (int64_t n = 0; n < g->N; n++) {
+            const char *r = plane(j, j->dy, n, g->O, o, g->P);
+            if (j->dt == DDPL_FLOAT32) {
+                float acc = 0; /* per-plane partial sums keep float32 rounding small */
+                for (int64_t p = 0; p < g->P; p++) acc += ((const float *)r)[p];
+                s += acc;
+            } else {
+                for (int64_t p = 0; p < g->P; p++) s += ((const double *)r)[p];
+            }
+        }
+        ddpl_store_f64(db + o * (int64_t)j->esz, j->dt, s);
+    }
+}
+
+/* out[0] dx?, out[1] dw?, out[2] dbias?; in[0] dy (N,O,OH,OW), in[1] x, in[2] w. */
+int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    conv_job j = {.dt = (ddpl_dtype)in[1]->dtype};
+    conv_geom_init(&j.g, in[1], in[2], in[0], params);
+    j.esz = ddpl_dtype_size(j.dt);
+    j.dy = ddpl_data_ptr(in[0]);
+    j.x = ddpl_data_ptr(in[1]);
+    j.w = ddpl_data_ptr(in[2]);
+    j.dx = out[0] ? ddpl_data_ptr(out[0]) : NULL;
+    int nt = cpu_blas_max_threads();
+    int64_t wsize = j.g.O * j.g.Kc;
+    if (out[0] && ddpl_tensor_numel(out[0])) memset(j.dx, 0, ddpl_tensor_nbytes(out[0]));
+    if (out[1] && !(j.dw_acc = (char **)alloc_per_thread(nt, wsize, j.esz, true)))
+        return ddpl_error("conv2d: out of memory for the weight-gradient accumulators");
+    if (!j.g.direct && j.g.P > 0 &&
+        !(j.cols = alloc_per_thread(nt, j.g.Kc * j.g.P, j.esz, false))) {
+        free_per_thread((void **)j.dw_acc, nt);
+        return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
+                          (long long)j.g.Kc, (long long)j.g.P);
+    }
+    if (j.g.P > 0 && j.g.Kc > 0 && (out[0] || out[1]))
+        cpu_blas_parallel_for(j.g.N, conv_backward_images, &j);
+    if (out[1]) { /* sum the per-thread accumulators into dw */
+        char *dw = ddpl_data_ptr(out[1]);
+        for (int64_t i = 0; i < wsize; i++) {
+            double s = 0;
+            for (int t = 0; t < nt; t++) s += ddpl_load_f64(j.dw_acc[t] + i * (int64_t)j.esz, j.dt);
+            ddpl_store_f64(dw + i * (int64_t)j.esz, j.dt, s);
+        }
+    }
+    if (out[2]) conv_bias_grad(&j, ddpl_data_ptr(out[2]));
+    free_per_thread((void **)j.dw_acc, nt);
+    free_per_thread(j.cols, nt);
+    return 0;
+}

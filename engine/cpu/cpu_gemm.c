@@ -1,0 +1,334 @@
+/* cpu/cpu_gemm.c: batched matrix products on the CPU through OpenBLAS.
+ * defines: cpu_gemm, cpu_blas_gemm, cpu_blas_parallel_for, cpu_blas_max_threads.
+ *
+ * cpu_gemm computes out[b] = alpha * in0[b] @ in1[b] + beta * out[b] for 3-D operands with any
+ * strides: out (B,M,N), in0 (B,M,K), in1 (B,K,N); a batch stride of 0 broadcasts a matrix.
+ * A matrix that has a unit stride in one of its two dims is handed to BLAS in place (a
+ * transposed view becomes CblasTrans, never a copy); any other layout is packed into a
+ * contiguous scratch buffer first. float16/bfloat16 compute in float32 through sgemm; integer
+ * dtypes use a plain loop with int64 accumulation (wrapping as PyTorch's does). */
+#include <cblas.h>
+#include <limits.h>
+
+#include "cpu_blas.h"
+#include "cpu_kernels.h"
+#include "ops/kernel_params.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* ---- BLAS front ----
+ * OpenBLAS (Debian's pthread build) runs its own thread pool, whose idle threads spin for a
+ * long while after every threaded call (2^28 cycles by default), stealing the cores from the
+ * OpenMP loops of every other kernel: measured, a log_softmax after a large GEMM ran 10x
+ * slower with 2 threads. So OpenBLAS is only ever called single-threaded, and a large GEMM is
+ * split over OpenMP threads here (row or column blocks of C, one BLAS call each): the same
+ * pool as every other kernel, and within a few percent of OpenBLAS's own threading. */
+
+/* One BLAS call, on the calling thread. */
+static void blas_call(ddpl_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
+                      double alpha, const void *A, int64_t lda, const void *B, int64_t ldb,
+                      double beta, void *C, int64_t ldc)
+{
+    enum CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
+    enum CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    if (dt == DDPL_FLOAT32)
+        cblas_sgemm(CblasRowMajor, opa, opb, (blasint)M, (blasint)N, (blasint)K, (float)alpha, A,
+                    (blasint)lda, B, (blasint)ldb, (float)beta, C, (blasint)ldc);
+    else
+        cblas_dgemm(CblasRowMajor, opa, opb, (blasint)M, (blasint)N, (blasint)K, alpha, A,
+                    (blasint)lda, B, (blasint)ldb, beta, C, (blasint)ldc);
+}
+
+/* OpenBLAS restricted to the calling thread (ddpl_set_num_threads may have raised it). */
+static void blas_single_threaded(void)
+{
+    if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+}
+
+int cpu_blas_max_threads(void)
+{
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Below this many multiply-adds one thread is faster than forking (OpenBLAS's own cut-off). */
+#define GEMM_SPLIT_MNK 262144.0
+
+void cpu_blas_gemm(ddpl_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
+                   const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
+                   int64_t ldc)
+{
+    blas_single_threaded();
+#ifdef _OPENMP
+    int nt = omp_get_max_threads();
+    if (nt > 1 && !omp_in_parallel() && (double)M * (double)N * (double)K > GEMM_SPLIT_MNK) {
+        int64_t esz = (int64_t)ddpl_dtype_size(dt);
+        /* split the larger side of C into blocks that are multiples of 16 (whole SIMD tiles) */
+        bool rows = M >= N;
+        int64_t len = rows ? M : N, chunk = ((len + nt - 1) / nt + 15) / 16 * 16;
+        int parts = (int)((len + chunk - 1) / chunk);
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+        for (int t = 0; t < parts; t++) {
+            int64_t b = t * chunk, n = b + chunk < len ? chunk : len - b;
+            if (rows) /* C rows [b, b+n): op(A) rows, all of op(B) */
+                blas_call(dt, ta, tb, n, N, K, alpha, (const char *)A + (ta ? b : b * lda) * esz,
+                          lda, B, ldb, beta, (char *)C + b * ldc * esz, ldc);
+            else /* C columns [b, b+n): all of op(A), op(B) columns */
+                blas_call(dt, ta, tb, M, n, K, alpha, A, lda,
+                          (const char *)B + (tb ? b * ldb : b) * esz, ldb, beta,
+                          (char *)C + b * esz, ldc);
+        }
+        return;
+    }
+#endif
+    blas_call(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void cpu_blas_parallel_for(int64_t n, void (*fn)(int64_t, int64_t, int, void *), void *ctx)
+{
+    if (n <= 0) return;
+#ifdef _OPENMP
+    int nt = omp_get_max_threads();
+    if (n >= 2 && nt > 1 && !omp_in_parallel()) {
+        if (nt > n) nt = (int)n;
+#pragma omp parallel num_threads(nt)
+        {
+            int t = omp_get_thread_num(), T = omp_get_num_threads();
+            int64_t chunk = (n + T - 1) / T;
+            int64_t b = (int64_t)t * chunk, e = b + chunk < n ? b + chunk : n;
+            if (b < e) fn(b, e, t, ctx);
+        }
+        return;
+    }
+#endif
+    fn(0, n, 0, ctx);
+}
+
+/* ---- operand layouts ---- */
+typedef enum { LAYOUT_ROW, LAYOUT_COL, LAYOUT_PACK } mat_layout;
+
+/* One operand: matrix b starts at base + b*bstride bytes; element (i, j) at i*rs + j*cs
+ * elements from there. */
+typedef struct {
+    char *base;
+    int64_t bstride; /* bytes */
+    int64_t rows, cols, rs, cs;
+    mat_layout layout;
+    int64_t ld; /* leading dimension for LAYOUT_ROW / LAYOUT_COL */
+} mat_desc;
+
+/* How BLAS can read a (rows, cols) matrix with strides (rs, cs): row-major with leading
+ * dimension rs, column-major (the transpose of a row-major (cols, rows)) with leading dimension
+ * cs, or neither. A size-1 dim's stride is irrelevant, and BLAS wants ld >= max(1, width). */
+static mat_layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t *ld)
+{
+    int64_t wr = cols > 1 ? cols : 1, wc = rows > 1 ? rows : 1;
+    if (cs == 1 || cols <= 1) {
+        int64_t l = rows <= 1 ? wr : rs;
+        if (l >= wr && l <= INT_MAX) {
+            *ld = l;
+            return LAYOUT_ROW;
+        }
+    }
+    if (rs == 1 || rows <= 1) {
+        int64_t l = cols <= 1 ? wc : cs;
+        if (l >= wc && l <= INT_MAX) {
+            *ld = l;
+            return LAYOUT_COL;
+        }
+    }
+    *ld = wr; /* the packed copy is row-major */
+    return LAYOUT_PACK;
+}
+
+static void mat_desc_init(mat_desc *m, const ddpl_tensor *t)
+{
+    size_t esz = ddpl_dtype_size((ddpl_dtype)t->dtype);
+    m->base = ddpl_data_ptr(t);
+    m->bstride = t->sizes[0] == 1 ? 0 : t->strides[0] * (int64_t)esz;
+    m->rows = t->sizes[1];
+    m->cols = t->sizes[2];
+    m->rs = t->strides[1];
+    m->cs = t->strides[2];
+    m->layout = layout_of(m->rows, m->cols, m->rs, m->cs, &m->ld);
+}
+
+/* dst (rows, cols) row-major in dt_dst <- src with strides (rs, cs) in dt_src (to_src false), or
+ * the reverse (to_src true: src <- dst). Same-dtype float32/64 take typed loops. */
+static void pack(const mat_desc *m, char *src, ddpl_dtype dt_src, void *dst, ddpl_dtype dt_dst,
+                 bool to_src)
+{
+    size_t es = ddpl_dtype_size(dt_src), ed = ddpl_dtype_size(dt_dst);
+    for (int64_t i = 0; i < m->rows; i++) {
+        for (int64_t j = 0; j < m->cols; j++) {
+            char *s = src + (i * m->rs + j * m->cs) * (int64_t)es;
+            char *d = (char *)dst + (i * m->cols + j) * (int64_t)ed;
+            if (dt_src == dt_dst) {
+                if (to_src)
+                    memcpy(s, d, es);
+                else
+                    memcpy(d, s, es);
+            } else if (to_src) {
+                ddpl_store_f64(s, dt_src, ddpl_load_f64(d, dt_dst));
+            } else {
+                ddpl_store_f64(d, dt_dst, ddpl_load_f64(s, dt_src));
+            }
+        }
+    }
+}
+
+typedef struct {
+    mat_desc a, b, c;
+    ddpl_dtype dt;      /* the tensors' dtype */
+    ddpl_dtype compute; /* float32 or float64: what BLAS sees */
+    int64_t M, N, K;
+    double alpha, beta;
+    atomic_int out_of_memory; /* set by a thread that could not get scratch */
+} gemm_job;
+
+/* Where BLAS reads operand m of batch b: in place, or packed into scratch (converted to the
+ * compute dtype). */
+static const char *operand(const gemm_job *j, const mat_desc *m, int64_t b, void *scratch,
+                           int64_t *ld, bool *trans)
+{
+    char *p = m->base + b * m->bstride;
+    if (m->layout == LAYOUT_PACK || j->dt != j->compute) {
+        pack(m, p, j->dt, scratch, j->compute, false);
+        *ld = m->cols > 1 ? m->cols : 1;
+        *trans = false;
+        return scratch;
+    }
+    *ld = m->ld;
+    *trans = m->layout == LAYOUT_COL;
+    return p;
+}
+
+static void gemm_batches(int64_t begin, int64_t end, int thread, void *ctx)
+{
+    DDPL_UNUSED(thread);
+    const gemm_job *j = ctx;
+    size_t esz = ddpl_dtype_size(j->compute);
+    bool pack_a = j->a.layout == LAYOUT_PACK || j->dt != j->compute;
+    bool pack_b = j->b.layout == LAYOUT_PACK || j->dt != j->compute;
+    bool pack_c = j->c.layout == LAYOUT_PACK || j->dt != j->compute;
+    /* scratch is small next to the product for the layouts that need it; it is only allocated
+     * for operands that BLAS cannot read in place */
+    void *sa = pack_a ? malloc((size_t)(j->M * j->K) * esz) : NULL;
+    void *sb = pack_b ? malloc((size_t)(j->K * j->N) * esz) : NULL;
+    void *sc = pack_c ? malloc((size_t)(j->M * j->N) * esz) : NULL;
+    if ((pack_a && !sa) || (pack_b && !sb) || (pack_c && !sc)) {
+        atomic_store(&((gemm_job *)ctx)->out_of_memory, 1);
+        begin = end;
+    }
+    for (int64_t b = begin; b < end; b++) {
+        int64_t lda, ldb;
+        bool ta, tb;
+        const char *pa = operand(j, &j->a, b, sa, &lda, &ta);
+        const char *pb = operand(j, &j->b, b, sb, &ldb, &tb);
+        char *pc = j->c.base + b * j->c.bstride;
+        if (pack_c) {
+            if (j->beta != 0) pack(&j->c, pc, j->dt, sc, j->compute, false);
+            cpu_blas_gemm(j->compute, ta, tb, j->M, j->N, j->K, j->alpha, pa, lda, pb, ldb, j->beta,
+                          sc, j->N > 1 ? j->N : 1);
+            pack(&j->c, pc, j->dt, sc, j->compute, true);
+        } else if (j->c.layout == LAYOUT_COL) {
+            /* C^T (N,M) = op(B)^T @ op(A)^T, row-major with C's leading dimension */
+            cpu_blas_gemm(j->compute, !tb, !ta, j->N, j->M, j->K, j->alpha, pb, ldb, pa, lda,
+                          j->beta, pc, j->c.ld);
+        } else {
+            cpu_blas_gemm(j->compute, ta, tb, j->M, j->N, j->K, j->alpha, pa, lda, pb, ldb, j->beta,
+                          pc, j->c.ld);
+        }
+    }
+    free(sa);
+    free(sb);
+    free(sc);
+}
+
+/* Integer dtypes: out = alpha*sum_k a*b + beta*out in int64, wrapping. */
+static void gemm_integer(const gemm_job *j, int64_t batches)
+{
+    int64_t alpha = (int64_t)j->alpha, beta = (int64_t)j->beta;
+    size_t esz = ddpl_dtype_size(j->dt);
+    for (int64_t b = 0; b < batches; b++) {
+        const char *pa = j->a.base + b * j->a.bstride, *pb = j->b.base + b * j->b.bstride;
+        char *pc = j->c.base + b * j->c.bstride;
+        for (int64_t m = 0; m < j->M; m++)
+            for (int64_t n = 0; n < j->N; n++) {
+                uint64_t acc = 0; /* unsigned: overflow wraps instead of being undefined */
+                for (int64_t k = 0; k < j->K; k++)
+                    acc += (uint64_t)ddpl_load_i64(pa + (m * j->a.rs + k * j->a.cs) * esz, j->dt) *
+                           (uint64_t)ddpl_load_i64(pb + (k * j->b.rs + n * j->b.cs) * esz, j->dt);
+                char *o = pc + (m * j->c.rs + n * j->c.cs) * esz;
+                uint64_t r = (uint64_t)alpha * acc;
+                if (beta != 0) r += (uint64_t)beta * (uint64_t)ddpl_load_i64(o, j->dt);
+                ddpl_store_i64(o, j->dt, (int64_t)r);
+            }
+    }
+}
+
+/* K == 0: the product is zero, so out = beta*out. */
+static void scale_output(const gemm_job *j, int64_t batches)
+{
+    size_t esz = ddpl_dtype_size(j->dt);
+    for (int64_t b = 0; b < batches; b++) {
+        char *pc = j->c.base + b * j->c.bstride;
+        for (int64_t m = 0; m < j->M; m++)
+            for (int64_t n = 0; n < j->N; n++) {
+                char *o = pc + (m * j->c.rs + n * j->c.cs) * esz;
+                ddpl_store_f64(o, j->dt, j->beta == 0 ? 0.0 : j->beta * ddpl_load_f64(o, j->dt));
+            }
+    }
+}
+
+/* out[0] (B,M,N), in[0] (B,M,K), in[1] (B,K,N); params ddpl_gemm_params. */
+int cpu_gemm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    const ddpl_gemm_params *p = params;
+    ddpl_tensor *c = out[0], *a = in[0], *b = in[1];
+    gemm_job j = {.dt = (ddpl_dtype)c->dtype, .alpha = p->alpha, .beta = p->beta};
+    int64_t batches = c->sizes[0];
+    j.M = c->sizes[1];
+    j.N = c->sizes[2];
+    j.K = a->sizes[2];
+    if (batches == 0 || j.M == 0 || j.N == 0) return 0;
+    if (j.M > INT_MAX || j.N > INT_MAX || j.K > INT_MAX)
+        return ddpl_error("matmul: matrix sizes (%lld,%lld,%lld) exceed the BLAS limit of "
+                          "2^31-1",
+                          (long long)j.M, (long long)j.N, (long long)j.K);
+    mat_desc_init(&j.a, a);
+    mat_desc_init(&j.b, b);
+    mat_desc_init(&j.c, c);
+    if (j.K == 0) {
+        scale_output(&j, batches);
+        return 0;
+    }
+    switch (j.dt) {
+    case DDPL_FLOAT32:
+    case DDPL_FLOAT64:
+        j.compute = j.dt;
+        break;
+    case DDPL_FLOAT16:
+    case DDPL_BFLOAT16:
+        j.compute = DDPL_FLOAT32;
+        break;
+    default:
+        gemm_integer(&j, batches);
+        return 0;
+    }
+    /* OpenBLAS splits one GEMM over threads only above about 2^18 multiply-adds; below that,
+     * or with many batches, splitting over the batch is what keeps every core busy */
+    double mnk = (double)j.M * (double)j.N * (double)j.K;
+    if (batches >= 2 && (mnk <= 1048576.0 || batches >= 2 * cpu_blas_max_threads()))
+        cpu_blas_parallel_for(batches, gemm_batches, &j);
+    else
+        gemm_batches(0, batches, 0, &j);
+    if (atomic_load(&j.out_of_memory))
+        return ddpl_error("matmul: out of memory for the scratch copy of a strided operand");
+    return 0;
+}

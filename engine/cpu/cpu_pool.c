@@ -1,0 +1,265 @@
+/* cpu/cpu_pool.c: 2-D pooling on the CPU, forward and backward, planes spread over threads.
+ * defines: cpu_max_pool2d, cpu_max_pool2d_backward, cpu_avg_pool2d, cpu_avg_pool2d_backward,
+ *          cpu_adaptive_avg_pool2d, cpu_adaptive_avg_pool2d_backward.
+ *
+ * Every kernel sees contiguous (N,C,H,W) data as N*C independent planes. Windows are clipped
+ * to the input once per output row/column instead of testing every tap. max_pool2d propagates
+ * NaN (a NaN in the window wins, as in PyTorch) and writes the argmax (h*W + w within the
+ * plane) only when backward will need it; the common 2x2 stride-2 unpadded case has its own
+ * loop over the four taps. */
+#include <math.h>
+
+#include "cpu_iter.h"
+#include "cpu_kernels.h"
+#include "ops/nn_params.h"
+
+typedef struct {
+    int64_t H, W, OH, OW;
+    int kh, kw, sh, sw, ph, pw;
+    bool count_include_pad;
+    const char *in;
+    char *out;
+    int64_t *argmax; /* max_pool2d: NULL when not wanted */
+    const int64_t *indices;
+    ddpl_dtype dt;
+} pool_job;
+
+static void pool_job_init(pool_job *j, const ddpl_tensor *big, const ddpl_tensor *small,
+                          const ddpl_pool_params *p)
+{
+    j->H = big->sizes[2], j->W = big->sizes[3];
+    j->OH = small->sizes[2], j->OW = small->sizes[3];
+    j->dt = (ddpl_dtype)big->dtype;
+    if (p) {
+        j->kh = p->kernel[0], j->kw = p->kernel[1], j->sh = p->stride[0], j->sw = p->stride[1];
+        j->ph = p->padding[0], j->pw = p->padding[1];
+        j->count_include_pad = p->count_include_pad;
+    }
+}
+
+/* Runs fn over planes [begin, end) in parallel: a thread gets whole planes. */
+static void run_planes(int64_t planes, int64_t plane_work, void (*fn)(int64_t, int64_t, void *),
+                       pool_job *j)
+{
+    cpu_parallel_for(planes, CPU_GRAIN / (plane_work > 0 ? plane_work : 1) + 1, fn, j);
+}
+
+/* ---- max_pool2d ---- */
+#define DEFINE_MAX_POOL(T, SUFFIX)                                                                 \
+    static void max_pool_##SUFFIX(int64_t begin, int64_t end, void *ctx)                           \
+    {                                                                                              \
+        const pool_job *j = ctx;                                                                   \
+        int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;                                        \
+        for (int64_t pl = begin; pl < end; pl++) {                                                 \
+            const T *x = (const T *)j->in + pl * H * W;                                            \
+            T *y = (T *)j->out + pl * OH * OW;                                                     \
+            int64_t *am = j->argmax ? j->argmax + pl * OH * OW : NULL;                             \
+            if (j->kh == 2 && j->kw == 2 && j->sh == 2 && j->sw == 2 && j->ph == 0 &&              \
+                j->pw == 0) {                                                                      \
+                /* the taps in scan order a b / c d; a later tap wins when greater or NaN, and a   \
+                 * NaN is only displaced by a later NaN, exactly as the general loop */            \
+                for (int64_t oh = 0; oh < OH; oh++) {                                              \
+                    const T *r0 = x + 2 * oh * W, *r1 = r0 + W;                                    \
+                    T *yr = y + oh * OW;                                                           \
+                    int64_t *ar = am ? am + oh * OW : NULL, base = 2 * oh * W;                     \
+                    for (int64_t ow = 0; ow < OW; ow++) {                                          \
+                        T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];  \
+                        T m = a;                                                                   \
+                        int64_t k = 0;                                                             \
+                        if (b > m || b != b) m = b, k = 1;                                         \
+                        if (c > m || c != c) m = c, k = W;                                         \
+                        if (d > m || d != d) m = d, k = W + 1;                                     \
+                        yr[ow] = m;                                                                \
+                        if (ar) ar[ow] = base + 2 * ow + k;                                        \
+                    }                                                                              \
+                }                                                                                  \
+                continue;                                                                          \
+            }                                                                                      \
+            for (int64_t oh = 0; oh < OH; oh++) {                                                  \
+                int64_t h0 = oh * j->sh - j->ph, h1 = h0 + j->kh;                                  \
+                if (h0 < 0) h0 = 0;                                                                \
+                if (h1 > H) h1 = H;                                                                \
+                for (int64_t ow = 0; ow < OW; ow++) {                                              \
+                    int64_t w0 = ow * j->sw - j->pw, w1 = w0 + j->kw;                              \
+                    if (w0 < 0) w0 = 0;                                                            \
+                    if (w1 > W) w1 = W;                                                            \
+                    T m = -INFINITY;                                                               \
+                    int64_t best = h0 * W + w0;                                                    \
+                    for (int64_t ih = h0; ih < h1; ih++)                                           \
+                        for (int64_t iw = w0; iw < w1; iw++) {                                     \
+                            T v = x[ih * W + iw];                                                  \
+                            if (v > m || v != v) {                                                 \
+                                m = v;                                                             \
+                                best = ih * W + iw;                                                \
+                            }                                                                      \
+                        }                                                                          \
+                    y[oh * OW + ow] = m;                                                           \
+                    if (am) am[oh * OW + ow] = best;                                               \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    static void max_pool_bwd_##SUFFIX(int64_t begin, int64_t end, void *ctx)                       \
+    {                                                                                              \
+        const pool_job *j = ctx;                                                                   \
+        int64_t HW = j->H * j->W, P = j->OH * j->OW;                                               \
+        for (int64_t pl = begin; pl < end; pl++) {                                                 \
+            T *dx = (T *)j->out + pl * HW;                                                         \
+            const T *g = (const T *)j->in + pl * P;                                                \
+            const int64_t *am = j->indices + pl * P;                                               \
+            memset(dx, 0, (size_t)HW * sizeof(T));                                                 \
+            for (int64_t p = 0; p < P; p++) dx[am[p]] += g[p];                                     \
+        }                                                                                          \
+    }
+
+DEFINE_MAX_POOL(float, f32)
+DEFINE_MAX_POOL(double, f64)
+
+/* out[0] y (N,C,OH,OW), out[1] argmax (int64, same shape) or NULL; in[0] x (N,C,H,W). */
+int cpu_max_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    pool_job j = {0};
+    pool_job_init(&j, in[0], out[0], params);
+    j.in = ddpl_data_ptr(in[0]);
+    j.out = ddpl_data_ptr(out[0]);
+    j.argmax = out[1] ? (int64_t *)ddpl_data_ptr(out[1]) : NULL;
+    int64_t planes = in[0]->sizes[0] * in[0]->sizes[1];
+    run_planes(planes, j.OH * j.OW * j.kh * j.kw,
+               j.dt == DDPL_FLOAT32 ? max_pool_f32 : max_pool_f64, &j);
+    return 0;
+}
+
+/* out[0] dx (N,C,H,W); in[0] grad (N,C,OH,OW), in[1] argmax. */
+int cpu_max_pool2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    pool_job j = {0};
+    pool_job_init(&j, out[0], in[0], params);
+    j.in = ddpl_data_ptr(in[0]);
+    j.out = ddpl_data_ptr(out[0]);
+    j.indices = (const int64_t *)ddpl_data_ptr(in[1]);
+    int64_t planes = out[0]->sizes[0] * out[0]->sizes[1];
+    run_planes(planes, j.H * j.W, j.dt == DDPL_FLOAT32 ? max_pool_bwd_f32 : max_pool_bwd_f64, &j);
+    return 0;
+}
+
+/* ---- avg_pool2d ----
+ * Window of output (oh, ow): rows [oh*sh - ph, +kh) clipped to [-ph, H+ph) gives the divisor
+ * with count_include_pad, clipped to [0, H) the elements summed (and the divisor without). */
+typedef struct {
+    int64_t h0, h1, w0, w1;
+    double div;
+} avg_window;
+
+static avg_window avg_window_of(const pool_job *j, int64_t oh, int64_t ow)
+{
+    avg_window a;
+    int64_t h0 = oh * j->sh - j->ph, w0 = ow * j->sw - j->pw;
+    int64_t h1 = h0 + j->kh, w1 = w0 + j->kw;
+    if (h1 > j->H + j->ph) h1 = j->H + j->ph;
+    if (w1 > j->W + j->pw) w1 = j->W + j->pw;
+    int64_t padded = (h1 - h0) * (w1 - w0);
+    a.h0 = h0 < 0 ? 0 : h0, a.w0 = w0 < 0 ? 0 : w0;
+    a.h1 = h1 > j->H ? j->H : h1, a.w1 = w1 > j->W ? j->W : w1;
+    a.div = (double)(j->count_include_pad ? padded : (a.h1 - a.h0) * (a.w1 - a.w0));
+    return a;
+}
+
+/* adaptive: output i covers [floor(i*in/out), ceil((i+1)*in/out)) */
+static avg_window adaptive_window_of(const pool_job *j, int64_t oh, int64_t ow)
+{
+    avg_window a;
+    a.h0 = oh * j->H / j->OH, a.h1 = ((oh + 1) * j->H + j->OH - 1) / j->OH;
+    a.w0 = ow * j->W / j->OW, a.w1 = ((ow + 1) * j->W + j->OW - 1) / j->OW;
+    a.div = (double)((a.h1 - a.h0) * (a.w1 - a.w0));
+    return a;
+}
+
+/* The average pools differ only in their windows; `adaptive` picks the function. */
+#define DEFINE_AVG_POOL(T, SUFFIX, NAME, WINDOW)                                                   \
+    static void NAME##_##SUFFIX(int64_t begin, int64_t end, void *ctx)                             \
+    {                                                                                              \
+        const pool_job *j = ctx;                                                                   \
+        for (int64_t pl = begin; pl < end; pl++) {                                                 \
+            const T *x = (const T *)j->in + pl * j->H * j->W;                                      \
+            T *y = (T *)j->out + pl * j->OH * j->OW;                                               \
+            for (int64_t oh = 0; oh < j->OH; oh++)                                                 \
+                for (int64_t ow = 0; ow < j->OW; ow++) {                                           \
+                    avg_window a = WINDOW(j, oh, ow);                                              \
+                    T s = 0;                                                                       \
+                    for (int64_t ih = a.h0; ih < a.h1; ih++)                                       \
+                        for (int64_t iw = a.w0; iw < a.w1; iw++) s += x[ih * j->W + iw];           \
+                    y[oh * j->OW + ow] = (T)(s / a.div);                                           \
+                }                                                                                  \
+        }                                                                                          \
+    }                                                                                              \
+    static void NAME##_bwd_##SUFFIX(int64_t begin, int64_t end, void *ctx)                         \
+    {                                                                                              \
+        const pool_job *j = ctx;                                                                   \
+        for (int64_t pl = begin; pl < end; pl++) {                                                 \
+            T *dx = (T *)j->out + pl * j->H * j->W;                                                \
+            const T *g = (const T *)j->in + pl * j->OH * j->OW;                                    \
+            memset(dx, 0, (size_t)(j->H * j->W) * sizeof(T));                                      \
+            for (int64_t oh = 0; oh < j->OH; oh++)                                                 \
+                for (int64_t ow = 0; ow < j->OW; ow++) {                                           \
+                    avg_window a = WINDOW(j, oh, ow);                                              \
+                    T v = (T)(g[oh * j->OW + ow] / a.div);                                         \
+                    for (int64_t ih = a.h0; ih < a.h1; ih++)                                       \
+                        for (int64_t iw = a.w0; iw < a.w1; iw++) dx[ih * j->W + iw] += v;          \
+                }                                                                                  \
+        }                                                                                          \
+    }
+
+DEFINE_AVG_POOL(float, f32, avg_pool, avg_window_of)
+DEFINE_AVG_POOL(double, f64, avg_pool, avg_window_of)
+DEFINE_AVG_POOL(float, f32, adaptive_pool, adaptive_window_of)
+DEFINE_AVG_POOL(double, f64, adaptive_pool, adaptive_window_of)
+
+/* out[0] y (N,C,OH,OW); in[0] x (N,C,H,W); ddpl_pool_params. */
+int cpu_avg_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    pool_job j = {0};
+    pool_job_init(&j, in[0], out[0], params);
+    j.in = ddpl_data_ptr(in[0]);
+    j.out = ddpl_data_ptr(out[0]);
+    run_planes(in[0]->sizes[0] * in[0]->sizes[1], j.OH * j.OW * j.kh * j.kw,
+               j.dt == DDPL_FLOAT32 ? avg_pool_f32 : avg_pool_f64, &j);
+    return 0;
+}
+
+/* out[0] dx (N,C,H,W); in[0] grad (N,C,OH,OW); ddpl_pool_params. */
+int cpu_avg_pool2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    pool_job j = {0};
+    pool_job_init(&j, out[0], in[0], params);
+    j.in = ddpl_data_ptr(in[0]);
+    j.out = ddpl_data_ptr(out[0]);
+    run_planes(out[0]->sizes[0] * out[0]->sizes[1], j.OH * j.OW * j.kh * j.kw,
+               j.dt == DDPL_FLOAT32 ? avg_pool_bwd_f32 : avg_pool_bwd_f64, &j);
+    return 0;
+}
+
+/* out[0] y (N,C,OH,OW); in[0] x (N,C,H,W). */
+int cpu_adaptive_avg_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    DDPL_UNUSED(params);
+    pool_job j = {0};
+    pool_job_init(&j, in[0], out[0], NULL);
+    j.in = ddpl_data_ptr(in[0]);
+    j.out = ddpl_data_ptr(out[0]);
+    run_planes(in[0]->sizes[0] * in[0]->sizes[1], j.H * j.W + j.OH * j.OW,
+               j.dt == DDPL_FLOAT32 ? adaptive_pool_f32 : adaptive_pool_f64, &j);
+    return 0;
+}
+
+/* out[0] dx (N,C,H,W); in[0] grad (N,C,OH,OW). */
+int cpu_adaptive_avg_pool2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    DDPL_UNUSED(params);
+    pool_job j = {0};
+    pool_job_init(&j, out[0], in[0], NULL);
+    j.in = ddpl_data_ptr(in[0]);
+    j.out = ddpl_data_ptr(out[0]);
+    run_planes(out[0]->sizes[0] * out[0]->sizes[1], j.H * j.W + j.OH * j.OW,
+               j.dt == DDPL_FLOAT32 ? adaptive_pool_bwd_f32 : adaptive_pool_bwd_f64, &j);
+    return 0;
+}

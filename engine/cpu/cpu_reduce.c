@@ -1,0 +1,492 @@
+/* cpu/cpu_reduce.c: reduction CPU kernels: sum, prod, amax, amin over a set of dims, and
+ * max/min with indices along one dim.
+ * defines: cpu_sum, cpu_prod, cpu_amax, cpu_amin, cpu_max_dim, cpu_min_dim.
+ *
+ * out has in's rank with the reduced dims of size 1 (ops.def). The dims are split into kept
+ * dims (which index the outputs) and reduced dims, each group coalesced where memory allows,
+ * the reduced ones ordered so the innermost (smallest stride) comes last. Then:
+ *   - rows: each output reduces its elements, the innermost reduced run as one vectorised row
+ *     (8 accumulator lanes); outputs are split over threads, or, for a single output (a full
+ *     reduction), the outermost reduced dim is split and the partial results combined;
+ *   - columns (sum over outer dims of a row-major tensor, e.g. a bias gradient): when the
+ *     innermost dim is kept, whole rows of inputs are added into a row of accumulators, so
+ *     memory is read in order.
+ * Floating inputs accumulate in double (so a float32 sum of 16M elements keeps ~1e-9 relative
+ * error and amax/amin stay exact), integers in int64 with wrap-around. */
+#include <math.h>
+
+#include "cpu_iter.h"
+#include "cpu_kernels.h"
+#include "ops/kernel_params.h"
+
+typedef enum { RED_SUM, RED_PROD, RED_MAX, RED_MIN } red_kind;
+
+typedef struct reduce_geom {
+    int nk, nr;
+    int64_t ksize[DDPL_MAX_DIMS], kin[DDPL_MAX_DIMS], kout[DDPL_MAX_DIMS]; /* elements */
+    int64_t rsize[DDPL_MAX_DIMS], rin[DDPL_MAX_DIMS];
+    int64_t nout, nred;
+} reduce_geom;
+
+/* Builds the geometry of reducing in over the dims in mask into out (keepdim shape). */
+static void geom_init(reduce_geom *g, const ddpl_tensor *in, const ddpl_tensor *out, uint32_t mask)
+{
+    int nk = 0, nr = 0;
+    g->nout = g->nred = 1;
+    for (int d = 0; d < in->ndim; d++) {
+        int64_t n = in->sizes[d];
+        if (mask & (1u << d)) {
+            g->nred *= n;
+            if (n == 1) continue;
+            g->rsize[nr] = n;
+            g->rin[nr++] = in->strides[d];
+        } else {
+            g->nout *= n;
+            if (n == 1) continue;
+            g->ksize[nk] = n;
+            g->kin[nk] = in->strides[d];
+            g->kout[nk++] = out->strides[d];
+        }
+    }
+    /* reduced dims: outer to inner by stride (insertion sort: at most 8) */
+    for (int i = 1; i < nr; i++)
+        for (int j = i; j > 0 && llabs(g->rin[j - 1]) < llabs(g->rin[j]); j--) {
+            int64_t ts = g->rsize[j], ti = g->rin[j];
+            g->rsize[j] = g->rsize[j - 1];
+            g->rin[j] = g->rin[j - 1];
+            g->rsize[j - 1] = ts;
+            g->rin[j - 1] = ti;
+        }
+    /* coalesce neighbours that step through memory as one dim */
+    int m = 0;
+    for (int i = 1; i < nr; i++) {
+        if (g->rin[m] == g->rin[i] * g->rsize[i]) {
+            g->rsize[m] *= g->rsize[i];
+            g->rin[m] = g->rin[i];
+        } else {
+            m++;
+            g->rsize[m] = g->rsize[i];
+            g->rin[m] = g->rin[i];
+        }
+    }
+    g->nr = nr ? m + 1 : 0;
+    m = 0;
+    for (int i = 1; i < nk; i++) {
+        if (g->kin[m] == g->kin[i] * g->ksize[i] && g->kout[m] == g->kout[i] * g->ksize[i]) {
+            g->ksize[m] *= g->ksize[i];
+            g->kin[m] = g->kin[i];
+            g->kout[m] = g->kout[i];
+        } else {
+            m++;
+            g->ksize[m] = g->ksize[i];
+            g->kin[m] = g->kin[i];
+            g->kout[m] = g->kout[i];
+        }
+    }
+    g->nk = nk ? m + 1 : 0;
+    /* a reduction over nothing still runs one (empty or single) row */
+    if (g->nr == 0) {
+        g->nr = 1;
+        g->rsize[0] = g->nred; /* 1, or 0 for a reduced dim of size 0 */
+        g->rin[0] = 0;
+    }
+}
+
+/* Input and output element offsets of output number i (row-major over the kept dims). */
+static void out_offsets(const reduce_geom *g, int64_t i, int64_t *in_off, int64_t *out_off)
+{
+    int64_t a = 0, b = 0;
+    for (int d = g->nk - 1; d >= 0; d--) {
+        int64_t idx = i % g->ksize[d];
+        i /= g->ksize[d];
+        a += idx * g->kin[d];
+        b += idx * g->kout[d];
+    }
+    *in_off = a;
+    *out_off = b;
+}
+
+/* ---- accumulators ---- */
+typedef union {
+    double f;
+    int64_t i;
+} acc_t;
+
+static inline double fcombine(red_kind k, double a, double b)
+{
+    switch (k) {
+    case RED_SUM:
+        return a + b;
+    case RED_PROD:
+        return a * b;
+    case RED_MAX:
+        return (a != a || a > b) ? a : b; /* NaN wins, as in PyTorch */
+    default:
+        return (a != a || a < b) ? a : b;
+    }
+}
+
+static inline int64_t icombine(red_kind k, int64_t a, int64_t b)
+{
+    switch (k) {
+    case RED_SUM:
+        return (int64_t)((uint64_t)a + (uint64_t)b);
+    case RED_PROD:
+        return (int64_t)((uint64_t)a * (uint64_t)b);
+    case RED_MAX:
+        return a > b ? a : b;
+    default:
+        return a < b ? a : b;
+    }
+}
+
+static acc_t identity(red_kind k, bool integral)
+{
+    acc_t a;
+    if (integral)
+        a.i = k == RED_SUM ? 0 : k == RED_PROD ? 1 : k == RED_MAX ? INT64_MIN : INT64_MAX;
+    else
+        a.f = k == RED_SUM ? 0.0 : k == RED_PROD ? 1.0 : k == RED_MAX ? -INFINITY : INFINITY;
+    return a;
+}
+
+/* Typed rows: combines init with the n elements at p (element stride s). Eight lanes of
+ * double, starting from the identity ID, so the loop vectorises (float32 converts four at a
+ * time) and the dependency chains stay short. */
+#define ROW_FN(NAME, T, OP, ID)                                                                    \
+    static double NAME(const char *p_, int64_t n, int64_t s, double init)                          \
+    {                                                                                              \
+        const T *p = (const T *)p_;                                                                \
+        double lane[8];                                                                            \
+        for (int j = 0; j < 8; j++) lane[j] = ID;                                                  \
+        int64_t i = 0;                                                                             \
+        if (s == 1) {                                                                              \
+            for (; i + 8 <= n; i += 8)                                                             \
+                for (int j = 0; j < 8; j++) {                                                      \
+                    double a = lane[j], b = (double)p[i + j];                                      \
+                    lane[j] = OP(a, b);                                                            \
+                }                                                                                  \
+        }                                                                                          \
+        double r = init;                                                                           \
+        for (; i < n; i++) {                                                                       \
+            double a = r, b = (double)p[i * s];                                                    \
+            r = OP(a, b);                                                                          \
+        }                                                                                          \
+        for (int j = 0; j < 8; j++) {                                                              \
+            double a = r, b = lane[j];                                                             \
+            r = OP(a, b);                                                                          \
+        }                                                                                          \
+        return r;                                                                                  \
+    }
+#define OP_SUM(a, b)  ((a) + (b))
+#define OP_PROD(a, b) ((a) * (b))
+#define OP_MAX(a, b)  (((a) != (a) || (a) > (b)) ? (a) : (b))
+#define OP_MIN(a, b)  (((a) != (a) || (a) < (b)) ? (a) : (b))
+ROW_FN(row_sum_f32, float, OP_SUM, 0.0)
+ROW_FN(row_sum_f64, double, OP_SUM, 0.0)
+ROW_FN(row_prod_f32, float, OP_PROD, 1.0)
+ROW_FN(row_prod_f64, double, OP_PROD, 1.0)
+ROW_FN(row_max_f32, float, OP_MAX, -INFINITY)
+ROW_FN(row_max_f64, double, OP_MAX, -INFINITY)
+ROW_FN(row_min_f32, float, OP_MIN, INFINITY)
+ROW_FN(row_min_f64, double, OP_MIN, INFINITY)
+
+typedef double (*row_fn)(const char *p, int64_t n, int64_t s, double init);
+static const row_fn rows_f32[4] = {row_sum_f32, row_prod_f32, row_max_f32, row_min_f32};
+static const row_fn rows_f64[4] = {row_sum_f64, row_prod_f64, row_max_f64, row_min_f64};
+
+typedef struct {
+    const ddpl_tensor *in, *out;
+    const reduce_geom *g;
+    red_kind kind;
+    ddpl_dtype dt;
+    bool integral;
+} reduce_job;
+
+/* Reduces the elements of one output, whose first input element is at base; rsize0 overrides
+ * the outermost reduced size (a thread's slice of it). */
+static acc_t reduce_one(const reduce_job *j, const char *base, int64_t rsize0)
+{
+    const reduce_geom *g = j->g;
+    size_t esz = ddpl_dtype_size(j->dt);
+    int nr = g->nr;
+    int64_t sizes[DDPL_MAX_DIMS], idx[DDPL_MAX_DIMS] = {0};
+    memcpy(sizes, g->rsize, sizeof sizes);
+    sizes[0] = rsize0;
+    int64_t inner = sizes[nr - 1], s = g->rin[nr - 1];
+    int64_t nrows = 1;
+    for (int d = 0; d < nr - 1; d++) nrows *= sizes[d];
+    if (inner == 0) nrows = 0;
+    acc_t acc = identity(j->kind, j->integral);
+    row_fn rf = j->dt == DDPL_FLOAT32   ? rows_f32[j->kind]
+                : j->dt == DDPL_FLOAT64 ? rows_f64[j->kind]
+                                        : NULL;
+    for (int64_t r = 0; r < nrows; r++) {
+        int64_t off = 0;
+        for (int d = 0; d < nr - 1; d++) off += idx[d] * g->rin[d];
+        const char *p = base + off * (int64_t)esz;
+        if (rf) {
+            acc.f = rf(p, inner, s, acc.f);
+        } else if (j->integral) {
+            for (int64_t i = 0; i < inner; i++)
+                acc.i = icombine(j->kind, acc.i, ddpl_load_i64(p + i * s * (int64_t)esz, j->dt));
+        } else {
+            for (int64_t i = 0; i < inner; i++)
+                acc.f = fcombine(j->kind, acc.f, ddpl_load_f64(p + i * s * (int64_t)esz, j->dt));
+        }
+        for (int d = nr - 2; d >= 0; d--) {
+            if (++idx[d] < sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+    return acc;
+}
+
+static void store_acc(const reduce_job *j, char *p, acc_t a)
+{
+    ddpl_dtype ot = (ddpl_dtype)j->out->dtype;
+    if (j->integral)
+        ddpl_store_i64(p, ot, a.i);
+    else
+        ddpl_store_f64(p, ot, a.f);
+}
+
+static void rows_range(int64_t begin, int64_t end, void *ctx)
+{
+    const reduce_job *j = ctx;
+    const char *in = ddpl_data_ptr(j->in);
+    char *out = ddpl_data_ptr(j->out);
+    size_t ie = ddpl_dtype_size(j->dt), oe = ddpl_dtype_size((ddpl_dtype)j->out->dtype);
+    for (int64_t i = begin; i < end; i++) {
+        int64_t io, oo;
+        out_offsets(j->g, i, &io, &oo);
+        acc_t a = reduce_one(j, in + io * (int64_t)ie, j->g->rsize[0]);
+        store_acc(j, out + oo * (int64_t)oe, a);
+    }
+}
+
+/* ---- a single output: split the outermost reduced dim across threads ---- */
+#define MAX_PARTS 64
+typedef struct {
+    const reduce_job *j;
+    int64_t chunk;
+    acc_t part[MAX_PARTS];
+} split_job;
+
+static void split_range(int64_t begin, int64_t end, void *ctx)
+{
+    split_job *sj = ctx;
+    const reduce_job *j = sj->j;
+    const char *in = ddpl_data_ptr(j->in);
+    size_t ie = ddpl_dtype_size(j->dt);
+    for (int64_t c = begin; c < end; c++) {
+        int64_t lo = c * sj->chunk, hi = lo + sj->chunk;
+        if (hi > j->g->rsize[0]) hi = j->g->rsize[0];
+        sj->part[c] = reduce_one(j, in + lo * j->g->rin[0] * (int64_t)ie, hi - lo);
+    }
+}
+
+static void reduce_single(const reduce_job *j)
+{
+    int64_t n0 = j->g->rsize[0];
+    int64_t parts = j->g->nred / CPU_GRAIN;
+    if (parts > MAX_PARTS) parts = MAX_PARTS;
+    if (parts > n0) parts = n0;
+    if (parts < 2) {
+        rows_range(0, 1, (void *)j);
+        return;
+    }
+    split_job sj = {.j = j, .chunk = (n0 + parts - 1) / parts};
+    parts = (n0 + sj.chunk - 1) / sj.chunk;
+    cpu_parallel_for(parts, 1, split_range, &sj);
+    acc_t a = sj.part[0];
+    for (int64_t c = 1; c < parts; c++) /* fixed order: the result does not depend on timing */
+        if (j->integral)
+            a.i = icombine(j->kind, a.i, sj.part[c].i);
+        else
+            a.f = fcombine(j->kind, a.f, sj.part[c].f);
+    int64_t io, oo;
+    out_offsets(j->g, 0, &io, &oo);
+    store_acc(
+        j, (char *)ddpl_data_ptr(j->out) + oo * (int64_t)ddpl_dtype_size((ddpl_dtype)j->out->dtype),
+        a);
+}
+
+/* ---- columns: sum over outer dims while the innermost dim is kept ---- */
+#define COL_BLOCK 512 /* accumulators per task: 4 KB of doubles on the stack */
+
+typedef struct {
+    const reduce_job *j;
+    int64_t blocks; /* column blocks per outer output index */
+} col_job;
+
+#define COL_ACCUMULATE(T)                                                                          \
+    for (int64_t c = 0; c < nc; c++) acc[c] += (double)((const T *)p)[c]
+
+static void col_range(int64_t begin, int64_t end, void *ctx)
+{
+    const col_job *cj = ctx;
+    const reduce_job *j = cj->j;
+    const reduce_geom *g = j->g;
+    int nk = g->nk, nr = g->nr;
+    int64_t ncols = g->ksize[nk - 1];
+    size_t ie = ddpl_dtype_size(j->dt), oe = ddpl_dtype_size((ddpl_dtype)j->out->dtype);
+    double acc[COL_BLOCK];
+    for (int64_t t = begin; t < end; t++) {
+        int64_t outer = t / cj->blocks, c0 = (t % cj->blocks) * COL_BLOCK;
+        int64_t nc = ncols - c0 < COL_BLOCK ? ncols - c0 : COL_BLOCK;
+        int64_t io, oo;
+        out_offsets(g, outer * ncols + c0, &io, &oo);
+        const char *base = (const char *)ddpl_data_ptr(j->in) + io * (int64_t)ie;
+        for (int64_t c = 0; c < nc; c++) acc[c] = 0;
+        int64_t idx[DDPL_MAX_DIMS] = {0};
+        for (int64_t r = 0; r < g->nred; r++) {
+            int64_t off = 0;
+            for (int d = 0; d < nr; d++) off += idx[d] * g->rin[d];
+            const char *p = base + off * (int64_t)ie;
+            if (j->dt == DDPL_FLOAT32)
+                COL_ACCUMULATE(float);
+            else
+                COL_ACCUMULATE(double);
+            for (int d = nr - 1; d >= 0; d--) {
+                if (++idx[d] < g->rsize[d]) break;
+                idx[d] = 0;
+            }
+        }
+        char *o = (char *)ddpl_data_ptr(j->out) + oo * (int64_t)oe;
+        for (int64_t c = 0; c < nc; c++)
+            ddpl_store_f64(o + c * g->kout[nk - 1] * (int64_t)oe, (ddpl_dtype)j->out->dtype,
+                           acc[c]);
+    }
+}
+
+static int run_reduce(ddpl_tensor **out, ddpl_tensor **in, const void *params, red_kind kind)
+{
+    const ddpl_reduce_params *p = params;
+    reduce_geom g;
+    geom_init(&g, in[0], out[0], p->reduce_mask);
+    if (g.nout == 0) return 0;
+    reduce_job j = {in[0],
+                    out[0],
+                    &g,
+                    kind,
+                    (ddpl_dtype)in[0]->dtype,
+                    ddpl_dtype_is_integral((ddpl_dtype)in[0]->dtype)};
+    bool columns = kind == RED_SUM && (j.dt == DDPL_FLOAT32 || j.dt == DDPL_FLOAT64) && g.nk > 0 &&
+                   g.kin[g.nk - 1] == 1 && g.nred > 1;
+    if (columns) {
+        col_job cj = {&j, (g.ksize[g.nk - 1] + COL_BLOCK - 1) / COL_BLOCK};
+        int64_t tasks = g.nout / g.ksize[g.nk - 1] * cj.blocks;
+        int64_t per_task = g.nred * (g.ksize[g.nk - 1] < COL_BLOCK ? g.ksize[g.nk - 1] : COL_BLOCK);
+        cpu_parallel_for(tasks, CPU_GRAIN / per_task + 1, col_range, &cj);
+    } else if (g.nout == 1) {
+        reduce_single(&j);
+    } else {
+        cpu_parallel_for(g.nout, CPU_GRAIN / (g.nred + 1) + 1, rows_range, &j);
+    }
+    return 0;
+}
+
+int cpu_sum(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_reduce(out, in, params, RED_SUM);
+}
+
+int cpu_prod(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_reduce(out, in, params, RED_PROD);
+}
+
+int cpu_amax(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_reduce(out, in, params, RED_MAX);
+}
+
+int cpu_amin(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_reduce(out, in, params, RED_MIN);
+}
+
+/* ---- max/min along one dim with the index of the first occurrence; a NaN counts as the
+ * extreme, and the first NaN wins (PyTorch). values and indices have in's keepdim shape, each
+ * with its own strides, so offsets are computed from the original dims (no coalescing). ---- */
+typedef struct {
+    const ddpl_tensor *in, *values, *indices;
+    int dim;
+    bool is_max;
+} arg_job;
+
+static void arg_range(int64_t begin, int64_t end, void *ctx)
+{
+    const arg_job *aj = ctx;
+    const ddpl_tensor *x = aj->in;
+    ddpl_dtype dt = (ddpl_dtype)x->dtype;
+    bool integral = ddpl_dtype_is_integral(dt);
+    int64_t esz = (int64_t)ddpl_dtype_size(dt);
+    int64_t n = x->sizes[aj->dim], s = x->strides[aj->dim] * esz;
+    const char *in = ddpl_data_ptr(x);
+    char *vals = ddpl_data_ptr(aj->values);
+    int64_t *idxs = (int64_t *)ddpl_data_ptr(aj->indices);
+    for (int64_t o = begin; o < end; o++) {
+        int64_t rem = o, xo = 0, vo = 0, io = 0;
+        for (int d = x->ndim - 1; d >= 0; d--) {
+            if (d == aj->dim) continue;
+            int64_t i = rem % x->sizes[d];
+            rem /= x->sizes[d];
+            xo += i * x->strides[d];
+            vo += i * aj->values->strides[d];
+            io += i * aj->indices->strides[d];
+        }
+        const char *p = in + xo * esz;
+        int64_t best_i = 0;
+        if (integral) {
+            int64_t best = ddpl_load_i64(p, dt);
+            for (int64_t i = 1; i < n; i++) {
+                int64_t v = ddpl_load_i64(p + i * s, dt);
+                if (aj->is_max ? v > best : v < best) {
+                    best = v;
+                    best_i = i;
+                }
+            }
+            ddpl_store_i64(vals + vo * esz, dt, best);
+        } else {
+            double best = ddpl_load_f64(p, dt);
+            for (int64_t i = 1; i < n && best == best; i++) { /* stop at a NaN: it wins */
+                double v = ddpl_load_f64(p + i * s, dt);
+                if (v != v || (aj->is_max ? v > best : v < best)) {
+                    best = v;
+                    best_i = i;
+                }
+            }
+            ddpl_store_f64(vals + vo * esz, dt, best);
+        }
+        idxs[io] = best_i;
+    }
+}
+
+static int run_arg(ddpl_tensor **out, ddpl_tensor **in, const void *params, bool is_max)
+{
+    const ddpl_dim_params *p = params;
+    const ddpl_tensor *x = in[0];
+    int64_t n = x->ndim ? x->sizes[p->dim] : 1;
+    int64_t nout = ddpl_tensor_numel(x) / (n ? n : 1);
+    if (n == 0 || nout == 0) return 0; /* the op refuses an empty dim with outputs */
+    arg_job aj = {x, out[0], out[1], x->ndim ? p->dim : 0, is_max};
+    if (x->ndim == 0) { /* one element: its own max, index 0 */
+        memcpy(ddpl_data_ptr(out[0]), ddpl_data_ptr(x), ddpl_dtype_size((ddpl_dtype)x->dtype));
+        *(int64_t *)ddpl_data_ptr(out[1]) = 0;
+        return 0;
+    }
+    cpu_parallel_for(nout, CPU_GRAIN / n + 1, arg_range, &aj);
+    return 0;
+}
+
+int cpu_max_dim(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_arg(out, in, params, true);
+}
+
+int cpu_min_dim(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_arg(out, in, params, false);
+}

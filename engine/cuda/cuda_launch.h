@@ -1,0 +1,47 @@
+/* cuda/cuda_launch.h: the C face of the CUDA kernels and runtime calls (cuda_kernels.cu), so
+ * the backend's C code never includes CUDA headers and the .cu file never includes engine
+ * internals (core.h uses C11 atomics, which C++ does not have).
+ * defines: cuda_geometry, cuda_rt_*, cuda_launch_*. */
+#ifndef DDPL_CUDA_LAUNCH_H
+#define DDPL_CUDA_LAUNCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ddpl/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Logical shape and element strides of one operand, aligned to the output's rank (a broadcast
+ * dim has stride 0). */
+typedef struct cuda_geometry {
+    int ndim;
+    int64_t sizes[DDPL_MAX_DIMS];
+    int64_t strides[DDPL_MAX_DIMS];
+} cuda_geometry;
+
+typedef enum cuda_binary_kind { CUDA_BIN_ADD, CUDA_BIN_SUB, CUDA_BIN_MUL, CUDA_BIN_DIV } cuda_binary_kind;
+typedef enum cuda_copy_kind { CUDA_H2D, CUDA_D2H, CUDA_D2D } cuda_copy_kind;
+
+/* runtime: each returns 0, or -1 with ddpl_error set naming `what` and the CUDA error */
+int cuda_rt_device_count(void); /* 0 when there is no driver or GPU */
+int cuda_rt_malloc(void **ptr, size_t nbytes, int device, const char *what);
+void cuda_rt_free(void *ptr, int device);
+int cuda_rt_memcpy(void *dst, const void *src, size_t nbytes, cuda_copy_kind kind,
+                   const char *what);
+int cuda_rt_synchronize(const char *what);
+
+/* kernels on the current device's default stream; n = number of output elements */
+int cuda_launch_fill(void *out, int dtype, const cuda_geometry *g, int64_t n, double value);
+int cuda_launch_copy(void *out, int out_dtype, const cuda_geometry *og, const void *in,
+                     int in_dtype, const cuda_geometry *ig, int64_t n);
+int cuda_launch_binary(void *out, int dtype, const cuda_geometry *og, const void *a,
+                       const cuda_geometry *ag, const void *b, const cuda_geometry *bg, int64_t n,
+                       cuda_binary_kind kind, double alpha);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

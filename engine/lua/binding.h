@@ -1,0 +1,153 @@
+/* lua/binding.h: what the Lua binding files share (internal to engine/lua).
+ * defines: lb_box, the upvalue convention, tensor checks and boxes, argument and option
+ *          helpers, error helpers, GC pacing, the per-state record, the registration tables.
+ *
+ * Upvalue convention. Every C function of the library is registered with two upvalues:
+ * 1 = the ddplua.Tensor metatable, 2 = the method table. Recognising a tensor is then a
+ * pointer comparison of metatables (no registry lookup by name on the hot path), and boxing a
+ * result needs no lookup either. Functions called from outside (ddpl_lua_push_tensor, hooks)
+ * fall back to the registry by name.
+ *
+ * Boxes follow liolib.c: the userdata is created empty (t == NULL) with its metatable set before
+ * anything can fail, then filled; __gc and __close release the tensor and leave t == NULL, which
+ * every later use reports as "attempt to use a closed tensor". */
+#ifndef DDPL_LUA_BINDING_H
+#define DDPL_LUA_BINDING_H
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "ddpl/ddpl.h"
+#include "ddpl/lua.h"
+
+#define LB_TENSOR_MT "ddplua.Tensor"
+#define LB_MT_UPV lua_upvalueindex(1)
+#define LB_METHODS_UPV lua_upvalueindex(2)
+#define LB_HIDDEN __attribute__((visibility("hidden")))
+/* raise a Lua error; typed int so that `return lb_error(L);` reads naturally */
+#define LB_NORETURN __attribute__((noreturn)) int
+
+typedef struct lb_box {
+    ddpl_tensor *t; /* owned reference; NULL once closed */
+} lb_box;
+
+/* ---- tensors (tensor.c) ---- */
+/* The box at idx when it is a ddplua.Tensor (open or closed), else NULL. Needs the upvalues. */
+LB_HIDDEN lb_box *lb_testbox(lua_State *L, int idx);
+/* The open tensor at idx, or an error: "fname: expected a tensor as argument N, got T". */
+LB_HIDDEN ddpl_tensor *lb_check(lua_State *L, int idx, const char *fname);
+/* NULL for nil/none (or idx 0: an absent lb_arg), else as lb_check. */
+LB_HIDDEN ddpl_tensor *lb_opt(lua_State *L, int idx, const char *fname);
+/* Pushes an empty box (metatable set from the upvalue) to be filled by the caller. */
+LB_HIDDEN lb_box *lb_newbox(lua_State *L);
+/* Completes a box filled with the result of a C call: raises the engine's error when it is
+ * NULL, otherwise paces the GC. Returns 1 (the box is on the stack). */
+LB_HIDDEN int lb_finish(lua_State *L, lb_box *box);
+/* As lb_finish, but an engine error that does not start with "fname:" is reported as
+ * "fname: <error>" (the user called fname; the engine may name an inner op, or "tensor"). */
+LB_HIDDEN int lb_finish_in(lua_State *L, lb_box *box, const char *fname);
+/* Raises the engine's error named after fname, as lb_finish_in does. */
+LB_HIDDEN LB_NORETURN lb_error_in(lua_State *L, const char *fname);
+/* Pushes t (taking over the caller's reference); raises the engine's error when t is NULL. */
+LB_HIDDEN int lb_push_owned(lua_State *L, ddpl_tensor *t);
+/* Pushes a borrowed tensor (retained), or nil for NULL. */
+LB_HIDDEN void lb_push_borrowed(lua_State *L, ddpl_tensor *t);
+/* Tells the GC about tensor bytes allocated since the last call (DESIGN.md, Memory). */
+LB_HIDDEN void lb_gc_account(lua_State *L);
+
+/* ---- errors and arguments (args.c) ---- */
+/* luaL_error(L, "%s", ddpl_last_error()) */
+LB_HIDDEN LB_NORETURN lb_error(lua_State *L);
+/* "fname: expected <expected> as argument N, got <type>" */
+LB_HIDDEN LB_NORETURN lb_argerror(lua_State *L, int idx, const char *fname, const char *expected);
+/* "fname: expected <expected> for '<name>', got <type>" (keyword-style parameters) */
+LB_HIDDEN LB_NORETURN lb_opterror(lua_State *L, int idx, const char *fname, const char *name,
+                              const char *expected);
+
+/* Tensor-or-number operands: check the type first (before anything is allocated), then make the
+ * tensor (a Lua number becomes ddpl_wrapped_number: integers stay integral). */
+LB_HIDDEN void lb_check_operand(lua_State *L, int idx, const char *fname);
+/* Borrowed tensor or a new wrapped number (*owned set); NULL with the engine error set. */
+LB_HIDDEN ddpl_tensor *lb_operand(lua_State *L, int idx, bool *owned);
+
+/* Positional arguments with a trailing options table (a plain table without [1]); PyTorch's
+ * keyword arguments are the option names. */
+typedef struct lb_args {
+    int n;    /* positional arguments (stack 1..n) */
+    int opts; /* stack index of the options table, or 0 */
+} lb_args;
+LB_HIDDEN lb_args lb_parse_args(lua_State *L);
+/* Stack index of parameter `name`: positional pos if present and not nil, else opts[name]
+ * (pushed on the stack), else 0. */
+LB_HIDDEN int lb_arg(lua_State *L, const lb_args *a, int pos, const char *name);
+/* Raises "fname: unknown option 'x'" for a key of opts not in names (NULL-terminated). */
+LB_HIDDEN void lb_check_opts(lua_State *L, int opts, const char *fname, const char *const *names);
+
+/* Typed getters of a parameter at stack index idx (0 = absent: the default is returned). */
+LB_HIDDEN int64_t lb_int(lua_State *L, int idx, const char *fname, const char *name, int64_t dflt);
+LB_HIDDEN double lb_num(lua_State *L, int idx, const char *fname, const char *name, double dflt);
+LB_HIDDEN bool lb_bool(lua_State *L, int idx, const char *fname, const char *name, bool dflt);
+/* An int or an {h, w} pair. */
+LB_HIDDEN void lb_pair(lua_State *L, int idx, const char *fname, const char *name, int dflt,
+                       int out[2]);
+/* A dimension given positionally: integer, negative allowed (the engine wraps it). */
+LB_HIDDEN int lb_dim(lua_State *L, int idx, const char *fname);
+/* Sizes from integer arguments first..last or from a single table there; returns ndim. */
+LB_HIDDEN int lb_sizes(lua_State *L, int first, int last, const char *fname, int64_t *sizes);
+/* Sizes from the table at idx; returns ndim. */
+LB_HIDDEN int lb_sizes_table(lua_State *L, int idx, const char *fname, const char *name,
+                             int64_t *sizes);
+LB_HIDDEN ddpl_dtype lb_dtype(lua_State *L, int idx, const char *fname);
+LB_HIDDEN ddpl_device lb_device(lua_State *L, int idx, const char *fname);
+/* A Lua list of tensors (borrowed) in memory owned by the Lua stack (a userdata pushed there),
+ * so an error cannot leak it. Returns the count. */
+LB_HIDDEN int lb_tensor_list(lua_State *L, int idx, const char *fname, ddpl_tensor ***out);
+
+/* Creation options {dtype, device, requires_grad}. */
+typedef struct lb_create_opts {
+    ddpl_dtype dtype;
+    bool has_dtype;
+    ddpl_device device;
+    bool requires_grad;
+} lb_create_opts;
+LB_HIDDEN lb_create_opts lb_parse_create_opts(lua_State *L, int opts, const char *fname,
+                                              ddpl_dtype dflt);
+/* Applies requires_grad to a finished box (raises on a non-floating dtype). */
+LB_HIDDEN void lb_apply_requires_grad(lua_State *L, lb_box *box, const lb_create_opts *o);
+
+/* ---- hooks and backward (hooks.c) ----
+ * Lua hook functions run inside a backward pass started from Lua. The binding that starts it
+ * marks its lua_State active (the hooks run on it, so coroutines work); a hook's error is kept
+ * and re-raised unchanged by that binding once the engine has unwound. */
+typedef struct lb_active {
+    lua_State *L;
+    void *st;
+} lb_active;
+LB_HIDDEN lb_active lb_backward_begin(lua_State *L);
+/* Ends the pass; on failure (rc < 0) raises the hook's error, or the engine's. */
+LB_HIDDEN void lb_backward_end(lua_State *L, lb_active prev, int rc);
+/* Creates the per-state record and the hook handle metatable (at luaopen). */
+LB_HIDDEN void lb_hooks_open(lua_State *L);
+
+/* ---- registration: each file exports its tables; module.c assembles the library ---- */
+LB_HIDDEN extern const luaL_Reg lb_tensor_meta[];      /* tensor.c: metamethods */
+LB_HIDDEN extern const luaL_Reg lb_value_methods[];    /* values.c: shape, values, conversion */
+LB_HIDDEN extern const luaL_Reg lb_view_methods[];     /* views.c */
+LB_HIDDEN extern const luaL_Reg lb_math_methods[];     /* math.c: pointwise, linalg, in place */
+LB_HIDDEN extern const luaL_Reg lb_math_functions[];   /* math.c: ddpl.where, ddpl.addmm */
+LB_HIDDEN extern const luaL_Reg lb_reduce_methods[];   /* reduce.c: reductions, indexing */
+LB_HIDDEN extern const luaL_Reg lb_reduce_functions[]; /* reduce.c: ddpl.cat, ddpl.stack */
+LB_HIDDEN extern const luaL_Reg lb_create_functions[]; /* create.c: factories */
+LB_HIDDEN extern const luaL_Reg lb_hook_methods[];     /* hooks.c: register_hook */
+LB_HIDDEN extern const luaL_Reg lb_autograd_methods[]; /* autograd.c: backward, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_functions[]; /* autograd.c: no_grad, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_table[];   /* autograd.c: ddpl.autograd.grad */
+LB_HIDDEN extern const luaL_Reg lb_functional[];       /* functional.c: F.* */
+LB_HIDDEN extern const luaL_Reg lb_functional_methods[]; /* functional.c: x:softmax(dim), ... */
+LB_HIDDEN extern const luaL_Reg lb_util_functions[];   /* util.c: time, threads, config, cuda */
+LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];   /* util.c: ddpl.cuda.* */
+
+/* autograd.c: creates the grad-mode restorers used by no_grad/enable_grad (at luaopen). */
+LB_HIDDEN void lb_autograd_open(lua_State *L);
+
+#endif

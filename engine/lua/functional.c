@@ -1,0 +1,402 @@
+/* lua/functional.c: ddpl.nn.functional (F.*) over the C API's neural-network functions.
+ * defines: lb_functional (linear conv2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm
+ *          layer_norm embedding dropout softmax log_softmax cross_entropy nll_loss mse_loss
+ *          relu gelu silu sigmoid tanh scaled_dot_product_attention), lb_functional_methods
+ *          (x:softmax, x:log_softmax).
+ *
+ * Arguments follow PyTorch: its positional parameters in its order, and any parameter by name
+ * in a trailing options table, e.g. F.conv2d(x, w, b, {stride=2, padding=1}) or
+ * F.cross_entropy(logits, target, {label_smoothing=0.1}). Sizes of 2-D ops accept an int or an
+ * {h, w} pair. Options PyTorch has but the engine does not implement (ceil_mode, padding_idx,
+ * dropout_p in attention, ...) raise an error naming them rather than being ignored. Living in C
+ * keeps a forward pass free of Lua-side option parsing. */
+#include <string.h>
+
+#include "binding.h"
+
+/* Fills the box from the C call and returns it (the usual tail of every function here). */
+#define RETURN_RESULT(L, fname, expr)                                                              \
+    do {                                                                                           \
+        lb_box *box_ = lb_newbox(L);                                                               \
+        box_->t = (expr);                                                                          \
+        return lb_finish_in(L, box_, fname);                                                       \
+    } while (0)
+
+/* Errors for PyTorch options that must keep their default here. */
+static void unsupported(lua_State *L, int idx, const char *fname, const char *name, bool ok)
+{
+    if (idx && !ok) luaL_error(L, "%s: %s is not supported by this engine", fname, name);
+}
+
+/* "[2,3]", as the engine writes shapes */
+static const char *sizes_str(int n, const int64_t *sizes, char *buf, size_t cap)
+{
+    size_t used = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < n && used < cap; i++)
+        used += (size_t)snprintf(buf + used, cap - used, i ? ",%lld" : "%lld", (long long)sizes[i]);
+    if (used < cap) snprintf(buf + used, cap - used, "]");
+    return buf;
+}
+
+static ddpl_reduction reduction(lua_State *L, int idx, const char *fname)
+{
+    if (!idx) return DDPL_REDUCTION_MEAN;
+    const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : "";
+    if (strcmp(s, "mean") == 0) return DDPL_REDUCTION_MEAN;
+    if (strcmp(s, "sum") == 0) return DDPL_REDUCTION_SUM;
+    if (strcmp(s, "none") == 0) return DDPL_REDUCTION_NONE;
+    lb_opterror(L, idx, fname, "reduction", "'mean', 'sum' or 'none'");
+}
+
+static const char *const linear_opts[] = {"input", "weight", "bias", NULL};
+
+static int f_linear(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "linear", linear_opts);
+    ddpl_tensor *x = lb_check(L, 1, "linear");
+    ddpl_tensor *w = lb_check(L, 2, "linear");
+    ddpl_tensor *b = lb_opt(L, lb_arg(L, &a, 3, "bias"), "linear");
+    RETURN_RESULT(L, "linear", ddpl_linear(x, w, b));
+}
+
+static const char *const conv_opts[] = {"bias", "stride", "padding", "dilation", "groups", NULL};
+
+static int f_conv2d(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "conv2d", conv_opts);
+    ddpl_tensor *x = lb_check(L, 1, "conv2d");
+    ddpl_tensor *w = lb_check(L, 2, "conv2d");
+    ddpl_tensor *b = lb_opt(L, lb_arg(L, &a, 3, "bias"), "conv2d");
+    int stride[2], padding[2], dilation[2];
+    lb_pair(L, lb_arg(L, &a, 4, "stride"), "conv2d", "stride", 1, stride);
+    lb_pair(L, lb_arg(L, &a, 6, "dilation"), "conv2d", "dilation", 1, dilation);
+    int groups = (int)lb_int(L, lb_arg(L, &a, 7, "groups"), "conv2d", "groups", 1);
+    int pi = lb_arg(L, &a, 5, "padding");
+    if (pi && lua_type(L, pi) == LUA_TSTRING) {
+        /* 'valid' is no padding; 'same' keeps the size at stride 1, when it can be symmetric */
+        const char *mode = lua_tostring(L, pi);
+        padding[0] = padding[1] = 0;
+        if (strcmp(mode, "same") == 0) {
+            if (stride[0] != 1 || stride[1] != 1)
+                return luaL_error(L, "conv2d: padding='same' needs stride 1");
+            if (ddpl_tensor_ndim(w) != 4) return luaL_error(L, "conv2d: weight must be 4-D");
+            for (int i = 0; i < 2; i++) {
+                int64_t total = dilation[i] * (ddpl_tensor_size(w, 2 + i) - 1);
+                if (total % 2)
+                    return luaL_error(L, "conv2d: padding='same' with an even kernel extent "
+                                         "needs asymmetric padding, which is not supported");
+                padding[i] = (int)(total / 2);
+            }
+        } else if (strcmp(mode, "valid") != 0) {
+            return lb_opterror(L, pi, "conv2d", "padding", "an int, a pair, 'same' or 'valid'");
+        }
+    } else {
+        lb_pair(L, pi, "conv2d", "padding", 0, padding);
+    }
+    RETURN_RESULT(L, "conv2d", ddpl_conv2d(x, w, b, stride, padding, dilation, groups));
+}
+
+static const char *const max_pool_opts[] = {"kernel_size", "stride",    "padding",       "dilation",
+                                            "ceil_mode",   "return_indices", NULL};
+
+static int f_max_pool2d(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "max_pool2d", max_pool_opts);
+    ddpl_tensor *x = lb_check(L, 1, "max_pool2d");
+    int kernel[2], stride[2], padding[2], dilation[2];
+    int ki = lb_arg(L, &a, 2, "kernel_size");
+    if (!ki) return luaL_error(L, "max_pool2d: kernel_size is required");
+    lb_pair(L, ki, "max_pool2d", "kernel_size", 1, kernel);
+    lb_pair(L, lb_arg(L, &a, 3, "stride"), "max_pool2d", "stride", 0, stride);
+    if (!lb_arg(L, &a, 3, "stride")) memcpy(stride, kernel, sizeof stride); /* PyTorch default */
+    lb_pair(L, lb_arg(L, &a, 4, "padding"), "max_pool2d", "padding", 0, padding);
+    lb_pair(L, lb_arg(L, &a, 5, "dilation"), "max_pool2d", "dilation", 1, dilation);
+    unsupported(L, 1, "max_pool2d", "dilation other than 1", dilation[0] == 1 && dilation[1] == 1);
+    int ci = lb_arg(L, &a, 6, "ceil_mode");
+    unsupported(L, ci, "max_pool2d", "ceil_mode=true", !lb_bool(L, ci, "max_pool2d", "ceil_mode", false));
+    int ri = lb_arg(L, &a, 7, "return_indices");
+    unsupported(L, ri, "max_pool2d", "return_indices=true",
+                !lb_bool(L, ri, "max_pool2d", "return_indices", false));
+    RETURN_RESULT(L, "max_pool2d", ddpl_max_pool2d(x, kernel, stride, padding));
+}
+
+static const char *const avg_pool_opts[] = {"kernel_size", "stride", "padding", "ceil_mode",
+                                            "count_include_pad", "divisor_override", NULL};
+
+static int f_avg_pool2d(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "avg_pool2d", avg_pool_opts);
+    ddpl_tensor *x = lb_check(L, 1, "avg_pool2d");
+    int kernel[2], stride[2], padding[2];
+    int ki = lb_arg(L, &a, 2, "kernel_size");
+    if (!ki) return luaL_error(L, "avg_pool2d: kernel_size is required");
+    lb_pair(L, ki, "avg_pool2d", "kernel_size", 1, kernel);
+    int si = lb_arg(L, &a, 3, "stride");
+    lb_pair(L, si, "avg_pool2d", "stride", 0, stride);
+    if (!si) memcpy(stride, kernel, sizeof stride);
+    lb_pair(L, lb_arg(L, &a, 4, "padding"), "avg_pool2d", "padding", 0, padding);
+    int ci = lb_arg(L, &a, 5, "ceil_mode");
+    unsupported(L, ci, "avg_pool2d", "ceil_mode=true", !lb_bool(L, ci, "avg_pool2d", "ceil_mode", false));
+    bool count_pad = lb_bool(L, lb_arg(L, &a, 6, "count_include_pad"), "avg_pool2d",
+                             "count_include_pad", true);
+    unsupported(L, lb_arg(L, &a, 7, "divisor_override"), "avg_pool2d", "divisor_override", false);
+    RETURN_RESULT(L, "avg_pool2d", ddpl_avg_pool2d(x, kernel, stride, padding, count_pad));
+}
+
+static const char *const adaptive_opts[] = {"output_size", NULL};
+
+static int f_adaptive_avg_pool2d(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "adaptive_avg_pool2d", adaptive_opts);
+    ddpl_tensor *x = lb_check(L, 1, "adaptive_avg_pool2d");
+    int oi = lb_arg(L, &a, 2, "output_size");
+    if (!oi) return luaL_error(L, "adaptive_avg_pool2d: output_size is required");
+    int out[2];
+    lb_pair(L, oi, "adaptive_avg_pool2d", "output_size", 1, out);
+    RETURN_RESULT(L, "adaptive_avg_pool2d", ddpl_adaptive_avg_pool2d(x, out[0], out[1]));
+}
+
+static const char *const bn_opts[] = {"running_mean", "running_var", "weight", "bias",
+                                      "training",     "momentum",    "eps",    NULL};
+
+/* F.batch_norm(x, running_mean, running_var [, weight, bias, training, momentum, eps]) */
+static int f_batch_norm(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "batch_norm", bn_opts);
+    ddpl_tensor *x = lb_check(L, 1, "batch_norm");
+    ddpl_tensor *rm = lb_opt(L, lb_arg(L, &a, 2, "running_mean"), "batch_norm");
+    ddpl_tensor *rv = lb_opt(L, lb_arg(L, &a, 3, "running_var"), "batch_norm");
+    ddpl_tensor *w = lb_opt(L, lb_arg(L, &a, 4, "weight"), "batch_norm");
+    ddpl_tensor *b = lb_opt(L, lb_arg(L, &a, 5, "bias"), "batch_norm");
+    bool training = lb_bool(L, lb_arg(L, &a, 6, "training"), "batch_norm", "training", false);
+    double momentum = lb_num(L, lb_arg(L, &a, 7, "momentum"), "batch_norm", "momentum", 0.1);
+    double eps = lb_num(L, lb_arg(L, &a, 8, "eps"), "batch_norm", "eps", 1e-5);
+    RETURN_RESULT(L, "batch_norm", ddpl_batch_norm(x, rm, rv, w, b, training, momentum, eps));
+}
+
+static const char *const ln_opts[] = {"normalized_shape", "weight", "bias", "eps", NULL};
+
+/* F.layer_norm(x, normalized_shape [, weight, bias, eps]); normalized_shape an int or a list
+ * that must equal x's trailing sizes */
+static int f_layer_norm(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "layer_norm", ln_opts);
+    ddpl_tensor *x = lb_check(L, 1, "layer_norm");
+    int si = lb_arg(L, &a, 2, "normalized_shape");
+    if (!si) return luaL_error(L, "layer_norm: normalized_shape is required");
+    int64_t shape[DDPL_MAX_DIMS];
+    int n = 1;
+    if (lua_type(L, si) == LUA_TNUMBER)
+        shape[0] = lb_int(L, si, "layer_norm", "normalized_shape", 0);
+    else
+        n = lb_sizes_table(L, si, "layer_norm", "normalized_shape", shape);
+    int nd = ddpl_tensor_ndim(x);
+    bool ok = n >= 1 && n <= nd;
+    for (int i = 0; ok && i < n; i++) ok = ddpl_tensor_size(x, nd - n + i) == shape[i];
+    if (!ok) {
+        char want[160], have[160];
+        return luaL_error(L, "layer_norm: normalized_shape %s does not match the trailing sizes "
+                             "of the input of shape %s",
+                          sizes_str(n, shape, want, sizeof want),
+                          sizes_str(nd, ddpl_tensor_sizes(x), have, sizeof have));
+    }
+    ddpl_tensor *w = lb_opt(L, lb_arg(L, &a, 3, "weight"), "layer_norm");
+    ddpl_tensor *b = lb_opt(L, lb_arg(L, &a, 4, "bias"), "layer_norm");
+    double eps = lb_num(L, lb_arg(L, &a, 5, "eps"), "layer_norm", "eps", 1e-5);
+    RETURN_RESULT(L, "layer_norm", ddpl_layer_norm(x, n, w, b, eps));
+}
+
+static const char *const emb_opts[] = {"padding_idx", "max_norm", "norm_type",
+                                       "scale_grad_by_freq", "sparse", NULL};
+
+static int f_embedding(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "embedding", emb_opts);
+    ddpl_tensor *idx = lb_check(L, 1, "embedding");
+    ddpl_tensor *w = lb_check(L, 2, "embedding");
+    unsupported(L, lb_arg(L, &a, 3, "padding_idx"), "embedding", "padding_idx", false);
+    unsupported(L, lb_arg(L, &a, 4, "max_norm"), "embedding", "max_norm", false);
+    int si = lb_arg(L, &a, 6, "scale_grad_by_freq");
+    unsupported(L, si, "embedding", "scale_grad_by_freq", !lb_bool(L, si, "embedding", "scale_grad_by_freq", false));
+    int spi = lb_arg(L, &a, 7, "sparse");
+    unsupported(L, spi, "embedding", "sparse gradients", !lb_bool(L, spi, "embedding", "sparse", false));
+    RETURN_RESULT(L, "embedding", ddpl_embedding(idx, w));
+}
+
+static const char *const dropout_opts[] = {"p", "training", "inplace", NULL};
+
+/* F.dropout(x [, p=0.5 [, training=true]]) */
+static int f_dropout(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "dropout", dropout_opts);
+    ddpl_tensor *x = lb_check(L, 1, "dropout");
+    double p = lb_num(L, lb_arg(L, &a, 2, "p"), "dropout", "p", 0.5);
+    bool training = lb_bool(L, lb_arg(L, &a, 3, "training"), "dropout", "training", true);
+    int ii = lb_arg(L, &a, 4, "inplace");
+    unsupported(L, ii, "dropout", "inplace=true", !lb_bool(L, ii, "dropout", "inplace", false));
+    RETURN_RESULT(L, "dropout", ddpl_dropout(x, p, training));
+}
+
+static const char *const softmax_opts[] = {"dim", "dtype", NULL};
+
+/* F.softmax(x, dim [, {dtype=}]): the input is cast first when a dtype is given */
+static int softmax_like(lua_State *L, const char *fname,
+                        ddpl_tensor *(*fn)(ddpl_tensor *, int))
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, fname, softmax_opts);
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    int di = lb_arg(L, &a, 2, "dim");
+    if (!di) return luaL_error(L, "%s: dim is required", fname);
+    int dim = (int)lb_int(L, di, fname, "dim", 0);
+    int ti = lb_arg(L, &a, 3, "dtype");
+    if (ti) {
+        ddpl_dtype dt = lb_dtype(L, ti, fname);
+        lb_box *cast = lb_newbox(L); /* holds the cast input until the result exists */
+        cast->t = ddpl_to(x, dt, ddpl_tensor_device(x));
+        lb_finish(L, cast);
+        x = cast->t;
+    }
+    RETURN_RESULT(L, fname, fn(x, dim));
+}
+
+static int f_softmax(lua_State *L) { return softmax_like(L, "softmax", ddpl_softmax); }
+static int f_log_softmax(lua_State *L) { return softmax_like(L, "log_softmax", ddpl_log_softmax); }
+
+static const char *const ce_opts[] = {"weight", "ignore_index", "reduction", "label_smoothing",
+                                      NULL};
+
+/* F.cross_entropy(logits, target [, weight] [, {ignore_index=-100, reduction='mean',
+ * label_smoothing=0}]) */
+static int f_cross_entropy(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "cross_entropy", ce_opts);
+    ddpl_tensor *x = lb_check(L, 1, "cross_entropy");
+    ddpl_tensor *target = lb_check(L, 2, "cross_entropy");
+    ddpl_tensor *w = lb_opt(L, lb_arg(L, &a, 3, "weight"), "cross_entropy");
+    int64_t ignore = lb_int(L, lb_arg(L, &a, 0, "ignore_index"), "cross_entropy", "ignore_index",
+                            -100);
+    ddpl_reduction red = reduction(L, lb_arg(L, &a, 0, "reduction"), "cross_entropy");
+    double smoothing = lb_num(L, lb_arg(L, &a, 0, "label_smoothing"), "cross_entropy",
+                              "label_smoothing", 0.0);
+    RETURN_RESULT(L, "cross_entropy", ddpl_cross_entropy(x, target, w, red, ignore, smoothing));
+}
+
+static const char *const nll_opts[] = {"weight", "ignore_index", "reduction", NULL};
+
+static int f_nll_loss(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "nll_loss", nll_opts);
+    ddpl_tensor *x = lb_check(L, 1, "nll_loss");
+    ddpl_tensor *target = lb_check(L, 2, "nll_loss");
+    ddpl_tensor *w = lb_opt(L, lb_arg(L, &a, 3, "weight"), "nll_loss");
+    int64_t ignore = lb_int(L, lb_arg(L, &a, 0, "ignore_index"), "nll_loss", "ignore_index", -100);
+    ddpl_reduction red = reduction(L, lb_arg(L, &a, 0, "reduction"), "nll_loss");
+    RETURN_RESULT(L, "nll_loss", ddpl_nll_loss(x, target, w, red, ignore));
+}
+
+static const char *const mse_opts[] = {"reduction", NULL};
+
+static int f_mse_loss(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "mse_loss", mse_opts);
+    ddpl_tensor *x = lb_check(L, 1, "mse_loss");
+    ddpl_tensor *target = lb_check(L, 2, "mse_loss");
+    ddpl_reduction red = reduction(L, lb_arg(L, &a, 0, "reduction"), "mse_loss");
+    RETURN_RESULT(L, "mse_loss", ddpl_mse_loss(x, target, red));
+}
+
+static const char *const act_opts[] = {"inplace", NULL};
+
+/* relu/silu/sigmoid/tanh(x [, {inplace=false}]) */
+static int activation(lua_State *L, const char *fname, ddpl_tensor *(*fn)(ddpl_tensor *))
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, fname, act_opts);
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    int ii = lb_arg(L, &a, 2, "inplace");
+    unsupported(L, ii, fname, "inplace=true", !lb_bool(L, ii, fname, "inplace", false));
+    RETURN_RESULT(L, fname, fn(x));
+}
+
+static int f_relu(lua_State *L) { return activation(L, "relu", ddpl_relu); }
+static int f_silu(lua_State *L) { return activation(L, "silu", ddpl_silu); }
+static int f_sigmoid(lua_State *L) { return activation(L, "sigmoid", ddpl_sigmoid); }
+static int f_tanh(lua_State *L) { return activation(L, "tanh", ddpl_tanh); }
+
+static const char *const gelu_opts[] = {"approximate", NULL};
+
+static int f_gelu(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "gelu", gelu_opts);
+    ddpl_tensor *x = lb_check(L, 1, "gelu");
+    int i = lb_arg(L, &a, 2, "approximate");
+    const char *mode = i && lua_type(L, i) == LUA_TSTRING ? lua_tostring(L, i) : i ? "" : "none";
+    if (strcmp(mode, "none") != 0 && strcmp(mode, "tanh") != 0)
+        return lb_opterror(L, i, "gelu", "approximate", "'none' or 'tanh'");
+    RETURN_RESULT(L, "gelu", ddpl_gelu(x, strcmp(mode, "tanh") == 0));
+}
+
+static const char *const sdpa_opts[] = {"attn_mask", "dropout_p", "is_causal", "scale", NULL};
+
+/* F.scaled_dot_product_attention(q, k, v [, attn_mask, dropout_p, is_causal, scale]) */
+static int f_sdpa(lua_State *L)
+{
+    static const char *fname = "scaled_dot_product_attention";
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, fname, sdpa_opts);
+    ddpl_tensor *q = lb_check(L, 1, fname);
+    ddpl_tensor *k = lb_check(L, 2, fname);
+    ddpl_tensor *v = lb_check(L, 3, fname);
+    ddpl_tensor *mask = lb_opt(L, lb_arg(L, &a, 4, "attn_mask"), fname);
+    double p = lb_num(L, lb_arg(L, &a, 5, "dropout_p"), fname, "dropout_p", 0.0);
+    unsupported(L, 1, fname, "dropout_p other than 0", p == 0.0);
+    bool causal = lb_bool(L, lb_arg(L, &a, 6, "is_causal"), fname, "is_causal", false);
+    double scale = lb_num(L, lb_arg(L, &a, 7, "scale"), fname, "scale", 0.0);
+    if (lb_arg(L, &a, 7, "scale") && !(scale > 0))
+        return luaL_error(L, "%s: scale must be positive, got %f", fname, scale);
+    RETURN_RESULT(L, fname, ddpl_scaled_dot_product_attention(q, k, v, mask, causal, scale));
+}
+
+const luaL_Reg lb_functional[] = {
+    {"linear", f_linear},
+    {"conv2d", f_conv2d},
+    {"max_pool2d", f_max_pool2d},
+    {"avg_pool2d", f_avg_pool2d},
+    {"adaptive_avg_pool2d", f_adaptive_avg_pool2d},
+    {"batch_norm", f_batch_norm},
+    {"layer_norm", f_layer_norm},
+    {"embedding", f_embedding},
+    {"dropout", f_dropout},
+    {"softmax", f_softmax},
+    {"log_softmax", f_log_softmax},
+    {"cross_entropy", f_cross_entropy},
+    {"nll_loss", f_nll_loss},
+    {"mse_loss", f_mse_loss},
+    {"relu", f_relu},
+    {"gelu", f_gelu},
+    {"silu", f_silu},
+    {"sigmoid", f_sigmoid},
+    {"tanh", f_tanh},
+    {"scaled_dot_product_attention", f_sdpa},
+    {NULL, NULL},
+};
+
+const luaL_Reg lb_functional_methods[] = {
+    {"softmax", f_softmax},
+    {"log_softmax", f_log_softmax},
+    {NULL, NULL},
+};

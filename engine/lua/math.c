@@ -1,0 +1,350 @@
+/* lua/math.c: pointwise, comparison, linear-algebra and in-place tensor methods.
+ * defines: lb_math_methods (add sub mul div pow maximum minimum eq ne lt le gt ge neg exp log
+ *          sqrt rsqrt abs sign sin cos tanh sigmoid relu gelu silu clamp masked_fill where
+ *          matmul mm bmm and the in-place zero_ fill_ copy_ add_ sub_ mul_ div_ clamp_
+ *          uniform_ normal_ bernoulli_), lb_math_functions (where, addmm).
+ *
+ * The second operand of a binary op may be a tensor or a Lua number (a wrapped number: it does
+ * not widen the tensor's dtype, as a Python scalar in PyTorch). In-place methods return the
+ * tensor itself so they chain (x:mul_(2):add_(1)). */
+#include <string.h>
+
+#include "binding.h"
+
+typedef ddpl_tensor *(*binary_fn)(ddpl_tensor *, ddpl_tensor *);
+typedef ddpl_tensor *(*unary_fn)(ddpl_tensor *);
+
+/* self op other, other a tensor or number */
+static int binary(lua_State *L, const char *fname, binary_fn fn)
+{
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    lb_check_operand(L, 2, fname);
+    lb_box *box = lb_newbox(L);
+    bool owned;
+    ddpl_tensor *y = lb_operand(L, 2, &owned);
+    box->t = y ? fn(x, y) : NULL;
+    if (owned) ddpl_tensor_release(y);
+    return lb_finish(L, box);
+}
+
+static const char *const alpha_opts[] = {"alpha", NULL};
+
+/* add/sub with PyTorch's alpha (positional or {alpha=}): self + sign*alpha*other */
+static int add_like(lua_State *L, const char *fname, double sign, binary_fn plain)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, fname, alpha_opts);
+    int ai = lb_arg(L, &a, 3, "alpha");
+    if (!ai) return binary(L, fname, plain);
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    lb_check_operand(L, 2, fname);
+    double alpha = lb_num(L, ai, fname, "alpha", 1.0);
+    lb_box *box = lb_newbox(L);
+    bool owned;
+    ddpl_tensor *y = lb_operand(L, 2, &owned);
+    box->t = y ? ddpl_add_scaled(x, y, sign * alpha) : NULL;
+    if (owned) ddpl_tensor_release(y);
+    return lb_finish(L, box);
+}
+
+static int m_add(lua_State *L) { return add_like(L, "add", 1.0, ddpl_add); }
+static int m_sub(lua_State *L) { return add_like(L, "sub", -1.0, ddpl_sub); }
+static int m_mul(lua_State *L) { return binary(L, "mul", ddpl_mul); }
+static int m_div(lua_State *L) { return binary(L, "div", ddpl_div); }
+static int m_pow(lua_State *L) { return binary(L, "pow", ddpl_pow); }
+static int m_maximum(lua_State *L) { return binary(L, "maximum", ddpl_maximum); }
+static int m_minimum(lua_State *L) { return binary(L, "minimum", ddpl_minimum); }
+static int m_eq(lua_State *L) { return binary(L, "eq", ddpl_eq); }
+static int m_ne(lua_State *L) { return binary(L, "ne", ddpl_ne); }
+static int m_lt(lua_State *L) { return binary(L, "lt", ddpl_lt); }
+static int m_le(lua_State *L) { return binary(L, "le", ddpl_le); }
+static int m_gt(lua_State *L) { return binary(L, "gt", ddpl_gt); }
+static int m_ge(lua_State *L) { return binary(L, "ge", ddpl_ge); }
+
+static int unary(lua_State *L, const char *fname, unary_fn fn)
+{
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    lb_box *box = lb_newbox(L);
+    box->t = fn(x);
+    return lb_finish(L, box);
+}
+
+static int m_neg(lua_State *L) { return unary(L, "neg", ddpl_neg); }
+static int m_exp(lua_State *L) { return unary(L, "exp", ddpl_exp); }
+static int m_log(lua_State *L) { return unary(L, "log", ddpl_log); }
+static int m_sqrt(lua_State *L) { return unary(L, "sqrt", ddpl_sqrt); }
+static int m_rsqrt(lua_State *L) { return unary(L, "rsqrt", ddpl_rsqrt); }
+static int m_abs(lua_State *L) { return unary(L, "abs", ddpl_abs); }
+static int m_sign(lua_State *L) { return unary(L, "sign", ddpl_sign); }
+static int m_sin(lua_State *L) { return unary(L, "sin", ddpl_sin); }
+static int m_cos(lua_State *L) { return unary(L, "cos", ddpl_cos); }
+static int m_tanh(lua_State *L) { return unary(L, "tanh", ddpl_tanh); }
+static int m_sigmoid(lua_State *L) { return unary(L, "sigmoid", ddpl_sigmoid); }
+static int m_relu(lua_State *L) { return unary(L, "relu", ddpl_relu); }
+static int m_silu(lua_State *L) { return unary(L, "silu", ddpl_silu); }
+
+static const char *const gelu_opts[] = {"approximate", NULL};
+
+/* x:gelu(), x:gelu('tanh'), x:gelu({approximate='tanh'}) */
+static int m_gelu(lua_State *L)
+{
+    ddpl_tensor *x = lb_check(L, 1, "gelu");
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "gelu", gelu_opts);
+    int i = lb_arg(L, &a, 2, "approximate");
+    bool tanh_approx = false;
+    if (i) {
+        const char *s = lua_type(L, i) == LUA_TSTRING ? lua_tostring(L, i) : "";
+        if (strcmp(s, "tanh") == 0)
+            tanh_approx = true;
+        else if (strcmp(s, "none") != 0)
+            return lb_opterror(L, i, "gelu", "approximate", "'none' or 'tanh'");
+    }
+    lb_box *box = lb_newbox(L);
+    box->t = ddpl_gelu(x, tanh_approx);
+    return lb_finish(L, box);
+}
+
+static const char *const clamp_opts[] = {"min", "max", NULL};
+
+/* Bounds of clamp/clamp_: positional (min, max) or {min=, max=}; nil leaves a side open. */
+static void clamp_bounds(lua_State *L, const char *fname, bool has[2], double v[2])
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, fname, clamp_opts);
+    static const char *const names[2] = {"min", "max"};
+    for (int k = 0; k < 2; k++) {
+        int i = lb_arg(L, &a, 2 + k, names[k]);
+        has[k] = i != 0;
+        v[k] = lb_num(L, i, fname, names[k], 0.0);
+    }
+    if (!has[0] && !has[1]) luaL_error(L, "%s: at least one of min and max must be given", fname);
+}
+
+static int m_clamp(lua_State *L)
+{
+    ddpl_tensor *x = lb_check(L, 1, "clamp");
+    bool has[2];
+    double v[2];
+    clamp_bounds(L, "clamp", has, v);
+    lb_box *box = lb_newbox(L);
+    box->t = ddpl_clamp(x, has[0], v[0], has[1], v[1]);
+    return lb_finish(L, box);
+}
+
+/* A fill value: a number, a boolean, or a one-element tensor. */
+static double fill_value(lua_State *L, int idx, const char *fname)
+{
+    if (lua_type(L, idx) == LUA_TNUMBER) return lua_tonumber(L, idx);
+    if (lua_type(L, idx) == LUA_TBOOLEAN) return lua_toboolean(L, idx);
+    lb_box *b = lb_testbox(L, idx);
+    if (!b) lb_argerror(L, idx, fname, "a number");
+    if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
+    double v;
+    if (ddpl_tensor_item(b->t, &v) < 0) lb_error(L);
+    return v;
+}
+
+static int m_masked_fill(lua_State *L)
+{
+    ddpl_tensor *x = lb_check(L, 1, "masked_fill");
+    ddpl_tensor *mask = lb_check(L, 2, "masked_fill");
+    double v = fill_value(L, 3, "masked_fill");
+    lb_box *box = lb_newbox(L);
+    box->t = ddpl_masked_fill(x, mask, v);
+    return lb_finish(L, box);
+}
+
+/* where(cond, x, y) with x and y tensors or numbers. */
+static int where3(lua_State *L, int ci, int xi, int yi)
+{
+    ddpl_tensor *cond = lb_check(L, ci, "where");
+    lb_check_operand(L, xi, "where");
+    lb_check_operand(L, yi, "where");
+    lb_box *box = lb_newbox(L);
+    bool own_x, own_y = false;
+    ddpl_tensor *x = lb_operand(L, xi, &own_x);
+    ddpl_tensor *y = x ? lb_operand(L, yi, &own_y) : NULL;
+    box->t = x && y ? ddpl_where(cond, x, y) : NULL;
+    if (own_x) ddpl_tensor_release(x);
+    if (own_y) ddpl_tensor_release(y);
+    return lb_finish(L, box);
+}
+
+static int m_where(lua_State *L) { return where3(L, 2, 1, 3); } /* x:where(cond, y) */
+static int f_where(lua_State *L) { return where3(L, 1, 2, 3); } /* ddpl.where(cond, x, y) */
+
+static int matrix(lua_State *L, const char *fname, binary_fn fn)
+{
+    ddpl_tensor *a = lb_check(L, 1, fname);
+    ddpl_tensor *b = lb_check(L, 2, fname);
+    lb_box *box = lb_newbox(L);
+    box->t = fn(a, b);
+    return lb_finish(L, box);
+}
+
+static int m_matmul(lua_State *L) { return matrix(L, "matmul", ddpl_matmul); }
+static int m_mm(lua_State *L) { return matrix(L, "mm", ddpl_mm); }
+static int m_bmm(lua_State *L) { return matrix(L, "bmm", ddpl_bmm); }
+
+static const char *const addmm_opts[] = {"beta", "alpha", NULL};
+
+/* ddpl.addmm(bias, a, b [, {beta=1, alpha=1}]) */
+static int f_addmm(lua_State *L)
+{
+    lb_args args = lb_parse_args(L);
+    lb_check_opts(L, args.opts, "addmm", addmm_opts);
+    ddpl_tensor *bias = lb_check(L, 1, "addmm");
+    ddpl_tensor *a = lb_check(L, 2, "addmm");
+    ddpl_tensor *b = lb_check(L, 3, "addmm");
+    double beta = lb_num(L, lb_arg(L, &args, 4, "beta"), "addmm", "beta", 1.0);
+    double alpha = lb_num(L, lb_arg(L, &args, 5, "alpha"), "addmm", "alpha", 1.0);
+    lb_box *box = lb_newbox(L);
+    box->t = ddpl_addmm(bias, a, b, beta, alpha);
+    return lb_finish(L, box);
+}
+
+/* ---- in place: return self ---- */
+
+static int done_inplace(lua_State *L, int rc, const char *fname)
+{
+    if (rc < 0) lb_error_in(L, fname);
+    lua_settop(L, 1);
+    return 1;
+}
+
+static int m_zero_(lua_State *L) { return done_inplace(L, ddpl_zero_(lb_check(L, 1, "zero_")), "zero_"); }
+
+static int m_fill_(lua_State *L)
+{
+    ddpl_tensor *x = lb_check(L, 1, "fill_");
+    return done_inplace(L, ddpl_fill_(x, fill_value(L, 2, "fill_")), "fill_");
+}
+
+static int m_copy_(lua_State *L)
+{
+    ddpl_tensor *x = lb_check(L, 1, "copy_");
+    return done_inplace(L, ddpl_copy_(x, lb_check(L, 2, "copy_")), "copy_");
+}
+
+typedef int (*inplace_fn)(ddpl_tensor *, ddpl_tensor *);
+
+/* self op= other (tensor or number); alpha for add_/sub_ */
+static int inplace_binary(lua_State *L, const char *fname, inplace_fn fn, double sign)
+{
+    lb_args a = lb_parse_args(L);
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    lb_check_operand(L, 2, fname);
+    double alpha = 1.0;
+    if (!fn) {
+        lb_check_opts(L, a.opts, fname, alpha_opts);
+        alpha = lb_num(L, lb_arg(L, &a, 3, "alpha"), fname, "alpha", 1.0);
+    }
+    bool owned;
+    ddpl_tensor *y = lb_operand(L, 2, &owned);
+    if (!y) lb_error(L);
+    int rc = fn ? fn(x, y) : ddpl_add_(x, y, sign * alpha);
+    if (owned) ddpl_tensor_release(y);
+    return done_inplace(L, rc, fname);
+}
+
+static int m_add_(lua_State *L) { return inplace_binary(L, "add_", NULL, 1.0); }
+static int m_sub_(lua_State *L) { return inplace_binary(L, "sub_", NULL, -1.0); }
+static int m_mul_(lua_State *L) { return inplace_binary(L, "mul_", ddpl_mul_, 1.0); }
+static int m_div_(lua_State *L) { return inplace_binary(L, "div_", ddpl_div_, 1.0); }
+
+static int m_clamp_(lua_State *L)
+{
+    ddpl_tensor *x = lb_check(L, 1, "clamp_");
+    bool has[2];
+    double v[2];
+    clamp_bounds(L, "clamp_", has, v);
+    return done_inplace(L, ddpl_clamp_(x, has[0], v[0], has[1], v[1]), "clamp_");
+}
+
+/* uniform_(from=0, to=1), normal_(mean=0, std=1): positional or by name */
+static int random_two(lua_State *L, const char *fname, const char *n0, double d0, const char *n1,
+                      double d1, int (*fn)(ddpl_tensor *, double, double))
+{
+    lb_args a = lb_parse_args(L);
+    const char *names[] = {n0, n1, NULL};
+    lb_check_opts(L, a.opts, fname, names);
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    double v0 = lb_num(L, lb_arg(L, &a, 2, n0), fname, n0, d0);
+    double v1 = lb_num(L, lb_arg(L, &a, 3, n1), fname, n1, d1);
+    return done_inplace(L, fn(x, v0, v1), fname);
+}
+
+static int m_uniform_(lua_State *L)
+{
+    return random_two(L, "uniform_", "from", 0.0, "to", 1.0, ddpl_uniform_);
+}
+static int m_normal_(lua_State *L)
+{
+    return random_two(L, "normal_", "mean", 0.0, "std", 1.0, ddpl_normal_);
+}
+
+static const char *const p_opts[] = {"p", NULL};
+
+static int m_bernoulli_(lua_State *L)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "bernoulli_", p_opts);
+    ddpl_tensor *x = lb_check(L, 1, "bernoulli_");
+    double p = lb_num(L, lb_arg(L, &a, 2, "p"), "bernoulli_", "p", 0.5);
+    return done_inplace(L, ddpl_bernoulli_(x, p), "bernoulli_");
+}
+
+const luaL_Reg lb_math_methods[] = {
+    {"add", m_add},
+    {"sub", m_sub},
+    {"mul", m_mul},
+    {"div", m_div},
+    {"pow", m_pow},
+    {"maximum", m_maximum},
+    {"minimum", m_minimum},
+    {"eq", m_eq},
+    {"ne", m_ne},
+    {"lt", m_lt},
+    {"le", m_le},
+    {"gt", m_gt},
+    {"ge", m_ge},
+    {"neg", m_neg},
+    {"exp", m_exp},
+    {"log", m_log},
+    {"sqrt", m_sqrt},
+    {"rsqrt", m_rsqrt},
+    {"abs", m_abs},
+    {"sign", m_sign},
+    {"sin", m_sin},
+    {"cos", m_cos},
+    {"tanh", m_tanh},
+    {"sigmoid", m_sigmoid},
+    {"relu", m_relu},
+    {"gelu", m_gelu},
+    {"silu", m_silu},
+    {"clamp", m_clamp},
+    {"masked_fill", m_masked_fill},
+    {"where", m_where},
+    {"matmul", m_matmul},
+    {"mm", m_mm},
+    {"bmm", m_bmm},
+    {"zero_", m_zero_},
+    {"fill_", m_fill_},
+    {"copy_", m_copy_},
+    {"add_", m_add_},
+    {"sub_", m_sub_},
+    {"mul_", m_mul_},
+    {"div_", m_div_},
+    {"clamp_", m_clamp_},
+    {"uniform_", m_uniform_},
+    {"normal_", m_normal_},
+    {"bernoulli_", m_bernoulli_},
+    {NULL, NULL},
+};
+
+const luaL_Reg lb_math_functions[] = {
+    {"where", f_where},
+    {"addmm", f_addmm},
+    {NULL, NULL},
+};

@@ -1,0 +1,70 @@
+/* ops/nn_common.h: checks and helpers shared by the neural-network ops (ops/nn_*.c).
+ * defines: nn_check_float, nn_check_param, nn_contiguous, nn_alias, nn_run_or_release.
+ *
+ * The nn kernels take contiguous float32/float64 tensors in canonical layouts; these helpers
+ * produce them without recording autograd (the op records one node for the whole function). */
+#ifndef DDPL_NN_COMMON_H
+#define DDPL_NN_COMMON_H
+
+#include "nn_params.h"
+#include "op_util.h"
+
+/* The nn kernels exist for float32 and float64. */
+static inline int nn_check_float(const char *op, const char *what, const ddpl_tensor *x)
+{
+    if (x->dtype == DDPL_FLOAT32 || x->dtype == DDPL_FLOAT64) return 0;
+    return ddpl_error("%s: expected float32 or float64 %s, got %s", op, what,
+                      ddpl_dtype_name((ddpl_dtype)x->dtype));
+}
+
+/* An optional parameter tensor p (weight, bias, running stat): same dtype and device as x, 1-D
+ * of size n (or NULL). */
+static inline int nn_check_param(const char *op, const char *what, const ddpl_tensor *p,
+                                 const ddpl_tensor *x, int64_t n)
+{
+    if (!p) return 0;
+    if (ddpl_check_same_device(op, x, p) < 0) return -1;
+    if (p->dtype != x->dtype)
+        return ddpl_error("%s: %s has dtype %s but the input has %s", op, what,
+                          ddpl_dtype_name((ddpl_dtype)p->dtype),
+                          ddpl_dtype_name((ddpl_dtype)x->dtype));
+    if (p->ndim != 1 || p->sizes[0] != n) {
+        char a[128];
+        return ddpl_error("%s: %s of shape %s does not match the %lld channels of the input", op,
+                          what, ddpl_shape_str(p, a, sizeof a), (long long)n);
+    }
+    return 0;
+}
+
+/* x itself (retained) when contiguous, else a contiguous copy; never records autograd. */
+static inline ddpl_tensor *nn_contiguous(ddpl_tensor *x)
+{
+    if (!x || ddpl_tensor_is_contiguous(x)) return x ? ddpl_tensor_retain(x) : NULL;
+    ddpl_tensor *c = ddpl_tensor_new(x->ndim, x->sizes, (ddpl_dtype)x->dtype, x->device);
+    if (c && ddpl_run_kernel(DDPL_OP_COPY, x->device, &c, &x, NULL) < 0) {
+        ddpl_tensor_release(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* A contiguous header over contiguous x's storage with another shape of the same numel. */
+static inline ddpl_tensor *nn_alias(const ddpl_tensor *x, int ndim, const int64_t *sizes)
+{
+    int64_t strides[DDPL_MAX_DIMS];
+    ddpl_contiguous_strides(ndim, sizes, strides);
+    return ddpl_tensor_alias(x, ndim, sizes, strides, x->offset);
+}
+
+/* Runs kernel op; on failure releases `out` (one tensor) and returns NULL, else returns it. */
+static inline ddpl_tensor *nn_run_or_release(ddpl_op op, ddpl_tensor *out, ddpl_tensor **outs,
+                                             ddpl_tensor **ins, const void *params)
+{
+    if (ddpl_run_kernel(op, out->device, outs, ins, params) < 0) {
+        ddpl_tensor_release(out);
+        return NULL;
+    }
+    return out;
+}
+
+#endif

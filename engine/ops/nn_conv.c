@@ -1,0 +1,134 @@
+/* ops/nn_conv.c: 2-D convolution with its gradient.
+ * defines: ddpl_conv2d.
+ *
+ * The forward and backward kernels take contiguous x (N,C,H,W), w (O,C/groups,kh,kw) and
+ * produce y (N,O,OH,OW) with OH = (H + 2*ph - dh*(kh-1) - 1) / sh + 1 (floor), likewise OW.
+ * An unbatched input (C,H,W) is treated as a batch of one, as PyTorch does. */
+#include "nn_common.h"
+
+typedef struct {
+    ddpl_conv_params p;
+} conv_ctx;
+
+/* inputs 0 x, 1 w, 2 bias?; saved: x and w as the kernel saw them (contiguous) */
+static int conv2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    ddpl_tensor *x = ddpl_node_saved(n, 0), *w = ddpl_node_saved(n, 1);
+    if (!x || !w) return -1;
+    ddpl_tensor *g = nn_contiguous(grad);
+    if (!g) return -1;
+    ddpl_tensor *outs[3] = {NULL, NULL, NULL};
+    int rc = 0;
+    if (ddpl_node_needs_grad(n, 0) && !(outs[0] = ddpl_empty_like(x))) rc = -1;
+    if (rc == 0 && ddpl_node_needs_grad(n, 1) && !(outs[1] = ddpl_empty_like(w))) rc = -1;
+    if (rc == 0 && n->edges[2].ndim == 1 && ddpl_node_needs_grad(n, 2) &&
+        !(outs[2] = ddpl_tensor_new(1, n->edges[2].sizes, (ddpl_dtype)x->dtype, x->device)))
+        rc = -1;
+    ddpl_tensor *ins[3] = {g, x, w};
+    if (rc == 0 && (outs[0] || outs[1] || outs[2]))
+        rc = ddpl_run_kernel(DDPL_OP_CONV2D_BACKWARD, x->device, outs, ins,
+                             &DDPL_NODE_CTX(n, conv_ctx)->p);
+    ddpl_tensor_release(g);
+    for (int i = 0; i < 3; i++) {
+        if (rc == 0)
+            gi[i] = outs[i];
+        else
+            ddpl_tensor_release(outs[i]);
+    }
+    return rc;
+}
+
+static int check_pair(const char *what, const int v[2], int min)
+{
+    if (v[0] >= min && v[1] >= min) return 0;
+    return ddpl_error("conv2d: %s must be >= %d, got (%d, %d)", what, min, v[0], v[1]);
+}
+
+/* Validates everything and computes the output shape into y_sizes. */
+static int conv2d_check(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *bias,
+                        const ddpl_conv_params *p, int64_t y_sizes[4])
+{
+    char sx[128], sw[128];
+    if (nn_check_float("conv2d", "input", x) < 0) return -1;
+    if (ddpl_check_same_device("conv2d", x, w) < 0) return -1;
+    if (w->dtype != x->dtype)
+        return ddpl_error("conv2d: input (%s) and weight (%s) must have the same dtype",
+                          ddpl_dtype_name((ddpl_dtype)x->dtype),
+                          ddpl_dtype_name((ddpl_dtype)w->dtype));
+    if (x->ndim != 4)
+        return ddpl_error("conv2d: expected a 3-D (C,H,W) or 4-D (N,C,H,W) input, got shape %s",
+                          ddpl_shape_str(x, sx, sizeof sx));
+    if (w->ndim != 4)
+        return ddpl_error("conv2d: expected a 4-D weight (O,C/groups,kh,kw), got shape %s",
+                          ddpl_shape_str(w, sw, sizeof sw));
+    if (check_pair("stride", p->stride, 1) < 0 || check_pair("padding", p->padding, 0) < 0 ||
+        check_pair("dilation", p->dilation, 1) < 0)
+        return -1;
+    if (p->groups < 1) return ddpl_error("conv2d: groups must be >= 1, got %d", p->groups);
+    ddpl_shape_str(x, sx, sizeof sx);
+    ddpl_shape_str(w, sw, sizeof sw);
+    if (w->sizes[1] == 0 || w->sizes[2] == 0 || w->sizes[3] == 0)
+        return ddpl_error("conv2d: weight of shape %s is empty", sw);
+    if (x->sizes[1] != w->sizes[1] * p->groups)
+        return ddpl_error("conv2d: input of shape %s has %lld channels but weight %s expects "
+                          "%lld (groups=%d)",
+                          sx, (long long)x->sizes[1], sw, (long long)(w->sizes[1] * p->groups),
+                          p->groups);
+    if (w->sizes[0] % p->groups != 0)
+        return ddpl_error("conv2d: weight %s has %lld output channels, not divisible by "
+                          "groups=%d",
+                          sw, (long long)w->sizes[0], p->groups);
+    if (bias && nn_check_param("conv2d", "bias", bias, x, w->sizes[0]) < 0) return -1;
+    int64_t oh = (x->sizes[2] + 2 * p->padding[0] - p->dilation[0] * (w->sizes[2] - 1) - 1);
+    int64_t ow = (x->sizes[3] + 2 * p->padding[1] - p->dilation[1] * (w->sizes[3] - 1) - 1);
+    oh = oh < 0 ? 0 : oh / p->stride[0] + 1;
+    ow = ow < 0 ? 0 : ow / p->stride[1] + 1;
+    if (oh < 1 || ow < 1)
+        return ddpl_error("conv2d: input of shape %s is smaller than the (dilated) kernel of "
+                          "weight %s with padding (%d, %d) and dilation (%d, %d)",
+                          sx, sw, p->padding[0], p->padding[1], p->dilation[0], p->dilation[1]);
+    y_sizes[0] = x->sizes[0];
+    y_sizes[1] = w->sizes[0];
+    y_sizes[2] = oh;
+    y_sizes[3] = ow;
+    return 0;
+}
+
+static ddpl_tensor *conv2d_batched(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *bias,
+                                   const ddpl_conv_params *p)
+{
+    int64_t ys[4];
+    if (conv2d_check(x, w, bias, p, ys) < 0) return NULL;
+    ddpl_tensor *xc = nn_contiguous(x), *wc = nn_contiguous(w), *bc = nn_contiguous(bias);
+    ddpl_tensor *y =
+        xc && wc && (bc || !bias) ? ddpl_tensor_new(4, ys, (ddpl_dtype)x->dtype, x->device) : NULL;
+    ddpl_tensor *ins[3] = {xc, wc, bc};
+    if (y) y = nn_run_or_release(DDPL_OP_CONV2D, y, &y, ins, p);
+    ddpl_tensor *args[3] = {x, w, bias};
+    if (y && ddpl_grad_needed(3, args)) {
+        ddpl_node *n = ddpl_node_new("Conv2dBackward", conv2d_backward, 3, args);
+        ddpl_node_save(n, xc);
+        ddpl_node_save(n, wc);
+        DDPL_NODE_CTX(n, conv_ctx)->p = *p;
+        ddpl_set_history(y, n);
+    }
+    ddpl_tensor_release(xc);
+    ddpl_tensor_release(wc);
+    ddpl_tensor_release(bc);
+    return y;
+}
+
+ddpl_tensor *ddpl_conv2d(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias,
+                         const int stride[2], const int padding[2], const int dilation[2],
+                         int groups)
+{
+    ddpl_conv_params p = {
+        {stride[0], stride[1]}, {padding[0], padding[1]}, {dilation[0], dilation[1]}, groups};
+    if (x->ndim != 3) return conv2d_batched(x, weight, bias, &p);
+    ddpl_tensor *xb = ddpl_unsqueeze(x, 0);
+    ddpl_tensor *yb = xb ? conv2d_batched(xb, weight, bias, &p) : NULL;
+    ddpl_tensor *y = yb ? ddpl_squeeze(yb, 0) : NULL;
+    ddpl_tensor_release(xb);
+    ddpl_tensor_release(yb);
+    return y;
+}

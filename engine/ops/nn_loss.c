@@ -1,0 +1,234 @@
+/* ops/nn_loss.c: classification and regression losses with their gradients.
+ * defines: ddpl_nll_loss, ddpl_cross_entropy, ddpl_mse_loss.
+ *
+ * nll_loss runs the NLL kernels on log-probabilities seen as (N,C,S). cross_entropy is
+ * log_softmax + nll_loss, plus PyTorch 1.13's label smoothing (LossNLL.cpp,
+ * cross_entropy_loss_label_smoothing): with eps = label_smoothing and C classes,
+ *   smooth[i] = -sum_c logp[i,c] * weight[c]      (0 where target[i] == ignore_index)
+ *   loss = (1 - eps) * nll + (eps / C) * reduce(smooth)
+ * where reduce is the same reduction, and 'mean' divides by the same total as nll's (the sum
+ * of weight[target] over non-ignored targets, or their count). mse_loss is a composite. */
+#include "nn_common.h"
+
+static int check_reduction(const char *op, ddpl_reduction r)
+{
+    if (r == DDPL_REDUCTION_NONE || r == DDPL_REDUCTION_MEAN || r == DDPL_REDUCTION_SUM) return 0;
+    return ddpl_error("%s: invalid reduction %d (expected none, mean or sum)", op, (int)r);
+}
+
+/* ---- nll_loss ---- */
+typedef struct {
+    ddpl_nll_params p;
+    int64_t C; /* classes */
+} nll_ctx;
+
+/* input 0 logp; saved: 0 target (N,S), 1 weight?, 2 total_weight */
+static int nll_loss_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    ddpl_tensor *target = ddpl_node_saved(n, 0), *w = ddpl_node_saved(n, 1);
+    ddpl_tensor *total = ddpl_node_saved(n, 2);
+    if (!target || (!w && !ddpl_node_saved_is_null(n, 1)) || !total) return -1;
+    ddpl_edge *e = &n->edges[0];
+    int64_t N = target->sizes[0], S = target->sizes[1];
+    int64_t s3[3] = {N, DDPL_NODE_CTX(n, nll_ctx)->C, S};
+    ddpl_tensor *g = nn_contiguous(grad);
+    ddpl_tensor *dx =
+        g ? ddpl_tensor_new(e->ndim, e->sizes, (ddpl_dtype)grad->dtype, grad->device) : NULL;
+    ddpl_tensor *dx3 = dx ? nn_alias(dx, 3, s3) : NULL;
+    ddpl_tensor *ins[4] = {g, target, w, total};
+    int rc = dx3 ? ddpl_run_kernel(DDPL_OP_NLL_LOSS_BACKWARD, dx->device, &dx3, ins,
+                                   &DDPL_NODE_CTX(n, nll_ctx)->p)
+                 : -1;
+    ddpl_tensor_release(g);
+    ddpl_tensor_release(dx3);
+    if (rc < 0) {
+        ddpl_tensor_release(dx);
+        return -1;
+    }
+    gi[0] = dx;
+    return 0;
+}
+
+/* Checks logp (N,C,d...) / (C) against target (N,d...) / (); fills N, C, S. */
+static int nll_shapes(const char *op, const ddpl_tensor *logp, const ddpl_tensor *target,
+                      int64_t *N, int64_t *C, int64_t *S)
+{
+    char a[128], b[128];
+    if (logp->ndim == 0)
+        return ddpl_error("%s: input must have at least 1 dimension (C) or (N,C,...)", op);
+    bool ok = target->ndim == (logp->ndim == 1 ? 0 : logp->ndim - 1);
+    if (ok && logp->ndim >= 2) {
+        ok = target->sizes[0] == logp->sizes[0];
+        for (int d = 2; ok && d < logp->ndim; d++) ok = target->sizes[d - 1] == logp->sizes[d];
+    }
+    if (!ok) {
+        char expect[128];
+        int64_t es[DDPL_MAX_DIMS];
+        int en = 0;
+        for (int d = 0; d < logp->ndim; d++)
+            if (d != (logp->ndim == 1 ? 0 : 1)) es[en++] = logp->sizes[d];
+        return ddpl_error("%s: expected target of shape %s for input of shape %s, got %s", op,
+                          ddpl_sizes_str(en, es, expect, sizeof expect),
+                          ddpl_shape_str(logp, a, sizeof a), ddpl_shape_str(target, b, sizeof b));
+    }
+    if (logp->ndim == 1) {
+        *N = 1, *C = logp->sizes[0], *S = 1;
+    } else {
+        *N = logp->sizes[0], *C = logp->sizes[1];
+        *S = ddpl_numel(logp->ndim - 2, logp->sizes + 2);
+    }
+    return 0;
+}
+
+/* nll_loss that also returns total_weight (0-dim, new reference) for cross_entropy. */
+static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *target,
+                             ddpl_tensor *weight, ddpl_reduction reduction, int64_t ignore_index,
+                             ddpl_tensor **total_out)
+{
+    int64_t N, C, S;
+    if (nn_check_float(op, "input", logp) < 0 || check_reduction(op, reduction) < 0) return NULL;
+    if (target->dtype != DDPL_INT64)
+        return ddpl_error("%s: target must be an int64 tensor of class indices, got %s", op,
+                          ddpl_dtype_name((ddpl_dtype)target->dtype)),
+               NULL;
+    if (ddpl_check_same_device(op, logp, target) < 0 ||
+        nll_shapes(op, logp, target, &N, &C, &S) < 0 ||
+        nn_check_param(op, "weight", weight, logp, C) < 0)
+        return NULL;
+    int64_t s3[3] = {N, C, S}, s2[2] = {N, S};
+    ddpl_tensor *lc = nn_contiguous(logp), *l3 = lc ? nn_alias(lc, 3, s3) : NULL;
+    ddpl_tensor *tc = nn_contiguous(target), *t2 = tc ? nn_alias(tc, 2, s2) : NULL;
+    ddpl_tensor *wc = nn_contiguous(weight);
+    bool none = reduction == DDPL_REDUCTION_NONE;
+    ddpl_tensor *loss = t2 && (wc || !weight)
+                            ? ddpl_tensor_new(none ? target->ndim : 0, target->sizes,
+                                              (ddpl_dtype)logp->dtype, logp->device)
+                            : NULL;
+    ddpl_tensor *total =
+        loss ? ddpl_tensor_new(0, NULL, (ddpl_dtype)logp->dtype, logp->device) : NULL;
+    ddpl_nll_params p = {(int)reduction, ignore_index};
+    ddpl_tensor *l_out = loss ? nn_alias(loss, none ? 2 : 0, s2) : NULL;
+    ddpl_tensor *outs[2] = {l_out, total}, *ins[3] = {l3, t2, wc};
+    int rc = total ? ddpl_run_kernel(DDPL_OP_NLL_LOSS, logp->device, outs, ins, &p) : -1;
+    if (rc == 0 && ddpl_grad_needed(1, &logp)) {
+        ddpl_node *n = ddpl_node_new("NllLossBackward", nll_loss_backward, 1, &logp);
+        ddpl_node_save(n, t2);
+        ddpl_node_save(n, wc);
+        ddpl_node_save(n, total);
+        *DDPL_NODE_CTX(n, nll_ctx) = (nll_ctx){p, C};
+        ddpl_set_history(loss, n);
+    }
+    ddpl_tensor *tmp[] = {lc, l3, tc, t2, wc, l_out};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
+    if (rc < 0) {
+        ddpl_tensor_release(loss);
+        ddpl_tensor_release(total);
+        return NULL;
+    }
+    if (total_out)
+        *total_out = total;
+    else
+        ddpl_tensor_release(total);
+    return loss;
+}
+
+ddpl_tensor *ddpl_nll_loss(ddpl_tensor *logp, ddpl_tensor *target, ddpl_tensor *weight,
+                           ddpl_reduction reduction, int64_t ignore_index)
+{
+    return nll_impl("nll_loss", logp, target, weight, reduction, ignore_index, NULL);
+}
+
+/* ---- cross_entropy ---- */
+
+/* a * x + b * y for tensors x, y and numbers a, b (with autograd). */
+static ddpl_tensor *lincomb(double a, ddpl_tensor *x, double b, ddpl_tensor *y)
+{
+    ddpl_tensor *na = ddpl_wrapped_number(a, false), *nb = ddpl_wrapped_number(b, false);
+    ddpl_tensor *ax = ddpl_mul(x, na), *by = ax ? ddpl_mul(y, nb) : NULL;
+    ddpl_tensor *r = by ? ddpl_add(ax, by) : NULL;
+    ddpl_tensor *tmp[] = {na, nb, ax, by};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
+    return r;
+}
+
+/* reduce(smooth) of the label-smoothing term; logp (N,C,d...) or (C), class dim cd. */
+static ddpl_tensor *smooth_term(ddpl_tensor *logp, ddpl_tensor *target, ddpl_tensor *weight,
+                                ddpl_reduction reduction, int64_t ignore_index, int cd,
+                                ddpl_tensor *total)
+{
+    ddpl_tensor *weighted = NULL;
+    if (weight) { /* weight viewed as (1,C,1,...) to broadcast along the class dim */
+        int64_t ws[DDPL_MAX_DIMS];
+        for (int d = 0; d < logp->ndim; d++) ws[d] = d == cd ? weight->sizes[0] : 1;
+        ddpl_tensor *wv = ddpl_reshape(weight, logp->ndim, ws);
+        weighted = wv ? ddpl_mul(logp, wv) : NULL;
+        ddpl_tensor_release(wv);
+    } else {
+        weighted = ddpl_tensor_retain(logp);
+    }
+    ddpl_tensor *s = weighted ? ddpl_sum_dim(weighted, cd, false) : NULL; /* target's shape */
+    ddpl_tensor_release(weighted);
+    ddpl_tensor *ii = s ? ddpl_wrapped_number((double)ignore_index, true) : NULL;
+    ddpl_tensor *ignored = ii ? ddpl_eq(target, ii) : NULL;
+    ddpl_tensor *masked = ignored ? ddpl_masked_fill(s, ignored, 0.0) : NULL;
+    ddpl_tensor *neg = masked ? ddpl_neg(masked) : NULL;
+    ddpl_tensor *tmp[] = {s, ii, ignored, masked};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
+    if (!neg || reduction == DDPL_REDUCTION_NONE) return neg;
+    ddpl_tensor *sum = ddpl_sum(neg);
+    ddpl_tensor_release(neg);
+    if (!sum || reduction == DDPL_REDUCTION_SUM) return sum;
+    ddpl_tensor *mean = ddpl_div(sum, total);
+    ddpl_tensor_release(sum);
+    return mean;
+}
+
+ddpl_tensor *ddpl_cross_entropy(ddpl_tensor *logits, ddpl_tensor *target, ddpl_tensor *weight,
+                                ddpl_reduction reduction, int64_t ignore_index,
+                                double label_smoothing)
+{
+    const char *op = "cross_entropy";
+    if (!(label_smoothing >= 0 && label_smoothing <= 1))
+        return ddpl_error("%s: label_smoothing must be between 0.0 and 1.0, got %g", op,
+                          label_smoothing),
+               NULL;
+    if (nn_check_float(op, "input", logits) < 0 || check_reduction(op, reduction) < 0) return NULL;
+    if (logits->ndim == 0)
+        return ddpl_error("%s: input must have at least 1 dimension (C) or (N,C,...)", op), NULL;
+    int64_t N, C, S;
+    if (nll_shapes(op, logits, target, &N, &C, &S) < 0) return NULL;
+    int cd = logits->ndim == 1 ? 0 : 1;
+    ddpl_tensor *logp = ddpl_log_softmax(logits, cd);
+    if (!logp) return NULL;
+    ddpl_tensor *total = NULL;
+    ddpl_tensor *nll = nll_impl(op, logp, target, weight, reduction, ignore_index, &total);
+    ddpl_tensor *r = nll;
+    if (nll && label_smoothing > 0) {
+        ddpl_tensor *sm = smooth_term(logp, target, weight, reduction, ignore_index, cd, total);
+        r = sm ? lincomb(1 - label_smoothing, nll, label_smoothing / (double)C, sm) : NULL;
+        ddpl_tensor_release(sm);
+        ddpl_tensor_release(nll);
+    }
+    ddpl_tensor_release(total);
+    ddpl_tensor_release(logp);
+    return r;
+}
+
+/* ---- mse_loss ---- */
+ddpl_tensor *ddpl_mse_loss(ddpl_tensor *input, ddpl_tensor *target, ddpl_reduction reduction)
+{
+    if (check_reduction("mse_loss", reduction) < 0 || ddpl_check_floating("mse_loss", input) < 0)
+        return NULL;
+    int nd;
+    int64_t bs[DDPL_MAX_DIMS];
+    if (ddpl_broadcast_shape("mse_loss", input->ndim, input->sizes, target->ndim, target->sizes,
+                             &nd, bs) < 0)
+        return NULL;
+    ddpl_tensor *d = ddpl_sub(input, target);
+    ddpl_tensor *sq = d ? ddpl_mul(d, d) : NULL;
+    ddpl_tensor_release(d);
+    if (!sq || reduction == DDPL_REDUCTION_NONE) return sq;
+    ddpl_tensor *r = reduction == DDPL_REDUCTION_SUM ? ddpl_sum(sq) : ddpl_mean(sq);
+    ddpl_tensor_release(sq);
+    return r;
+}

@@ -1,0 +1,114 @@
+/* ops/nn_misc.c: the layers that are compositions of other ops: linear, embedding, dropout.
+ * defines: ddpl_linear, ddpl_embedding, ddpl_dropout.
+ *
+ * Their gradients come from the ops they are built of (addmm/matmul, index_select, mul). */
+#include "nn_common.h"
+
+/* ---- linear ---- */
+
+/* x (*, in) @ weight^T (in, out) + bias (out): leading dims fold into GEMM rows, and the
+ * transposed weight is a view that BLAS reads with CblasTrans, so nothing is copied. */
+ddpl_tensor *ddpl_linear(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias)
+{
+    char sx[128], sw[128];
+    if (ddpl_check_floating("linear", x) < 0 || ddpl_check_same_device("linear", x, weight) < 0)
+        return NULL;
+    if (weight->ndim != 2 || x->ndim < 1 || x->sizes[x->ndim - 1] != weight->sizes[1])
+        return ddpl_error("linear: input %s and weight %s do not match (expected input (*, in) "
+                          "and weight (out, in))",
+                          ddpl_shape_str(x, sx, sizeof sx), ddpl_shape_str(weight, sw, sizeof sw)),
+               NULL;
+    if (weight->dtype != x->dtype)
+        return ddpl_error("linear: input (%s) and weight (%s) must have the same dtype",
+                          ddpl_dtype_name((ddpl_dtype)x->dtype),
+                          ddpl_dtype_name((ddpl_dtype)weight->dtype)),
+               NULL;
+    if (bias && nn_check_param("linear", "bias", bias, x, weight->sizes[0]) < 0) return NULL;
+
+    int64_t in = weight->sizes[1], out = weight->sizes[0];
+    ddpl_tensor *wt = ddpl_t(weight);
+    if (!wt) return NULL;
+    ddpl_tensor *x2 =
+        x->ndim == 2 ? ddpl_tensor_retain(x) : ddpl_reshape(x, 2, (int64_t[]){-1, in});
+    ddpl_tensor *y2 = NULL;
+    if (x2) y2 = bias ? ddpl_addmm(bias, x2, wt, 1.0, 1.0) : ddpl_mm(x2, wt);
+    ddpl_tensor *y = NULL;
+    if (y2 && x->ndim == 2) {
+        y = ddpl_tensor_retain(y2);
+    } else if (y2) {
+        int64_t sizes[DDPL_MAX_DIMS];
+        memcpy(sizes, x->sizes, (size_t)(x->ndim - 1) * sizeof *sizes);
+        sizes[x->ndim - 1] = out;
+        y = ddpl_view(y2, x->ndim, sizes);
+    }
+    ddpl_tensor_release(wt);
+    ddpl_tensor_release(x2);
+    ddpl_tensor_release(y2);
+    return y;
+}
+
+/* ---- embedding ---- */
+
+/* index (*) int64, weight (n, d) -> (*, d): rows of weight picked with index_select, whose
+ * gradient adds the incoming rows back at their indices (repeated tokens accumulate). */
+ddpl_tensor *ddpl_embedding(ddpl_tensor *index, ddpl_tensor *weight)
+{
+    char sw[128];
+    if (index->dtype != DDPL_INT64)
+        return ddpl_error("embedding: indices must be an int64 tensor, got %s",
+                          ddpl_dtype_name((ddpl_dtype)index->dtype)),
+               NULL;
+    if (weight->ndim != 2)
+        return ddpl_error("embedding: weight must be 2-D (num_embeddings, embedding_dim), got "
+                          "shape %s",
+                          ddpl_shape_str(weight, sw, sizeof sw)),
+               NULL;
+    if (index->ndim >= DDPL_MAX_DIMS)
+        return ddpl_error("embedding: indices have %d dimensions, at most %d are supported",
+                          index->ndim, DDPL_MAX_DIMS - 1),
+               NULL;
+    ddpl_tensor *flat = ddpl_reshape(index, 1, (int64_t[]){-1});
+    ddpl_tensor *rows = flat ? ddpl_index_select(weight, 0, flat) : NULL;
+    ddpl_tensor_release(flat);
+    if (!rows) {
+        /* name this op rather than the index_select it runs */
+        const char *msg = ddpl_last_error(), *prefix = "index_select: ";
+        char copy[512];
+        snprintf(copy, sizeof copy, "%s",
+                 strncmp(msg, prefix, strlen(prefix)) == 0 ? msg + strlen(prefix) : msg);
+        ddpl_error("embedding: %s", copy);
+        return NULL;
+    }
+    int64_t sizes[DDPL_MAX_DIMS];
+    memcpy(sizes, index->sizes, (size_t)index->ndim * sizeof *sizes);
+    sizes[index->ndim] = weight->sizes[1];
+    ddpl_tensor *y = ddpl_view(rows, index->ndim + 1, sizes);
+    ddpl_tensor_release(rows);
+    return y;
+}
+
+/* ---- dropout ---- */
+
+/* Zeroes each element with probability p and scales the rest by 1/(1-p), so the expectation
+ * is unchanged; the gradient is the same mask. p = 0 or evaluation mode returns x itself. */
+ddpl_tensor *ddpl_dropout(ddpl_tensor *x, double p, bool training)
+{
+    if (!(p >= 0 && p <= 1))
+        return ddpl_error("dropout: probability has to be between 0 and 1, but got %g", p), NULL;
+    if (ddpl_check_floating("dropout", x) < 0) return NULL;
+    if (!training || p == 0) return ddpl_tensor_retain(x);
+    ddpl_tensor *mask = ddpl_tensor_new(x->ndim, x->sizes, (ddpl_dtype)x->dtype, x->device);
+    if (!mask) return NULL;
+    int rc = 0;
+    if (p == 1) {
+        rc = ddpl_fill_(mask, 0.0); /* everything dropped: zeros, and zero gradient */
+    } else {
+        rc = ddpl_bernoulli_(mask, 1 - p);
+        ddpl_tensor *scale = rc == 0 ? ddpl_wrapped_number(1 / (1 - p), false) : NULL;
+        rc = scale ? ddpl_mul_(mask, scale) : -1;
+        ddpl_tensor_release(scale);
+    }
+    ddpl_tensor *y = rc == 0 ? ddpl_mul(x, mask) : NULL;
+    ddpl_tensor_release(mask);
+    return y;
+}

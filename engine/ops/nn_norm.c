@@ -1,0 +1,204 @@
+/* ops/nn_norm.c: batch and layer normalisation with their gradients.
+ * defines: ddpl_batch_norm, ddpl_layer_norm.
+ *
+ * batch_norm follows PyTorch: in training the batch mean and biased variance normalise, and the
+ * running stats (when given) move towards the batch mean and the *unbiased* variance with
+ * `momentum`; in evaluation the running stats normalise. layer_norm normalises over the last
+ * n dims with the biased variance. The kernels return the mean and 1/sqrt(var + eps) they used,
+ * which backward reuses. */
+#include "nn_common.h"
+
+/* ---- batch_norm ---- */
+typedef struct {
+    ddpl_batch_norm_params p;
+} bn_ctx;
+
+/* Runs a normalisation backward kernel. inputs 0 x, 1 weight?, 2 bias?; saved: 0 x (as the
+ * kernel saw it: contiguous, canonical shape), 1 weight?, 2 mean, 3 invstd. */
+static int norm_backward_run(ddpl_op op, ddpl_node *n, ddpl_tensor *grad, const void *params,
+                             ddpl_tensor **gi)
+{
+    ddpl_tensor *x = ddpl_node_saved(n, 0), *w = ddpl_node_saved(n, 1);
+    ddpl_tensor *mean = ddpl_node_saved(n, 2), *invstd = ddpl_node_saved(n, 3);
+    if (!x || (!w && !ddpl_node_saved_is_null(n, 1)) || !mean || !invstd) return -1;
+    ddpl_tensor *g = nn_contiguous(grad), *g2 = g ? nn_alias(g, x->ndim, x->sizes) : NULL;
+    ddpl_tensor *outs[3] = {NULL, NULL, NULL}, *views[3] = {NULL, NULL, NULL};
+    int rc = g2 ? 0 : -1;
+    for (int i = 0; i < 3 && rc == 0; i++) {
+        ddpl_edge *e = &n->edges[i];
+        if (!ddpl_node_needs_grad(n, i)) continue;
+        outs[i] = ddpl_tensor_new(e->ndim, e->sizes, (ddpl_dtype)x->dtype, x->device);
+        /* the kernel writes dx in the canonical shape of x */
+        views[i] =
+            outs[i] ? (i == 0 ? nn_alias(outs[i], x->ndim, x->sizes) : ddpl_tensor_retain(outs[i]))
+                    : NULL;
+        if (!views[i]) rc = -1;
+    }
+    ddpl_tensor *ins[5] = {g2, x, w, mean, invstd};
+    if (rc == 0) rc = ddpl_run_kernel(op, x->device, views, ins, params);
+    ddpl_tensor_release(g);
+    ddpl_tensor_release(g2);
+    for (int i = 0; i < 3; i++) {
+        ddpl_tensor_release(views[i]);
+        if (rc == 0)
+            gi[i] = outs[i];
+        else
+            ddpl_tensor_release(outs[i]);
+    }
+    return rc;
+}
+
+static int batch_norm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    return norm_backward_run(DDPL_OP_BATCH_NORM_BACKWARD, n, grad, &DDPL_NODE_CTX(n, bn_ctx)->p,
+                             gi);
+}
+
+static int check_running(const char *what, ddpl_tensor *t)
+{
+    if (!t) return 0;
+    if (!ddpl_tensor_is_contiguous(t))
+        return ddpl_error("batch_norm: %s must be contiguous (it is updated in place)", what);
+    return ddpl_check_inplace("batch_norm", t);
+}
+
+ddpl_tensor *ddpl_batch_norm(ddpl_tensor *x, ddpl_tensor *running_mean, ddpl_tensor *running_var,
+                             ddpl_tensor *weight, ddpl_tensor *bias, bool training, double momentum,
+                             double eps)
+{
+    char sx[128];
+    if (nn_check_float("batch_norm", "input", x) < 0) return NULL;
+    if (x->ndim < 2)
+        return ddpl_error("batch_norm: expected an input of at least 2 dimensions (N,C,...), got "
+                          "shape %s",
+                          ddpl_shape_str(x, sx, sizeof sx)),
+               NULL;
+    int64_t N = x->sizes[0], C = x->sizes[1], S = ddpl_numel(x->ndim - 2, x->sizes + 2);
+    if (nn_check_param("batch_norm", "weight", weight, x, C) < 0 ||
+        nn_check_param("batch_norm", "bias", bias, x, C) < 0 ||
+        nn_check_param("batch_norm", "running_mean", running_mean, x, C) < 0 ||
+        nn_check_param("batch_norm", "running_var", running_var, x, C) < 0)
+        return NULL;
+    if (!training && (!running_mean || !running_var))
+        return ddpl_error("batch_norm: running_mean and running_var are required in evaluation "
+                          "mode"),
+               NULL;
+    if (training && N * S <= 1)
+        return ddpl_error("batch_norm: expected more than 1 value per channel when training, got "
+                          "input of shape %s",
+                          ddpl_shape_str(x, sx, sizeof sx)),
+               NULL;
+    if (!(eps >= 0)) return ddpl_error("batch_norm: eps must be >= 0, got %g", eps), NULL;
+    if (training && (check_running("running_mean", running_mean) < 0 ||
+                     check_running("running_var", running_var) < 0))
+        return NULL;
+
+    int64_t s3[3] = {N, C, S};
+    ddpl_tensor *xc = nn_contiguous(x), *x3 = xc ? nn_alias(xc, 3, s3) : NULL;
+    ddpl_tensor *y =
+        x3 ? ddpl_tensor_new(x->ndim, x->sizes, (ddpl_dtype)x->dtype, x->device) : NULL;
+    ddpl_tensor *y3 = y ? nn_alias(y, 3, s3) : NULL;
+    ddpl_tensor *mean = y3 ? ddpl_tensor_new(1, &C, (ddpl_dtype)x->dtype, x->device) : NULL;
+    ddpl_tensor *invstd = mean ? ddpl_tensor_new(1, &C, (ddpl_dtype)x->dtype, x->device) : NULL;
+    ddpl_batch_norm_params p = {training, momentum, eps};
+    ddpl_tensor *outs[3] = {y3, mean, invstd};
+    ddpl_tensor *ins[5] = {x3, weight, bias, running_mean, running_var};
+    int rc = invstd ? ddpl_run_kernel(DDPL_OP_BATCH_NORM, x->device, outs, ins, &p) : -1;
+    if (rc == 0 && training) {
+        if (running_mean) ddpl_storage_bump_version(running_mean->storage);
+        if (running_var) ddpl_storage_bump_version(running_var->storage);
+    }
+    ddpl_tensor *args[3] = {x, weight, bias};
+    if (rc == 0 && ddpl_grad_needed(3, args)) {
+        ddpl_node *n = ddpl_node_new("BatchNormBackward", batch_norm_backward, 3, args);
+        ddpl_node_save(n, x3);
+        ddpl_node_save(n, weight);
+        ddpl_node_save(n, mean);
+        ddpl_node_save(n, invstd);
+        DDPL_NODE_CTX(n, bn_ctx)->p = p;
+        ddpl_set_history(y, n);
+    }
+    ddpl_tensor *tmp[] = {xc, x3, y3, mean, invstd};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
+    if (rc < 0) {
+        ddpl_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}
+
+/* ---- layer_norm ---- */
+static int layer_norm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    return norm_backward_run(DDPL_OP_LAYER_NORM_BACKWARD, n, grad, NULL, gi);
+}
+
+/* weight/bias of layer_norm: the normalized shape (x's last n dims), or NULL. */
+static int check_ln_param(const char *what, const ddpl_tensor *p, const ddpl_tensor *x, int n)
+{
+    if (!p) return 0;
+    if (ddpl_check_same_device("layer_norm", x, p) < 0) return -1;
+    if (p->dtype != x->dtype)
+        return ddpl_error("layer_norm: %s has dtype %s but the input has %s", what,
+                          ddpl_dtype_name((ddpl_dtype)p->dtype),
+                          ddpl_dtype_name((ddpl_dtype)x->dtype));
+    bool ok = p->ndim == n;
+    for (int i = 0; ok && i < n; i++) ok = p->sizes[i] == x->sizes[x->ndim - n + i];
+    if (!ok) {
+        char sp[128], sn[128], sx[128];
+        return ddpl_error("layer_norm: %s of shape %s does not match the normalized shape %s of "
+                          "input %s",
+                          what, ddpl_shape_str(p, sp, sizeof sp),
+                          ddpl_sizes_str(n, x->sizes + x->ndim - n, sn, sizeof sn),
+                          ddpl_shape_str(x, sx, sizeof sx));
+    }
+    return 0;
+}
+
+ddpl_tensor *ddpl_layer_norm(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,
+                             ddpl_tensor *bias, double eps)
+{
+    if (nn_check_float("layer_norm", "input", x) < 0) return NULL;
+    if (n_normalized < 1 || n_normalized > x->ndim) {
+        char sx[128];
+        return ddpl_error("layer_norm: cannot normalize over the last %d dimensions of an input "
+                          "of shape %s",
+                          n_normalized, ddpl_shape_str(x, sx, sizeof sx)),
+               NULL;
+    }
+    if (check_ln_param("weight", weight, x, n_normalized) < 0 ||
+        check_ln_param("bias", bias, x, n_normalized) < 0)
+        return NULL;
+    if (!(eps >= 0)) return ddpl_error("layer_norm: eps must be >= 0, got %g", eps), NULL;
+    int lead = x->ndim - n_normalized;
+    int64_t M = ddpl_numel(lead, x->sizes), N = ddpl_numel(n_normalized, x->sizes + lead);
+    int64_t s2[2] = {M, N};
+    ddpl_tensor *xc = nn_contiguous(x), *x2 = xc ? nn_alias(xc, 2, s2) : NULL;
+    ddpl_tensor *wc = nn_contiguous(weight), *w1 = wc ? nn_alias(wc, 1, &N) : NULL;
+    ddpl_tensor *bc = nn_contiguous(bias), *b1 = bc ? nn_alias(bc, 1, &N) : NULL;
+    ddpl_tensor *y =
+        x2 ? ddpl_tensor_new(x->ndim, x->sizes, (ddpl_dtype)x->dtype, x->device) : NULL;
+    ddpl_tensor *y2 = y ? nn_alias(y, 2, s2) : NULL;
+    ddpl_tensor *mean = y2 ? ddpl_tensor_new(1, &M, (ddpl_dtype)x->dtype, x->device) : NULL;
+    ddpl_tensor *rstd = mean ? ddpl_tensor_new(1, &M, (ddpl_dtype)x->dtype, x->device) : NULL;
+    ddpl_layer_norm_params p = {eps};
+    ddpl_tensor *outs[3] = {y2, mean, rstd}, *ins[3] = {x2, w1, b1};
+    bool params_ok = (w1 || !weight) && (b1 || !bias);
+    int rc = rstd && params_ok ? ddpl_run_kernel(DDPL_OP_LAYER_NORM, x->device, outs, ins, &p) : -1;
+    ddpl_tensor *args[3] = {x, weight, bias};
+    if (rc == 0 && ddpl_grad_needed(3, args)) {
+        ddpl_node *n = ddpl_node_new("LayerNormBackward", layer_norm_backward, 3, args);
+        ddpl_node_save(n, x2);
+        ddpl_node_save(n, w1);
+        ddpl_node_save(n, mean);
+        ddpl_node_save(n, rstd);
+        ddpl_set_history(y, n);
+    }
+    ddpl_tensor *tmp[] = {xc, x2, wc, w1, bc, b1, y2, mean, rstd};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
+    if (rc < 0) {
+        ddpl_tensor_release(y);
+        return NULL;
+    }
+    return y;
+}

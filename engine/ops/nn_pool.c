@@ -1,0 +1,192 @@
+/* ops/nn_pool.c: 2-D max, average and adaptive average pooling with their gradients.
+ * defines: ddpl_max_pool2d, ddpl_avg_pool2d, ddpl_adaptive_avg_pool2d.
+ *
+ * Inputs are (N,C,H,W) or unbatched (C,H,W) (treated as a batch of one). Output sizes follow
+ * PyTorch without ceil_mode: OH = (H + 2*ph - kh) / sh + 1. PyTorch's default stride (= the
+ * kernel) is the caller's business. */
+#include "nn_common.h"
+
+typedef struct {
+    ddpl_pool_params p;
+} pool_ctx;
+
+/* Runs a pooling backward kernel: dx of the edge's shape from grad (and extra input). */
+static int pool_backward_run(ddpl_op op, ddpl_node *n, ddpl_tensor *grad, ddpl_tensor *extra,
+                             const void *params, ddpl_tensor **gi)
+{
+    ddpl_edge *e = &n->edges[0];
+    ddpl_tensor *g = nn_contiguous(grad);
+    ddpl_tensor *dx =
+        g ? ddpl_tensor_new(e->ndim, e->sizes, (ddpl_dtype)grad->dtype, grad->device) : NULL;
+    ddpl_tensor *ins[2] = {g, extra};
+    if (dx) dx = nn_run_or_release(op, dx, &dx, ins, params);
+    ddpl_tensor_release(g);
+    gi[0] = dx;
+    return dx ? 0 : -1;
+}
+
+static int max_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    ddpl_tensor *argmax = ddpl_node_saved(n, 0);
+    if (!argmax) return -1;
+    return pool_backward_run(DDPL_OP_MAX_POOL2D_BACKWARD, n, grad, argmax,
+                             &DDPL_NODE_CTX(n, pool_ctx)->p, gi);
+}
+
+static int avg_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    return pool_backward_run(DDPL_OP_AVG_POOL2D_BACKWARD, n, grad, NULL,
+                             &DDPL_NODE_CTX(n, pool_ctx)->p, gi);
+}
+
+static int adaptive_avg_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    return pool_backward_run(DDPL_OP_ADAPTIVE_AVG_POOL2D_BACKWARD, n, grad, NULL, NULL, gi);
+}
+
+static int check_input(const char *op, const ddpl_tensor *x)
+{
+    char sx[128];
+    if (nn_check_float(op, "input", x) < 0) return -1;
+    if (x->ndim != 4)
+        return ddpl_error("%s: expected a 3-D (C,H,W) or 4-D (N,C,H,W) input, got shape %s", op,
+                          ddpl_shape_str(x, sx, sizeof sx));
+    if (x->sizes[1] == 0 || x->sizes[2] == 0 || x->sizes[3] == 0)
+        return ddpl_error("%s: input of shape %s has an empty channel or spatial dimension", op,
+                          ddpl_shape_str(x, sx, sizeof sx));
+    return 0;
+}
+
+/* Validates kernel/stride/padding and computes the (N,C,OH,OW) output shape. */
+static int pool_shape(const char *op, const ddpl_tensor *x, const ddpl_pool_params *p,
+                      int64_t out[4])
+{
+    if (check_input(op, x) < 0) return -1;
+    for (int i = 0; i < 2; i++) {
+        if (p->kernel[i] < 1 || p->stride[i] < 1 || p->padding[i] < 0)
+            return ddpl_error("%s: kernel size and stride must be >= 1 and padding >= 0, got "
+                              "kernel (%d, %d), stride (%d, %d), padding (%d, %d)",
+                              op, p->kernel[0], p->kernel[1], p->stride[0], p->stride[1],
+                              p->padding[0], p->padding[1]);
+        if (p->padding[i] > p->kernel[i] / 2)
+            return ddpl_error("%s: padding (%d, %d) should be at most half of the kernel size "
+                              "(%d, %d)",
+                              op, p->padding[0], p->padding[1], p->kernel[0], p->kernel[1]);
+    }
+    out[0] = x->sizes[0];
+    out[1] = x->sizes[1];
+    for (int i = 0; i < 2; i++) {
+        int64_t span = x->sizes[2 + i] + 2 * p->padding[i] - p->kernel[i];
+        if (span < 0) {
+            char sx[128];
+            return ddpl_error("%s: input of shape %s is smaller than the kernel (%d, %d) with "
+                              "padding (%d, %d)",
+                              op, ddpl_shape_str(x, sx, sizeof sx), p->kernel[0], p->kernel[1],
+                              p->padding[0], p->padding[1]);
+        }
+        out[2 + i] = span / p->stride[i] + 1;
+    }
+    return 0;
+}
+
+typedef ddpl_tensor *(*pool_fn)(ddpl_tensor *x, const ddpl_pool_params *p, int oh, int ow);
+
+/* Runs f on x, unsqueezing an unbatched (C,H,W) input to a batch of one and back. */
+static ddpl_tensor *with_batch(ddpl_tensor *x, pool_fn f, const ddpl_pool_params *p, int oh, int ow)
+{
+    if (x->ndim != 3) return f(x, p, oh, ow);
+    ddpl_tensor *xb = ddpl_unsqueeze(x, 0);
+    ddpl_tensor *yb = xb ? f(xb, p, oh, ow) : NULL;
+    ddpl_tensor *y = yb ? ddpl_squeeze(yb, 0) : NULL;
+    ddpl_tensor_release(xb);
+    ddpl_tensor_release(yb);
+    return y;
+}
+
+static ddpl_tensor *max_pool2d_impl(ddpl_tensor *x, const ddpl_pool_params *p, int oh, int ow)
+{
+    DDPL_UNUSED(oh);
+    DDPL_UNUSED(ow);
+    int64_t ys[4];
+    if (pool_shape("max_pool2d", x, p, ys) < 0) return NULL;
+    bool grad = ddpl_grad_needed(1, &x);
+    ddpl_tensor *xc = nn_contiguous(x);
+    ddpl_tensor *y = xc ? ddpl_tensor_new(4, ys, (ddpl_dtype)x->dtype, x->device) : NULL;
+    /* the argmax is only computed when backward will need it */
+    ddpl_tensor *am = y && grad ? ddpl_tensor_new(4, ys, DDPL_INT64, x->device) : NULL;
+    ddpl_tensor *outs[2] = {y, am};
+    if (y && (am || !grad)) {
+        y = nn_run_or_release(DDPL_OP_MAX_POOL2D, y, outs, &xc, p);
+    } else {
+        ddpl_tensor_release(y);
+        y = NULL;
+    }
+    if (y && grad) {
+        ddpl_node *n = ddpl_node_new("MaxPool2dBackward", max_pool2d_backward, 1, &x);
+        ddpl_node_save(n, am);
+        DDPL_NODE_CTX(n, pool_ctx)->p = *p;
+        ddpl_set_history(y, n);
+    }
+    ddpl_tensor_release(am);
+    ddpl_tensor_release(xc);
+    return y;
+}
+
+ddpl_tensor *ddpl_max_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2])
+{
+    ddpl_pool_params p = {
+        {kernel[0], kernel[1]}, {stride[0], stride[1]}, {padding[0], padding[1]}, false};
+    return with_batch(x, max_pool2d_impl, &p, 0, 0);
+}
+
+static ddpl_tensor *avg_pool2d_impl(ddpl_tensor *x, const ddpl_pool_params *p, int oh, int ow)
+{
+    DDPL_UNUSED(oh);
+    DDPL_UNUSED(ow);
+    int64_t ys[4];
+    if (pool_shape("avg_pool2d", x, p, ys) < 0) return NULL;
+    ddpl_tensor *xc = nn_contiguous(x);
+    ddpl_tensor *y = xc ? ddpl_tensor_new(4, ys, (ddpl_dtype)x->dtype, x->device) : NULL;
+    if (y) y = nn_run_or_release(DDPL_OP_AVG_POOL2D, y, &y, &xc, p);
+    if (y && ddpl_grad_needed(1, &x)) {
+        ddpl_node *n = ddpl_node_new("AvgPool2dBackward", avg_pool2d_backward, 1, &x);
+        DDPL_NODE_CTX(n, pool_ctx)->p = *p;
+        ddpl_set_history(y, n);
+    }
+    ddpl_tensor_release(xc);
+    return y;
+}
+
+ddpl_tensor *ddpl_avg_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2], bool count_include_pad)
+{
+    ddpl_pool_params p = {{kernel[0], kernel[1]},
+                          {stride[0], stride[1]},
+                          {padding[0], padding[1]},
+                          count_include_pad};
+    return with_batch(x, avg_pool2d_impl, &p, 0, 0);
+}
+
+static ddpl_tensor *adaptive_impl(ddpl_tensor *x, const ddpl_pool_params *p, int oh, int ow)
+{
+    DDPL_UNUSED(p);
+    if (check_input("adaptive_avg_pool2d", x) < 0) return NULL;
+    if (oh < 1 || ow < 1)
+        return ddpl_error("adaptive_avg_pool2d: output size must be >= 1, got (%d, %d)", oh, ow),
+               NULL;
+    int64_t ys[4] = {x->sizes[0], x->sizes[1], oh, ow};
+    ddpl_tensor *xc = nn_contiguous(x);
+    ddpl_tensor *y = xc ? ddpl_tensor_new(4, ys, (ddpl_dtype)x->dtype, x->device) : NULL;
+    if (y) y = nn_run_or_release(DDPL_OP_ADAPTIVE_AVG_POOL2D, y, &y, &xc, NULL);
+    if (y && ddpl_grad_needed(1, &x))
+        ddpl_set_history(
+            y, ddpl_node_new("AdaptiveAvgPool2dBackward", adaptive_avg_pool2d_backward, 1, &x));
+    ddpl_tensor_release(xc);
+    return y;
+}
+
+ddpl_tensor *ddpl_adaptive_avg_pool2d(ddpl_tensor *x, int out_h, int out_w)
+{
+    return with_batch(x, adaptive_impl, NULL, out_h, out_w);
+}

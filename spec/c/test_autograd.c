@@ -1,0 +1,186 @@
+/* spec/c/test_autograd.c: the backward engine through the C API: accumulation, hooks,
+ * gradient-ready signals (what the DDP reducer relies on), retain_graph, autograd_grad,
+ * saved-tensor versioning, deep graphs, and memory returning to zero. */
+#include "check.h"
+
+static ddpl_tensor *leaf(double v)
+{
+    ddpl_tensor *t = ddpl_scalar(v, DDPL_FLOAT64, ddpl_cpu());
+    ddpl_tensor_set_requires_grad(t, true);
+    return t;
+}
+
+static double value(const ddpl_tensor *t)
+{
+    double v = NAN;
+    if (t) ddpl_tensor_item(t, &v);
+    return v;
+}
+
+static void test_accumulation(void)
+{
+    ddpl_tensor *x = leaf(3.0);
+    ddpl_tensor *y = ddpl_mul(x, x); /* x used twice: dy/dx = 2x */
+    CHECK(ddpl_backward(y, NULL, true) == 0);
+    CHECK_CLOSE(value(ddpl_tensor_grad(x)), 6.0, 1e-12);
+    CHECK(ddpl_backward(y, NULL, false) == 0); /* accumulates */
+    CHECK_CLOSE(value(ddpl_tensor_grad(x)), 12.0, 1e-12);
+    CHECK(ddpl_backward(y, NULL, false) == -1); /* graph freed */
+    CHECK(strstr(ddpl_last_error(), "second time") != NULL);
+    ddpl_tensor_release(y);
+    ddpl_tensor_release(x);
+}
+
+typedef struct {
+    int calls;
+    int order[4];
+    int n;
+} ready_log;
+
+typedef struct {
+    ready_log *log;
+    int id;
+} ready_ud;
+
+static int on_ready(ddpl_tensor *t, void *ud)
+{
+    ready_ud *r = ud;
+    r->log->calls++;
+    if (r->log->n < 4) r->log->order[r->log->n++] = r->id;
+    /* the gradient must already be final when the signal comes */
+    return ddpl_tensor_grad(t) ? 0 : ddpl_error("grad missing in ready hook");
+}
+
+/* loss = w2 * (w1 * x): backward reaches w2 before w1, so w2's signal comes first (the
+ * reducer's bucket order depends on this). */
+static void test_grad_ready_order(void)
+{
+    ddpl_tensor *x = ddpl_scalar(2.0, DDPL_FLOAT64, ddpl_cpu());
+    ddpl_tensor *w1 = leaf(3.0), *w2 = leaf(5.0);
+    ready_log log = {0};
+    ready_ud u1 = {&log, 1}, u2 = {&log, 2};
+    CHECK(ddpl_tensor_register_grad_ready_hook(w1, on_ready, &u1, NULL) == 0);
+    CHECK(ddpl_tensor_register_grad_ready_hook(w2, on_ready, &u2, NULL) == 0);
+    ddpl_tensor *h = ddpl_mul(w1, x);
+    ddpl_tensor *loss = ddpl_mul(w2, h);
+    CHECK(ddpl_tensor_register_grad_ready_hook(h, on_ready, &u1, NULL) == -1); /* not a leaf */
+    CHECK(ddpl_backward(loss, NULL, false) == 0);
+    CHECK(log.calls == 2 && log.order[0] == 2 && log.order[1] == 1);
+    CHECK_CLOSE(value(ddpl_tensor_grad(w1)), 10.0, 1e-12);
+    CHECK_CLOSE(value(ddpl_tensor_grad(w2)), 6.0, 1e-12);
+    ddpl_tensor *ts[] = {loss, h, w2, w1, x};
+    for (int i = 0; i < 5; i++) ddpl_tensor_release(ts[i]);
+}
+
+static ddpl_tensor *double_it(ddpl_tensor *grad, void *ud, bool *failed)
+{
+    (*(int *)ud)++;
+    ddpl_tensor *two = ddpl_wrapped_number(2.0, false);
+    ddpl_tensor *r = ddpl_mul(grad, two);
+    ddpl_tensor_release(two);
+    *failed = r == NULL;
+    return r;
+}
+
+static ddpl_tensor *fail_hook(ddpl_tensor *grad, void *ud, bool *failed)
+{
+    (void)grad;
+    (void)ud;
+    ddpl_error("hook refused");
+    *failed = true;
+    return NULL;
+}
+
+static void test_hooks(void)
+{
+    int calls = 0;
+    ddpl_tensor *x = leaf(1.5);
+    ddpl_tensor *y = ddpl_mul(x, x);
+    ddpl_tensor *z = ddpl_exp(y);
+    CHECK(ddpl_tensor_register_hook(y, double_it, &calls, NULL) == 0); /* non-leaf hook */
+    CHECK(ddpl_tensor_retain_grad(y) == 0);
+    CHECK(ddpl_backward(z, NULL, true) == 0);
+    /* dz/dy = exp(y), doubled by the hook; dz/dx = 2 * exp(y) * 2x */
+    CHECK(calls == 1);
+    CHECK_CLOSE(value(ddpl_tensor_grad(y)), 2 * exp(2.25), 1e-12);
+    CHECK_CLOSE(value(ddpl_tensor_grad(x)), 2 * exp(2.25) * 3.0, 1e-12);
+    CHECK(ddpl_tensor_remove_hooks(y, &calls) == 1);
+    CHECK(ddpl_tensor_register_hook(x, fail_hook, NULL, NULL) == 0);
+    CHECK(ddpl_backward(z, NULL, false) == -1);
+    CHECK(strstr(ddpl_last_error(), "hook refused") != NULL);
+    ddpl_tensor_release(z);
+    ddpl_tensor_release(y);
+    ddpl_tensor_release(x);
+}
+
+static void test_autograd_grad_and_versions(void)
+{
+    ddpl_tensor *x = leaf(2.0), *y = leaf(4.0);
+    ddpl_tensor *p = ddpl_mul(x, y);
+    ddpl_tensor *ins[2] = {x, y}, *gs[2] = {0};
+    CHECK(ddpl_autograd_grad(1, &p, NULL, 2, ins, gs, true, false) == 0);
+    CHECK_CLOSE(value(gs[0]), 4.0, 1e-12);
+    CHECK_CLOSE(value(gs[1]), 2.0, 1e-12);
+    CHECK(ddpl_tensor_grad(x) == NULL); /* .grad untouched */
+    ddpl_tensor_release(gs[0]);
+    ddpl_tensor_release(gs[1]);
+
+    /* modifying a saved tensor in place is detected at backward */
+    ddpl_tensor *a = ddpl_ones(1, (int64_t[]){3}, DDPL_FLOAT64, ddpl_cpu());
+    ddpl_tensor *w = ddpl_ones(1, (int64_t[]){3}, DDPL_FLOAT64, ddpl_cpu());
+    ddpl_tensor_set_requires_grad(w, true);
+    ddpl_tensor *prod = ddpl_mul(w, a); /* saves a */
+    ddpl_tensor *s = ddpl_sum(prod);
+    CHECK(ddpl_fill_(a, 2.0) == 0);
+    CHECK(ddpl_backward(s, NULL, false) == -1);
+    CHECK(strstr(ddpl_last_error(), "modified by an in-place operation") != NULL);
+    ddpl_tensor *ts[] = {s, prod, w, a, p, x, y};
+    for (int i = 0; i < 7; i++) ddpl_tensor_release(ts[i]);
+}
+
+/* A 100k-node chain: backward and graph teardown must not recurse on the C stack. */
+static void test_deep_chain(void)
+{
+    ddpl_tensor *x = leaf(1.0);
+    ddpl_tensor *h = ddpl_tensor_retain(x);
+    ddpl_tensor *one = ddpl_wrapped_number(1.0, false);
+    for (int i = 0; i < 100000; i++) {
+        ddpl_tensor *next = ddpl_add(h, one);
+        ddpl_tensor_release(h);
+        h = next;
+    }
+    CHECK_CLOSE(value(h), 100001.0, 1e-9);
+    CHECK(ddpl_backward(h, NULL, false) == 0);
+    CHECK_CLOSE(value(ddpl_tensor_grad(x)), 1.0, 1e-12);
+    ddpl_tensor_release(h); /* frees 100k nodes */
+    ddpl_tensor_release(one);
+    ddpl_tensor_release(x);
+}
+
+static void test_no_grad(void)
+{
+    ddpl_tensor *x = leaf(1.0);
+    bool prev = ddpl_set_grad_enabled(false);
+    ddpl_tensor *y = ddpl_mul(x, x);
+    CHECK(!ddpl_tensor_requires_grad(y) && ddpl_tensor_grad_fn_name(y) == NULL);
+    ddpl_set_grad_enabled(prev);
+    ddpl_tensor *z = ddpl_mul(x, x);
+    CHECK(ddpl_tensor_requires_grad(z) && ddpl_tensor_grad_fn_name(z) != NULL);
+    ddpl_tensor *d = ddpl_detach(z);
+    CHECK(!ddpl_tensor_requires_grad(d));
+    CHECK(ddpl_backward(d, NULL, false) == -1); /* nothing to differentiate */
+    ddpl_tensor *ts[] = {d, z, y, x};
+    for (int i = 0; i < 4; i++) ddpl_tensor_release(ts[i]);
+}
+
+int main(void)
+{
+    test_accumulation();
+    test_grad_ready_order();
+    test_hooks();
+    test_autograd_grad_and_versions();
+    test_deep_chain();
+    test_no_grad();
+    CHECK(ddpl_memory_allocated(DDPL_CPU) == 0);
+    return check_finish();
+}
