@@ -125,14 +125,14 @@ for _, op in ipairs({'sum', 'mean', 'var', 'std', 'prod'}) do
     reductions[#reductions + 1] = {op .. ' dim 1', red(op, 1), input}
     reductions[#reductions + 1] = {op .. ' dim -1 keepdim', red(op, -1, true), input}
 end
--- norm takes p first, as in PyTorch: x:norm([p [, dim [, keepdim]]])
+-- norm has the ([dim [, keepdim]]) form of every reduction; the order p is an option
 reductions[#reductions + 1] = {'norm all', function(x) return x:norm() end,
                                function() return {U({2, 3, 2})} end}
-reductions[#reductions + 1] = {'norm p=2 dim 1', function(x) return x:norm(2, 1) end,
+reductions[#reductions + 1] = {'norm p=2 dim 1', function(x) return x:norm(1, false, { p = 2 }) end,
                                function() return {U({2, 3, 2})} end}
-reductions[#reductions + 1] = {'norm p=1 dim -1 keepdim', function(x) return x:norm(1, -1, true) end,
+reductions[#reductions + 1] = {'norm p=1 dim -1 keepdim', function(x) return x:norm(-1, true, { p = 1 }) end,
                                function() return {A({2, 3, 2})} end}
-reductions[#reductions + 1] = {'norm p=3 all', function(x) return x:norm(3) end,
+reductions[#reductions + 1] = {'norm p=3 all', function(x) return x:norm({ p = 3 }) end,
                                function() return {A({2, 3})} end}
 for _, op in ipairs({'max', 'min'}) do
     reductions[#reductions + 1] = {op .. ' all', red(op), function() return {D({3, 4})} end}

@@ -21,11 +21,11 @@ for _, op in ipairs({'sum', 'mean', 'prod', 'var', 'std', 'logsumexp', 'max', 'm
                      'argmin'}) do
     runners[op] = reducer(op)
 end
--- norm takes the order p first, as in PyTorch: x:norm([p [, dim [, keepdim]]])
+-- norm has the ([dim [, keepdim]]) form of every reduction (API.md); the order p is an option
 runners.norm = function(ins, o)
     local x = ins[1]
-    if o.dim ~= nil then return x:norm(o.p or 2, o.dim, o.keepdim) end
-    if o.p ~= nil then return x:norm(o.p) end
+    if o.dim ~= nil then return x:norm(o.dim, o.keepdim, { p = o.p or 2 }) end
+    if o.p ~= nil then return x:norm({ p = o.p }) end
     return x:norm()
 end
 

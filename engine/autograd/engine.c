@@ -113,10 +113,6 @@ static ddpl_tensor *validate_grad(ddpl_node *n, int i, ddpl_tensor *g)
 static int accumulate_into_leaf(ddpl_node *n, ddpl_tensor *grad)
 {
     ddpl_tensor *leaf = n->variable;
-    if (run_tensor_hooks(leaf->hooks, &grad) < 0) {
-        ddpl_tensor_release(grad);
-        return -1;
-    }
     if (!leaf->grad) {
         /* Keep the gradient itself when nothing else can see its memory; otherwise copy, since
          * later accumulation writes into .grad in place. */
@@ -159,6 +155,8 @@ static int run_node(ddpl_node *n, ddpl_tensor *grad, const capture_set *cap, boo
                     node_vec *ready)
 {
     if (run_tensor_hooks(n->pre_hooks, &grad) < 0) goto fail;
+    /* a leaf's own hooks see its gradient both in backward and in autograd.grad */
+    if (n->variable && run_tensor_hooks(n->variable->hooks, &grad) < 0) goto fail;
     if (n->retain_grad_of) {
         ddpl_tensor *t = n->retain_grad_of;
         ddpl_tensor *copy = ddpl_clone(grad);

@@ -23,7 +23,7 @@ typedef struct cli_launch {
 } cli_launch;
 
 typedef struct cli_options {
-    int script;      /* argv index of the script ("-" is stdin), 0 when none */
+    int script; /* argv index of the script ("-" is stdin), 0 when none */
     int n_actions;
     cli_action *actions; /* argc entries at most */
     bool interactive, version, no_env, warnings;

@@ -62,8 +62,8 @@ static int int_value(const char *flag, const char *s, int lo, int hi, int *out)
  * Returns 1 when consumed (advancing *i), 0 when argv[*i] is not a launcher flag, -1 on error. */
 static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
 {
-    static const char *const names[] = {"--nproc", "--nnodes", "--node-rank", "--master-addr",
-                                        "--master-port", NULL};
+    static const char *const names[] = {"--nproc",       "--nnodes",      "--node-rank",
+                                        "--master-addr", "--master-port", NULL};
     const char *arg = argv[*i];
     int which = -1;
     size_t len = 0;
@@ -87,11 +87,17 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
     (*i)++;
     l->given = true;
     switch (which) {
-    case 0: return int_value("--nproc", value, 1, 4096, &l->nproc) < 0 ? -1 : 1;
-    case 1: return int_value("--nnodes", value, 1, 65536, &l->nnodes) < 0 ? -1 : 1;
-    case 2: return int_value("--node-rank", value, 0, 65535, &l->node_rank) < 0 ? -1 : 1;
-    case 3: l->master_addr = value; return 1;
-    default: return int_value("--master-port", value, 1, 65535, &l->master_port) < 0 ? -1 : 1;
+    case 0:
+        return int_value("--nproc", value, 1, 4096, &l->nproc) < 0 ? -1 : 1;
+    case 1:
+        return int_value("--nnodes", value, 1, 65536, &l->nnodes) < 0 ? -1 : 1;
+    case 2:
+        return int_value("--node-rank", value, 0, 65535, &l->node_rank) < 0 ? -1 : 1;
+    case 3:
+        l->master_addr = value;
+        return 1;
+    default:
+        return int_value("--master-port", value, 1, 65535, &l->master_port) < 0 ? -1 : 1;
     }
 }
 
@@ -145,7 +151,8 @@ int cli_parse(int argc, char **argv, cli_options *o)
             o->actions[o->n_actions++] = (cli_action){a[1], value};
             break;
         }
-        default: goto bad;
+        default:
+            goto bad;
         }
         i++;
         continue;

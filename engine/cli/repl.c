@@ -23,11 +23,11 @@
 #include "cli.h"
 #include "ddpl/config.h"
 
-#define PROMPT "> "
-#define PROMPT2 ">> "
+#define PROMPT       "> "
+#define PROMPT2      ">> "
 #define HISTORY_FILE ".ddplua_history"
-#define HISTORY_MAX 1000
-#define EOFMARK "<eof>"
+#define HISTORY_MAX  1000
+#define EOFMARK      "<eof>"
 
 enum { READ_EOF, READ_LINE, READ_INTERRUPTED };
 enum { STATUS_EOF = -1, STATUS_SKIP = -2 };
@@ -231,8 +231,8 @@ static void save_history(void)
 static void init_readline(void)
 {
     rl_readline_name = "ddplua";
-    rl_catch_signals = 0;               /* Ctrl-C is ours (read_tty, cli_docall) */
-    rl_bind_key('\t', rl_insert);       /* no file-name completion of Lua code */
+    rl_catch_signals = 0;         /* Ctrl-C is ours (read_tty, cli_docall) */
+    rl_bind_key('\t', rl_insert); /* no file-name completion of Lua code */
     using_history();
     stifle_history(HISTORY_MAX);
     const char *home = getenv("HOME");

@@ -1,5 +1,6 @@
 /* core/alloc.c: host memory and the registry of device memory providers.
- * defines: ddpl_register_allocator, ddpl_device_alloc/free/copy, ddpl_memory_allocated. */
+ * defines: ddpl_register_allocator, ddpl_device_alloc/free/copy, ddpl_memory_allocated,
+ *          ddpl_memory_max_allocated, ddpl_memory_reset_peak. */
 #include <pthread.h>
 
 #include "alloc.h"
@@ -11,6 +12,7 @@ int ddpl_cuda_init(void); /* cuda/cuda_backend.cu: registers the CUDA provider a
 
 /* Bytes of storage alive per device type; read by the Lua binding to pace the GC and by tests. */
 static atomic_llong bytes_allocated[DDPL_DEVICE_TYPE_COUNT];
+static atomic_llong peak_allocated[DDPL_DEVICE_TYPE_COUNT];
 
 /* 64-byte alignment: a cache line, and the widest vector load (AVX-512) never splits one.
  * Aligned by hand over malloc (the block's start is kept just below the aligned address), not
@@ -145,7 +147,13 @@ void *ddpl_device_alloc(size_t nbytes, ddpl_device dev)
     const ddpl_allocator *a = ddpl_allocator_for(dev);
     if (!a) return NULL;
     void *p = a->alloc(nbytes, dev);
-    if (p) atomic_fetch_add(&bytes_allocated[dev.type], (long long)nbytes);
+    if (p) {
+        long long now = atomic_fetch_add(&bytes_allocated[dev.type], (long long)nbytes) +
+                        (long long)nbytes;
+        long long peak = atomic_load(&peak_allocated[dev.type]);
+        while (now > peak && !atomic_compare_exchange_weak(&peak_allocated[dev.type], &peak, now))
+            ;
+    }
     return p;
 }
 
@@ -170,4 +178,15 @@ int ddpl_device_copy(void *dst, ddpl_device dst_dev, const void *src, ddpl_devic
 int64_t ddpl_memory_allocated(ddpl_device_type type)
 {
     return (unsigned)type < DDPL_DEVICE_TYPE_COUNT ? atomic_load(&bytes_allocated[type]) : 0;
+}
+
+int64_t ddpl_memory_max_allocated(ddpl_device_type type)
+{
+    return (unsigned)type < DDPL_DEVICE_TYPE_COUNT ? atomic_load(&peak_allocated[type]) : 0;
+}
+
+void ddpl_memory_reset_peak(ddpl_device_type type)
+{
+    if ((unsigned)type < DDPL_DEVICE_TYPE_COUNT)
+        atomic_store(&peak_allocated[type], atomic_load(&bytes_allocated[type]));
 }

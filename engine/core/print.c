@@ -43,7 +43,10 @@ static void put(sbuf *b, const char *s, size_t len)
     b->p[b->n] = '\0';
 }
 
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+static void puts_(sbuf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
 
 static void putf(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void putf(sbuf *b, const char *fmt, ...)
@@ -317,7 +320,8 @@ char *ddpl_tensor_format(const ddpl_tensor *t)
         if (t->ndim != 1) { /* the shape as a Python tuple */
             sbuf s = {0};
             puts_(&s, "size=(");
-            for (int i = 0; i < t->ndim; i++) putf(&s, i ? ", %lld" : "%lld", (long long)t->sizes[i]);
+            for (int i = 0; i < t->ndim; i++)
+                putf(&s, i ? ", %lld" : "%lld", (long long)t->sizes[i]);
             puts_(&s, ")");
             if (!s.failed) add_suffix(&b, s.p, indent, &last_line);
             free(s.p);

@@ -66,8 +66,8 @@ static void valid_cols(const conv_geom *g, int64_t off, int64_t *lo, int64_t *hi
                         }                                                                          \
                         const T *xr = x + (c * g->H + ih) * g->W + off;                            \
                         for (int64_t ow = 0; ow < lo; ow++) r[ow] = 0;                             \
-                        if (g->sw == 1)                                                            \
-                            memcpy(r + lo, xr + lo, (size_t)(hi - lo) * sizeof(T));                \
+                        if (g->sw == 1) /* a loop, not memcpy: rows are short, calls cost */       \
+                            for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow];                   \
                         else                                                                       \
                             for (int64_t ow = lo; ow < hi; ow++) r[ow] = xr[ow * g->sw];           \
                         for (int64_t ow = hi; ow < g->OW; ow++) r[ow] = 0;                         \
@@ -87,7 +87,10 @@ static void valid_cols(const conv_geom *g, int64_t off, int64_t *lo, int64_t *hi
                         if (ih < 0 || ih >= g->H) continue;                                        \
                         const T *r = row + oh * g->OW;                                             \
                         T *xr = dx + (c * g->H + ih) * g->W + off;                                 \
-                        for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw] += r[ow];              \
+                        if (g->sw == 1) /* unit stride: a loop the compiler vectorises */          \
+                            for (int64_t ow = lo; ow < hi; ow++) xr[ow] += r[ow];                  \
+                        else                                                                       \
+                            for (int64_t ow = lo; ow < hi; ow++) xr[ow * g->sw] += r[ow];          \
                     }                                                                              \
                 }                                                                                  \
     }

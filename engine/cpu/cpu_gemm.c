@@ -92,6 +92,7 @@ void cpu_blas_gemm(ddpl_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_
 void cpu_blas_parallel_for(int64_t n, void (*fn)(int64_t, int64_t, int, void *), void *ctx)
 {
     if (n <= 0) return;
+    blas_single_threaded(); /* here, not racing in every thread's first GEMM */
 #ifdef _OPENMP
     int nt = omp_get_max_threads();
     if (n >= 2 && nt > 1 && !omp_in_parallel()) {

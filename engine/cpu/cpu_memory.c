@@ -12,7 +12,9 @@
 #include <omp.h>
 #endif
 
-/* OpenBLAS's own thread pool, sized together with OpenMP's (see DESIGN.md, Threads). */
+/* OpenBLAS runs single-threaded: Debian's pthread build keeps its idle threads spinning after
+ * each call, which slowed the OpenMP kernels that followed by up to 10x on 2 cores. Large GEMMs
+ * are split over the OpenMP threads instead (cpu_gemm.c), so one pool serves everything. */
 void openblas_set_num_threads(int num_threads);
 
 void ddpl_set_num_threads(int n)
@@ -21,7 +23,7 @@ void ddpl_set_num_threads(int n)
 #ifdef _OPENMP
     omp_set_num_threads(n);
 #endif
-    openblas_set_num_threads(n);
+    openblas_set_num_threads(1);
 }
 
 int ddpl_get_num_threads(void)

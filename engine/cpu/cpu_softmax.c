@@ -3,12 +3,15 @@
  *
  * x is contiguous and seen as (outer, D, inner) with D the softmax dim. Numerically stable:
  * the row maximum is subtracted before exponentiating, so exp never overflows, and
- * log_softmax = x - max - log(sum exp(x - max)) never takes the log of a rounded-to-zero
- * probability. inner == 1 (the last dim, the usual case) is one pass over each row for the
- * max, one for the sum of exponentials, one to write; inner > 1 runs the same passes on
- * inner-wide vectors. Gradients (y the forward output, g the incoming gradient):
- *   softmax:      dx = y * (g - sum(g * y))
- *   log_softmax:  dx = g - exp(y) * sum(g) */
+ * log_softmax = (x - max) - log(sum exp(x - max)) never takes the log of a rounded-to-zero
+ * probability nor adds log's small value to a large max before subtracting. inner == 1 (the last
+ * dim, the usual case) makes one pass over each row for the max, one for the sum of exponentials,
+ * one to write, each a vectorised loop (float32 uses cpu_expf, which vectorises where libm's expf
+ * does not); inner > 1 runs the same passes on inner-wide vectors of a (D, inner) block. Gradients
+ * (y the forward output, g the incoming gradient): softmax:      dx = y * (g - sum(g * y))
+ *   log_softmax:  dx = g - exp(y) * sum(g)
+ * A row that is all -inf gives NaN, and a NaN anywhere in a row makes the row NaN, as in
+ * PyTorch. */
 #include <math.h>
 
 #include "cpu_iter.h"
@@ -31,7 +34,9 @@ static void sm_job_init(sm_job *j, const ddpl_tensor *t, int dim)
     j->inner = t->ndim ? ddpl_numel(t->ndim - dim - 1, t->sizes + dim + 1) : 1;
 }
 
-/* ACC is the accumulator type of the sums: float keeps float32 rows vectorised. */
+/* T the element type, ACC the accumulator of the sums (float keeps float32 rows in vector
+ * registers), EXP/LOG the functions. The reductions use `omp simd`, which lets the compiler
+ * keep per-lane partial maxima and sums. */
 #define DEFINE_SOFTMAX(T, ACC, EXP, LOG, SUFFIX)                                                   \
     static void sm_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                            \
     {                                                                                              \
@@ -41,15 +46,18 @@ static void sm_job_init(sm_job *j, const ddpl_tensor *t, int dim)
             const T *x = (const T *)j->x + r * D;                                                  \
             T *y = (T *)j->out + r * D;                                                            \
             T m = -INFINITY;                                                                       \
-            for (int64_t i = 0; i < D; i++) m = x[i] > m ? x[i] : m;                               \
+            _Pragma("omp simd reduction(max : m)") for (int64_t i = 0; i < D; i++) m =             \
+                x[i] > m ? x[i] : m;                                                               \
             if (m == -INFINITY) m = 0; /* an all -inf row: keep exp's argument finite */           \
             ACC s = 0;                                                                             \
             if (j->log) {                                                                          \
-                for (int64_t i = 0; i < D; i++) s += EXP(x[i] - m);                                \
-                T lse = m + (T)LOG(s);                                                             \
-                for (int64_t i = 0; i < D; i++) y[i] = x[i] - lse;                                 \
+                _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < D; i++) s +=          \
+                    EXP(x[i] - m);                                                                 \
+                T ls = (T)LOG(s); /* (x - m) - ls: m + ls would round away ls's digits */          \
+                for (int64_t i = 0; i < D; i++) y[i] = (x[i] - m) - ls;                            \
             } else {                                                                               \
-                for (int64_t i = 0; i < D; i++) {                                                  \
+                _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < D; i++)               \
+                {                                                                                  \
                     y[i] = EXP(x[i] - m);                                                          \
                     s += y[i];                                                                     \
                 }                                                                                  \
@@ -61,11 +69,11 @@ static void sm_job_init(sm_job *j, const ddpl_tensor *t, int dim)
     /* one (D, inner) block per item; m and s are inner-wide scratch vectors */                    \
     static void sm_cols_##SUFFIX(int64_t begin, int64_t end, void *ctx)                            \
     {                                                                                              \
-        const sm_job *j = ctx;                                                                     \
+        sm_job *j = ctx;                                                                           \
         int64_t D = j->D, I = j->inner;                                                            \
         T *m = malloc((size_t)I * sizeof(T));                                                      \
         ACC *s = malloc((size_t)I * sizeof(ACC));                                                  \
-        if (!m || !s) atomic_store(&((sm_job *)ctx)->out_of_memory, 1);                            \
+        if (!m || !s) atomic_store(&j->out_of_memory, 1);                                          \
         for (int64_t o = begin; m && s && o < end; o++) {                                          \
             const T *x = (const T *)j->x + o * D * I;                                              \
             T *y = (T *)j->out + o * D * I;                                                        \
@@ -77,32 +85,50 @@ static void sm_job_init(sm_job *j, const ddpl_tensor *t, int dim)
                 for (int64_t i = 0; i < I; i++) s[i] += EXP(x[d * I + i] - m[i]);                  \
             for (int64_t d = 0; d < D; d++)                                                        \
                 for (int64_t i = 0; i < I; i++)                                                    \
-                    y[d * I + i] = j->log ? x[d * I + i] - m[i] - (T)LOG(s[i])                     \
+                    y[d * I + i] = j->log ? (x[d * I + i] - m[i]) - (T)LOG(s[i])                   \
                                           : (T)(EXP(x[d * I + i] - m[i]) / s[i]);                  \
         }                                                                                          \
         free(m);                                                                                   \
         free(s);                                                                                   \
     }                                                                                              \
-    static void sm_bwd_##SUFFIX(int64_t begin, int64_t end, void *ctx)                             \
+    static void sm_bwd_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                        \
+    {                                                                                              \
+        const sm_job *j = ctx;                                                                     \
+        int64_t D = j->D;                                                                          \
+        for (int64_t r = begin; r < end; r++) {                                                    \
+            const T *y = (const T *)j->x + r * D, *g = (const T *)j->g + r * D;                    \
+            T *dx = (T *)j->out + r * D;                                                           \
+            ACC s = 0;                                                                             \
+            if (j->log) {                                                                          \
+                _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < D; i++) s += g[i];    \
+                T ts = (T)s;                                                                       \
+                for (int64_t i = 0; i < D; i++) dx[i] = g[i] - EXP(y[i]) * ts;                     \
+            } else {                                                                               \
+                _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < D; i++) s +=          \
+                    g[i] * y[i];                                                                   \
+                T ts = (T)s;                                                                       \
+                for (int64_t i = 0; i < D; i++) dx[i] = y[i] * (g[i] - ts);                        \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+    /* inner > 1: each item is one (outer, inner) column, strided by inner */                      \
+    static void sm_bwd_cols_##SUFFIX(int64_t begin, int64_t end, void *ctx)                        \
     {                                                                                              \
         const sm_job *j = ctx;                                                                     \
         int64_t D = j->D, I = j->inner;                                                            \
         for (int64_t item = begin; item < end; item++) {                                           \
-            int64_t o = item / I, i = item % I, base = o * D * I + i;                              \
+            int64_t base = item / I * D * I + item % I;                                            \
             const T *y = (const T *)j->x + base, *g = (const T *)j->g + base;                      \
             T *dx = (T *)j->out + base;                                                            \
             ACC s = 0;                                                                             \
-            if (j->log) {                                                                          \
-                for (int64_t d = 0; d < D; d++) s += g[d * I];                                     \
-                for (int64_t d = 0; d < D; d++) dx[d * I] = g[d * I] - EXP(y[d * I]) * (T)s;       \
-            } else {                                                                               \
-                for (int64_t d = 0; d < D; d++) s += g[d * I] * y[d * I];                          \
-                for (int64_t d = 0; d < D; d++) dx[d * I] = y[d * I] * (g[d * I] - (T)s);          \
-            }                                                                                      \
+            for (int64_t d = 0; d < D; d++) s += j->log ? g[d * I] : g[d * I] * y[d * I];          \
+            for (int64_t d = 0; d < D; d++)                                                        \
+                dx[d * I] =                                                                        \
+                    j->log ? g[d * I] - EXP(y[d * I]) * (T)s : y[d * I] * (g[d * I] - (T)s);       \
         }                                                                                          \
     }
 
-DEFINE_SOFTMAX(float, float, cpu_expf, logf, f32) /* cpu_expf vectorises */
+DEFINE_SOFTMAX(float, float, cpu_expf, logf, f32)
 DEFINE_SOFTMAX(double, double, exp, log, f64)
 
 static int softmax_forward(ddpl_tensor **out, ddpl_tensor **in, const void *params, bool log)
@@ -132,8 +158,12 @@ static int softmax_backward(ddpl_tensor **out, ddpl_tensor **in, const void *par
     j.x = ddpl_data_ptr(in[1]);
     j.out = ddpl_data_ptr(out[0]);
     if (ddpl_tensor_numel(in[1]) == 0) return 0;
-    cpu_parallel_for(j.outer * j.inner, CPU_GRAIN / j.D + 1,
-                     in[1]->dtype == DDPL_FLOAT32 ? sm_bwd_f32 : sm_bwd_f64, &j);
+    bool f32 = in[1]->dtype == DDPL_FLOAT32;
+    if (j.inner == 1)
+        cpu_parallel_for(j.outer, CPU_GRAIN / j.D + 1, f32 ? sm_bwd_rows_f32 : sm_bwd_rows_f64, &j);
+    else
+        cpu_parallel_for(j.outer * j.inner, CPU_GRAIN / j.D + 1,
+                         f32 ? sm_bwd_cols_f32 : sm_bwd_cols_f64, &j);
     return 0;
 }
 

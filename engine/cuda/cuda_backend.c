@@ -1,7 +1,6 @@
 /* cuda/cuda_backend.c: the CUDA device as the engine sees it: memory provider, kernel table,
  * lazy start-up and device queries.
- * defines: ddpl_cuda_init, ddpl_cuda_is_available, ddpl_cuda_device_count,
- *          ddpl_cuda_synchronize.
+ * defines: ddpl_cuda_init and the ddpl_cuda_* queries of ddpl/cuda.h.
  *
  * Memory comes straight from cudaMalloc in this first slice; the caching allocator, streams and
  * the full op set come with the CUDA backend issue. */
@@ -144,3 +143,24 @@ int ddpl_cuda_synchronize(void)
     if (!ddpl_cuda_is_available()) return 0;
     return cuda_rt_synchronize("cuda.synchronize");
 }
+
+static _Thread_local int current_device;
+
+int ddpl_cuda_set_device(int index)
+{
+    int n = ddpl_cuda_device_count();
+    if (index < 0 || index >= n)
+        return ddpl_error("cuda.set_device: device %d does not exist (%d CUDA devices)", index, n);
+    if (cuda_rt_set_device(index, "cuda.set_device") < 0) return -1;
+    current_device = index;
+    return 0;
+}
+
+int ddpl_cuda_current_device(void)
+{
+    if (!ddpl_cuda_is_available()) return ddpl_error("cuda.current_device: CUDA is not available");
+    return current_device;
+}
+
+/* Memory goes straight back to cudaFree in this first slice: there is no cache to empty. */
+void ddpl_cuda_empty_cache(void) {}

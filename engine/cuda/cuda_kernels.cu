@@ -49,6 +49,11 @@ extern "C" int cuda_rt_memcpy(void *dst, const void *src, size_t nbytes, cuda_co
     return check(cudaMemcpy(dst, src, nbytes, k), what);
 }
 
+extern "C" int cuda_rt_set_device(int device, const char *what)
+{
+    return check(cudaSetDevice(device), what);
+}
+
 extern "C" int cuda_rt_synchronize(const char *what)
 {
     return check(cudaDeviceSynchronize(), what);

@@ -32,6 +32,7 @@ void cuda_rt_free(void *ptr, int device);
 int cuda_rt_memcpy(void *dst, const void *src, size_t nbytes, cuda_copy_kind kind,
                    const char *what);
 int cuda_rt_synchronize(const char *what);
+int cuda_rt_set_device(int device, const char *what);
 
 /* kernels on the current device's default stream; n = number of output elements */
 int cuda_launch_fill(void *out, int dtype, const cuda_geometry *g, int64_t n, double value);

@@ -1,7 +1,7 @@
 /* lua/args.c: argument checking and conversion for the bindings.
- * defines: lb_error, lb_error_in, lb_argerror, lb_opterror, lb_check_operand, lb_operand, lb_parse_args,
- *          lb_arg, lb_check_opts, lb_int, lb_num, lb_bool, lb_pair, lb_dim, lb_sizes,
- *          lb_sizes_table, lb_dtype, lb_device, lb_tensor_list, lb_parse_create_opts,
+ * defines: lb_error, lb_error_in, lb_argerror, lb_opterror, lb_check_operand, lb_operand,
+ *          lb_parse_args, lb_arg, lb_check_opts, lb_int, lb_num, lb_bool, lb_pair, lb_dim,
+ *          lb_sizes, lb_sizes_table, lb_dtype, lb_device, lb_tensor_list, lb_parse_create_opts,
  *          lb_apply_requires_grad.
  *
  * Every message names the function the user called, so a failure deep in a training script
@@ -42,13 +42,11 @@ static const char *type_of(lua_State *L, int idx)
 
 int lb_argerror(lua_State *L, int idx, const char *fname, const char *expected)
 {
-    luaL_error(L, "%s: expected %s as argument %d, got %s", fname, expected, idx,
-               type_of(L, idx));
+    luaL_error(L, "%s: expected %s as argument %d, got %s", fname, expected, idx, type_of(L, idx));
     __builtin_unreachable();
 }
 
-int lb_opterror(lua_State *L, int idx, const char *fname, const char *name,
-                const char *expected)
+int lb_opterror(lua_State *L, int idx, const char *fname, const char *name, const char *expected)
 {
     luaL_error(L, "%s: expected %s for '%s', got %s", fname, expected, name, type_of(L, idx));
     __builtin_unreachable();

@@ -66,7 +66,8 @@ static int restore_mode(lua_State *L)
 static int call_with_mode(lua_State *L, const char *fname, bool on)
 {
     if (lua_type(L, 1) != LUA_TFUNCTION) {
-        if (luaL_getmetafield(L, 1, "__call") == LUA_TNIL) return lb_argerror(L, 1, fname, "a function");
+        if (luaL_getmetafield(L, 1, "__call") == LUA_TNIL)
+            return lb_argerror(L, 1, fname, "a function");
         lua_pop(L, 1);
     }
     int nargs = lua_gettop(L) - 1;
@@ -79,8 +80,14 @@ static int call_with_mode(lua_State *L, const char *fname, bool on)
     return lua_gettop(L) - 1;
 }
 
-static int f_no_grad(lua_State *L) { return call_with_mode(L, "no_grad", false); }
-static int f_enable_grad(lua_State *L) { return call_with_mode(L, "enable_grad", true); }
+static int f_no_grad(lua_State *L)
+{
+    return call_with_mode(L, "no_grad", false);
+}
+static int f_enable_grad(lua_State *L)
+{
+    return call_with_mode(L, "enable_grad", true);
+}
 
 static int f_is_grad_enabled(lua_State *L)
 {
@@ -130,7 +137,8 @@ static int f_grad(lua_State *L)
         /* entries may be nil (implicit ones for scalar outputs): collect by position */
         gouts = lua_newuserdatauv(L, (size_t)n_out * sizeof *gouts, 0);
         if (lb_testbox(L, gi)) {
-            if (n_out != 1) return luaL_error(L, "autograd.grad: one grad_output for %d outputs", n_out);
+            if (n_out != 1)
+                return luaL_error(L, "autograd.grad: one grad_output for %d outputs", n_out);
             gouts[0] = lb_check(L, gi, "autograd.grad");
         } else if (lua_type(L, gi) == LUA_TTABLE) {
             for (int i = 0; i < n_out; i++) {
@@ -142,10 +150,10 @@ static int f_grad(lua_State *L)
             return lb_opterror(L, gi, "autograd.grad", "grad_outputs", "a tensor or a list");
         }
     }
-    bool retain = lb_bool(L, lb_arg(L, &a, 0, "retain_graph"), "autograd.grad", "retain_graph",
-                          false);
-    bool allow_unused = lb_bool(L, lb_arg(L, &a, 0, "allow_unused"), "autograd.grad",
-                                "allow_unused", false);
+    bool retain =
+        lb_bool(L, lb_arg(L, &a, 0, "retain_graph"), "autograd.grad", "retain_graph", false);
+    bool allow_unused =
+        lb_bool(L, lb_arg(L, &a, 0, "allow_unused"), "autograd.grad", "allow_unused", false);
     if (lb_bool(L, lb_arg(L, &a, 0, "create_graph"), "autograd.grad", "create_graph", false))
         return luaL_error(L, "autograd.grad: create_graph=true is not supported");
     /* result boxes exist before the call, so nothing can fail between it and their filling */

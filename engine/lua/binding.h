@@ -1,6 +1,7 @@
 /* lua/binding.h: what the Lua binding files share (internal to engine/lua).
  * defines: lb_box, the upvalue convention, tensor checks and boxes, argument and option
- *          helpers, error helpers, GC pacing, the per-state record, the registration tables.
+ *          helpers, error helpers, GC pacing, the backward bracket for Lua hooks, the
+ *          registration tables.
  *
  * Upvalue convention. Every C function of the library is registered with two upvalues:
  * 1 = the ddplua.Tensor metatable, 2 = the method table. Recognising a tensor is then a
@@ -20,10 +21,10 @@
 #include "ddpl/ddpl.h"
 #include "ddpl/lua.h"
 
-#define LB_TENSOR_MT "ddplua.Tensor"
-#define LB_MT_UPV lua_upvalueindex(1)
+#define LB_TENSOR_MT   "ddplua.Tensor"
+#define LB_MT_UPV      lua_upvalueindex(1)
 #define LB_METHODS_UPV lua_upvalueindex(2)
-#define LB_HIDDEN __attribute__((visibility("hidden")))
+#define LB_HIDDEN      __attribute__((visibility("hidden")))
 /* raise a Lua error; typed int so that `return lb_error(L);` reads naturally */
 #define LB_NORETURN __attribute__((noreturn)) int
 
@@ -46,10 +47,6 @@ LB_HIDDEN int lb_finish(lua_State *L, lb_box *box);
 /* As lb_finish, but an engine error that does not start with "fname:" is reported as
  * "fname: <error>" (the user called fname; the engine may name an inner op, or "tensor"). */
 LB_HIDDEN int lb_finish_in(lua_State *L, lb_box *box, const char *fname);
-/* Raises the engine's error named after fname, as lb_finish_in does. */
-LB_HIDDEN LB_NORETURN lb_error_in(lua_State *L, const char *fname);
-/* Pushes t (taking over the caller's reference); raises the engine's error when t is NULL. */
-LB_HIDDEN int lb_push_owned(lua_State *L, ddpl_tensor *t);
 /* Pushes a borrowed tensor (retained), or nil for NULL. */
 LB_HIDDEN void lb_push_borrowed(lua_State *L, ddpl_tensor *t);
 /* Tells the GC about tensor bytes allocated since the last call (DESIGN.md, Memory). */
@@ -58,11 +55,13 @@ LB_HIDDEN void lb_gc_account(lua_State *L);
 /* ---- errors and arguments (args.c) ---- */
 /* luaL_error(L, "%s", ddpl_last_error()) */
 LB_HIDDEN LB_NORETURN lb_error(lua_State *L);
+/* The engine's error named after fname, as lb_finish_in reports it. */
+LB_HIDDEN LB_NORETURN lb_error_in(lua_State *L, const char *fname);
 /* "fname: expected <expected> as argument N, got <type>" */
 LB_HIDDEN LB_NORETURN lb_argerror(lua_State *L, int idx, const char *fname, const char *expected);
 /* "fname: expected <expected> for '<name>', got <type>" (keyword-style parameters) */
 LB_HIDDEN LB_NORETURN lb_opterror(lua_State *L, int idx, const char *fname, const char *name,
-                              const char *expected);
+                                  const char *expected);
 
 /* Tensor-or-number operands: check the type first (before anything is allocated), then make the
  * tensor (a Lua number becomes ddpl_wrapped_number: integers stay integral). */
@@ -130,22 +129,22 @@ LB_HIDDEN void lb_backward_end(lua_State *L, lb_active prev, int rc);
 LB_HIDDEN void lb_hooks_open(lua_State *L);
 
 /* ---- registration: each file exports its tables; module.c assembles the library ---- */
-LB_HIDDEN extern const luaL_Reg lb_tensor_meta[];      /* tensor.c: metamethods */
-LB_HIDDEN extern const luaL_Reg lb_value_methods[];    /* values.c: shape, values, conversion */
-LB_HIDDEN extern const luaL_Reg lb_view_methods[];     /* views.c */
-LB_HIDDEN extern const luaL_Reg lb_math_methods[];     /* math.c: pointwise, linalg, in place */
-LB_HIDDEN extern const luaL_Reg lb_math_functions[];   /* math.c: ddpl.where, ddpl.addmm */
-LB_HIDDEN extern const luaL_Reg lb_reduce_methods[];   /* reduce.c: reductions, indexing */
-LB_HIDDEN extern const luaL_Reg lb_reduce_functions[]; /* reduce.c: ddpl.cat, ddpl.stack */
-LB_HIDDEN extern const luaL_Reg lb_create_functions[]; /* create.c: factories */
-LB_HIDDEN extern const luaL_Reg lb_hook_methods[];     /* hooks.c: register_hook */
-LB_HIDDEN extern const luaL_Reg lb_autograd_methods[]; /* autograd.c: backward, ... */
+LB_HIDDEN extern const luaL_Reg lb_tensor_meta[];        /* tensor.c: metamethods */
+LB_HIDDEN extern const luaL_Reg lb_value_methods[];      /* values.c: shape, values, conversion */
+LB_HIDDEN extern const luaL_Reg lb_view_methods[];       /* views.c */
+LB_HIDDEN extern const luaL_Reg lb_math_methods[];       /* math.c: pointwise, linalg, in place */
+LB_HIDDEN extern const luaL_Reg lb_math_functions[];     /* math.c: ddpl.where, ddpl.addmm */
+LB_HIDDEN extern const luaL_Reg lb_reduce_methods[];     /* reduce.c: reductions, indexing */
+LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];   /* reduce.c: ddpl.cat, ddpl.stack */
+LB_HIDDEN extern const luaL_Reg lb_create_functions[];   /* create.c: factories */
+LB_HIDDEN extern const luaL_Reg lb_hook_methods[];       /* hooks.c: register_hook */
+LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];   /* autograd.c: backward, ... */
 LB_HIDDEN extern const luaL_Reg lb_autograd_functions[]; /* autograd.c: no_grad, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_table[];   /* autograd.c: ddpl.autograd.grad */
-LB_HIDDEN extern const luaL_Reg lb_functional[];       /* functional.c: F.* */
+LB_HIDDEN extern const luaL_Reg lb_autograd_table[];     /* autograd.c: ddpl.autograd.grad */
+LB_HIDDEN extern const luaL_Reg lb_functional[];         /* functional.c: F.* */
 LB_HIDDEN extern const luaL_Reg lb_functional_methods[]; /* functional.c: x:softmax(dim), ... */
-LB_HIDDEN extern const luaL_Reg lb_util_functions[];   /* util.c: time, threads, config, cuda */
-LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];   /* util.c: ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_util_functions[];     /* util.c: time, threads, config, cuda */
+LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];     /* util.c: ddpl.cuda.* */
 
 /* autograd.c: creates the grad-mode restorers used by no_grad/enable_grad (at luaopen). */
 LB_HIDDEN void lb_autograd_open(lua_State *L);

@@ -45,7 +45,8 @@ static void check_leaf(lua_State *L, int idx, int depth, nested *n)
         else if (n->kind < KIND_INT)
             n->kind = KIND_INT;
         break;
-    case LUA_TBOOLEAN: break;
+    case LUA_TBOOLEAN:
+        break;
     default:
         luaL_error(L, "tensor: expected a number or boolean at depth %d, got %s", depth,
                    luaL_typename(L, idx));
@@ -59,8 +60,9 @@ static void check(lua_State *L, int idx, int d, nested *n)
         return;
     }
     if (lua_type(L, idx) != LUA_TTABLE)
-        luaL_error(L, "tensor: ragged nested table at depth %d: expected a table of %I "
-                      "elements, got %s",
+        luaL_error(L,
+                   "tensor: ragged nested table at depth %d: expected a table of %I "
+                   "elements, got %s",
                    d + 1, (lua_Integer)n->sizes[d], luaL_typename(L, idx));
     int64_t len = (int64_t)luaL_len(L, idx);
     if (len != n->sizes[d])
@@ -84,7 +86,7 @@ static void fill(lua_State *L, int idx, int d, const nested *n, char **p)
             *p += sizeof(double);
         } else if (n->kind == KIND_INT) {
             *(int64_t *)*p = lua_type(L, idx) == LUA_TBOOLEAN ? lua_toboolean(L, idx)
-                                                               : (int64_t)lua_tointeger(L, idx);
+                                                              : (int64_t)lua_tointeger(L, idx);
             *p += sizeof(int64_t);
         } else {
             *(uint8_t *)*p = (uint8_t)lua_toboolean(L, idx);
@@ -107,6 +109,7 @@ static ddpl_dtype kind_dtype(int kind)
 static int f_tensor(lua_State *L)
 {
     lb_args a = lb_parse_args(L);
+    if (a.opts == 1) a = (lb_args){1, 0}; /* ddpl.tensor({}): the data, an empty list */
     if (a.n < 1) return lb_argerror(L, 1, "tensor", "a number, boolean or nested table");
     /* a tensor argument is copied, as torch.tensor(t) does */
     lb_box *src = lb_testbox(L, 1);
@@ -172,11 +175,26 @@ static int sized(lua_State *L, const char *fname, factory_fn fn)
     return 1;
 }
 
-static int f_zeros(lua_State *L) { return sized(L, "zeros", ddpl_zeros); }
-static int f_ones(lua_State *L) { return sized(L, "ones", ddpl_ones); }
-static int f_empty(lua_State *L) { return sized(L, "empty", ddpl_empty); }
-static int f_rand(lua_State *L) { return sized(L, "rand", ddpl_rand); }
-static int f_randn(lua_State *L) { return sized(L, "randn", ddpl_randn); }
+static int f_zeros(lua_State *L)
+{
+    return sized(L, "zeros", ddpl_zeros);
+}
+static int f_ones(lua_State *L)
+{
+    return sized(L, "ones", ddpl_ones);
+}
+static int f_empty(lua_State *L)
+{
+    return sized(L, "empty", ddpl_empty);
+}
+static int f_rand(lua_State *L)
+{
+    return sized(L, "rand", ddpl_rand);
+}
+static int f_randn(lua_State *L)
+{
+    return sized(L, "randn", ddpl_randn);
+}
 
 /* The dtype PyTorch infers from a fill value: bool, int64 or the default float. */
 static ddpl_dtype value_dtype(lua_State *L, int idx)
@@ -305,12 +323,30 @@ static int like(lua_State *L, const char *fname, factory_fn fn, bool has_value)
     return 1;
 }
 
-static int f_zeros_like(lua_State *L) { return like(L, "zeros_like", ddpl_zeros, false); }
-static int f_ones_like(lua_State *L) { return like(L, "ones_like", ddpl_ones, false); }
-static int f_empty_like(lua_State *L) { return like(L, "empty_like", ddpl_empty, false); }
-static int f_rand_like(lua_State *L) { return like(L, "rand_like", ddpl_rand, false); }
-static int f_randn_like(lua_State *L) { return like(L, "randn_like", ddpl_randn, false); }
-static int f_full_like(lua_State *L) { return like(L, "full_like", NULL, true); }
+static int f_zeros_like(lua_State *L)
+{
+    return like(L, "zeros_like", ddpl_zeros, false);
+}
+static int f_ones_like(lua_State *L)
+{
+    return like(L, "ones_like", ddpl_ones, false);
+}
+static int f_empty_like(lua_State *L)
+{
+    return like(L, "empty_like", ddpl_empty, false);
+}
+static int f_rand_like(lua_State *L)
+{
+    return like(L, "rand_like", ddpl_rand, false);
+}
+static int f_randn_like(lua_State *L)
+{
+    return like(L, "randn_like", ddpl_randn, false);
+}
+static int f_full_like(lua_State *L)
+{
+    return like(L, "full_like", NULL, true);
+}
 
 /* ddpl.frombytes(str, dtype [, shape]): the string's bytes reinterpreted as elements of dtype
  * (native byte order), copied into a new CPU tensor: the fast path for binary files. */
@@ -331,10 +367,11 @@ static int f_frombytes(lua_State *L)
         for (int i = 0; i < nd; i++) numel *= sizes[i];
         if ((size_t)numel * esz != len)
             return luaL_error(L, "frombytes: shape holds %I bytes of %s but the string has %I",
-                              (lua_Integer)((size_t)numel * esz), ddpl_dtype_name(dt), (lua_Integer)len);
+                              (lua_Integer)((size_t)numel * esz), ddpl_dtype_name(dt),
+                              (lua_Integer)len);
     } else if (len % esz) {
-        return luaL_error(L, "frombytes: %I bytes is not a whole number of %s elements", (lua_Integer)len,
-                          ddpl_dtype_name(dt));
+        return luaL_error(L, "frombytes: %I bytes is not a whole number of %s elements",
+                          (lua_Integer)len, ddpl_dtype_name(dt));
     }
     lb_box *box = lb_newbox(L);
     box->t = ddpl_from_data(nd, sizes, dt, bytes, ddpl_cpu());

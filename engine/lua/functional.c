@@ -98,7 +98,7 @@ static int f_conv2d(lua_State *L)
     RETURN_RESULT(L, "conv2d", ddpl_conv2d(x, w, b, stride, padding, dilation, groups));
 }
 
-static const char *const max_pool_opts[] = {"kernel_size", "stride",    "padding",       "dilation",
+static const char *const max_pool_opts[] = {"kernel_size", "stride",         "padding", "dilation",
                                             "ceil_mode",   "return_indices", NULL};
 
 static int f_max_pool2d(lua_State *L)
@@ -116,15 +116,16 @@ static int f_max_pool2d(lua_State *L)
     lb_pair(L, lb_arg(L, &a, 5, "dilation"), "max_pool2d", "dilation", 1, dilation);
     unsupported(L, 1, "max_pool2d", "dilation other than 1", dilation[0] == 1 && dilation[1] == 1);
     int ci = lb_arg(L, &a, 6, "ceil_mode");
-    unsupported(L, ci, "max_pool2d", "ceil_mode=true", !lb_bool(L, ci, "max_pool2d", "ceil_mode", false));
+    unsupported(L, ci, "max_pool2d", "ceil_mode=true",
+                !lb_bool(L, ci, "max_pool2d", "ceil_mode", false));
     int ri = lb_arg(L, &a, 7, "return_indices");
     unsupported(L, ri, "max_pool2d", "return_indices=true",
                 !lb_bool(L, ri, "max_pool2d", "return_indices", false));
     RETURN_RESULT(L, "max_pool2d", ddpl_max_pool2d(x, kernel, stride, padding));
 }
 
-static const char *const avg_pool_opts[] = {"kernel_size", "stride", "padding", "ceil_mode",
-                                            "count_include_pad", "divisor_override", NULL};
+static const char *const avg_pool_opts[] = {
+    "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad", "divisor_override", NULL};
 
 static int f_avg_pool2d(lua_State *L)
 {
@@ -140,9 +141,10 @@ static int f_avg_pool2d(lua_State *L)
     if (!si) memcpy(stride, kernel, sizeof stride);
     lb_pair(L, lb_arg(L, &a, 4, "padding"), "avg_pool2d", "padding", 0, padding);
     int ci = lb_arg(L, &a, 5, "ceil_mode");
-    unsupported(L, ci, "avg_pool2d", "ceil_mode=true", !lb_bool(L, ci, "avg_pool2d", "ceil_mode", false));
-    bool count_pad = lb_bool(L, lb_arg(L, &a, 6, "count_include_pad"), "avg_pool2d",
-                             "count_include_pad", true);
+    unsupported(L, ci, "avg_pool2d", "ceil_mode=true",
+                !lb_bool(L, ci, "avg_pool2d", "ceil_mode", false));
+    bool count_pad =
+        lb_bool(L, lb_arg(L, &a, 6, "count_include_pad"), "avg_pool2d", "count_include_pad", true);
     unsupported(L, lb_arg(L, &a, 7, "divisor_override"), "avg_pool2d", "divisor_override", false);
     RETURN_RESULT(L, "avg_pool2d", ddpl_avg_pool2d(x, kernel, stride, padding, count_pad));
 }
@@ -202,8 +204,9 @@ static int f_layer_norm(lua_State *L)
     for (int i = 0; ok && i < n; i++) ok = ddpl_tensor_size(x, nd - n + i) == shape[i];
     if (!ok) {
         char want[160], have[160];
-        return luaL_error(L, "layer_norm: normalized_shape %s does not match the trailing sizes "
-                             "of the input of shape %s",
+        return luaL_error(L,
+                          "layer_norm: normalized_shape %s does not match the trailing sizes "
+                          "of the input of shape %s",
                           sizes_str(n, shape, want, sizeof want),
                           sizes_str(nd, ddpl_tensor_sizes(x), have, sizeof have));
     }
@@ -213,8 +216,8 @@ static int f_layer_norm(lua_State *L)
     RETURN_RESULT(L, "layer_norm", ddpl_layer_norm(x, n, w, b, eps));
 }
 
-static const char *const emb_opts[] = {"padding_idx", "max_norm", "norm_type",
-                                       "scale_grad_by_freq", "sparse", NULL};
+static const char *const emb_opts[] = {"padding_idx",        "max_norm", "norm_type",
+                                       "scale_grad_by_freq", "sparse",   NULL};
 
 static int f_embedding(lua_State *L)
 {
@@ -225,9 +228,11 @@ static int f_embedding(lua_State *L)
     unsupported(L, lb_arg(L, &a, 3, "padding_idx"), "embedding", "padding_idx", false);
     unsupported(L, lb_arg(L, &a, 4, "max_norm"), "embedding", "max_norm", false);
     int si = lb_arg(L, &a, 6, "scale_grad_by_freq");
-    unsupported(L, si, "embedding", "scale_grad_by_freq", !lb_bool(L, si, "embedding", "scale_grad_by_freq", false));
+    unsupported(L, si, "embedding", "scale_grad_by_freq",
+                !lb_bool(L, si, "embedding", "scale_grad_by_freq", false));
     int spi = lb_arg(L, &a, 7, "sparse");
-    unsupported(L, spi, "embedding", "sparse gradients", !lb_bool(L, spi, "embedding", "sparse", false));
+    unsupported(L, spi, "embedding", "sparse gradients",
+                !lb_bool(L, spi, "embedding", "sparse", false));
     RETURN_RESULT(L, "embedding", ddpl_embedding(idx, w));
 }
 
@@ -249,8 +254,7 @@ static int f_dropout(lua_State *L)
 static const char *const softmax_opts[] = {"dim", "dtype", NULL};
 
 /* F.softmax(x, dim [, {dtype=}]): the input is cast first when a dtype is given */
-static int softmax_like(lua_State *L, const char *fname,
-                        ddpl_tensor *(*fn)(ddpl_tensor *, int))
+static int softmax_like(lua_State *L, const char *fname, ddpl_tensor *(*fn)(ddpl_tensor *, int))
 {
     lb_args a = lb_parse_args(L);
     lb_check_opts(L, a.opts, fname, softmax_opts);
@@ -269,8 +273,14 @@ static int softmax_like(lua_State *L, const char *fname,
     RETURN_RESULT(L, fname, fn(x, dim));
 }
 
-static int f_softmax(lua_State *L) { return softmax_like(L, "softmax", ddpl_softmax); }
-static int f_log_softmax(lua_State *L) { return softmax_like(L, "log_softmax", ddpl_log_softmax); }
+static int f_softmax(lua_State *L)
+{
+    return softmax_like(L, "softmax", ddpl_softmax);
+}
+static int f_log_softmax(lua_State *L)
+{
+    return softmax_like(L, "log_softmax", ddpl_log_softmax);
+}
 
 static const char *const ce_opts[] = {"weight", "ignore_index", "reduction", "label_smoothing",
                                       NULL};
@@ -284,11 +294,11 @@ static int f_cross_entropy(lua_State *L)
     ddpl_tensor *x = lb_check(L, 1, "cross_entropy");
     ddpl_tensor *target = lb_check(L, 2, "cross_entropy");
     ddpl_tensor *w = lb_opt(L, lb_arg(L, &a, 3, "weight"), "cross_entropy");
-    int64_t ignore = lb_int(L, lb_arg(L, &a, 0, "ignore_index"), "cross_entropy", "ignore_index",
-                            -100);
+    int64_t ignore =
+        lb_int(L, lb_arg(L, &a, 0, "ignore_index"), "cross_entropy", "ignore_index", -100);
     ddpl_reduction red = reduction(L, lb_arg(L, &a, 0, "reduction"), "cross_entropy");
-    double smoothing = lb_num(L, lb_arg(L, &a, 0, "label_smoothing"), "cross_entropy",
-                              "label_smoothing", 0.0);
+    double smoothing =
+        lb_num(L, lb_arg(L, &a, 0, "label_smoothing"), "cross_entropy", "label_smoothing", 0.0);
     RETURN_RESULT(L, "cross_entropy", ddpl_cross_entropy(x, target, w, red, ignore, smoothing));
 }
 
@@ -331,10 +341,22 @@ static int activation(lua_State *L, const char *fname, ddpl_tensor *(*fn)(ddpl_t
     RETURN_RESULT(L, fname, fn(x));
 }
 
-static int f_relu(lua_State *L) { return activation(L, "relu", ddpl_relu); }
-static int f_silu(lua_State *L) { return activation(L, "silu", ddpl_silu); }
-static int f_sigmoid(lua_State *L) { return activation(L, "sigmoid", ddpl_sigmoid); }
-static int f_tanh(lua_State *L) { return activation(L, "tanh", ddpl_tanh); }
+static int f_relu(lua_State *L)
+{
+    return activation(L, "relu", ddpl_relu);
+}
+static int f_silu(lua_State *L)
+{
+    return activation(L, "silu", ddpl_silu);
+}
+static int f_sigmoid(lua_State *L)
+{
+    return activation(L, "sigmoid", ddpl_sigmoid);
+}
+static int f_tanh(lua_State *L)
+{
+    return activation(L, "tanh", ddpl_tanh);
+}
 
 static const char *const gelu_opts[] = {"approximate", NULL};
 

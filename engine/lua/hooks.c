@@ -111,8 +111,9 @@ static int hook_trampoline(lua_State *L)
     bool same = nd == ddpl_tensor_ndim(g) && ddpl_tensor_dtype(r) == ddpl_tensor_dtype(g);
     for (int i = 0; same && i < nd; i++) same = ddpl_tensor_size(r, i) == ddpl_tensor_size(g, i);
     if (!same)
-        return luaL_error(L, "register_hook: the hook returned a gradient of a different shape "
-                             "or dtype (%s) than it was given (%s)",
+        return luaL_error(L,
+                          "register_hook: the hook returned a gradient of a different shape "
+                          "or dtype (%s) than it was given (%s)",
                           ddpl_dtype_name(ddpl_tensor_dtype(r)),
                           ddpl_dtype_name(ddpl_tensor_dtype(g)));
     lua_pushlightuserdata(L, ddpl_tensor_retain(r));

@@ -47,19 +47,58 @@ static int add_like(lua_State *L, const char *fname, double sign, binary_fn plai
     return lb_finish(L, box);
 }
 
-static int m_add(lua_State *L) { return add_like(L, "add", 1.0, ddpl_add); }
-static int m_sub(lua_State *L) { return add_like(L, "sub", -1.0, ddpl_sub); }
-static int m_mul(lua_State *L) { return binary(L, "mul", ddpl_mul); }
-static int m_div(lua_State *L) { return binary(L, "div", ddpl_div); }
-static int m_pow(lua_State *L) { return binary(L, "pow", ddpl_pow); }
-static int m_maximum(lua_State *L) { return binary(L, "maximum", ddpl_maximum); }
-static int m_minimum(lua_State *L) { return binary(L, "minimum", ddpl_minimum); }
-static int m_eq(lua_State *L) { return binary(L, "eq", ddpl_eq); }
-static int m_ne(lua_State *L) { return binary(L, "ne", ddpl_ne); }
-static int m_lt(lua_State *L) { return binary(L, "lt", ddpl_lt); }
-static int m_le(lua_State *L) { return binary(L, "le", ddpl_le); }
-static int m_gt(lua_State *L) { return binary(L, "gt", ddpl_gt); }
-static int m_ge(lua_State *L) { return binary(L, "ge", ddpl_ge); }
+static int m_add(lua_State *L)
+{
+    return add_like(L, "add", 1.0, ddpl_add);
+}
+static int m_sub(lua_State *L)
+{
+    return add_like(L, "sub", -1.0, ddpl_sub);
+}
+static int m_mul(lua_State *L)
+{
+    return binary(L, "mul", ddpl_mul);
+}
+static int m_div(lua_State *L)
+{
+    return binary(L, "div", ddpl_div);
+}
+static int m_pow(lua_State *L)
+{
+    return binary(L, "pow", ddpl_pow);
+}
+static int m_maximum(lua_State *L)
+{
+    return binary(L, "maximum", ddpl_maximum);
+}
+static int m_minimum(lua_State *L)
+{
+    return binary(L, "minimum", ddpl_minimum);
+}
+static int m_eq(lua_State *L)
+{
+    return binary(L, "eq", ddpl_eq);
+}
+static int m_ne(lua_State *L)
+{
+    return binary(L, "ne", ddpl_ne);
+}
+static int m_lt(lua_State *L)
+{
+    return binary(L, "lt", ddpl_lt);
+}
+static int m_le(lua_State *L)
+{
+    return binary(L, "le", ddpl_le);
+}
+static int m_gt(lua_State *L)
+{
+    return binary(L, "gt", ddpl_gt);
+}
+static int m_ge(lua_State *L)
+{
+    return binary(L, "ge", ddpl_ge);
+}
 
 static int unary(lua_State *L, const char *fname, unary_fn fn)
 {
@@ -69,19 +108,58 @@ static int unary(lua_State *L, const char *fname, unary_fn fn)
     return lb_finish(L, box);
 }
 
-static int m_neg(lua_State *L) { return unary(L, "neg", ddpl_neg); }
-static int m_exp(lua_State *L) { return unary(L, "exp", ddpl_exp); }
-static int m_log(lua_State *L) { return unary(L, "log", ddpl_log); }
-static int m_sqrt(lua_State *L) { return unary(L, "sqrt", ddpl_sqrt); }
-static int m_rsqrt(lua_State *L) { return unary(L, "rsqrt", ddpl_rsqrt); }
-static int m_abs(lua_State *L) { return unary(L, "abs", ddpl_abs); }
-static int m_sign(lua_State *L) { return unary(L, "sign", ddpl_sign); }
-static int m_sin(lua_State *L) { return unary(L, "sin", ddpl_sin); }
-static int m_cos(lua_State *L) { return unary(L, "cos", ddpl_cos); }
-static int m_tanh(lua_State *L) { return unary(L, "tanh", ddpl_tanh); }
-static int m_sigmoid(lua_State *L) { return unary(L, "sigmoid", ddpl_sigmoid); }
-static int m_relu(lua_State *L) { return unary(L, "relu", ddpl_relu); }
-static int m_silu(lua_State *L) { return unary(L, "silu", ddpl_silu); }
+static int m_neg(lua_State *L)
+{
+    return unary(L, "neg", ddpl_neg);
+}
+static int m_exp(lua_State *L)
+{
+    return unary(L, "exp", ddpl_exp);
+}
+static int m_log(lua_State *L)
+{
+    return unary(L, "log", ddpl_log);
+}
+static int m_sqrt(lua_State *L)
+{
+    return unary(L, "sqrt", ddpl_sqrt);
+}
+static int m_rsqrt(lua_State *L)
+{
+    return unary(L, "rsqrt", ddpl_rsqrt);
+}
+static int m_abs(lua_State *L)
+{
+    return unary(L, "abs", ddpl_abs);
+}
+static int m_sign(lua_State *L)
+{
+    return unary(L, "sign", ddpl_sign);
+}
+static int m_sin(lua_State *L)
+{
+    return unary(L, "sin", ddpl_sin);
+}
+static int m_cos(lua_State *L)
+{
+    return unary(L, "cos", ddpl_cos);
+}
+static int m_tanh(lua_State *L)
+{
+    return unary(L, "tanh", ddpl_tanh);
+}
+static int m_sigmoid(lua_State *L)
+{
+    return unary(L, "sigmoid", ddpl_sigmoid);
+}
+static int m_relu(lua_State *L)
+{
+    return unary(L, "relu", ddpl_relu);
+}
+static int m_silu(lua_State *L)
+{
+    return unary(L, "silu", ddpl_silu);
+}
 
 static const char *const gelu_opts[] = {"approximate", NULL};
 
@@ -171,8 +249,14 @@ static int where3(lua_State *L, int ci, int xi, int yi)
     return lb_finish(L, box);
 }
 
-static int m_where(lua_State *L) { return where3(L, 2, 1, 3); } /* x:where(cond, y) */
-static int f_where(lua_State *L) { return where3(L, 1, 2, 3); } /* ddpl.where(cond, x, y) */
+static int m_where(lua_State *L)
+{
+    return where3(L, 2, 1, 3);
+} /* x:where(cond, y) */
+static int f_where(lua_State *L)
+{
+    return where3(L, 1, 2, 3);
+} /* ddpl.where(cond, x, y) */
 
 static int matrix(lua_State *L, const char *fname, binary_fn fn)
 {
@@ -183,9 +267,18 @@ static int matrix(lua_State *L, const char *fname, binary_fn fn)
     return lb_finish(L, box);
 }
 
-static int m_matmul(lua_State *L) { return matrix(L, "matmul", ddpl_matmul); }
-static int m_mm(lua_State *L) { return matrix(L, "mm", ddpl_mm); }
-static int m_bmm(lua_State *L) { return matrix(L, "bmm", ddpl_bmm); }
+static int m_matmul(lua_State *L)
+{
+    return matrix(L, "matmul", ddpl_matmul);
+}
+static int m_mm(lua_State *L)
+{
+    return matrix(L, "mm", ddpl_mm);
+}
+static int m_bmm(lua_State *L)
+{
+    return matrix(L, "bmm", ddpl_bmm);
+}
 
 static const char *const addmm_opts[] = {"beta", "alpha", NULL};
 
@@ -213,7 +306,10 @@ static int done_inplace(lua_State *L, int rc, const char *fname)
     return 1;
 }
 
-static int m_zero_(lua_State *L) { return done_inplace(L, ddpl_zero_(lb_check(L, 1, "zero_")), "zero_"); }
+static int m_zero_(lua_State *L)
+{
+    return done_inplace(L, ddpl_zero_(lb_check(L, 1, "zero_")), "zero_");
+}
 
 static int m_fill_(lua_State *L)
 {
@@ -248,10 +344,22 @@ static int inplace_binary(lua_State *L, const char *fname, inplace_fn fn, double
     return done_inplace(L, rc, fname);
 }
 
-static int m_add_(lua_State *L) { return inplace_binary(L, "add_", NULL, 1.0); }
-static int m_sub_(lua_State *L) { return inplace_binary(L, "sub_", NULL, -1.0); }
-static int m_mul_(lua_State *L) { return inplace_binary(L, "mul_", ddpl_mul_, 1.0); }
-static int m_div_(lua_State *L) { return inplace_binary(L, "div_", ddpl_div_, 1.0); }
+static int m_add_(lua_State *L)
+{
+    return inplace_binary(L, "add_", NULL, 1.0);
+}
+static int m_sub_(lua_State *L)
+{
+    return inplace_binary(L, "sub_", NULL, -1.0);
+}
+static int m_mul_(lua_State *L)
+{
+    return inplace_binary(L, "mul_", ddpl_mul_, 1.0);
+}
+static int m_div_(lua_State *L)
+{
+    return inplace_binary(L, "div_", ddpl_div_, 1.0);
+}
 
 static int m_clamp_(lua_State *L)
 {

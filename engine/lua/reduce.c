@@ -1,10 +1,11 @@
 /* lua/reduce.c: reductions, joining and indexing.
  * defines: lb_reduce_methods (sum mean prod var std max min argmax argmin logsumexp norm
- *          index_select gather topk), lb_reduce_functions (cat stack topk).
+ *          index_select gather topk), lb_reduce_functions (cat concat stack).
  *
  * Reductions take ([dim [, keepdim]]) positionally or {dim=, keepdim=} (API.md); sum and mean
- * also take a table of dims; norm takes p first, as in PyTorch. max/min with a dim return two values (values, int64 indices), and
- * with a tensor argument are the elementwise maximum/minimum, as in PyTorch. */
+ * also take a table of dims; norm takes its order p as an option ({p=1}). max/min with a dim return two
+ * values (values, int64 indices), and with a tensor argument are the elementwise maximum/minimum,
+ * as in PyTorch. */
 #include <string.h>
 
 #include "binding.h"
@@ -52,8 +53,14 @@ static int sum_like(lua_State *L, const char *fname, all_fn all, dims_fn dims)
     return lb_finish(L, box);
 }
 
-static int m_sum(lua_State *L) { return sum_like(L, "sum", ddpl_sum, ddpl_sum_dims); }
-static int m_mean(lua_State *L) { return sum_like(L, "mean", ddpl_mean, ddpl_mean_dims); }
+static int m_sum(lua_State *L)
+{
+    return sum_like(L, "sum", ddpl_sum, ddpl_sum_dims);
+}
+static int m_mean(lua_State *L)
+{
+    return sum_like(L, "mean", ddpl_mean, ddpl_mean_dims);
+}
 
 static int m_prod(lua_State *L)
 {
@@ -86,8 +93,14 @@ static int var_like(lua_State *L, const char *fname, bool is_std)
     return lb_finish(L, box);
 }
 
-static int m_var(lua_State *L) { return var_like(L, "var", false); }
-static int m_std(lua_State *L) { return var_like(L, "std", true); }
+static int m_var(lua_State *L)
+{
+    return var_like(L, "var", false);
+}
+static int m_std(lua_State *L)
+{
+    return var_like(L, "std", true);
+}
 
 typedef int (*dim_pair_fn)(ddpl_tensor *, int, bool, ddpl_tensor **, ddpl_tensor **);
 
@@ -118,8 +131,14 @@ static int max_like(lua_State *L, const char *fname, all_fn all, dim_pair_fn by_
     return 2;
 }
 
-static int m_max(lua_State *L) { return max_like(L, "max", ddpl_max, ddpl_max_dim, ddpl_maximum); }
-static int m_min(lua_State *L) { return max_like(L, "min", ddpl_min, ddpl_min_dim, ddpl_minimum); }
+static int m_max(lua_State *L)
+{
+    return max_like(L, "max", ddpl_max, ddpl_max_dim, ddpl_maximum);
+}
+static int m_min(lua_State *L)
+{
+    return max_like(L, "min", ddpl_min, ddpl_min_dim, ddpl_minimum);
+}
 
 static int arg_like(lua_State *L, const char *fname,
                     ddpl_tensor *(*fn)(ddpl_tensor *, bool, int, bool))
@@ -133,8 +152,14 @@ static int arg_like(lua_State *L, const char *fname,
     return lb_finish(L, box);
 }
 
-static int m_argmax(lua_State *L) { return arg_like(L, "argmax", ddpl_argmax); }
-static int m_argmin(lua_State *L) { return arg_like(L, "argmin", ddpl_argmin); }
+static int m_argmax(lua_State *L)
+{
+    return arg_like(L, "argmax", ddpl_argmax);
+}
+static int m_argmin(lua_State *L)
+{
+    return arg_like(L, "argmin", ddpl_argmin);
+}
 
 static int m_logsumexp(lua_State *L)
 {
@@ -150,17 +175,18 @@ static int m_logsumexp(lua_State *L)
 
 static const char *const norm_opts[] = {"p", "dim", "keepdim", NULL};
 
-/* norm([p=2 [, dim [, keepdim]]]): PyTorch's order (p first); p may be 'fro' (= 2). */
+/* norm([dim [, keepdim]] [, {p=2}]): API.md gives every reduction the ([dim [, keepdim]])
+ * form, so the order p comes in the options table (p may be 'fro', which is 2). */
 static int m_norm(lua_State *L)
 {
     ddpl_tensor *x = lb_check(L, 1, "norm");
     lb_args a = lb_parse_args(L);
     lb_check_opts(L, a.opts, "norm", norm_opts);
-    int pi = lb_arg(L, &a, 2, "p");
+    int pi = a.opts ? lb_arg(L, &a, 0, "p") : 0;
     double p = 2.0;
     if (pi && !(lua_type(L, pi) == LUA_TSTRING && strcmp(lua_tostring(L, pi), "fro") == 0))
         p = lb_num(L, pi, "norm", "p", 2.0);
-    reduce_args r = parse_reduce(L, &a, 3, "norm", false);
+    reduce_args r = parse_reduce(L, &a, 2, "norm", false);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_norm(x, p, !r.has_dim, r.dims[0], r.keepdim);
     return lb_finish(L, box);
@@ -213,32 +239,31 @@ typedef ddpl_tensor *(*join_fn)(int, ddpl_tensor *const *, int);
 /* ddpl.cat(list [, dim=0]), ddpl.stack(list [, dim=0]) */
 static int join(lua_State *L, const char *fname, join_fn fn)
 {
-    ddpl_tensor **ts;
-    int n = lb_tensor_list(L, 1, fname, &ts);
     int d = lua_isnoneornil(L, 2) ? 0 : lb_dim(L, 2, fname);
+    ddpl_tensor **ts;
+    int n = lb_tensor_list(L, 1, fname, &ts); /* pushes its array: read the arguments first */
     lb_box *box = lb_newbox(L);
     box->t = fn(n, ts, d);
     return lb_finish(L, box);
 }
 
-static int f_cat(lua_State *L) { return join(L, "cat", ddpl_cat); }
-static int f_stack(lua_State *L) { return join(L, "stack", ddpl_stack); }
+static int f_cat(lua_State *L)
+{
+    return join(L, "cat", ddpl_cat);
+}
+static int f_stack(lua_State *L)
+{
+    return join(L, "stack", ddpl_stack);
+}
 
 const luaL_Reg lb_reduce_methods[] = {
-    {"sum", m_sum},
-    {"mean", m_mean},
-    {"prod", m_prod},
-    {"var", m_var},
-    {"std", m_std},
-    {"max", m_max},
-    {"min", m_min},
-    {"argmax", m_argmax},
-    {"argmin", m_argmin},
-    {"logsumexp", m_logsumexp},
-    {"norm", m_norm},
-    {"index_select", m_index_select},
-    {"gather", m_gather},
-    {"topk", m_topk},
+    {"sum", m_sum},       {"mean", m_mean},
+    {"prod", m_prod},     {"var", m_var},
+    {"std", m_std},       {"max", m_max},
+    {"min", m_min},       {"argmax", m_argmax},
+    {"argmin", m_argmin}, {"logsumexp", m_logsumexp},
+    {"norm", m_norm},     {"index_select", m_index_select},
+    {"gather", m_gather}, {"topk", m_topk},
     {NULL, NULL},
 };
 

@@ -1,7 +1,8 @@
 /* lua/tensor.c: the ddplua.Tensor userdata: boxes, GC pacing, fields and metamethods.
- * defines: lb_testbox, lb_check, lb_opt, lb_newbox, lb_finish, lb_push_owned, lb_push_borrowed,
- *          lb_finish_in, lb_gc_account, ddpl_lua_push_tensor, ddpl_lua_check_tensor, ddpl_lua_test_tensor,
- *          lb_tensor_meta (__gc __close __index __newindex __len __tostring + - * / ^ unary -).
+ * defines: lb_testbox, lb_check, lb_opt, lb_newbox, lb_finish, lb_finish_in, lb_push_borrowed,
+ *          lb_gc_account, ddpl_lua_push_tensor, ddpl_lua_check_tensor, ddpl_lua_test_tensor,
+ *          lb_tensor_meta (__gc __close __index __newindex __len __tostring, + - * / ^ and
+ *          unary -).
  *
  * __eq is deliberately not overloaded: == stays identity (as for every Lua userdata) and
  * x:eq(y) is the elementwise comparison. */
@@ -23,11 +24,10 @@
  * memory has doubled since the last one (and grown by at least LB_GC_FULL_MIN_BYTES). Per box
  * this costs one atomic load and a few additions; the counters are per thread, as each thread
  * runs its own lua_State. */
-#define LB_GC_HEADER_BYTES 256
-#define LB_GC_STEP_BYTES (1 << 20)
+#define LB_GC_HEADER_BYTES   256
+#define LB_GC_STEP_BYTES     (1 << 20)
 #define LB_GC_FULL_MIN_BYTES ((int64_t)64 << 20)
-static _Thread_local int64_t live_boxes, gc_seen, gc_debt,
-    gc_full_limit = LB_GC_FULL_MIN_BYTES;
+static _Thread_local int64_t live_boxes, gc_seen, gc_debt, gc_full_limit = LB_GC_FULL_MIN_BYTES;
 
 static int64_t hidden_bytes(void)
 {
@@ -43,6 +43,7 @@ void lb_gc_account(lua_State *L)
     if (gc_debt < LB_GC_STEP_BYTES) return;
     int64_t kb = gc_debt >> 10;
     gc_debt = 0;
+    if (!lua_gc(L, LUA_GCISRUNNING)) return; /* collectgarbage('stop') is the user's call */
     if (now > gc_full_limit) {
         lua_gc(L, LUA_GCCOLLECT);
         int64_t live = gc_seen = hidden_bytes();
@@ -96,17 +97,6 @@ int lb_finish(lua_State *L, lb_box *box)
 int lb_finish_in(lua_State *L, lb_box *box, const char *fname)
 {
     if (!box->t) lb_error_in(L, fname);
-    lb_gc_account(L);
-    return 1;
-}
-
-int lb_push_owned(lua_State *L, ddpl_tensor *t)
-{
-    if (!t) lb_error(L);
-    /* the box is created before it owns t; a memory error there loses one reference, which
-     * only happens when Lua itself is out of memory */
-    lb_box *b = lb_newbox(L);
-    b->t = t;
     lb_gc_account(L);
     return 1;
 }
@@ -261,8 +251,9 @@ static int t_index(lua_State *L)
     ddpl_tensor *t = lb_check(L, 1, "index");
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, 2, &isint);
-    if (!isint) return luaL_error(L, "index: expected an integer or a field name, got %s",
-                                  luaL_typename(L, 2));
+    if (!isint)
+        return luaL_error(L, "index: expected an integer or a field name, got %s",
+                          luaL_typename(L, 2));
     lb_box *b = lb_newbox(L);
     b->t = ddpl_select(t, 0, (int64_t)i);
     return lb_finish(L, b);
@@ -307,8 +298,9 @@ static int t_newindex(lua_State *L)
         if (ddpl_tensor_set_grad(t, g) < 0) lb_error(L);
         return 0;
     }
-    return luaL_error(L, "setindex: cannot set field '%s' of a tensor (settable: requires_grad, "
-                         "grad, and integer indices)",
+    return luaL_error(L,
+                      "setindex: cannot set field '%s' of a tensor (settable: requires_grad, "
+                      "grad, and integer indices)",
                       key ? key : luaL_typename(L, 2));
 }
 
@@ -330,11 +322,26 @@ static int arith(lua_State *L, const char *fname, binary_fn fn)
     return lb_finish(L, box);
 }
 
-static int t_add(lua_State *L) { return arith(L, "add", ddpl_add); }
-static int t_sub(lua_State *L) { return arith(L, "sub", ddpl_sub); }
-static int t_mul(lua_State *L) { return arith(L, "mul", ddpl_mul); }
-static int t_div(lua_State *L) { return arith(L, "div", ddpl_div); }
-static int t_pow(lua_State *L) { return arith(L, "pow", ddpl_pow); }
+static int t_add(lua_State *L)
+{
+    return arith(L, "add", ddpl_add);
+}
+static int t_sub(lua_State *L)
+{
+    return arith(L, "sub", ddpl_sub);
+}
+static int t_mul(lua_State *L)
+{
+    return arith(L, "mul", ddpl_mul);
+}
+static int t_div(lua_State *L)
+{
+    return arith(L, "div", ddpl_div);
+}
+static int t_pow(lua_State *L)
+{
+    return arith(L, "pow", ddpl_pow);
+}
 
 static int t_unm(lua_State *L)
 {
@@ -345,9 +352,8 @@ static int t_unm(lua_State *L)
 }
 
 const luaL_Reg lb_tensor_meta[] = {
-    {"__gc", t_gc},        {"__close", t_close}, {"__index", t_index},
-    {"__newindex", t_newindex}, {"__len", t_len},  {"__tostring", t_tostring},
-    {"__add", t_add},      {"__sub", t_sub},       {"__mul", t_mul},
-    {"__div", t_div},      {"__pow", t_pow},       {"__unm", t_unm},
+    {"__gc", t_gc},   {"__close", t_close},       {"__index", t_index}, {"__newindex", t_newindex},
+    {"__len", t_len}, {"__tostring", t_tostring}, {"__add", t_add},     {"__sub", t_sub},
+    {"__mul", t_mul}, {"__div", t_div},           {"__pow", t_pow},     {"__unm", t_unm},
     {NULL, NULL},
 };

@@ -1,6 +1,7 @@
 /* lua/util.c: utilities of the ddpl table and the ddpl.cuda queries.
  * defines: lb_util_functions (time set_num_threads get_num_threads config memory_allocated),
- *          lb_cuda_functions (is_available device_count synchronize memory_allocated). */
+ *          lb_cuda_functions (is_available device_count synchronize memory_allocated
+ *          max_memory_allocated set_device current_device empty_cache). */
 #include <time.h>
 
 #include "binding.h"
@@ -99,6 +100,33 @@ static int c_memory_allocated(lua_State *L)
     return 1;
 }
 
+static int c_max_memory_allocated(lua_State *L)
+{
+    lua_pushinteger(L, ddpl_memory_max_allocated(DDPL_CUDA));
+    return 1;
+}
+
+static int c_set_device(lua_State *L)
+{
+    if (ddpl_cuda_set_device((int)luaL_checkinteger(L, 1)) < 0) lb_error(L);
+    return 0;
+}
+
+static int c_current_device(lua_State *L)
+{
+    int d = ddpl_cuda_current_device();
+    if (d < 0) lb_error(L);
+    lua_pushinteger(L, d);
+    return 1;
+}
+
+static int c_empty_cache(lua_State *L)
+{
+    (void)L;
+    ddpl_cuda_empty_cache();
+    return 0;
+}
+
 const luaL_Reg lb_util_functions[] = {
     {"time", f_time},
     {"set_num_threads", f_set_num_threads},
@@ -113,5 +141,9 @@ const luaL_Reg lb_cuda_functions[] = {
     {"device_count", c_device_count},
     {"synchronize", c_synchronize},
     {"memory_allocated", c_memory_allocated},
+    {"max_memory_allocated", c_max_memory_allocated},
+    {"set_device", c_set_device},
+    {"current_device", c_current_device},
+    {"empty_cache", c_empty_cache},
     {NULL, NULL},
 };

@@ -71,13 +71,15 @@ static int m_is_contiguous(lua_State *L)
 
 static int m_element_size(lua_State *L)
 {
-    lua_pushinteger(L, (lua_Integer)ddpl_dtype_size(ddpl_tensor_dtype(lb_check(L, 1, "element_size"))));
+    lua_pushinteger(
+        L, (lua_Integer)ddpl_dtype_size(ddpl_tensor_dtype(lb_check(L, 1, "element_size"))));
     return 1;
 }
 
 static int m_is_floating_point(lua_State *L)
 {
-    lua_pushboolean(L, ddpl_dtype_is_floating(ddpl_tensor_dtype(lb_check(L, 1, "is_floating_point"))));
+    lua_pushboolean(L,
+                    ddpl_dtype_is_floating(ddpl_tensor_dtype(lb_check(L, 1, "is_floating_point"))));
     return 1;
 }
 
@@ -86,13 +88,27 @@ static int m_is_floating_point(lua_State *L)
 static void push_value(lua_State *L, ddpl_dtype dt, const char *p)
 {
     switch (dt) {
-    case DDPL_FLOAT32: lua_pushnumber(L, *(const float *)p); break;
-    case DDPL_FLOAT64: lua_pushnumber(L, *(const double *)p); break;
-    case DDPL_INT64: lua_pushinteger(L, *(const int64_t *)p); break;
-    case DDPL_INT32: lua_pushinteger(L, *(const int32_t *)p); break;
-    case DDPL_UINT8: lua_pushinteger(L, *(const uint8_t *)p); break;
-    case DDPL_BOOL: lua_pushboolean(L, *(const uint8_t *)p != 0); break;
-    default: lua_pushnil(L); break; /* half types were converted to float32 before */
+    case DDPL_FLOAT32:
+        lua_pushnumber(L, *(const float *)p);
+        break;
+    case DDPL_FLOAT64:
+        lua_pushnumber(L, *(const double *)p);
+        break;
+    case DDPL_INT64:
+        lua_pushinteger(L, *(const int64_t *)p);
+        break;
+    case DDPL_INT32:
+        lua_pushinteger(L, *(const int32_t *)p);
+        break;
+    case DDPL_UINT8:
+        lua_pushinteger(L, *(const uint8_t *)p);
+        break;
+    case DDPL_BOOL:
+        lua_pushboolean(L, *(const uint8_t *)p != 0);
+        break;
+    default:
+        lua_pushnil(L);
+        break; /* half types were converted to float32 before */
     }
 }
 
@@ -188,16 +204,17 @@ static int m_to(lua_State *L)
     ddpl_dtype dt = ddpl_tensor_dtype(t);
     ddpl_device dev = ddpl_tensor_device(t);
     for (int i = 2; i <= a.n; i++) {
-        lb_box *other = lb_testbox(L, i);
-        if (other && other->t) {
-            dt = ddpl_tensor_dtype(other->t);
-            dev = ddpl_tensor_device(other->t);
+        if (lb_testbox(L, i)) {
+            ddpl_tensor *other = lb_check(L, i, "to");
+            dt = ddpl_tensor_dtype(other);
+            dev = ddpl_tensor_device(other);
         } else if (lua_type(L, i) == LUA_TSTRING) {
             int d = ddpl_dtype_from_name(lua_tostring(L, i));
             if (d >= 0)
                 dt = (ddpl_dtype)d;
             else if (ddpl_device_parse(lua_tostring(L, i), &dev) < 0)
-                return luaL_error(L, "to: '%s' is neither a dtype nor a device", lua_tostring(L, i));
+                return luaL_error(L, "to: '%s' is neither a dtype nor a device",
+                                  lua_tostring(L, i));
         } else if (!lua_isnil(L, i)) {
             return lb_argerror(L, i, "to", "a dtype, a device or a tensor");
         }
@@ -215,14 +232,38 @@ static int cast(lua_State *L, const char *fname, ddpl_dtype dt)
     return convert(L, fname, t, dt, ddpl_tensor_device(t), false);
 }
 
-static int m_float(lua_State *L) { return cast(L, "float", DDPL_FLOAT32); }
-static int m_double(lua_State *L) { return cast(L, "double", DDPL_FLOAT64); }
-static int m_half(lua_State *L) { return cast(L, "half", DDPL_FLOAT16); }
-static int m_bfloat16(lua_State *L) { return cast(L, "bfloat16", DDPL_BFLOAT16); }
-static int m_long(lua_State *L) { return cast(L, "long", DDPL_INT64); }
-static int m_int(lua_State *L) { return cast(L, "int", DDPL_INT32); }
-static int m_bool(lua_State *L) { return cast(L, "bool", DDPL_BOOL); }
-static int m_byte(lua_State *L) { return cast(L, "byte", DDPL_UINT8); }
+static int m_float(lua_State *L)
+{
+    return cast(L, "float", DDPL_FLOAT32);
+}
+static int m_double(lua_State *L)
+{
+    return cast(L, "double", DDPL_FLOAT64);
+}
+static int m_half(lua_State *L)
+{
+    return cast(L, "half", DDPL_FLOAT16);
+}
+static int m_bfloat16(lua_State *L)
+{
+    return cast(L, "bfloat16", DDPL_BFLOAT16);
+}
+static int m_long(lua_State *L)
+{
+    return cast(L, "long", DDPL_INT64);
+}
+static int m_int(lua_State *L)
+{
+    return cast(L, "int", DDPL_INT32);
+}
+static int m_bool(lua_State *L)
+{
+    return cast(L, "bool", DDPL_BOOL);
+}
+static int m_byte(lua_State *L)
+{
+    return cast(L, "byte", DDPL_UINT8);
+}
 
 static int m_type_as(lua_State *L)
 {
@@ -236,8 +277,7 @@ static int m_cuda(lua_State *L)
     ddpl_tensor *t = lb_check(L, 1, "cuda");
     int64_t n = lua_isnoneornil(L, 2) ? 0 : lb_int(L, 2, "cuda", "device", 0);
     if (n < 0 || n > 255) return luaL_error(L, "cuda: invalid device index %d", (int)n);
-    return convert(L, "cuda", t, ddpl_tensor_dtype(t), (ddpl_device){DDPL_CUDA, (int16_t)n},
-                   false);
+    return convert(L, "cuda", t, ddpl_tensor_dtype(t), (ddpl_device){DDPL_CUDA, (int16_t)n}, false);
 }
 
 static int m_cpu(lua_State *L)
@@ -256,9 +296,18 @@ static int unary(lua_State *L, const char *fname, unary_fn fn)
     return lb_finish(L, box);
 }
 
-static int m_clone(lua_State *L) { return unary(L, "clone", ddpl_clone); }
-static int m_detach(lua_State *L) { return unary(L, "detach", ddpl_detach); }
-static int m_contiguous(lua_State *L) { return unary(L, "contiguous", ddpl_contiguous); }
+static int m_clone(lua_State *L)
+{
+    return unary(L, "clone", ddpl_clone);
+}
+static int m_detach(lua_State *L)
+{
+    return unary(L, "detach", ddpl_detach);
+}
+static int m_contiguous(lua_State *L)
+{
+    return unary(L, "contiguous", ddpl_contiguous);
+}
 
 const luaL_Reg lb_value_methods[] = {
     {"size", m_size},

@@ -18,9 +18,18 @@ static int sized(lua_State *L, const char *fname, sized_fn fn)
     return lb_finish(L, box);
 }
 
-static int m_view(lua_State *L) { return sized(L, "view", ddpl_view); }
-static int m_reshape(lua_State *L) { return sized(L, "reshape", ddpl_reshape); }
-static int m_expand(lua_State *L) { return sized(L, "expand", ddpl_expand); }
+static int m_view(lua_State *L)
+{
+    return sized(L, "view", ddpl_view);
+}
+static int m_reshape(lua_State *L)
+{
+    return sized(L, "reshape", ddpl_reshape);
+}
+static int m_expand(lua_State *L)
+{
+    return sized(L, "expand", ddpl_expand);
+}
 
 /* x:view_as(y) and friends: the shape of another tensor. */
 static int like(lua_State *L, const char *fname, sized_fn fn)
@@ -32,9 +41,18 @@ static int like(lua_State *L, const char *fname, sized_fn fn)
     return lb_finish(L, box);
 }
 
-static int m_view_as(lua_State *L) { return like(L, "view_as", ddpl_view); }
-static int m_reshape_as(lua_State *L) { return like(L, "reshape_as", ddpl_reshape); }
-static int m_expand_as(lua_State *L) { return like(L, "expand_as", ddpl_expand); }
+static int m_view_as(lua_State *L)
+{
+    return like(L, "view_as", ddpl_view);
+}
+static int m_reshape_as(lua_State *L)
+{
+    return like(L, "reshape_as", ddpl_reshape);
+}
+static int m_expand_as(lua_State *L)
+{
+    return like(L, "expand_as", ddpl_expand);
+}
 
 static int m_flatten(lua_State *L)
 {
@@ -121,8 +139,7 @@ static int m_as_strided(lua_State *L)
     int64_t sizes[DDPL_MAX_DIMS], strides[DDPL_MAX_DIMS];
     int n = lb_sizes_table(L, 2, "as_strided", "size", sizes);
     int ns = lb_sizes_table(L, 3, "as_strided", "stride", strides);
-    if (n != ns)
-        return luaL_error(L, "as_strided: %d sizes but %d strides given", n, ns);
+    if (n != ns) return luaL_error(L, "as_strided: %d sizes but %d strides given", n, ns);
     int64_t offset = lua_isnoneornil(L, 4) ? 0 : lb_int(L, 4, "as_strided", "storage_offset", 0);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_as_strided(t, n, sizes, strides, offset);
@@ -135,15 +152,13 @@ static int64_t dim_size(lua_State *L, ddpl_tensor *t, int *d, const char *fname)
     int nd = ddpl_tensor_ndim(t);
     if (nd == 0) luaL_error(L, "%s: expected a tensor with at least one dimension", fname);
     if (*d < -nd || *d >= nd)
-        luaL_error(L, "%s: dimension %d out of range for a tensor of %d dimensions", fname, *d,
-                   nd);
+        luaL_error(L, "%s: dimension %d out of range for a tensor of %d dimensions", fname, *d, nd);
     if (*d < 0) *d += nd;
     return ddpl_tensor_size(t, *d);
 }
 
 /* Appends narrow(t, d, start, len) to the list on top of the stack. */
-static void append_narrow(lua_State *L, ddpl_tensor *t, int d, int64_t start, int64_t len,
-                          int pos)
+static void append_narrow(lua_State *L, ddpl_tensor *t, int d, int64_t start, int64_t len, int pos)
 {
     lb_box *box = lb_newbox(L);
     box->t = ddpl_narrow(t, d, start, len);
@@ -156,13 +171,15 @@ static int m_chunk(lua_State *L)
     ddpl_tensor *t = lb_check(L, 1, "chunk");
     int64_t chunks = lb_int(L, 2, "chunk", "chunks", 0);
     int d = lua_isnoneornil(L, 3) ? 0 : lb_dim(L, 3, "chunk");
-    if (chunks <= 0) return luaL_error(L, "chunk: expected a positive number of chunks, got %I",
-                                       (lua_Integer)chunks);
+    if (chunks <= 0)
+        return luaL_error(L, "chunk: expected a positive number of chunks, got %I",
+                          (lua_Integer)chunks);
     int64_t size = dim_size(L, t, &d, "chunk");
     int64_t step = (size + chunks - 1) / chunks; /* PyTorch: ceil; may give fewer chunks */
     lua_newtable(L);
     int pos = 1;
-    for (int64_t s = 0; s < size; s += step) append_narrow(L, t, d, s, s + step <= size ? step : size - s, pos++);
+    for (int64_t s = 0; s < size; s += step)
+        append_narrow(L, t, d, s, s + step <= size ? step : size - s, pos++);
     if (size == 0) append_narrow(L, t, d, 0, 0, pos);
     return 1;
 }
@@ -197,11 +214,12 @@ static int m_split(lua_State *L)
         return 1;
     }
     int64_t step = lb_int(L, 2, "split", "split_size", 0);
-    if (step <= 0) return luaL_error(L, "split: expected a positive split size, got %I",
-                                     (lua_Integer)step);
+    if (step <= 0)
+        return luaL_error(L, "split: expected a positive split size, got %I", (lua_Integer)step);
     lua_newtable(L);
     int pos = 1;
-    for (int64_t s = 0; s < size; s += step) append_narrow(L, t, d, s, s + step <= size ? step : size - s, pos++);
+    for (int64_t s = 0; s < size; s += step)
+        append_narrow(L, t, d, s, s + step <= size ? step : size - s, pos++);
     if (size == 0) append_narrow(L, t, d, 0, 0, pos);
     return 1;
 }

@@ -251,13 +251,20 @@ static ddpl_tensor *matmul_folded(ddpl_tensor *a, ddpl_tensor *b)
     return drop4(r, a2, b2, p, NULL);
 }
 
-/* The general case: a (..., n, k) @ b (..., k, m) with broadcast batch dims; 1-D operands were
- * already made (1, k) / (k, 1) by the caller. */
-static ddpl_tensor *matmul_batched(ddpl_tensor *a, ddpl_tensor *b)
+/* The general case: a (..., n, k) @ b (..., k, m) with broadcast batch dims; a 1-D a was
+ * already made (1, k) by the caller, whose operands oa, ob errors name. */
+static ddpl_tensor *matmul_batched(ddpl_tensor *a, ddpl_tensor *b, const ddpl_tensor *oa,
+                                   const ddpl_tensor *ob)
 {
     int nba = a->ndim - 2, nbb = b->ndim - 2, nb;
     int64_t batch[DDPL_MAX_DIMS];
-    if (ddpl_broadcast_shape("matmul", nba, a->sizes, nbb, b->sizes, &nb, batch) < 0) return NULL;
+    if (ddpl_broadcast_shape("matmul", nba, a->sizes, nbb, b->sizes, &nb, batch) < 0) {
+        char sa[128], sb[128];
+        return ddpl_error("matmul: shapes %s and %s do not match: their batch dimensions cannot "
+                          "be broadcast together",
+                          ddpl_shape_str(oa, sa, sizeof sa), ddpl_shape_str(ob, sb, sizeof sb)),
+               NULL;
+    }
     int64_t n = a->sizes[a->ndim - 2], k = a->sizes[a->ndim - 1], m = b->sizes[b->ndim - 1];
     int64_t total = ddpl_numel(nb, batch);
     int64_t ea[DDPL_MAX_DIMS], eb[DDPL_MAX_DIMS];
@@ -306,7 +313,7 @@ ddpl_tensor *ddpl_matmul(ddpl_tensor *a, ddpl_tensor *b)
 
     /* b has batch dims; a vector a is a (1, k) row, dropped from the result after */
     ddpl_tensor *a2 = da == 1 ? ddpl_unsqueeze(a, 0) : ddpl_tensor_retain(a);
-    ddpl_tensor *p = a2 ? matmul_batched(a2, b) : NULL;
+    ddpl_tensor *p = a2 ? matmul_batched(a2, b, a, b) : NULL;
     ddpl_tensor *r = p && da == 1 ? ddpl_squeeze(p, -2) : ddpl_tensor_retain(p);
     return drop4(r, a2, p, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /* ops/nn_common.h: checks and helpers shared by the neural-network ops (ops/nn_*.c).
- * defines: nn_check_float, nn_check_param, nn_contiguous, nn_alias, nn_run_or_release.
+ * defines: nn_check_float, nn_check_param, nn_contiguous, nn_alias, nn_run_or_release,
+ *          nn_rename_error.
  *
  * The nn kernels take contiguous float32/float64 tensors in canonical layouts; these helpers
  * produce them without recording autograd (the op records one node for the whole function). */
@@ -65,6 +66,18 @@ static inline ddpl_tensor *nn_run_or_release(ddpl_op op, ddpl_tensor *out, ddpl_
         return NULL;
     }
     return out;
+}
+
+/* Rewrites the last error "from: message" as "op: message": an op built on another reports
+ * the failure under its own name (embedding's bad index is found by index_select). */
+static inline void nn_rename_error(const char *from, const char *op)
+{
+    const char *msg = ddpl_last_error();
+    size_t n = strlen(from);
+    if (strncmp(msg, from, n) != 0 || strncmp(msg + n, ": ", 2) != 0) return;
+    char copy[1024];
+    snprintf(copy, sizeof copy, "%s", msg + n + 2); /* ddpl_error must not read its own buffer */
+    ddpl_error("%s: %s", op, copy);
 }
 
 #endif

@@ -110,6 +110,7 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
     ddpl_tensor *l_out = loss ? nn_alias(loss, none ? 2 : 0, s2) : NULL;
     ddpl_tensor *outs[2] = {l_out, total}, *ins[3] = {l3, t2, wc};
     int rc = total ? ddpl_run_kernel(DDPL_OP_NLL_LOSS, logp->device, outs, ins, &p) : -1;
+    if (rc < 0) nn_rename_error("nll_loss", op); /* the kernel names nll_loss */
     if (rc == 0 && ddpl_grad_needed(1, &logp)) {
         ddpl_node *n = ddpl_node_new("NllLossBackward", nll_loss_backward, 1, &logp);
         ddpl_node_save(n, t2);

@@ -71,12 +71,7 @@ ddpl_tensor *ddpl_embedding(ddpl_tensor *index, ddpl_tensor *weight)
     ddpl_tensor *rows = flat ? ddpl_index_select(weight, 0, flat) : NULL;
     ddpl_tensor_release(flat);
     if (!rows) {
-        /* name this op rather than the index_select it runs */
-        const char *msg = ddpl_last_error(), *prefix = "index_select: ";
-        char copy[512];
-        snprintf(copy, sizeof copy, "%s",
-                 strncmp(msg, prefix, strlen(prefix)) == 0 ? msg + strlen(prefix) : msg);
-        ddpl_error("embedding: %s", copy);
+        nn_rename_error("index_select", "embedding");
         return NULL;
     }
     int64_t sizes[DDPL_MAX_DIMS];

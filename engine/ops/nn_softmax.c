@@ -2,8 +2,8 @@
  * defines: ddpl_softmax, ddpl_log_softmax, ddpl_scaled_dot_product_attention.
  *
  * softmax and log_softmax run fused, numerically stable kernels (cpu_softmax.c) and save
- * their output, from which both gradients follow. Attention is a composite of matmul, masking
- * and softmax, so its gradient comes from theirs. */
+ * their output, from which both gradients follow; float16/bfloat16 inputs compute in float32.
+ * Attention is a composite of matmul, masking and softmax, so its gradient comes from theirs. */
 #include <math.h>
 
 #include "nn_common.h"
@@ -33,6 +33,15 @@ static int softmax_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 
 static ddpl_tensor *softmax_impl(const char *op, ddpl_tensor *x, int dim, bool log)
 {
+    if (x->dtype == DDPL_FLOAT16 || x->dtype == DDPL_BFLOAT16) {
+        /* half precision computes in float32 and rounds once at the end, as PyTorch does */
+        ddpl_tensor *xf = ddpl_to_dtype(x, DDPL_FLOAT32);
+        ddpl_tensor *yf = xf ? softmax_impl(op, xf, dim, log) : NULL;
+        ddpl_tensor *y = yf ? ddpl_to_dtype(yf, (ddpl_dtype)x->dtype) : NULL;
+        ddpl_tensor_release(xf);
+        ddpl_tensor_release(yf);
+        return y;
+    }
     if (nn_check_float(op, "input", x) < 0) return NULL;
     int d = ddpl_wrap_dim(op, dim, x->ndim);
     if (d < 0) return NULL;

@@ -16,8 +16,8 @@
 #include "ddpl/ddpl.h"
 #include "ddpl/lua.h"
 
-#define N 4   /* samples */
-#define IN 3  /* input features */
+#define N   4 /* samples */
+#define IN  3 /* input features */
 #define OUT 2 /* output features */
 
 static int failures;
@@ -52,9 +52,9 @@ static void c_api_example(void)
     check(ddpl_tensor_set_requires_grad(tw, true) == 0, "requires_grad on w");
     check(ddpl_tensor_set_requires_grad(tb, true) == 0, "requires_grad on b");
 
-    ddpl_tensor *wt = ddpl_t(tw);                     /* (IN,OUT) view */
+    ddpl_tensor *wt = ddpl_t(tw);                      /* (IN,OUT) view */
     ddpl_tensor *xw = wt ? ddpl_matmul(tx, wt) : NULL; /* (N,OUT) */
-    ddpl_tensor *y = xw ? ddpl_add(xw, tb) : NULL;    /* bias broadcast over rows */
+    ddpl_tensor *y = xw ? ddpl_add(xw, tb) : NULL;     /* bias broadcast over rows */
     ddpl_tensor *loss = y ? ddpl_mse_loss(y, tt, DDPL_REDUCTION_MEAN) : NULL;
     check(loss != NULL, "forward");
     check(loss && ddpl_backward(loss, NULL, false) == 0, "backward");
@@ -95,7 +95,7 @@ static void c_api_example(void)
 /* (b) the engine in our own lua_State */
 static const char *const lua_snippet =
     "local ddpl = require 'ddplua'\n"
-    "local t = ...\n"                         /* the tensor C passed in */
+    "local t = ...\n" /* the tensor C passed in */
     "local w = ddpl.ones(3, 2, {dtype = 'float64', requires_grad = true})\n"
     "local y = t:matmul(w):sum()\n"
     "y:backward()\n"

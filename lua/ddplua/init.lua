@@ -6,6 +6,16 @@
 -- Submodules load on first use, so `require 'ddplua'` stays cheap and each one also loads
 -- alone (`require 'ddplua.nn'`). A submodule that is not part of this build yet raises
 -- "ddplua.optim is not available yet" instead of a long search-path listing.
+--
+-- Beyond API.md the core offers:
+--   ddpl.frombytes(str, dtype [, shape])  a new CPU tensor holding the string's bytes as
+--       elements of dtype (native byte order); shape defaults to 1-D and must hold exactly
+--       #str bytes. The fast way to load binary files:
+--           local f = io.open(path, 'rb'); local x = ddpl.frombytes(f:read('a'), 'float32', {n, d})
+--   ddpl.is_tensor(v), ddpl.memory_allocated([device]), ddpl.set_grad_enabled(flag) (returns
+--   the previous flag), x[i] = v (fills or copies row i), x.data, x.ndim, x:requires_grad_(),
+--   x:register_hook(fn) returns a handle with :remove(), and every tensor method that PyTorch
+--   also has as a function (ddpl.exp(x), ddpl.sum(x, 1), ...).
 local ddpl = require 'ddplua.core'
 require 'ddplua.autograd'
 

@@ -124,6 +124,12 @@ static void test_autograd_grad_and_versions(void)
     CHECK(ddpl_tensor_grad(x) == NULL); /* .grad untouched */
     ddpl_tensor_release(gs[0]);
     ddpl_tensor_release(gs[1]);
+    int calls = 0; /* a leaf's hook also runs under autograd_grad */
+    CHECK(ddpl_tensor_register_hook(x, double_it, &calls, NULL) == 0);
+    CHECK(ddpl_autograd_grad(1, &p, NULL, 1, &x, gs, false, false) == 0);
+    CHECK(calls == 1);
+    CHECK_CLOSE(value(gs[0]), 8.0, 1e-12);
+    ddpl_tensor_release(gs[0]);
 
     /* modifying a saved tensor in place is detected at backward */
     ddpl_tensor *a = ddpl_ones(1, (int64_t[]){3}, DDPL_FLOAT64, ddpl_cpu());

@@ -50,6 +50,47 @@ static void test_mm_layouts(ddpl_dtype dt, double tol)
     RELEASE(a, b, c, at, atc, att, bt, btc, btt, c2, big, s, c3, c4, c4t);
 }
 
+/* Products large enough to be split over threads (by rows of C, or by columns when C is
+ * wide), with transposed operands, and a batch large enough to run batches in parallel. */
+static void test_large_products(void)
+{
+    int64_t n = 150, k = 301, m = 333;
+    ddpl_tensor *at = t_rand(2, (int64_t[]){k, n}, DDPL_FLOAT32), *a = ddpl_t(at);
+    ddpl_tensor *b = t_rand(2, (int64_t[]){k, m}, DDPL_FLOAT32);
+    double *av = t_vals(at), *bv = t_vals(b);
+    double *ref = calloc((size_t)(n * m), sizeof *ref),
+           *reft = calloc((size_t)(n * m), sizeof *ref);
+    ref_mm(av, 1, n, bv, m, 1, n, k, m, ref); /* a = at^T: a[i][l] = at[l][i] */
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < m; j++) reft[j * n + i] = ref[i * m + j];
+    ddpl_tensor *c = ddpl_mm(a, b); /* wide C: split by columns */
+    CHECK_VALUES(c, ref, 1e-4);
+    ddpl_tensor *bt = ddpl_t(b);
+    ddpl_tensor *ct = ddpl_mm(bt, at); /* tall C (m, n): split by rows */
+    CHECK_VALUES(ct, reft, 1e-4);
+    /* row-major a, transposed b, wide C */
+    ddpl_tensor *ac = ddpl_contiguous(a), *btc = ddpl_contiguous(bt), *bb = ddpl_t(btc);
+    ddpl_tensor *c2 = ddpl_mm(ac, bb);
+    CHECK_VALUES(c2, ref, 1e-4);
+    ddpl_tensor *x = t_rand(3, (int64_t[]){64, 20, 30}, DDPL_FLOAT64);
+    ddpl_tensor *y = t_rand(3, (int64_t[]){64, 30, 10}, DDPL_FLOAT64);
+    ddpl_tensor *yt = ddpl_transpose(y, 1, 2), *ytc = ddpl_contiguous(yt),
+                *ytt = ddpl_transpose(ytc, 1, 2);
+    ddpl_tensor *z = ddpl_bmm(x, ytt);
+    double *xv = t_vals(x), *yv = t_vals(y), *refz = calloc(64 * 200, sizeof *refz);
+    for (int i = 0; i < 64; i++)
+        ref_mm(xv + i * 600, 30, 1, yv + i * 300, 10, 1, 20, 30, 10, refz + i * 200);
+    CHECK_VALUES(z, refz, 1e-12);
+    free(av);
+    free(bv);
+    free(ref);
+    free(reft);
+    free(xv);
+    free(yv);
+    free(refz);
+    RELEASE(at, a, b, c, bt, ct, ac, btc, bb, c2, x, y, yt, ytc, ytt, z);
+}
+
 static void test_matmul_ranks(void)
 {
     ddpl_dtype dt = DDPL_FLOAT64;
@@ -236,6 +277,7 @@ int main(void)
     ddpl_manual_seed(42);
     test_mm_layouts(DDPL_FLOAT32, 1e-5);
     test_mm_layouts(DDPL_FLOAT64, 1e-12);
+    test_large_products();
     test_matmul_ranks();
     test_bmm_addmm_dtypes();
     test_gradients();

@@ -148,7 +148,7 @@ static void test_losses(void)
     CHECK_ERROR(ddpl_nll_loss(x, t7, NULL, DDPL_REDUCTION_MEAN, -100) == NULL,
                 "nll_loss: target 7 is out of bounds for 3 classes", "");
     CHECK_ERROR(ddpl_cross_entropy(x, t7, NULL, DDPL_REDUCTION_MEAN, -100, 0) == NULL,
-                "nll_loss:", "target 7");
+                "cross_entropy: target 7 is out of bounds for 3 classes", "");
     CHECK_ERROR(ddpl_cross_entropy(x, t3, NULL, DDPL_REDUCTION_MEAN, -100, 0) == NULL,
                 "cross_entropy: expected target of shape [2] for input of shape [2,3], got [3]",
                 "");

@@ -8,9 +8,9 @@
  *     ddpl_lua_open(L);                      // now `require 'ddplua'` works in L
  *     luaL_dostring(L, "local ddpl = require 'ddplua'; print(ddpl.ones(2, 2) + 1)");
  *
- * The Lua part of the library (the .lua files under lua/ddplua) is found through package.path; when it is not
- * there, the directories this build was configured with (source tree, install prefix) and the
- * share/lua/5.4 folder next to the running executable are tried. */
+ * The Lua part of the library (the .lua files under lua/ddplua) is found through package.path; when
+ * it is not there, the directories this build was configured with (source tree, install prefix) and
+ * the share/lua/5.4 folder next to the running executable are tried. */
 #ifndef DDPL_LUA_H
 #define DDPL_LUA_H
 

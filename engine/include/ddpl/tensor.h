@@ -98,6 +98,9 @@ int ddpl_tensor_to_doubles(const ddpl_tensor *t, double *out);
 char *ddpl_tensor_format(const ddpl_tensor *t);
 /* Bytes of tensor storage currently allocated on a device type (for GC accounting, tests). */
 int64_t ddpl_memory_allocated(ddpl_device_type type);
+/* The highest ddpl_memory_allocated has been since start-up (or the last reset). */
+int64_t ddpl_memory_max_allocated(ddpl_device_type type);
+void ddpl_memory_reset_peak(ddpl_device_type type);
 
 /* Number of CPU threads used by kernels and BLAS. */
 void ddpl_set_num_threads(int n);
