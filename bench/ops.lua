@@ -199,10 +199,15 @@ end
 local function pad(s, n) return s .. string.rep(' ', n - #s) end
 
 local function driver(argv)
-  local o = parse_args(argv, {quick = false, rounds = 5, threads = '1,2', min_time = 0.2,
-                              reps = 3, tiny_calls = 1000000, no_torch = false,
-                              python = '/usr/bin/python3', blas_raw = os.getenv('BENCH_BLAS_RAW') or '',
-                              lua = os.getenv('BENCH_LUA') or 'lua5.4'})
+  local ok, o = pcall(parse_args, argv, {quick = false, rounds = 5, threads = '1,2',
+    min_time = 0.2, reps = 3, tiny_calls = 1000000, no_torch = false, python = '/usr/bin/python3',
+    blas_raw = os.getenv('BENCH_BLAS_RAW') or '', lua = os.getenv('BENCH_LUA') or 'lua5.4'})
+  if not ok then
+    io.stderr:write('bench/ops: ', tostring(o):gsub('^.-:%d+: ', ''), '\n',
+      'usage: bench/ops [--quick] [--rounds R] [--threads 1,2] [--min-time S] [--reps K]\n',
+      '                 [--tiny-calls N] [--no-torch] [--python PATH] (see bench/README.md)\n')
+    os.exit(2)
+  end
   if o.quick then
     local explicit = table.concat(argv, ' ')
     if not explicit:find('%-%-rounds') then o.rounds = 2 end
@@ -221,7 +226,18 @@ local function driver(argv)
 
   io.write(('bench/ops: %d rounds, threads %s, loops of ~%gs, median of %d loops per round, '
             .. 'tiny op %d calls; torch %s\n'):format(o.rounds, o.threads, o.min_time, o.reps,
-            o.tiny_calls, have_torch and 'yes' or 'not found (skipped)'))
+            o.tiny_calls, have_torch and 'yes' or o.no_torch and 'off (--no-torch)'
+            or 'not importable by ' .. o.python .. ' (skipped)'))
+
+  -- other processes on the machine skew every figure, 2-thread ones most: say how busy it was
+  local function loadavg()
+    local f = io.open('/proc/loadavg')
+    if not f then return 'n/a' end
+    local l = f:read('l')
+    f:close()
+    return l:match('^(%S+ %S+ %S+)') or 'n/a'
+  end
+  local load_start = loadavg()
 
   local results = {} -- results[T][engine][metric] = {round values}
   local engines_of = {}
@@ -269,6 +285,11 @@ local function driver(argv)
     end
   end
 
+  local h = io.popen('nproc')
+  local ncpu = h and h:read('l') or '?'
+  if h then h:close() end
+  io.write(('\nload average (1, 5, 15 min) at start: %s, at end: %s; %s CPUs\n'):format(
+    load_start, loadavg(), ncpu))
   local sorted_notes = {}
   for k in pairs(notes) do sorted_notes[#sorted_notes + 1] = k end
   table.sort(sorted_notes)
@@ -281,6 +302,7 @@ local function driver(argv)
     io.write(('\nthreads = %d (median [min-max] over %d rounds)\n'):format(T, o.rounds))
     local header = pad('metric', 22) .. pad('unit', 9)
     for _, e in ipairs(engines) do header = header .. pad(e.name, 18) end
+    header = header:gsub('%s+$', '')
     io.write(header, '\n', string.rep('-', #header), '\n')
     for _, m in ipairs(METRICS) do
       local line = pad(m.label, 22) .. pad(m.unit, 9)
@@ -290,7 +312,7 @@ local function driver(argv)
         any = any or v ~= nil
         line = line .. pad(summary(v), 18)
       end
-      if any then io.write(line, '\n') end
+      if any then io.write((line:gsub('%s+$', '')), '\n') end
     end
   end
 

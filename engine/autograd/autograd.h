@@ -51,7 +51,7 @@ typedef struct ddpl_node {
     ddpl_edge *edges;
     ddpl_saved saved[DDPL_NODE_MAX_SAVED];
     _Alignas(16) unsigned char ctx[DDPL_NODE_CTX_BYTES]; /* op parameters (dims, eps, ...) */
-    ddpl_hook *pre_hooks;        /* hooks of this node's output tensor */
+    ddpl_hook *pre_hooks;                                /* hooks of this node's output tensor */
     ddpl_tensor *retain_grad_of; /* weak: the output tensor that asked for retain_grad */
     ddpl_tensor *variable;       /* AccumulateGrad only: the leaf (owned) */
     /* scratch of the running backward pass */

@@ -187,8 +187,8 @@ static int run_node(ddpl_node *n, ddpl_tensor *grad, const capture_set *cap, boo
     }
 
     ddpl_tensor *stack_grads[8];
-    ddpl_tensor **grads = n->n_inputs <= 8 ? stack_grads
-                                           : ddpl_xcalloc((size_t)n->n_inputs, sizeof *grads);
+    ddpl_tensor **grads =
+        n->n_inputs <= 8 ? stack_grads : ddpl_xcalloc((size_t)n->n_inputs, sizeof *grads);
     for (int i = 0; i < n->n_inputs; i++) grads[i] = NULL;
     int rc = n->backward(n, grad, grads);
     ddpl_tensor_release(grad);

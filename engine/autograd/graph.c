@@ -13,8 +13,14 @@ bool ddpl_grad_mode_set(bool on)
     grad_disabled = !on;
     return prev;
 }
-bool ddpl_set_grad_enabled(bool enabled) { return ddpl_grad_mode_set(enabled); }
-bool ddpl_is_grad_enabled(void) { return !grad_disabled; }
+bool ddpl_set_grad_enabled(bool enabled)
+{
+    return ddpl_grad_mode_set(enabled);
+}
+bool ddpl_is_grad_enabled(void)
+{
+    return !grad_disabled;
+}
 
 bool ddpl_grad_needed(int n, ddpl_tensor *const *inputs)
 {
@@ -182,9 +188,18 @@ void ddpl_autograd_tensor_dying(ddpl_tensor *t)
     free_hooks(t->ready_hooks);
 }
 
-bool ddpl_tensor_requires_grad(const ddpl_tensor *t) { return t->requires_grad; }
-bool ddpl_tensor_is_leaf(const ddpl_tensor *t) { return t->grad_fn == NULL; }
-ddpl_tensor *ddpl_tensor_grad(const ddpl_tensor *t) { return t->grad; }
+bool ddpl_tensor_requires_grad(const ddpl_tensor *t)
+{
+    return t->requires_grad;
+}
+bool ddpl_tensor_is_leaf(const ddpl_tensor *t)
+{
+    return t->grad_fn == NULL;
+}
+ddpl_tensor *ddpl_tensor_grad(const ddpl_tensor *t)
+{
+    return t->grad;
+}
 const char *ddpl_tensor_grad_fn_name(const ddpl_tensor *t)
 {
     return t->grad_fn ? t->grad_fn->name : NULL;
@@ -229,8 +244,7 @@ int ddpl_tensor_set_grad(ddpl_tensor *t, ddpl_tensor *grad)
 
 int ddpl_tensor_retain_grad(ddpl_tensor *t)
 {
-    if (!t->requires_grad)
-        return ddpl_error("retain_grad: the tensor does not require grad");
+    if (!t->requires_grad) return ddpl_error("retain_grad: the tensor does not require grad");
     if (!t->grad_fn) return 0; /* leaves keep their gradient anyway */
     t->retains_grad = true;
     t->grad_fn->retain_grad_of = t;
@@ -259,8 +273,8 @@ int ddpl_tensor_register_hook(ddpl_tensor *t, ddpl_tensor_hook_fn fn, void *user
     return 0;
 }
 
-int ddpl_tensor_register_grad_ready_hook(ddpl_tensor *leaf, ddpl_grad_ready_fn fn,
-                                         void *userdata, void (*free_userdata)(void *))
+int ddpl_tensor_register_grad_ready_hook(ddpl_tensor *leaf, ddpl_grad_ready_fn fn, void *userdata,
+                                         void (*free_userdata)(void *))
 {
     if (leaf->grad_fn || !leaf->requires_grad)
         return ddpl_error("register_grad_ready_hook: only leaf tensors that require grad have "

@@ -148,8 +148,8 @@ void *ddpl_device_alloc(size_t nbytes, ddpl_device dev)
     if (!a) return NULL;
     void *p = a->alloc(nbytes, dev);
     if (p) {
-        long long now = atomic_fetch_add(&bytes_allocated[dev.type], (long long)nbytes) +
-                        (long long)nbytes;
+        long long now =
+            atomic_fetch_add(&bytes_allocated[dev.type], (long long)nbytes) + (long long)nbytes;
         long long peak = atomic_load(&peak_allocated[dev.type]);
         while (now > peak && !atomic_compare_exchange_weak(&peak_allocated[dev.type], &peak, now))
             ;

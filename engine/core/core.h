@@ -52,11 +52,11 @@ struct ddpl_tensor {
     /* A Lua/C number turned into a 0-dim tensor: it does not widen the result dtype. */
     bool wrapped_number;
     bool retains_grad;
-    ddpl_tensor *grad;                   /* owned */
-    struct ddpl_node *grad_fn;           /* owned; NULL for leaves */
-    struct ddpl_node *grad_accumulator;  /* weak; the leaf's AccumulateGrad node if alive */
-    ddpl_hook *hooks;                    /* leaf tensor hooks (non-leaf ones live on grad_fn) */
-    ddpl_hook *ready_hooks;              /* gradient-ready hooks (leaves) */
+    ddpl_tensor *grad;                  /* owned */
+    struct ddpl_node *grad_fn;          /* owned; NULL for leaves */
+    struct ddpl_node *grad_accumulator; /* weak; the leaf's AccumulateGrad node if alive */
+    ddpl_hook *hooks;                   /* leaf tensor hooks (non-leaf ones live on grad_fn) */
+    ddpl_hook *ready_hooks;             /* gradient-ready hooks (leaves) */
 };
 
 /* ---- memory ---- */
@@ -66,7 +66,10 @@ void *ddpl_xcalloc(size_t count, size_t n);
 ddpl_storage *ddpl_storage_new(size_t nbytes, ddpl_device dev);
 void ddpl_storage_retain(ddpl_storage *s);
 void ddpl_storage_release(ddpl_storage *s);
-static inline void ddpl_storage_bump_version(ddpl_storage *s) { atomic_fetch_add(&s->version, 1); }
+static inline void ddpl_storage_bump_version(ddpl_storage *s)
+{
+    atomic_fetch_add(&s->version, 1);
+}
 /* Tensor over existing host memory; deleter(data, ctx) runs when the last view dies. */
 ddpl_tensor *ddpl_from_blob(void *data, int ndim, const int64_t *sizes, ddpl_dtype dt,
                             void (*deleter)(void *, void *), void *ctx);

@@ -6,9 +6,18 @@
 #include "core.h"
 #include "ddpl/cuda.h"
 
-bool ddpl_cuda_is_available(void) { return false; }
-int ddpl_cuda_device_count(void) { return 0; }
-int ddpl_cuda_synchronize(void) { return 0; }
+bool ddpl_cuda_is_available(void)
+{
+    return false;
+}
+int ddpl_cuda_device_count(void)
+{
+    return 0;
+}
+int ddpl_cuda_synchronize(void)
+{
+    return 0;
+}
 int ddpl_cuda_set_device(int index)
 {
     return ddpl_error("cuda.set_device(%d): this build of ddplua has no CUDA backend", index);

@@ -7,8 +7,8 @@
 #include "core.h"
 
 static const char *const dtype_names[DDPL_DTYPE_COUNT] = {
-    [DDPL_FLOAT32] = "float32", [DDPL_FLOAT64] = "float64", [DDPL_FLOAT16] = "float16",
-    [DDPL_BFLOAT16] = "bfloat16", [DDPL_INT64] = "int64",   [DDPL_INT32] = "int32",
+    [DDPL_FLOAT32] = "float32",   [DDPL_FLOAT64] = "float64", [DDPL_FLOAT16] = "float16",
+    [DDPL_BFLOAT16] = "bfloat16", [DDPL_INT64] = "int64",     [DDPL_INT32] = "int32",
     [DDPL_UINT8] = "uint8",       [DDPL_BOOL] = "bool",
 };
 static const size_t dtype_sizes[DDPL_DTYPE_COUNT] = {
@@ -34,16 +34,25 @@ int ddpl_dtype_from_name(const char *name)
     return -1;
 }
 
-size_t ddpl_dtype_size(ddpl_dtype dt) { return (unsigned)dt < DDPL_DTYPE_COUNT ? dtype_sizes[dt] : 0; }
+size_t ddpl_dtype_size(ddpl_dtype dt)
+{
+    return (unsigned)dt < DDPL_DTYPE_COUNT ? dtype_sizes[dt] : 0;
+}
 
 bool ddpl_dtype_is_floating(ddpl_dtype dt)
 {
     return dt == DDPL_FLOAT32 || dt == DDPL_FLOAT64 || dt == DDPL_FLOAT16 || dt == DDPL_BFLOAT16;
 }
 
-bool ddpl_dtype_is_integral(ddpl_dtype dt) { return !ddpl_dtype_is_floating(dt); }
+bool ddpl_dtype_is_integral(ddpl_dtype dt)
+{
+    return !ddpl_dtype_is_floating(dt);
+}
 
-ddpl_dtype ddpl_default_float_dtype(void) { return DDPL_FLOAT32; }
+ddpl_dtype ddpl_default_float_dtype(void)
+{
+    return DDPL_FLOAT32;
+}
 
 /* IEEE binary16 <-> binary32, round to nearest even, with subnormals, inf and NaN. */
 float ddpl_half_to_float(uint16_t h)
@@ -112,15 +121,24 @@ uint16_t ddpl_float_to_bf16(float f)
 double ddpl_load_f64(const void *p, ddpl_dtype dt)
 {
     switch (dt) {
-    case DDPL_FLOAT32: return *(const float *)p;
-    case DDPL_FLOAT64: return *(const double *)p;
-    case DDPL_FLOAT16: return ddpl_half_to_float(*(const uint16_t *)p);
-    case DDPL_BFLOAT16: return ddpl_bf16_to_float(*(const uint16_t *)p);
-    case DDPL_INT64: return (double)*(const int64_t *)p;
-    case DDPL_INT32: return *(const int32_t *)p;
-    case DDPL_UINT8: return *(const uint8_t *)p;
-    case DDPL_BOOL: return *(const uint8_t *)p ? 1.0 : 0.0;
-    default: return 0;
+    case DDPL_FLOAT32:
+        return *(const float *)p;
+    case DDPL_FLOAT64:
+        return *(const double *)p;
+    case DDPL_FLOAT16:
+        return ddpl_half_to_float(*(const uint16_t *)p);
+    case DDPL_BFLOAT16:
+        return ddpl_bf16_to_float(*(const uint16_t *)p);
+    case DDPL_INT64:
+        return (double)*(const int64_t *)p;
+    case DDPL_INT32:
+        return *(const int32_t *)p;
+    case DDPL_UINT8:
+        return *(const uint8_t *)p;
+    case DDPL_BOOL:
+        return *(const uint8_t *)p ? 1.0 : 0.0;
+    default:
+        return 0;
     }
 }
 
@@ -137,37 +155,69 @@ static int64_t f64_to_i64(double v)
 void ddpl_store_f64(void *p, ddpl_dtype dt, double v)
 {
     switch (dt) {
-    case DDPL_FLOAT32: *(float *)p = (float)v; break;
-    case DDPL_FLOAT64: *(double *)p = v; break;
-    case DDPL_FLOAT16: *(uint16_t *)p = ddpl_float_to_half((float)v); break;
-    case DDPL_BFLOAT16: *(uint16_t *)p = ddpl_float_to_bf16((float)v); break;
-    case DDPL_INT64: *(int64_t *)p = f64_to_i64(v); break;
-    case DDPL_INT32: *(int32_t *)p = (int32_t)f64_to_i64(v); break;
-    case DDPL_UINT8: *(uint8_t *)p = (uint8_t)f64_to_i64(v); break;
-    case DDPL_BOOL: *(uint8_t *)p = v != 0; break;
-    default: break;
+    case DDPL_FLOAT32:
+        *(float *)p = (float)v;
+        break;
+    case DDPL_FLOAT64:
+        *(double *)p = v;
+        break;
+    case DDPL_FLOAT16:
+        *(uint16_t *)p = ddpl_float_to_half((float)v);
+        break;
+    case DDPL_BFLOAT16:
+        *(uint16_t *)p = ddpl_float_to_bf16((float)v);
+        break;
+    case DDPL_INT64:
+        *(int64_t *)p = f64_to_i64(v);
+        break;
+    case DDPL_INT32:
+        *(int32_t *)p = (int32_t)f64_to_i64(v);
+        break;
+    case DDPL_UINT8:
+        *(uint8_t *)p = (uint8_t)f64_to_i64(v);
+        break;
+    case DDPL_BOOL:
+        *(uint8_t *)p = v != 0;
+        break;
+    default:
+        break;
     }
 }
 
 int64_t ddpl_load_i64(const void *p, ddpl_dtype dt)
 {
     switch (dt) {
-    case DDPL_INT64: return *(const int64_t *)p;
-    case DDPL_INT32: return *(const int32_t *)p;
-    case DDPL_UINT8: return *(const uint8_t *)p;
-    case DDPL_BOOL: return *(const uint8_t *)p != 0;
-    default: return f64_to_i64(ddpl_load_f64(p, dt));
+    case DDPL_INT64:
+        return *(const int64_t *)p;
+    case DDPL_INT32:
+        return *(const int32_t *)p;
+    case DDPL_UINT8:
+        return *(const uint8_t *)p;
+    case DDPL_BOOL:
+        return *(const uint8_t *)p != 0;
+    default:
+        return f64_to_i64(ddpl_load_f64(p, dt));
     }
 }
 
 void ddpl_store_i64(void *p, ddpl_dtype dt, int64_t v)
 {
     switch (dt) {
-    case DDPL_INT64: *(int64_t *)p = v; break;
-    case DDPL_INT32: *(int32_t *)p = (int32_t)v; break;
-    case DDPL_UINT8: *(uint8_t *)p = (uint8_t)v; break;
-    case DDPL_BOOL: *(uint8_t *)p = v != 0; break;
-    default: ddpl_store_f64(p, dt, (double)v); break;
+    case DDPL_INT64:
+        *(int64_t *)p = v;
+        break;
+    case DDPL_INT32:
+        *(int32_t *)p = (int32_t)v;
+        break;
+    case DDPL_UINT8:
+        *(uint8_t *)p = (uint8_t)v;
+        break;
+    case DDPL_BOOL:
+        *(uint8_t *)p = v != 0;
+        break;
+    default:
+        ddpl_store_f64(p, dt, (double)v);
+        break;
     }
 }
 
@@ -184,8 +234,8 @@ ddpl_dtype ddpl_promote_types(ddpl_dtype a, ddpl_dtype b)
     int ca = category(a), cb = category(b);
     if (ca != cb) return ca > cb ? a : b;
     if (ca == 1) { /* integers: the wider one; uint8 with a signed type widens to that type */
-        static const int rank[DDPL_DTYPE_COUNT] = {[DDPL_UINT8] = 1, [DDPL_INT32] = 3,
-                                                   [DDPL_INT64] = 4};
+        static const int rank[DDPL_DTYPE_COUNT] = {
+            [DDPL_UINT8] = 1, [DDPL_INT32] = 3, [DDPL_INT64] = 4};
         return rank[a] >= rank[b] ? a : b;
     }
     /* floats: float16 with bfloat16 gives float32, as in PyTorch */

@@ -15,7 +15,10 @@ int ddpl_error(const char *fmt, ...)
     return -1;
 }
 
-const char *ddpl_last_error(void) { return last_error[0] ? last_error : "unknown error"; }
+const char *ddpl_last_error(void)
+{
+    return last_error[0] ? last_error : "unknown error";
+}
 
 void *ddpl_xmalloc(size_t n)
 {

@@ -24,7 +24,10 @@ ddpl_storage *ddpl_storage_new(size_t nbytes, ddpl_device dev)
     return s;
 }
 
-void ddpl_storage_retain(ddpl_storage *s) { atomic_fetch_add(&s->refcount, 1); }
+void ddpl_storage_retain(ddpl_storage *s)
+{
+    atomic_fetch_add(&s->refcount, 1);
+}
 
 void ddpl_storage_release(ddpl_storage *s)
 {
@@ -140,15 +143,42 @@ void ddpl_tensor_release(ddpl_tensor *t)
 }
 
 /* ---- accessors ---- */
-int ddpl_tensor_ndim(const ddpl_tensor *t) { return t->ndim; }
-int64_t ddpl_tensor_size(const ddpl_tensor *t, int dim) { return t->sizes[dim]; }
-int64_t ddpl_tensor_stride(const ddpl_tensor *t, int dim) { return t->strides[dim]; }
-const int64_t *ddpl_tensor_sizes(const ddpl_tensor *t) { return t->sizes; }
-const int64_t *ddpl_tensor_strides(const ddpl_tensor *t) { return t->strides; }
-int64_t ddpl_tensor_numel(const ddpl_tensor *t) { return ddpl_numel(t->ndim, t->sizes); }
-ddpl_dtype ddpl_tensor_dtype(const ddpl_tensor *t) { return (ddpl_dtype)t->dtype; }
-ddpl_device ddpl_tensor_device(const ddpl_tensor *t) { return t->device; }
-void *ddpl_tensor_data(const ddpl_tensor *t) { return ddpl_data_ptr(t); }
+int ddpl_tensor_ndim(const ddpl_tensor *t)
+{
+    return t->ndim;
+}
+int64_t ddpl_tensor_size(const ddpl_tensor *t, int dim)
+{
+    return t->sizes[dim];
+}
+int64_t ddpl_tensor_stride(const ddpl_tensor *t, int dim)
+{
+    return t->strides[dim];
+}
+const int64_t *ddpl_tensor_sizes(const ddpl_tensor *t)
+{
+    return t->sizes;
+}
+const int64_t *ddpl_tensor_strides(const ddpl_tensor *t)
+{
+    return t->strides;
+}
+int64_t ddpl_tensor_numel(const ddpl_tensor *t)
+{
+    return ddpl_numel(t->ndim, t->sizes);
+}
+ddpl_dtype ddpl_tensor_dtype(const ddpl_tensor *t)
+{
+    return (ddpl_dtype)t->dtype;
+}
+ddpl_device ddpl_tensor_device(const ddpl_tensor *t)
+{
+    return t->device;
+}
+void *ddpl_tensor_data(const ddpl_tensor *t)
+{
+    return ddpl_data_ptr(t);
+}
 size_t ddpl_tensor_nbytes(const ddpl_tensor *t)
 {
     return (size_t)ddpl_tensor_numel(t) * ddpl_dtype_size((ddpl_dtype)t->dtype);
@@ -228,7 +258,10 @@ const char *ddpl_device_str(ddpl_device d, char *buf, size_t n)
     return buf;
 }
 
-void ddpl_device_format(ddpl_device d, char *buf, size_t n) { ddpl_device_str(d, buf, n); }
+void ddpl_device_format(ddpl_device d, char *buf, size_t n)
+{
+    ddpl_device_str(d, buf, n);
+}
 
 int ddpl_device_parse(const char *s, ddpl_device *out)
 {

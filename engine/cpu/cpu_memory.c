@@ -106,10 +106,18 @@ static void copy_loop(char **d, const int64_t *s, int64_t n, void *p)
             return;
         }
         switch (esz) {
-        case 8: CONVERT_LOOP(uint64_t, uint64_t); return;
-        case 4: CONVERT_LOOP(uint32_t, uint32_t); return;
-        case 2: CONVERT_LOOP(uint16_t, uint16_t); return;
-        default: CONVERT_LOOP(uint8_t, uint8_t); return;
+        case 8:
+            CONVERT_LOOP(uint64_t, uint64_t);
+            return;
+        case 4:
+            CONVERT_LOOP(uint32_t, uint32_t);
+            return;
+        case 2:
+            CONVERT_LOOP(uint16_t, uint16_t);
+            return;
+        default:
+            CONVERT_LOOP(uint8_t, uint8_t);
+            return;
         }
     }
     if (c->to == DDPL_FLOAT32 && c->from == DDPL_FLOAT64) {
@@ -187,12 +195,14 @@ static void random_range(int64_t begin, int64_t end, void *pctx)
             u[j] = block[k % 4];
         }
         if (!c->normal) {
-            double unit = dt == DDPL_FLOAT64 ? ddpl_u32_pair_to_unit_double(u[0], u[0] * 2654435761u)
-                                             : ddpl_u32_to_unit_float(u[0]);
+            double unit = dt == DDPL_FLOAT64
+                              ? ddpl_u32_pair_to_unit_double(u[0], u[0] * 2654435761u)
+                              : ddpl_u32_to_unit_float(u[0]);
             v = p->a + (p->b - p->a) * unit;
             /* rounding to float32 can land on the excluded upper bound */
-            if (dt == DDPL_FLOAT32 && (float)v >= (float)p->b) v = nextafterf((float)p->b, -INFINITY);
-        } else { /* Box-Muller */
+            if (dt == DDPL_FLOAT32 && (float)v >= (float)p->b)
+                v = nextafterf((float)p->b, -INFINITY);
+        } else {                                                     /* Box-Muller */
             double u1 = ((double)u[0] + 1.0) * (1.0 / 4294967296.0); /* (0, 1] */
             double u2 = (double)u[1] * (1.0 / 4294967296.0);
             v = p->a + p->b * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);

@@ -24,7 +24,9 @@ static void cuda_free(void *p, size_t nbytes, ddpl_device dev)
 
 static int cuda_copy_bytes(void *dst, ddpl_device dd, const void *src, ddpl_device sd, size_t n)
 {
-    cuda_copy_kind kind = dd.type == DDPL_CPU ? CUDA_D2H : sd.type == DDPL_CPU ? CUDA_H2D : CUDA_D2D;
+    cuda_copy_kind kind = dd.type == DDPL_CPU   ? CUDA_D2H
+                          : sd.type == DDPL_CPU ? CUDA_H2D
+                                                : CUDA_D2D;
     return cuda_rt_memcpy(dst, src, n, kind, "copy between devices");
 }
 
@@ -123,7 +125,10 @@ int ddpl_cuda_device_count(void)
     return device_count;
 }
 
-bool ddpl_cuda_is_available(void) { return ddpl_cuda_device_count() > 0; }
+bool ddpl_cuda_is_available(void)
+{
+    return ddpl_cuda_device_count() > 0;
+}
 
 /* Called the first time a CUDA device is named, so CPU-only programs never pay the CUDA
  * runtime's start-up time. */

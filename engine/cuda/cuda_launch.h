@@ -22,7 +22,12 @@ typedef struct cuda_geometry {
     int64_t strides[DDPL_MAX_DIMS];
 } cuda_geometry;
 
-typedef enum cuda_binary_kind { CUDA_BIN_ADD, CUDA_BIN_SUB, CUDA_BIN_MUL, CUDA_BIN_DIV } cuda_binary_kind;
+typedef enum cuda_binary_kind {
+    CUDA_BIN_ADD,
+    CUDA_BIN_SUB,
+    CUDA_BIN_MUL,
+    CUDA_BIN_DIV
+} cuda_binary_kind;
 typedef enum cuda_copy_kind { CUDA_H2D, CUDA_D2H, CUDA_D2D } cuda_copy_kind;
 
 /* runtime: each returns 0, or -1 with ddpl_error set naming `what` and the CUDA error */

@@ -3,9 +3,9 @@
  *          index_select gather topk), lb_reduce_functions (cat concat stack).
  *
  * Reductions take ([dim [, keepdim]]) positionally or {dim=, keepdim=} (API.md); sum and mean
- * also take a table of dims; norm takes its order p as an option ({p=1}). max/min with a dim return two
- * values (values, int64 indices), and with a tensor argument are the elementwise maximum/minimum,
- * as in PyTorch. */
+ * also take a table of dims; norm takes its order p as an option ({p=1}). max/min with a dim return
+ * two values (values, int64 indices), and with a tensor argument are the elementwise
+ * maximum/minimum, as in PyTorch. */
 #include <string.h>
 
 #include "binding.h"

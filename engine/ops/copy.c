@@ -11,8 +11,8 @@ static int copy_into(ddpl_tensor *out, ddpl_tensor *src)
         return ddpl_run_kernel(DDPL_OP_COPY, out->device, &out, &src, NULL);
     /* across devices: make the source contiguous in out's dtype on its own device, move the
      * bytes, then lay them out with out's strides */
-    ddpl_tensor *staged = ddpl_tensor_new(src->ndim, src->sizes, (ddpl_dtype)out->dtype,
-                                          src->device);
+    ddpl_tensor *staged =
+        ddpl_tensor_new(src->ndim, src->sizes, (ddpl_dtype)out->dtype, src->device);
     if (!staged) return -1;
     int rc = ddpl_run_kernel(DDPL_OP_COPY, src->device, &staged, &src, NULL);
     if (rc == 0) {
@@ -20,12 +20,12 @@ static int copy_into(ddpl_tensor *out, ddpl_tensor *src)
             rc = ddpl_device_copy(ddpl_data_ptr(out), out->device, ddpl_data_ptr(staged),
                                   staged->device, ddpl_tensor_nbytes(out));
         } else {
-            ddpl_tensor *landed = ddpl_tensor_new(out->ndim, out->sizes,
-                                                  (ddpl_dtype)out->dtype, out->device);
-            rc = landed ? ddpl_device_copy(ddpl_data_ptr(landed), out->device,
-                                           ddpl_data_ptr(staged), staged->device,
-                                           ddpl_tensor_nbytes(out))
-                        : -1;
+            ddpl_tensor *landed =
+                ddpl_tensor_new(out->ndim, out->sizes, (ddpl_dtype)out->dtype, out->device);
+            rc = landed
+                     ? ddpl_device_copy(ddpl_data_ptr(landed), out->device, ddpl_data_ptr(staged),
+                                        staged->device, ddpl_tensor_nbytes(out))
+                     : -1;
             if (rc == 0) rc = ddpl_run_kernel(DDPL_OP_COPY, out->device, &out, &landed, NULL);
             ddpl_tensor_release(landed);
         }
@@ -49,7 +49,8 @@ ddpl_tensor *ddpl_clone(ddpl_tensor *x)
         ddpl_tensor_release(y);
         return NULL;
     }
-    if (ddpl_grad_needed(1, &x)) ddpl_set_history(y, ddpl_node_new("CloneBackward", clone_backward, 1, &x));
+    if (ddpl_grad_needed(1, &x))
+        ddpl_set_history(y, ddpl_node_new("CloneBackward", clone_backward, 1, &x));
     return y;
 }
 
@@ -101,8 +102,7 @@ int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
     if (ddpl_check_inplace("copy_", dst) < 0) return -1;
     int nd;
     int64_t sizes[DDPL_MAX_DIMS];
-    if (ddpl_broadcast_shape("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes) <
-        0)
+    if (ddpl_broadcast_shape("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes) < 0)
         return -1;
     if (nd != dst->ndim || memcmp(sizes, dst->sizes, nd * sizeof *sizes) != 0) {
         char a[128], b[128];
@@ -131,16 +131,24 @@ int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
     return rc;
 }
 
-int ddpl_fill_(ddpl_tensor *x, double value)
+static int fill_named(const char *op, ddpl_tensor *x, double value)
 {
-    if (ddpl_check_inplace("fill_", x) < 0) return -1;
+    if (ddpl_check_inplace(op, x) < 0) return -1;
     ddpl_fill_params p = {value};
     int rc = ddpl_run_kernel(DDPL_OP_FILL, x->device, &x, NULL, &p);
     if (rc == 0) ddpl_storage_bump_version(x->storage);
     return rc;
 }
 
-int ddpl_zero_(ddpl_tensor *x) { return ddpl_fill_(x, 0.0); }
+int ddpl_fill_(ddpl_tensor *x, double value)
+{
+    return fill_named("fill_", x, value);
+}
+
+int ddpl_zero_(ddpl_tensor *x)
+{
+    return fill_named("zero_", x, 0.0);
+}
 
 /* Random kernels fill contiguous memory; other layouts go through a temporary. */
 static int random_fill_(const char *op, ddpl_tensor *x, ddpl_op kop, double a, double b)

@@ -13,8 +13,7 @@ ddpl_tensor *ddpl_empty(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_devi
     return ddpl_tensor_new(ndim, sizes, dt, dev);
 }
 
-ddpl_tensor *ddpl_full(int ndim, const int64_t *sizes, double value, ddpl_dtype dt,
-                       ddpl_device dev)
+ddpl_tensor *ddpl_full(int ndim, const int64_t *sizes, double value, ddpl_dtype dt, ddpl_device dev)
 {
     ddpl_tensor *t = ddpl_tensor_new(ndim, sizes, dt, dev);
     if (!t) return NULL;
@@ -93,9 +92,10 @@ ddpl_tensor *ddpl_arange(double start, double stop, double step, ddpl_dtype dt, 
 
 ddpl_tensor *ddpl_eye(int64_t n, int64_t m, ddpl_dtype dt, ddpl_device dev)
 {
-    if (n < 0 || m < 0) return ddpl_error("eye: sizes must be non-negative, got %lld and %lld",
-                                          (long long)n, (long long)m),
-                        NULL;
+    if (n < 0 || m < 0)
+        return ddpl_error("eye: sizes must be non-negative, got %lld and %lld", (long long)n,
+                          (long long)m),
+               NULL;
     int64_t sizes[2] = {n, m};
     ddpl_tensor *t = ddpl_zeros(2, sizes, dt, dev);
     if (!t) return NULL;
@@ -145,8 +145,8 @@ ddpl_tensor *ddpl_randn(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_devi
     return random_tensor("randn", ndim, sizes, dt, dev, true);
 }
 
-ddpl_tensor *ddpl_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes,
-                          ddpl_dtype dt, ddpl_device dev)
+ddpl_tensor *ddpl_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, ddpl_dtype dt,
+                          ddpl_device dev)
 {
     if (high <= low)
         return ddpl_error("randint: expected low < high, got low %lld and high %lld",

@@ -15,7 +15,10 @@ static const char *const op_names[DDPL_OP_COUNT] = {
 #undef DDPL_OP
 };
 
-const char *ddpl_op_name(ddpl_op op) { return (unsigned)op < DDPL_OP_COUNT ? op_names[op] : "?"; }
+const char *ddpl_op_name(ddpl_op op)
+{
+    return (unsigned)op < DDPL_OP_COUNT ? op_names[op] : "?";
+}
 
 int ddpl_run_kernel(ddpl_op op, ddpl_device dev, ddpl_tensor **out, ddpl_tensor **in,
                     const void *params)

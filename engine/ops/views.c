@@ -97,8 +97,8 @@ static int infer_sizes(const char *op, const ddpl_tensor *x, int ndim, const int
     if (infer >= 0) {
         if (known == 0 || numel % known != 0)
             return ddpl_error("%s: shape %s is invalid for input of shape %s (%lld elements)", op,
-                              ddpl_sizes_str(ndim, in, a, sizeof a),
-                              ddpl_shape_str(x, b, sizeof b), (long long)numel);
+                              ddpl_sizes_str(ndim, in, a, sizeof a), ddpl_shape_str(x, b, sizeof b),
+                              (long long)numel);
         out[infer] = numel / known;
     } else if (known != numel) {
         return ddpl_error("%s: shape %s is invalid for input of shape %s (%lld elements)", op,
@@ -121,7 +121,8 @@ static bool view_strides(const ddpl_tensor *x, int ndim, const int64_t *sizes, i
     int64_t tensor_numel = 1, view_numel = 1;
     for (int d = x->ndim - 1; d >= 0; d--) {
         tensor_numel *= x->sizes[d];
-        if (d == 0 || (x->sizes[d - 1] != 1 && x->strides[d - 1] != tensor_numel * chunk_base_stride)) {
+        if (d == 0 ||
+            (x->sizes[d - 1] != 1 && x->strides[d - 1] != tensor_numel * chunk_base_stride)) {
             while (view_d >= 0 && (view_numel < tensor_numel || sizes[view_d] == 1)) {
                 strides[view_d] = view_numel * chunk_base_stride;
                 view_numel *= sizes[view_d];
@@ -231,7 +232,10 @@ ddpl_tensor *ddpl_squeeze(ddpl_tensor *x, int dim)
     return squeeze_impl(x, d);
 }
 
-ddpl_tensor *ddpl_squeeze_all(ddpl_tensor *x) { return squeeze_impl(x, -1); }
+ddpl_tensor *ddpl_squeeze_all(ddpl_tensor *x)
+{
+    return squeeze_impl(x, -1);
+}
 
 ddpl_tensor *ddpl_permute(ddpl_tensor *x, int ndim, const int *dims)
 {
@@ -254,8 +258,8 @@ ddpl_tensor *ddpl_permute(ddpl_tensor *x, int ndim, const int *dims)
         strides[i] = x->strides[d];
     }
     ddpl_node *n;
-    ddpl_tensor *y = make_view(x, ndim, sizes, strides, x->offset, "PermuteBackward",
-                               permute_backward, &n);
+    ddpl_tensor *y =
+        make_view(x, ndim, sizes, strides, x->offset, "PermuteBackward", permute_backward, &n);
     if (n) {
         permute_ctx *c = DDPL_NODE_CTX(n, permute_ctx);
         c->ndim = ndim;
@@ -304,8 +308,7 @@ ddpl_tensor *ddpl_narrow(ddpl_tensor *x, int dim, int64_t start, int64_t length)
         char a[128];
         return ddpl_error("narrow: start %lld and length %lld are out of range for dimension "
                           "%d of shape %s",
-                          (long long)start, (long long)length, d,
-                          ddpl_shape_str(x, a, sizeof a)),
+                          (long long)start, (long long)length, d, ddpl_shape_str(x, a, sizeof a)),
                NULL;
     }
     int64_t sizes[DDPL_MAX_DIMS];
@@ -371,8 +374,8 @@ ddpl_tensor *ddpl_expand(ddpl_tensor *x, int ndim, const int64_t *sizes)
     return make_view(x, ndim, s, st, x->offset, "ExpandBackward", expand_backward, &n);
 }
 
-ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes,
-                             const int64_t *strides, int64_t offset)
+ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes, const int64_t *strides,
+                             int64_t offset)
 {
     if (ndim < 0 || ndim > DDPL_MAX_DIMS)
         return ddpl_error("as_strided: %d dimensions requested", ndim), NULL;

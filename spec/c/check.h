@@ -19,12 +19,13 @@ static int check_failures = 0, check_passed = 0;
             check_passed++;                                                                        \
         } else {                                                                                   \
             check_failures++;                                                                      \
-            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__,     \
+            fprintf(stderr, "%s:%d: check failed: %s (last error: %s)\n", __FILE__, __LINE__,      \
                     #cond, ddpl_last_error());                                                     \
         }                                                                                          \
     } while (0)
 
-#define CHECK_CLOSE(a, b, tol) CHECK(fabs((double)(a) - (double)(b)) <= (tol) * (1 + fabs((double)(b))))
+#define CHECK_CLOSE(a, b, tol)                                                                     \
+    CHECK(fabs((double)(a) - (double)(b)) <= (tol) * (1 + fabs((double)(b))))
 
 static inline int check_finish(void)
 {
@@ -39,16 +40,16 @@ typedef ddpl_tensor *(*gradcheck_fn)(ddpl_tensor **inputs, void *ctx);
 /* Compares autograd's gradient of sum(f(x) * w) (w fixed random weights) with central
  * differences, for every element of every input that requires grad. Returns 1 when all agree
  * within atol + rtol*|numeric|, printing the first mismatch otherwise. */
-static inline int gradcheck(const char *name, gradcheck_fn f, int n, ddpl_tensor **inputs, void *ctx,
-                            double eps, double atol, double rtol)
+static inline int gradcheck(const char *name, gradcheck_fn f, int n, ddpl_tensor **inputs,
+                            void *ctx, double eps, double atol, double rtol)
 {
     ddpl_tensor *out = f(inputs, ctx);
     if (!out) {
         fprintf(stderr, "gradcheck %s: forward failed: %s\n", name, ddpl_last_error());
         return 0;
     }
-    ddpl_tensor *w = ddpl_randn(ddpl_tensor_ndim(out), ddpl_tensor_sizes(out), DDPL_FLOAT64,
-                                ddpl_cpu());
+    ddpl_tensor *w =
+        ddpl_randn(ddpl_tensor_ndim(out), ddpl_tensor_sizes(out), DDPL_FLOAT64, ddpl_cpu());
     ddpl_tensor *weighted = ddpl_mul(out, w);
     ddpl_tensor *loss = ddpl_sum(weighted);
     ddpl_tensor *grads[8] = {0};
@@ -79,8 +80,9 @@ static inline int gradcheck(const char *name, gradcheck_fn f, int n, ddpl_tensor
             ddpl_tensor_item(s2, &lm);
             double numeric = (lp - lm) / (2 * eps);
             if (fabs(numeric - analytic[j]) > atol + rtol * fabs(numeric)) {
-                fprintf(stderr, "gradcheck %s: input %d element %lld: analytic %.10g numeric %.10g\n",
-                        name, idx[r], (long long)j, analytic[j], numeric);
+                fprintf(stderr,
+                        "gradcheck %s: input %d element %lld: analytic %.10g numeric %.10g\n", name,
+                        idx[r], (long long)j, analytic[j], numeric);
                 ok = 0;
             }
             ddpl_tensor *tmp[] = {o1, m1, s1, o2, m2, s2};

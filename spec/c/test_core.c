@@ -66,8 +66,10 @@ static void test_random(void)
     const int64_t *pp = ddpl_tensor_data(p);
     int seen[1000] = {0}, ok = 1;
     for (int i = 0; i < 1000; i++) {
-        if (pp[i] < 0 || pp[i] >= 1000 || seen[pp[i]]) ok = 0;
-        else seen[pp[i]] = 1;
+        if (pp[i] < 0 || pp[i] >= 1000 || seen[pp[i]])
+            ok = 0;
+        else
+            seen[pp[i]] = 1;
     }
     CHECK(ok);
     ddpl_tensor_release(a);

@@ -19,7 +19,7 @@ extern "C" {
 ddpl_tensor *ddpl_wrapped_number(double value, bool integral);
 
 /* ---- views (share storage) ---- */
-ddpl_tensor *ddpl_view(ddpl_tensor *x, int ndim, const int64_t *sizes); /* one size may be -1 */
+ddpl_tensor *ddpl_view(ddpl_tensor *x, int ndim, const int64_t *sizes);    /* one size may be -1 */
 ddpl_tensor *ddpl_reshape(ddpl_tensor *x, int ndim, const int64_t *sizes); /* copies if needed */
 ddpl_tensor *ddpl_flatten(ddpl_tensor *x, int start_dim, int end_dim);
 ddpl_tensor *ddpl_unsqueeze(ddpl_tensor *x, int dim);
@@ -31,8 +31,8 @@ ddpl_tensor *ddpl_permute(ddpl_tensor *x, int ndim, const int *dims);
 ddpl_tensor *ddpl_narrow(ddpl_tensor *x, int dim, int64_t start, int64_t length);
 ddpl_tensor *ddpl_select(ddpl_tensor *x, int dim, int64_t index); /* index may be negative */
 ddpl_tensor *ddpl_expand(ddpl_tensor *x, int ndim, const int64_t *sizes); /* -1 keeps a size */
-ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes,
-                             const int64_t *strides, int64_t offset); /* no autograd */
+ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes, const int64_t *strides,
+                             int64_t offset); /* no autograd */
 
 /* ---- copies and conversion ---- */
 ddpl_tensor *ddpl_contiguous(ddpl_tensor *x); /* x itself (retained) when already contiguous */
@@ -132,7 +132,11 @@ int ddpl_topk(ddpl_tensor *x, int64_t k, int dim, bool largest, bool sorted, ddp
               ddpl_tensor **indices);
 
 /* ---- neural-network functions (PyTorch's torch.nn.functional) ---- */
-typedef enum ddpl_reduction { DDPL_REDUCTION_NONE, DDPL_REDUCTION_MEAN, DDPL_REDUCTION_SUM } ddpl_reduction;
+typedef enum ddpl_reduction {
+    DDPL_REDUCTION_NONE,
+    DDPL_REDUCTION_MEAN,
+    DDPL_REDUCTION_SUM
+} ddpl_reduction;
 
 /* x (*,in), weight (out,in), bias (out) or NULL */
 ddpl_tensor *ddpl_linear(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias);
@@ -148,8 +152,8 @@ ddpl_tensor *ddpl_adaptive_avg_pool2d(ddpl_tensor *x, int out_h, int out_w);
 /* x (N,C,*); running stats (C) may be NULL; in training they are updated in place with
  * momentum (unbiased variance), as PyTorch does */
 ddpl_tensor *ddpl_batch_norm(ddpl_tensor *x, ddpl_tensor *running_mean, ddpl_tensor *running_var,
-                             ddpl_tensor *weight, ddpl_tensor *bias, bool training,
-                             double momentum, double eps);
+                             ddpl_tensor *weight, ddpl_tensor *bias, bool training, double momentum,
+                             double eps);
 /* normalises over the last n_normalized dims; weight/bias have those sizes or are NULL */
 ddpl_tensor *ddpl_layer_norm(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,
                              ddpl_tensor *bias, double eps);

@@ -26,14 +26,21 @@ typedef enum ddpl_dtype {
     DDPL_DTYPE_COUNT
 } ddpl_dtype;
 
-typedef enum ddpl_device_type { DDPL_CPU = 0, DDPL_CUDA = 1, DDPL_DEVICE_TYPE_COUNT } ddpl_device_type;
+typedef enum ddpl_device_type {
+    DDPL_CPU = 0,
+    DDPL_CUDA = 1,
+    DDPL_DEVICE_TYPE_COUNT
+} ddpl_device_type;
 
 typedef struct ddpl_device {
     int16_t type;  /* ddpl_device_type */
     int16_t index; /* CUDA ordinal; 0 for the CPU */
 } ddpl_device;
 
-static inline ddpl_device ddpl_cpu(void) { return (ddpl_device){DDPL_CPU, 0}; }
+static inline ddpl_device ddpl_cpu(void)
+{
+    return (ddpl_device){DDPL_CPU, 0};
+}
 
 /* Opaque, refcounted tensor: a view (sizes, strides, offset) over a shared storage. Every
  * function returning a ddpl_tensor* hands the caller one reference, released with
@@ -42,13 +49,14 @@ typedef struct ddpl_tensor ddpl_tensor;
 
 /* The message of the last failed call on this thread ("matmul: shapes [2,3] and [4,5] ..."). */
 const char *ddpl_last_error(void);
-/* Sets this thread's error message (printf format); always returns -1 for `return ddpl_error(..)`. */
+/* Sets this thread's error message (printf format); always returns -1 for `return ddpl_error(..)`.
+ */
 int ddpl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-const char *ddpl_dtype_name(ddpl_dtype dt);          /* "float32" */
-int ddpl_dtype_from_name(const char *name);          /* -1 if unknown */
-size_t ddpl_dtype_size(ddpl_dtype dt);               /* bytes per element */
-bool ddpl_dtype_is_floating(ddpl_dtype dt);          /* float32/64/16, bfloat16 */
+const char *ddpl_dtype_name(ddpl_dtype dt);             /* "float32" */
+int ddpl_dtype_from_name(const char *name);             /* -1 if unknown */
+size_t ddpl_dtype_size(ddpl_dtype dt);                  /* bytes per element */
+bool ddpl_dtype_is_floating(ddpl_dtype dt);             /* float32/64/16, bfloat16 */
 int ddpl_device_parse(const char *s, ddpl_device *out); /* "cpu", "cuda", "cuda:1"; -1 on error */
 void ddpl_device_format(ddpl_device d, char *buf, size_t n);
 
@@ -70,8 +78,8 @@ ddpl_tensor *ddpl_arange(double start, double stop, double step, ddpl_dtype dt, 
 ddpl_tensor *ddpl_eye(int64_t n, int64_t m, ddpl_dtype dt, ddpl_device dev);
 ddpl_tensor *ddpl_rand(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev);
 ddpl_tensor *ddpl_randn(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev);
-ddpl_tensor *ddpl_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes,
-                          ddpl_dtype dt, ddpl_device dev);
+ddpl_tensor *ddpl_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, ddpl_dtype dt,
+                          ddpl_device dev);
 ddpl_tensor *ddpl_randperm(int64_t n, ddpl_device dev); /* int64 */
 
 /* Seeds every generator of this process (CPU and CUDA). */
@@ -87,7 +95,7 @@ int64_t ddpl_tensor_numel(const ddpl_tensor *t);
 ddpl_dtype ddpl_tensor_dtype(const ddpl_tensor *t);
 ddpl_device ddpl_tensor_device(const ddpl_tensor *t);
 bool ddpl_tensor_is_contiguous(const ddpl_tensor *t);
-void *ddpl_tensor_data(const ddpl_tensor *t); /* address of element 0 (offset applied) */
+void *ddpl_tensor_data(const ddpl_tensor *t);    /* address of element 0 (offset applied) */
 size_t ddpl_tensor_nbytes(const ddpl_tensor *t); /* numel * element size */
 /* Value of a one-element tensor as a double (int64 beyond 2^53 rounds); -1 on error. */
 int ddpl_tensor_item(const ddpl_tensor *t, double *out);
