@@ -11,6 +11,8 @@ packages=(
     libopenblas-dev                     # CPU GEMM
     libreadline-dev                     # REPL line editing
     zlib1g-dev                          # gzip data sets
+    libgloo-dev                         # CPU collectives (distributed runtime)
+    iproute2                            # `ip netns`, for the multi-node spec
     dataset-fashion-mnist               # the real data set the examples train on
     util-linux                          # `script`, for the REPL's pty spec
 )

@@ -20,6 +20,8 @@ typedef struct cli_launch {
     bool given; /* any launcher flag was present */
     int nproc, nnodes, node_rank, master_port;
     const char *master_addr;
+    const char *log_dir; /* --log-dir: per-rank stdout/stderr files there */
+    bool prefix_output;  /* --prefix-output: "[rank1]: " before each line */
 } cli_launch;
 
 typedef struct cli_options {

@@ -1,4 +1,5 @@
-/* cli/main.c: the ddplua command (modelled on lua.c): runs scripts, -e and -l, then the REPL.
+/* cli/main.c: the ddplua command (modelled on lua.c): runs scripts, -e and -l, then the REPL;
+ * with launcher flags it hands over to cli/launch.c instead.
  * defines: main, cli_docall, cli_report, cli_message.
  *
  * Everything runs under lua_pcall with a traceback handler, so an error prints
@@ -13,10 +14,12 @@
 #include <lualib.h>
 
 #include "cli.h"
+#include "launch.h"
 #include "ddpl/config.h"
 #include "ddpl/lua.h"
 
 static lua_State *globalL;
+static int launch_status = -1; /* the launcher's exit status, when it ran */
 
 /* ---- Ctrl-C while Lua runs ---- */
 
@@ -161,28 +164,22 @@ static int handle_script(lua_State *L, char **argv, const cli_options *o)
     return cli_report(L, status);
 }
 
-/* Until the launcher exists, one process on one node is the only layout that can run. */
-static int check_launcher(const cli_launch *l)
-{
-    if (!l->given || (l->nproc == 1 && l->nnodes == 1)) return 0;
-    char msg[256];
-    snprintf(msg, sizeof msg,
-             "the distributed launcher is not built yet (asked for --nproc %d --nnodes %d); "
-             "run with --nproc 1 or without launcher flags",
-             l->nproc, l->nnodes);
-    cli_message(msg);
-    return -1;
-}
-
 static int pmain(lua_State *L)
 {
     int argc = (int)lua_tointeger(L, 1);
     char **argv = lua_touserdata(L, 2);
     cli_options o;
-    if (cli_parse(argc, argv, &o) < 0 || check_launcher(&o.launch) < 0) {
+    if (cli_parse(argc, argv, &o) < 0) {
         free(o.actions);
         return 0;
     }
+    if (cli_launch_wanted(&o)) { /* this process only supervises the workers (launch.c) */
+        launch_status = cli_launch_run(argv, &o);
+        free(o.actions);
+        lua_pushboolean(L, launch_status == 0);
+        return 1;
+    }
+    cli_cluster_env(&o.launch);
     luaL_checkversion(L);
     if (o.no_env) { /* as lua -E: the standard libraries then ignore LUA_PATH and LUA_CPATH */
         lua_pushboolean(L, 1);
@@ -222,5 +219,6 @@ int main(int argc, char **argv)
     int result = lua_toboolean(L, -1);
     cli_report(L, status);
     lua_close(L);
+    if (launch_status >= 0 && status == LUA_OK) return launch_status;
     return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
 }

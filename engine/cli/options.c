@@ -4,10 +4,10 @@
  *   ddplua [options] [launcher flags] [script [launcher flags] [--] [args...]]
  *
  * Lua's options (-e -l -i -v -E -W -h, "-" for stdin, "--" to stop) as lua.c has them, plus the
- * launcher flags of API.md (--nproc, --nnodes, --node-rank, --master-addr, --master-port; also
- * as --flag=value), accepted before the script and right after it, as torchrun users write
- * them. After the script the first argument that is not a launcher flag, or "--", starts the
- * script's own arguments. */
+ * launcher flags of API.md (--nproc, --nnodes, --node-rank, --master-addr, --master-port, and
+ * --log-dir, --prefix-output; also as --flag=value), accepted before the script and right after it,
+ * as torchrun users write them. After the script the first argument that is not a launcher flag, or
+ * "--", starts the script's own arguments. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +40,8 @@ void cli_usage(const char *badoption)
             "  --node-rank K        rank of this machine (0-based)\n"
             "  --master-addr HOST   address of the rank-0 machine\n"
             "  --master-port P      port of the rendezvous store\n"
+            "  --log-dir DIR        also write each rank's output to DIR/rank<N>.stdout|stderr\n"
+            "  --prefix-output      prefix each line of output with \"[rank<N>]: \"\n"
             "With no script and no -e, ddplua starts a REPL with 'ddpl' preloaded.\n",
             CLI_PROGNAME);
     fflush(stderr);
@@ -62,8 +64,9 @@ static int int_value(const char *flag, const char *s, int lo, int hi, int *out)
  * Returns 1 when consumed (advancing *i), 0 when argv[*i] is not a launcher flag, -1 on error. */
 static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
 {
-    static const char *const names[] = {"--nproc",       "--nnodes",      "--node-rank",
-                                        "--master-addr", "--master-port", NULL};
+    static const char *const names[] = {
+        "--nproc",       "--nnodes",  "--node-rank",     "--master-addr",
+        "--master-port", "--log-dir", "--prefix-output", NULL};
     const char *arg = argv[*i];
     int which = -1;
     size_t len = 0;
@@ -75,6 +78,15 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
         }
     }
     if (which < 0) return 0;
+    if (which == 6) { /* --prefix-output takes no value */
+        if (arg[len] == '=') {
+            fprintf(stderr, "%s: --prefix-output takes no value\n", CLI_PROGNAME);
+            return -1;
+        }
+        (*i)++;
+        l->given = l->prefix_output = true;
+        return 1;
+    }
     const char *value;
     if (arg[len] == '=') {
         value = arg + len + 1;
@@ -96,8 +108,11 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
     case 3:
         l->master_addr = value;
         return 1;
-    default:
+    case 4:
         return int_value("--master-port", value, 1, 65535, &l->master_port) < 0 ? -1 : 1;
+    default:
+        l->log_dir = value;
+        return 1;
     }
 }
 

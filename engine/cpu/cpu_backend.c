@@ -75,5 +75,7 @@ const struct ddpl_backend ddpl_cpu_backend = {
             [DDPL_OP_LOG_SOFTMAX_BACKWARD] = cpu_log_softmax_backward,
             [DDPL_OP_NLL_LOSS] = cpu_nll_loss,
             [DDPL_OP_NLL_LOSS_BACKWARD] = cpu_nll_loss_backward,
+            [DDPL_OP_SGD_STEP] = cpu_sgd_step,
+            [DDPL_OP_ADAM_STEP] = cpu_adam_step,
         },
 };

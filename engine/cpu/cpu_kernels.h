@@ -76,5 +76,7 @@ DDPL_CPU_KERNEL(cpu_softmax_backward);
 DDPL_CPU_KERNEL(cpu_log_softmax_backward);
 DDPL_CPU_KERNEL(cpu_nll_loss);
 DDPL_CPU_KERNEL(cpu_nll_loss_backward);
+DDPL_CPU_KERNEL(cpu_sgd_step);
+DDPL_CPU_KERNEL(cpu_adam_step);
 
 #endif

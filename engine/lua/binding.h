@@ -145,6 +145,13 @@ LB_HIDDEN extern const luaL_Reg lb_functional[];         /* functional.c: F.* */
 LB_HIDDEN extern const luaL_Reg lb_functional_methods[]; /* functional.c: x:softmax(dim), ... */
 LB_HIDDEN extern const luaL_Reg lb_util_functions[];     /* util.c: time, threads, config, cuda */
 LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];     /* util.c: ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_dist_functions[];     /* dist_pg.c: ddplua.core.dist */
+LB_HIDDEN extern const luaL_Reg lb_data_functions[];     /* data.c: ddpl.read_idx */
+LB_HIDDEN extern const luaL_Reg lb_io_functions[];       /* io.c: ddpl.save, ddpl.load */
+LB_HIDDEN extern const luaL_Reg lb_optim_functions[];    /* optim.c: ddpl._fused_sgd_, _adam_ */
+
+/* dist_store.c: sets ddpl._store = {TCPStore = ...} on the table at index ddpl (at luaopen). */
+LB_HIDDEN void lb_store_open(lua_State *L, int ddpl);
 
 /* autograd.c: creates the grad-mode restorers used by no_grad/enable_grad (at luaopen). */
 LB_HIDDEN void lb_autograd_open(lua_State *L);

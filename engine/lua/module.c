@@ -69,8 +69,9 @@ int luaopen_ddplua_core(lua_State *L)
                                      lb_functional_methods};
     for (size_t i = 0; i < sizeof method_sets / sizeof *method_sets; i++)
         register_into(L, methods, mt, methods, method_sets[i]);
-    const luaL_Reg *function_sets[] = {lb_create_functions, lb_math_functions, lb_reduce_functions,
-                                       lb_autograd_functions, lb_util_functions};
+    const luaL_Reg *function_sets[] = {
+        lb_create_functions, lb_math_functions, lb_reduce_functions, lb_autograd_functions,
+        lb_util_functions,   lb_data_functions, lb_io_functions,     lb_optim_functions};
     for (size_t i = 0; i < sizeof function_sets / sizeof *function_sets; i++)
         register_into(L, ddpl, mt, methods, function_sets[i]);
     for (const char *const *name = function_forms; *name; name++) {
@@ -84,6 +85,7 @@ int luaopen_ddplua_core(lua_State *L)
     lua_newtable(L);
     register_into(L, lua_gettop(L), mt, methods, lb_cuda_functions);
     lua_setfield(L, ddpl, "cuda");
+    lb_store_open(L, ddpl); /* ddplua.core._store.TCPStore, for ddpl.distributed */
     lua_pushstring(L, DDPL_VERSION);
     lua_setfield(L, ddpl, "version");
 
@@ -92,6 +94,9 @@ int luaopen_ddplua_core(lua_State *L)
     lua_newtable(L);
     register_into(L, lua_gettop(L), mt, methods, lb_functional);
     lua_setfield(L, -2, "ddplua.core.functional");
+    lua_newtable(L); /* process groups, for lua/ddplua/distributed.lua */
+    register_into(L, lua_gettop(L), mt, methods, lb_dist_functions);
+    lua_setfield(L, -2, "ddplua.core.dist");
     lua_pop(L, 1);
 
     lua_pushvalue(L, ddpl);

@@ -298,9 +298,25 @@ static int t_newindex(lua_State *L)
         if (ddpl_tensor_set_grad(t, g) < 0) lb_error(L);
         return 0;
     }
+    if (key && strcmp(key, "data") == 0) {
+        /* p.data = v (PyTorch): this box now holds a new leaf sharing v's storage, keeping
+         * p's requires_grad, so Lua code holding p (an optimizer, a module) sees the new
+         * values, shape, dtype or device: nn.Module:to() relies on it. The old tensor's grad
+         * and hooks stay with the old tensor, and other boxes of it do not change. */
+        ddpl_tensor *v = lb_check(L, 3, "data");
+        ddpl_tensor *d = ddpl_detach(v);
+        if (!d) lb_error(L);
+        if (ddpl_tensor_requires_grad(t) && ddpl_tensor_set_requires_grad(d, true) < 0) {
+            ddpl_tensor_release(d);
+            lb_error(L);
+        }
+        ((lb_box *)lua_touserdata(L, 1))->t = d;
+        ddpl_tensor_release(t);
+        return 0;
+    }
     return luaL_error(L,
                       "setindex: cannot set field '%s' of a tensor (settable: requires_grad, "
-                      "grad, and integer indices)",
+                      "grad, data, and integer indices)",
                       key ? key : luaL_typename(L, 2));
 }
 

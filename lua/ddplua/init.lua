@@ -4,8 +4,7 @@
 --          ddpl.optim, ddpl.data, ddpl.distributed (= ddpl.dist); ddpl.cuda is part of the core.
 --
 -- Submodules load on first use, so `require 'ddplua'` stays cheap and each one also loads
--- alone (`require 'ddplua.nn'`). A submodule that is not part of this build yet raises
--- "ddplua.optim is not available yet" instead of a long search-path listing.
+-- alone (`require 'ddplua.nn'`).
 --
 -- Beyond API.md the core offers:
 --   ddpl.frombytes(str, dtype [, shape])  a new CPU tensor holding the string's bytes as
@@ -29,34 +28,10 @@ local submodules = {
     F = 'ddplua.nn.functional',
 }
 
--- Modules of API.md that later work adds; requiring one before it exists gets a clear error.
-local planned = {
-    ['ddplua.optim'] = true,
-    ['ddplua.data'] = true,
-    ['ddplua.distributed'] = true,
-}
-
-local function not_available(name)
-    return function() error(name .. ' is not available yet', 3) end
-end
-
--- Last in package.searchers: reached only when no file or preload provides a planned module.
-local searchers = package.searchers
-local function planned_searcher(name)
-    if planned[name] then return not_available(name), ':planned' end
-    return '\n\tno planned ddplua module ' .. name
-end
-local installed = false
-for _, s in ipairs(searchers) do installed = installed or s == planned_searcher end
-if not installed then searchers[#searchers + 1] = planned_searcher end
-
 setmetatable(ddpl, {
     __index = function(t, key)
         local name = submodules[key]
         if not name then return nil end
-        if planned[name] and not package.preload[name] and not package.searchpath(name, package.path) then
-            error(name .. ' is not available yet', 2)
-        end
         local mod = require(name)
         rawset(t, key, mod)
         return mod

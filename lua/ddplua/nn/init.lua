@@ -1,9 +1,11 @@
 -- lua/ddplua/nn/init.lua: the ddpl.nn namespace.
 -- defines: nn.functional (the F.* functions), and lazy access to nn classes and helpers: nn.X
---          loads lua/ddplua/nn/X.lua on first use.
+--          loads lua/ddplua/nn/X.lua on first use (nn.Module, nn.Linear, nn.utils, ...).
 --
--- The module classes (nn.Module, nn.Linear, ...) come with a later issue; until their files
--- exist, using one raises "ddplua.nn.Module is not available yet".
+-- A few names live in a file of another name: nn.init is init_functions.lua (init.lua is this
+-- file, the package itself), BatchNorm1d and BatchNorm2d share BatchNorm.lua. Names of API.md
+-- whose file does not exist yet (nn.parallel, nn.DDP until the DDP work lands) raise
+-- "ddplua.nn.X is not available yet".
 local nn = { functional = require 'ddplua.nn.functional' }
 
 -- The names API.md promises under nn.
@@ -14,9 +16,23 @@ for name in ([[Module Parameter Linear Conv2d MaxPool2d AvgPool2d AdaptiveAvgPoo
     api_names[name] = true
 end
 
+-- name -> {module, field}: the name is a field of another file's table.
+local elsewhere = {
+    init = {'ddplua.nn.init_functions'},
+    BatchNorm1d = {'ddplua.nn.BatchNorm', 'BatchNorm1d'},
+    BatchNorm2d = {'ddplua.nn.BatchNorm', 'BatchNorm2d'},
+}
+
 return setmetatable(nn, {
     __index = function(t, key)
         if type(key) ~= 'string' then return nil end
+        local e = elsewhere[key]
+        if e then
+            local mod = require(e[1])
+            if e[2] then mod = mod[e[2]] end
+            rawset(t, key, mod)
+            return mod
+        end
         local name = 'ddplua.nn.' .. key
         if package.preload[name] or package.searchpath(name, package.path) then
             local mod = require(name)

@@ -1,0 +1,243 @@
+-- bench/train.lua: the training benchmark behind bench/train: samples/s of the reference mlp and
+-- cnn (models/mlp.lua, models/lenet.lua) in ddplua and in PyTorch (bench/train_torch.py).
+--
+-- Two roles, chosen by the first argument:
+--   lua5.4 bench/train.lua [options]            the driver (run it through bench/train, which sets
+--                                              the paths): runs the workers in alternating order,
+--                                              round after round, and prints the tables
+--   lua5.4 bench/train.lua --worker [options]   the ddplua worker: one timed run, printed as one
+--                                              JSON line
+-- The workload is shared/reference/torch/RESULTS.md's: the training split in memory as one
+-- normalised float32 tensor, a fresh randperm per epoch, each batch gathered with index_select,
+-- forward, cross_entropy, zero_grad, backward, SGD step (momentum 0.9, lr 0.05 mlp / 0.02 cnn)
+-- and loss:item(); samples/s = samples in steps warmup+1..steps / (end of the last step - end of
+-- step warmup). The driver reports medians over rounds, [min-max], and the ratio against
+-- PyTorch's better configuration at the same thread count (default or OMP_WAIT_POLICY=passive).
+
+local TARGETS = { mlp = { [1] = 1.25, [2] = 1.5 }, cnn = { [1] = 1.3, [2] = 1.3 } }
+
+local function median(v)
+    local s = {}
+    for i, x in ipairs(v) do s[i] = x end
+    table.sort(s)
+    local n = #s
+    if n == 0 then return nil end
+    return n % 2 == 1 and s[(n + 1) // 2] or 0.5 * (s[n // 2] + s[n // 2 + 1])
+end
+
+local function parse_args(argv, defaults)
+    local o = {}
+    for k, v in pairs(defaults) do o[k] = v end
+    local i = 1
+    while i <= #argv do
+        local a = argv[i]
+        local key = a:match('^%-%-([%w%-]+)$')
+        key = key and key:gsub('%-', '_')
+        if not key or defaults[key] == nil then error('bench/train: unknown argument ' .. a, 0) end
+        if type(defaults[key]) == 'boolean' then
+            o[key] = true
+        else
+            i = i + 1
+            local v = argv[i] or error('bench/train: ' .. a .. ' needs a value', 0)
+            o[key] = type(defaults[key]) == 'number' and
+                (tonumber(v) or error('bench/train: ' .. a .. ' needs a number', 0)) or v
+        end
+        i = i + 1
+    end
+    return o
+end
+
+---------------------------------------------------------------------------------------------------
+-- the ddplua worker
+---------------------------------------------------------------------------------------------------
+local function worker(argv)
+    local o = parse_args(argv, { worker = false, model = 'mlp', threads = 1, steps = 400,
+        warmup = 20, batch = 64, seed = 0, root = '.' })
+    local ddpl = require 'ddplua'
+    local F = ddpl.F
+    ddpl.set_num_threads(o.threads)
+    ddpl.manual_seed(o.seed)
+
+    -- the whole split, normalised once, as in the reference
+    local ds = ddpl.data.datasets.FashionMNIST({ train = true })
+    local x = ds.data:float():div_(255):add_(-0.2860):div_(0.3530)
+    x = x:view(x:size(0), 1, 28, 28)
+    local y = ds.targets
+    local file = o.model == 'cnn' and 'lenet' or o.model
+    local model = dofile(o.root .. '/models/' .. file .. '.lua')()
+    local opt = ddpl.optim.SGD(model:parameters(),
+        { lr = o.model == 'cnn' and 0.02 or 0.05, momentum = 0.9 })
+
+    local n, ends, sizes, step, loss = x:size(0), {}, {}, 0, nil
+    while step < o.steps do
+        local perm = ddpl.randperm(n)
+        for first = 0, n - 1, o.batch do
+            if step >= o.steps then break end
+            local idx = perm:narrow(0, first, math.min(o.batch, n - first))
+            loss = F.cross_entropy(model(x:index_select(0, idx)), y:index_select(0, idx))
+            opt:zero_grad()
+            loss:backward()
+            opt:step()
+            loss:item()
+            step = step + 1
+            ends[step], sizes[step] = ddpl.time(), idx:size(0)
+        end
+    end
+    local w, samples, step_ms = o.warmup, 0, {}
+    for s = w + 1, o.steps do
+        samples = samples + sizes[s]
+        step_ms[#step_ms + 1] = (ends[s] - ends[s - 1]) * 1e3
+    end
+    print(('{"engine": "ddplua", "model": "%s", "threads": %d, "steps": %d, "warmup": %d, ' ..
+        '"batch": %d, "samples_per_s": %.17g, "step_ms_median": %.17g, "final_loss": %.17g, ' ..
+        '"wait_policy": "%s"}'):format(o.model, o.threads, o.steps, w, o.batch,
+        samples / (ends[o.steps] - ends[w]), median(step_ms), loss:item(),
+        os.getenv('OMP_WAIT_POLICY') or ''))
+end
+
+---------------------------------------------------------------------------------------------------
+-- the driver
+---------------------------------------------------------------------------------------------------
+local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function loadavg()
+    local f = io.open('/proc/loadavg')
+    if not f then return '?' end
+    local s = f:read('l')
+    f:close()
+    return s:match('^(%S+)') or '?'
+end
+
+local function driver(argv)
+    local o = parse_args(argv, { rounds = 5, threads = '1,2', models = 'mlp,cnn', steps = 400,
+        cnn_steps = 0, warmup = 20, batch = 64, no_torch = false, quick = false,
+        python = '/usr/bin/python3' })
+    if o.quick then
+        o.rounds, o.cnn_steps = 2, 100
+    end
+    local root = assert(os.getenv('BENCH_ROOT'), 'run through bench/train (sets BENCH_ROOT)')
+    local lua_bin = os.getenv('BENCH_LUA') or 'lua5.4'
+    local threads, models = {}, {}
+    for t in o.threads:gmatch('%d+') do threads[#threads + 1] = tonumber(t) end
+    for m in o.models:gmatch('%a+') do
+        if m ~= 'mlp' and m ~= 'cnn' then error('bench/train: unknown model ' .. m, 0) end
+        models[#models + 1] = m
+    end
+    local have_torch = not o.no_torch and
+        os.execute(sh_quote(o.python) .. ' -c "import torch" >/dev/null 2>&1') == true
+
+    -- configurations: {label, engine, env}; PyTorch's 2-thread default stalls on 2 vCPUs, so
+    -- at T >= 2 both engines also run with passive OpenMP waiting (RESULTS.md note 2)
+    local function configs(t)
+        local c = { { 'ddplua', 'ddplua', '' } }
+        if t >= 2 then c[#c + 1] = { 'ddplua passive', 'ddplua', 'OMP_WAIT_POLICY=passive' } end
+        if have_torch then
+            c[#c + 1] = { 'torch', 'torch', '' }
+            if t >= 2 then c[#c + 1] = { 'torch passive', 'torch', 'OMP_WAIT_POLICY=passive' } end
+        end
+        return c
+    end
+
+    local function run(model, t, cfg)
+        local steps = (model == 'cnn' and o.cnn_steps > 0) and o.cnn_steps or o.steps
+        local common = ('--model %s --threads %d --steps %d --warmup %d --batch %d'):format(model,
+            t, steps, o.warmup, o.batch)
+        local cmd
+        if cfg[2] == 'ddplua' then
+            -- only ddpl.set_num_threads: the engine sizes OpenMP and keeps OpenBLAS at 1 thread
+            cmd = ('env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u OMP_WAIT_POLICY %s %s %s ' ..
+                '--worker --root %s %s'):format(cfg[3], lua_bin, sh_quote(root .. '/bench/train.lua'),
+                sh_quote(root), common)
+        else
+            cmd = ('env -u OMP_WAIT_POLICY OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s %s %s %s')
+                :format(t, t, cfg[3], sh_quote(o.python), sh_quote(root .. '/bench/train_torch.py'),
+                    common)
+        end
+        local p = assert(io.popen(cmd .. ' 2>&1'))
+        local out = p:read('a')
+        p:close()
+        local v = tonumber(out:match('"samples_per_s": ([%d.eE+-]+)'))
+        local ms = tonumber(out:match('"step_ms_median": ([%d.eE+-]+)'))
+        if not v then
+            io.stderr:write(('bench/train: %s %s T%d failed:\n%s\n'):format(cfg[1], model, t, out))
+        end
+        return v, ms
+    end
+
+    local load0 = loadavg()
+    io.write(('bench/train: %d rounds, models %s, threads %s, %d steps (cnn %d), warmup %d, ' ..
+        'batch %d; torch %s; load average %s\n'):format(o.rounds, o.models, o.threads, o.steps,
+        o.cnn_steps > 0 and o.cnn_steps or o.steps, o.warmup, o.batch,
+        have_torch and 'yes' or 'no', load0))
+    io.flush()
+    -- results[model][t][label] = {samples/s per round}; the order of the configurations rotates
+    -- each round, so no engine always runs first (the machine drifts over minutes)
+    local results, ms = {}, {}
+    for r = 1, o.rounds do
+        for _, model in ipairs(models) do
+            results[model] = results[model] or {}
+            ms[model] = ms[model] or {}
+            for _, t in ipairs(threads) do
+                results[model][t] = results[model][t] or {}
+                ms[model][t] = ms[model][t] or {}
+                local c = configs(t)
+                for k = 0, #c - 1 do
+                    local cfg = c[(k + r - 1) % #c + 1]
+                    local v, m = run(model, t, cfg)
+                    local list = results[model][t][cfg[1]] or {}
+                    results[model][t][cfg[1]] = list
+                    local mlist = ms[model][t][cfg[1]] or {}
+                    ms[model][t][cfg[1]] = mlist
+                    if v then list[#list + 1], mlist[#mlist + 1] = v, m end
+                    io.write(('  round %d  %-4s T%d  %-15s %10.0f samples/s\n'):format(r, model, t,
+                        cfg[1], v or 0 / 0))
+                    io.flush()
+                end
+            end
+        end
+    end
+
+    local function fmt(list)
+        if not list or #list == 0 then return '-' end
+        local s = {}
+        for i, v in ipairs(list) do s[i] = v end
+        table.sort(s)
+        return ('%.0f [%.0f-%.0f]'):format(median(s), s[1], s[#s])
+    end
+    io.write(('\nsamples/s, median [min-max] over rounds (step ms: median of run medians); ' ..
+        'load average %s at the start, %s at the end\n'):format(load0, loadavg()))
+    io.write(('%-5s %-2s %-15s %-26s %s\n'):format('model', 'T', 'engine', 'samples/s', 'step ms'))
+    for _, model in ipairs(models) do
+        for _, t in ipairs(threads) do
+            for _, cfg in ipairs(configs(t)) do
+                local m = median(ms[model][t][cfg[1]] or {})
+                io.write(('%-5s %-2d %-15s %-26s %s\n'):format(model, t, cfg[1],
+                    fmt(results[model][t][cfg[1]]), m and ('%.2f'):format(m) or '-'))
+            end
+        end
+    end
+    if have_torch then
+        io.write('\ntargets: ddplua (default threads) / the better PyTorch configuration\n')
+        io.write(('%-5s %-2s %-10s %-10s %-16s %-7s %-7s %s\n'):format('model', 'T', 'ddplua',
+            'torch', '(config)', 'ratio', 'target', 'status'))
+        for _, model in ipairs(models) do
+            for _, t in ipairs(threads) do
+                local mine = median(results[model][t]['ddplua'] or {})
+                local best, which = nil, nil
+                for _, label in ipairs({ 'torch', 'torch passive' }) do
+                    local v = median(results[model][t][label] or {})
+                    if v and (not best or v > best) then best, which = v, label end
+                end
+                local target = TARGETS[model][t] or TARGETS[model][2]
+                if mine and best then
+                    local ratio = mine / best
+                    io.write(('%-5s %-2d %-10.0f %-10.0f %-16s %-7.2f %-7s %s\n'):format(model, t,
+                        mine, best, '(' .. which .. ')', ratio, '>= ' .. target,
+                        ratio >= target and 'ok' or 'BELOW'))
+                end
+            end
+        end
+    end
+end
+
+if arg[1] == '--worker' then worker(arg) else driver(arg) end

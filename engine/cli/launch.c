@@ -1,0 +1,354 @@
+/* cli/launch.c: `ddplua script.lua --nproc N`: starts the workers of this node, supervises them
+ * and stops them all when one fails or when the launcher is told to stop (torchrun's gang rule).
+ * defines: cli_launch_wanted, cli_launch_run.
+ *
+ * Each worker is this executable again (/proc/self/exe) with the script, its arguments and the
+ * Lua options, without the launcher flags, and the torchrun environment (launch_env.c). The
+ * launcher itself runs no Lua and touches no OpenMP or BLAS: it only forks, polls and waits.
+ * Signals reach the poll loop through a self-pipe. A worker dies with the launcher
+ * (PR_SET_PDEATHSIG), so a launcher killed with SIGKILL leaves no orphans behind. */
+#define _GNU_SOURCE /* pipe2, sigabbrev_np */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+/* Seconds between SIGTERM and SIGKILL when workers are stopped. */
+#define GRACE_S 5.0
+
+typedef struct worker {
+    pid_t pid;
+    int rank;
+    bool alive;
+} worker;
+
+typedef struct supervisor {
+    worker *w;
+    int n, alive;
+    int failed;      /* index of the first worker that failed, -1 while none did */
+    int status;      /* exit status for the command */
+    int stop_signal; /* the signal that told the launcher to stop, 0 if none */
+    double kill_at;  /* when the workers still alive get SIGKILL; < 0 while not stopping */
+    bool killed;
+    const char *log_dir;
+} supervisor;
+
+static int sig_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    if (write(sig_pipe[1], &b, 1) < 0) {
+    } /* a full pipe already holds a wake-up */
+    errno = saved;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const char *signame(int sig, char *buf, size_t n)
+{
+    const char *abbrev = sigabbrev_np(sig);
+    if (abbrev)
+        snprintf(buf, n, "SIG%s", abbrev);
+    else
+        snprintf(buf, n, "signal %d", sig);
+    return buf;
+}
+
+bool cli_launch_wanted(const cli_options *o)
+{
+    const cli_launch *l = &o->launch;
+    if (!l->given) return false;
+    if (l->nproc > 1 || l->nnodes > 1 || l->log_dir || l->prefix_output) return true;
+    return !(getenv("SLURM_PROCID") || getenv("OMPI_COMM_WORLD_RANK"));
+}
+
+/* The worker's command line: Lua's options, the script, "--" (so that script arguments that look
+ * like launcher flags stay the script's), the script's arguments. */
+static char **worker_argv(char **argv, const cli_options *o)
+{
+    char **w = calloc((size_t)(8 + o->n_actions + o->n_script_args), sizeof *w);
+    if (!w) return NULL;
+    int k = 0;
+    w[k++] = argv[0];
+    if (o->no_env) w[k++] = "-E";
+    if (o->warnings) w[k++] = "-W";
+    if (o->version) w[k++] = "-v";
+    for (int i = 0; i < o->n_actions; i++) {
+        /* joined ("-eCODE"), so that code starting with '-' is not taken for an option */
+        size_t len = strlen(o->actions[i].value) + 3;
+        char *a = malloc(len);
+        if (!a) return NULL;
+        snprintf(a, len, "-%c%s", o->actions[i].kind, o->actions[i].value);
+        w[k++] = a;
+    }
+    if (o->script) {
+        w[k++] = argv[o->script];
+        w[k++] = "--";
+        for (int i = 0; i < o->n_script_args; i++) w[k++] = o->script_args[i];
+    }
+    w[k] = NULL;
+    return w;
+}
+
+static void signal_alive(supervisor *sv, int sig)
+{
+    for (int i = 0; i < sv->n; i++)
+        if (sv->w[i].alive) kill(sv->w[i].pid, sig);
+}
+
+/* SIGTERM (or the launcher's own stop signal) now, SIGKILL after the grace period. */
+static void stop_all(supervisor *sv, int sig)
+{
+    if (sv->kill_at >= 0) return;
+    signal_alive(sv, sig);
+    sv->kill_at = now_s() + GRACE_S;
+}
+
+static void report_failure(supervisor *sv, int i, int st)
+{
+    char sn[32], how[96], where[300] = "";
+    worker *w = &sv->w[i];
+    if (WIFSIGNALED(st)) {
+        snprintf(how, sizeof how, "was killed by signal %s", signame(WTERMSIG(st), sn, sizeof sn));
+        sv->status = 128 + WTERMSIG(st);
+    } else {
+        snprintf(how, sizeof how, "failed with exit code %d", WEXITSTATUS(st));
+        sv->status = WEXITSTATUS(st);
+    }
+    if (sv->log_dir)
+        snprintf(where, sizeof where, " (its output: %s/rank%d.stderr)", sv->log_dir, w->rank);
+    int others = sv->alive;
+    fprintf(stderr, "%s: rank %d (pid %d) %s%s", CLI_PROGNAME, w->rank, (int)w->pid, how, where);
+    if (others > 0)
+        fprintf(stderr, "; stopping the other %d worker%s", others, others == 1 ? "" : "s");
+    fprintf(stderr, "\n");
+    fflush(stderr);
+}
+
+static void reap(supervisor *sv)
+{
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        int i = 0;
+        while (i < sv->n && sv->w[i].pid != pid) i++;
+        if (i == sv->n || !sv->w[i].alive) continue;
+        sv->w[i].alive = false;
+        sv->alive--;
+        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+        /* workers that die because we stopped them are not failures of their own */
+        if (!ok && sv->failed < 0 && sv->kill_at < 0) {
+            sv->failed = i;
+            report_failure(sv, i, st);
+            stop_all(sv, SIGTERM);
+        }
+    }
+}
+
+static void on_stop_signal(supervisor *sv, int sig)
+{
+    char sn[32];
+    if (sv->stop_signal) { /* a second request: no more grace */
+        signal_alive(sv, SIGKILL);
+        sv->killed = true;
+        return;
+    }
+    sv->stop_signal = sig;
+    if (sv->alive > 0) {
+        fprintf(stderr, "%s: got %s; stopping the %d worker%s\n", CLI_PROGNAME,
+                signame(sig, sn, sizeof sn), sv->alive, sv->alive == 1 ? "" : "s");
+        fflush(stderr);
+    }
+    if (sv->kill_at < 0) {
+        signal_alive(sv,
+                     sig); /* a worker's own handling of SIGINT (Lua's "interrupted!") applies */
+        sv->kill_at = now_s() + GRACE_S;
+    }
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    sigemptyset(&sa.sa_mask);
+    int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGCHLD};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) sigaction(sigs[i], &sa, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a closed console must not kill the supervisor of the job */
+}
+
+/* In the forked child: never returns. */
+static void exec_worker(char **wargv, const launch_job *job, int local, launch_out *out,
+                        pid_t launcher)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != launcher) _exit(127); /* the launcher died before prctl took effect */
+    signal(SIGPIPE, SIG_DFL);              /* ignored dispositions survive exec */
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (out) {
+        int ofd, efd;
+        launch_out_child_fds(out, local, &ofd, &efd);
+        dup2(ofd, 1);
+        dup2(efd, 2);
+    }
+    launch_worker_env(job, local);
+    execv("/proc/self/exe", wargv);
+    fprintf(stderr, "%s: rank %d: cannot start %s (%s)\n", CLI_PROGNAME,
+            job->node_rank * job->nproc + local, wargv[0], strerror(errno));
+    _exit(127);
+}
+
+static int check_command(const cli_options *o, char **argv)
+{
+    const cli_launch *l = &o->launch;
+    const char *bad = NULL;
+    if (l->node_rank >= l->nnodes)
+        bad = "--node-rank must be smaller than --nnodes";
+    else if (!o->script && o->n_actions == 0)
+        bad = "the launcher needs a script (or -e code) for its workers to run";
+    else if (o->script && strcmp(argv[o->script], "-") == 0)
+        bad = "the workers cannot share the script on stdin; give a file";
+    else if (o->interactive)
+        bad = "-i cannot be used with the launcher: the workers cannot share one REPL";
+    else if ((long)l->nproc * l->nnodes > 1000000)
+        bad = "--nproc times --nnodes is too large";
+    if (!bad) return 0;
+    fprintf(stderr, "%s: %s\n", CLI_PROGNAME, bad);
+    return -1;
+}
+
+/* The poll loop: output, signals, exits; returns when every worker has ended (and its output
+ * has been read, for at most a second more: a worker's child may hold the pipes open). */
+static void supervise(supervisor *sv, launch_out *out)
+{
+    int max = 1 + (out ? 2 * sv->n : 0);
+    struct pollfd *pfds = calloc((size_t)max, sizeof *pfds);
+    if (!pfds) { /* without a poll set the workers cannot be watched: stop them */
+        fprintf(stderr, "%s: out of memory; stopping the workers\n", CLI_PROGNAME);
+        signal_alive(sv, SIGKILL);
+        while (sv->alive > 0 && wait(NULL) > 0) sv->alive--;
+        sv->failed = 0;
+        sv->status = 1;
+        return;
+    }
+    bool open_out = out != NULL;
+    double drain_until = -1;
+    for (;;) {
+        double now = now_s();
+        if (sv->alive == 0) {
+            if (!open_out) break;
+            if (drain_until < 0) drain_until = now + 1.0;
+            if (now >= drain_until) break;
+        }
+        pfds[0] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
+        int n = 1 + (open_out ? launch_out_pollfds(out, pfds + 1, max - 1) : 0);
+        double wake = now + 1.0; /* also reap at least once a second, whatever happens */
+        if (sv->kill_at >= 0 && !sv->killed && sv->kill_at < wake) wake = sv->kill_at;
+        if (drain_until >= 0 && drain_until < wake) wake = drain_until;
+        int ms = wake <= now ? 0 : (int)((wake - now) * 1000.0) + 1;
+        int rc = poll(pfds, (nfds_t)n, ms);
+        if (rc > 0 && (pfds[0].revents & POLLIN)) {
+            unsigned char sigs[64];
+            ssize_t got = read(sig_pipe[0], sigs, sizeof sigs);
+            for (ssize_t i = 0; i < got; i++)
+                if (sigs[i] != SIGCHLD) on_stop_signal(sv, sigs[i]);
+        }
+        reap(sv);
+        if (rc > 0 && n > 1) open_out = launch_out_pump(out, pfds + 1, n - 1);
+        if (sv->kill_at >= 0 && !sv->killed && now_s() >= sv->kill_at) {
+            for (int i = 0; i < sv->n; i++) {
+                if (!sv->w[i].alive) continue;
+                fprintf(stderr, "%s: rank %d (pid %d) did not stop within %g s; killing it\n",
+                        CLI_PROGNAME, sv->w[i].rank, (int)sv->w[i].pid, GRACE_S);
+                kill(sv->w[i].pid, SIGKILL);
+            }
+            sv->killed = true;
+        }
+    }
+    free(pfds);
+}
+
+int cli_launch_run(char **argv, const cli_options *o)
+{
+    const cli_launch *l = &o->launch;
+    if (check_command(o, argv) < 0) return 1;
+    launch_job job = {.nproc = l->nproc, .nnodes = l->nnodes, .node_rank = l->node_rank};
+    job.master_addr = l->master_addr ? l->master_addr : "127.0.0.1";
+    /* one node: a free port, so two jobs on one machine never collide; several nodes must
+     * agree without talking, hence torchrun's fixed default */
+    job.master_port = l->master_port   ? l->master_port
+                      : l->nnodes == 1 ? launch_pick_port(job.master_addr)
+                                       : 29500;
+    if (job.master_port < 0) return 1;
+    const char *run_id = getenv("DDPLUA_RUN_ID");
+    if (run_id && *run_id)
+        snprintf(job.run_id, sizeof job.run_id, "%s", run_id);
+    else
+        launch_random_hex(job.run_id, 8);
+    /* A job on one node gets a store token of its own, so a stray client (another job given the
+     * same port) is refused instead of corrupting the rendezvous. Several nodes cannot agree on
+     * a random one: there DDPLUA_STORE_TOKEN is the user's to set. */
+    if (l->nnodes == 1 && !getenv("DDPLUA_STORE_TOKEN") && !launch_random_hex(job.token, 16))
+        job.token[0] = '\0';
+
+    char **wargv = worker_argv(argv, o);
+    supervisor sv = {.n = l->nproc, .failed = -1, .kill_at = -1, .log_dir = l->log_dir};
+    sv.w = calloc((size_t)l->nproc, sizeof *sv.w);
+    launch_out *out = NULL;
+    if (l->log_dir || l->prefix_output) {
+        out = launch_out_new(l->nproc, l->node_rank * l->nproc, l->log_dir, l->prefix_output);
+        if (!out) return 1;
+    }
+    if (!wargv || !sv.w || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+        fprintf(stderr, "%s: cannot set up the launcher (%s)\n", CLI_PROGNAME, strerror(errno));
+        return 1;
+    }
+    install_signals();
+    fflush(stdout);
+    fflush(stderr);
+    pid_t self = getpid();
+    for (int i = 0; i < l->nproc; i++) {
+        sv.w[i].rank = l->node_rank * l->nproc + i;
+        pid_t pid = fork();
+        if (pid == 0) exec_worker(wargv, &job, i, out, self);
+        if (pid < 0) {
+            fprintf(stderr, "%s: cannot start rank %d (%s); stopping the others\n", CLI_PROGNAME,
+                    sv.w[i].rank, strerror(errno));
+            sv.n = i;
+            sv.failed = i;
+            sv.status = 1;
+            stop_all(&sv, SIGTERM);
+            break;
+        }
+        sv.w[i].pid = pid;
+        sv.w[i].alive = true;
+        sv.alive++;
+    }
+    if (out) launch_out_parent_ready(out);
+    supervise(&sv, out);
+    launch_out_free(out);
+    close(sig_pipe[0]);
+    close(sig_pipe[1]);
+    free(sv.w);
+    if (sv.failed >= 0) return sv.status ? sv.status : 1;
+    if (sv.stop_signal) return 128 + sv.stop_signal;
+    return 0;
+}

@@ -1,0 +1,64 @@
+/* cli/launch.h: the torchrun-style launcher of the ddplua command.
+ * defines: cli_launch_wanted, cli_launch_run, cli_cluster_env; between launch*.c: launch_job,
+ *          launch_pick_port, launch_random_hex, launch_worker_env, launch_out and its calls. */
+#ifndef DDPL_CLI_LAUNCH_H
+#define DDPL_CLI_LAUNCH_H
+
+#include <poll.h>
+#include <stddef.h>
+
+#include "cli.h"
+
+/* Whether the command line asks for the launcher rather than running the script here: any
+ * launcher flag, except that a process started by srun/mpirun (SLURM_PROCID or
+ * OMPI_COMM_WORLD_RANK set) with no --nproc/--nnodes/--log-dir/--prefix-output runs as its
+ * cluster rank (cli_cluster_env). */
+bool cli_launch_wanted(const cli_options *o);
+
+/* Starts the workers, supervises them and returns the exit status for the command: 0 when every
+ * worker succeeded, the failing worker's status (128 + signal when killed) otherwise, 128 + the
+ * signal when the launcher itself was stopped by SIGINT/SIGTERM/SIGHUP. */
+int cli_launch_run(char **argv, const cli_options *o);
+
+/* Under srun or mpirun, and when RANK is not set already: sets RANK, WORLD_SIZE, LOCAL_RANK,
+ * LOCAL_WORLD_SIZE, GROUP_RANK from SLURM_* or OMPI_COMM_WORLD_*, and MASTER_ADDR/MASTER_PORT
+ * from the flags (or 127.0.0.1 on a single node, and port 29500) when not in the environment. */
+void cli_cluster_env(const cli_launch *l);
+
+/* ---- shared by launch.c, launch_env.c and launch_output.c ---- */
+
+/* What every worker of this node gets. */
+typedef struct launch_job {
+    int nproc, nnodes, node_rank;
+    const char *master_addr;
+    int master_port;
+    char run_id[40];
+    char token[72]; /* "" = none generated (DDPLUA_STORE_TOKEN is then inherited as it is) */
+} launch_job;
+
+/* A free TCP port on addr (bind port 0, read it back, close): -1 with a message printed. The
+ * port is only free at that moment; the rank-0 store binds it soon after (PyTorch does the same).
+ */
+int launch_pick_port(const char *addr);
+/* n random bytes from /dev/urandom as 2n hex digits into out (2n + 1 bytes); false when
+ * /dev/urandom could not be read (the digits are then unique, not secret). n <= 64. */
+bool launch_random_hex(char *out, size_t n);
+/* In a forked worker, before exec: the torchrun environment for local rank `local`. */
+void launch_worker_env(const launch_job *job, int local);
+
+/* Per-rank output: prefixed lines ("[rank1]: ") and/or log files, pumped from pipes. */
+typedef struct launch_out launch_out;
+/* NULL with a message printed when a log file cannot be opened. log_dir may be NULL. */
+launch_out *launch_out_new(int nproc, int first_rank, const char *log_dir, bool prefix);
+/* The pipe ends a worker writes to (stdout and stderr). */
+void launch_out_child_fds(const launch_out *o, int local, int *out_fd, int *err_fd);
+/* Closes the write ends in the launcher after every fork. */
+void launch_out_parent_ready(launch_out *o);
+/* pollfd entries for the open read ends: returns how many were written to pfds. */
+int launch_out_pollfds(const launch_out *o, struct pollfd *pfds, int max);
+/* Reads from the ready descriptors of pfds and writes the lines on; false once all are closed. */
+bool launch_out_pump(launch_out *o, const struct pollfd *pfds, int n);
+/* Flushes partial lines, closes everything. */
+void launch_out_free(launch_out *o);
+
+#endif

@@ -1,0 +1,138 @@
+/* cli/launch_env.c: the environment of a distributed job: the torchrun variables of each worker,
+ * the cluster launchers' variables (srun, mpirun), a free port, random ids.
+ * defines: launch_worker_env, cli_cluster_env, launch_pick_port, launch_random_hex. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "launch.h"
+
+static void set_int(const char *name, long v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "%ld", v);
+    setenv(name, buf, 1);
+}
+
+void launch_worker_env(const launch_job *job, int local)
+{
+    set_int("RANK", (long)job->node_rank * job->nproc + local);
+    set_int("LOCAL_RANK", local);
+    set_int("WORLD_SIZE", (long)job->nnodes * job->nproc);
+    set_int("LOCAL_WORLD_SIZE", job->nproc);
+    set_int("GROUP_RANK", job->node_rank);
+    set_int("GROUP_WORLD_SIZE", job->nnodes);
+    setenv("MASTER_ADDR", job->master_addr, 1);
+    set_int("MASTER_PORT", job->master_port);
+    setenv("DDPLUA_RUN_ID", job->run_id, 1);
+    /* N workers each starting an OpenMP pool of every core would oversubscribe the machine
+     * N-fold (torchrun sets 1 too); a value the user chose is kept. */
+    setenv("OMP_NUM_THREADS", "1", 0);
+    if (job->token[0]) setenv("DDPLUA_STORE_TOKEN", job->token, 1);
+}
+
+/* The value of the first variable of names that is set to an integer, else -1. */
+static long env_int(const char *const *names)
+{
+    for (; *names; names++) {
+        const char *v = getenv(*names);
+        char *end;
+        if (!v || !*v) continue;
+        long x = strtol(v, &end, 10);
+        if (*end == '\0' && x >= 0) return x;
+    }
+    return -1;
+}
+
+void cli_cluster_env(const cli_launch *l)
+{
+    if (getenv("RANK")) return; /* a launcher (ours or torchrun-like) already decided */
+    static const char *const rank_v[] = {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", NULL};
+    static const char *const size_v[] = {"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", NULL};
+    static const char *const local_v[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", NULL};
+    static const char *const lsize_v[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE",
+                                          NULL};
+    static const char *const node_v[] = {"SLURM_NODEID", NULL};
+    static const char *const nnodes_v[] = {"SLURM_NNODES", "SLURM_JOB_NUM_NODES", NULL};
+    long rank = env_int(rank_v), size = env_int(size_v);
+    if (rank < 0 || size <= 0) return;
+    long local = env_int(local_v), lsize = env_int(lsize_v), node = env_int(node_v);
+    long nnodes = env_int(nnodes_v);
+    if (local < 0) local = rank;
+    if (lsize <= 0) lsize = nnodes == 1 ? size : -1; /* "2(x3)" style values do not parse */
+    if (node < 0 && lsize > 0) node = rank / lsize;
+    set_int("RANK", rank);
+    set_int("WORLD_SIZE", size);
+    set_int("LOCAL_RANK", local);
+    if (lsize > 0) set_int("LOCAL_WORLD_SIZE", lsize);
+    if (node >= 0) set_int("GROUP_RANK", node);
+    if (l->master_addr)
+        setenv("MASTER_ADDR", l->master_addr, 1);
+    else if (!getenv("MASTER_ADDR") && (nnodes == 1 || lsize == size))
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+    if (l->master_port)
+        set_int("MASTER_PORT", l->master_port);
+    else
+        setenv("MASTER_PORT", "29500", 0); /* torchrun's default */
+}
+
+int launch_pick_port(const char *addr)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    int rc = getaddrinfo(addr, "0", &hints, &res);
+    if (rc != 0) {
+        fprintf(stderr, "%s: cannot resolve the master address '%s': %s\n", CLI_PROGNAME, addr,
+                gai_strerror(rc));
+        return -1;
+    }
+    int port = -1, err = 0;
+    for (struct addrinfo *ai = res; ai && port < 0; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0) continue;
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            getsockname(fd, (struct sockaddr *)&ss, &len) == 0)
+            port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                                  : ((struct sockaddr_in *)&ss)->sin_port);
+        else
+            err = errno;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    if (port < 0)
+        fprintf(stderr,
+                "%s: cannot find a free port on the master address %s (%s); give one "
+                "with --master-port\n",
+                CLI_PROGNAME, addr, strerror(err));
+    return port;
+}
+
+bool launch_random_hex(char *out, size_t n)
+{
+    unsigned char buf[64];
+    if (n > sizeof buf) n = sizeof buf;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    ssize_t got = fd >= 0 ? read(fd, buf, n) : -1;
+    if (fd >= 0) close(fd);
+    bool ok = got == (ssize_t)n;
+    if (!ok) { /* no /dev/urandom (a bare chroot): time and pid, unique but not secret */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        unsigned long long x = (unsigned long long)ts.tv_nsec ^
+                               (unsigned long long)ts.tv_sec << 20 ^
+                               (unsigned long long)getpid() << 40;
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (unsigned char)(x >> (8 * (i % 8))) ^ (unsigned char)i;
+    }
+    for (size_t i = 0; i < n; i++) snprintf(out + 2 * i, 3, "%02x", buf[i]);
+    out[2 * n] = '\0';
+    return ok;
+}

@@ -1,0 +1,262 @@
+/* dist/gloo_pg.cpp: the Gloo backend behind an extern "C" face: the only C++ in the engine.
+ * defines: ddpl_gloo_connect/free, ddpl_gloo_allreduce/broadcast/allgather/barrier,
+ *          ddpl_gloo_send/recv/p2p_wait (declared in gloo_pg.h).
+ *
+ * Gloo's rendezvous goes through our TCP store (StoreAdapter forwards set/get/wait to ddpl_store);
+ * the transport is Gloo's TCP device bound to the address that routes to the master, so the
+ * same code works on loopback and across machines. Gloo reports failures (timeouts, a peer
+ * that went away) by throwing; every entry point catches and turns them into ddpl_error
+ * messages, so no exception ever crosses into C. */
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include "ddpl/tensor.h"
+#include "dist/gloo_pg.h"
+
+/* From dist/store.h, which C++ cannot include (it pulls in core.h's C11 atomics). */
+extern "C" {
+double ddpl_store_timeout(const ddpl_store *s);
+int ddpl_store_set(ddpl_store *s, const char *key, const void *value, size_t len);
+int ddpl_store_get(ddpl_store *s, const char *key, void **value, size_t *len);
+int ddpl_store_wait(ddpl_store *s, int nkeys, const char *const *keys, double timeout_s);
+}
+
+namespace
+{
+
+/* Slot of point-to-point messages: above the prefixes Gloo's collectives use (< 0x20 << 56),
+ * so a send/recv can never match a collective's message. */
+constexpr uint64_t kP2PSlot = uint64_t(0x7d) << 56;
+
+std::chrono::milliseconds to_ms(double s)
+{
+    return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+}
+
+/* gloo::rendezvous::Store over ddpl_store; errors become exceptions, as Gloo expects. */
+class StoreAdapter : public gloo::rendezvous::Store
+{
+  public:
+    StoreAdapter(ddpl_store *s, std::string prefix) : s_(s), prefix_(std::move(prefix)) {}
+
+    void set(const std::string &key, const std::vector<char> &data) override
+    {
+        if (ddpl_store_set(s_, (prefix_ + key).c_str(), data.data(), data.size()) < 0)
+            throw gloo::IoException(ddpl_last_error());
+    }
+
+    std::vector<char> get(const std::string &key) override
+    {
+        void *v = nullptr;
+        size_t n = 0;
+        if (ddpl_store_get(s_, (prefix_ + key).c_str(), &v, &n) < 0)
+            throw gloo::IoException(ddpl_last_error());
+        std::vector<char> out(static_cast<char *>(v), static_cast<char *>(v) + n);
+        free(v);
+        return out;
+    }
+
+    void wait(const std::vector<std::string> &keys) override
+    {
+        wait(keys, to_ms(ddpl_store_timeout(s_)));
+    }
+
+    void wait(const std::vector<std::string> &keys, const std::chrono::milliseconds &t) override
+    {
+        std::vector<std::string> full;
+        std::vector<const char *> ptrs;
+        for (const auto &k : keys) full.push_back(prefix_ + k);
+        for (const auto &k : full) ptrs.push_back(k.c_str());
+        if (ddpl_store_wait(s_, static_cast<int>(ptrs.size()), ptrs.data(), t.count() / 1000.0) < 0)
+            throw gloo::IoException(ddpl_last_error());
+    }
+
+  private:
+    ddpl_store *s_;
+    std::string prefix_;
+};
+
+/* Runs f, turning any exception into ddpl_error("gloo: <what>"); 0 or -1. */
+template <typename F> int guarded(F &&f)
+{
+    try {
+        f();
+        return 0;
+    } catch (const std::exception &e) {
+        return ddpl_error("gloo: %s", e.what());
+    } catch (...) {
+        return ddpl_error("gloo: unknown C++ exception");
+    }
+}
+
+/* AllreduceOptions wants a typed pointer only to learn the element size. */
+template <typename T>
+void allreduce_typed(const std::shared_ptr<gloo::Context> &ctx, void *data, size_t count,
+                     ddpl_reduce_fn fn, std::chrono::milliseconds timeout)
+{
+    gloo::AllreduceOptions opts(ctx);
+    opts.setOutput(static_cast<T *>(data), count);
+    opts.setReduceFunction(
+        [fn](void *out, const void *a, const void *b, size_t n) { fn(out, a, b, n); });
+    opts.setTimeout(timeout);
+    gloo::allreduce(opts);
+}
+
+} // namespace
+
+struct ddpl_gloo {
+    std::shared_ptr<gloo::rendezvous::Context> ctx;
+    std::chrono::milliseconds timeout;
+};
+
+struct ddpl_gloo_p2p {
+    std::unique_ptr<gloo::transport::UnboundBuffer> buf;
+    bool is_send;
+    int peer;
+};
+
+extern "C" ddpl_gloo *ddpl_gloo_connect(ddpl_store *store, const char *prefix, int rank, int size,
+                                        const char *bind_host, double timeout_s)
+{
+    auto *g = new ddpl_gloo;
+    g->timeout = to_ms(timeout_s);
+    int rc = guarded([&] {
+        gloo::transport::tcp::attr attr(bind_host);
+        auto dev = gloo::transport::tcp::CreateDevice(attr);
+        g->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+        g->ctx->setTimeout(g->timeout);
+        StoreAdapter adapter(store, prefix);
+        g->ctx->connectFullMesh(adapter, dev);
+    });
+    if (rc < 0) {
+        delete g;
+        return nullptr;
+    }
+    return g;
+}
+
+extern "C" void ddpl_gloo_free(ddpl_gloo *g)
+{
+    if (!g) return;
+    guarded([&] { g->ctx.reset(); });
+    delete g;
+}
+
+extern "C" int ddpl_gloo_allreduce(ddpl_gloo *g, void *data, size_t count, size_t elsize,
+                                   ddpl_reduce_fn fn)
+{
+    if (count == 0) return 0;
+    return guarded([&] {
+        switch (elsize) {
+        case 1:
+            allreduce_typed<uint8_t>(g->ctx, data, count, fn, g->timeout);
+            break;
+        case 2:
+            allreduce_typed<uint16_t>(g->ctx, data, count, fn, g->timeout);
+            break;
+        case 4:
+            allreduce_typed<uint32_t>(g->ctx, data, count, fn, g->timeout);
+            break;
+        case 8:
+            allreduce_typed<uint64_t>(g->ctx, data, count, fn, g->timeout);
+            break;
+        default:
+            throw std::runtime_error("allreduce: unsupported element size");
+        }
+    });
+}
+
+extern "C" int ddpl_gloo_broadcast(ddpl_gloo *g, void *data, size_t nbytes, int root)
+{
+    if (nbytes == 0) return 0;
+    return guarded([&] {
+        gloo::BroadcastOptions opts(g->ctx);
+        uint8_t *p = static_cast<uint8_t *>(data);
+        if (g->ctx->rank == root) opts.setInput(p, nbytes);
+        opts.setOutput(p, nbytes);
+        opts.setRoot(root);
+        opts.setTimeout(g->timeout);
+        gloo::broadcast(opts);
+    });
+}
+
+extern "C" int ddpl_gloo_allgather(ddpl_gloo *g, const void *in, void *out, size_t nbytes)
+{
+    if (nbytes == 0) return 0;
+    return guarded([&] {
+        gloo::AllgatherOptions opts(g->ctx);
+        opts.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), nbytes);
+        opts.setOutput(static_cast<uint8_t *>(out), nbytes * static_cast<size_t>(g->ctx->size));
+        opts.setTimeout(g->timeout);
+        gloo::allgather(opts);
+    });
+}
+
+extern "C" int ddpl_gloo_barrier(ddpl_gloo *g)
+{
+    return guarded([&] {
+        gloo::BarrierOptions opts(g->ctx);
+        opts.setTimeout(g->timeout);
+        gloo::barrier(opts);
+    });
+}
+
+static ddpl_gloo_p2p *post(ddpl_gloo *g, void *data, size_t nbytes, int peer, int channel,
+                           bool is_send)
+{
+    auto *p = new ddpl_gloo_p2p;
+    p->is_send = is_send;
+    p->peer = peer;
+    int rc = guarded([&] {
+        /* Gloo refuses empty buffers; a 1-byte dummy keeps the message count matched. */
+        static thread_local char dummy;
+        void *ptr = nbytes ? data : &dummy;
+        p->buf = g->ctx->createUnboundBuffer(ptr, nbytes ? nbytes : 1);
+        if (is_send)
+            p->buf->send(peer, kP2PSlot + static_cast<uint64_t>(channel));
+        else
+            p->buf->recv(peer, kP2PSlot + static_cast<uint64_t>(channel));
+    });
+    if (rc < 0) {
+        delete p;
+        return nullptr;
+    }
+    return p;
+}
+
+extern "C" ddpl_gloo_p2p *ddpl_gloo_send(ddpl_gloo *g, void *data, size_t nbytes, int dst,
+                                         int channel)
+{
+    return post(g, data, nbytes, dst, channel, true);
+}
+
+extern "C" ddpl_gloo_p2p *ddpl_gloo_recv(ddpl_gloo *g, void *data, size_t nbytes, int src,
+                                         int channel)
+{
+    return post(g, data, nbytes, src, channel, false);
+}
+
+extern "C" int ddpl_gloo_p2p_wait(ddpl_gloo_p2p *p, double timeout_s)
+{
+    int rc = guarded([&] {
+        bool ok =
+            p->is_send ? p->buf->waitSend(to_ms(timeout_s)) : p->buf->waitRecv(to_ms(timeout_s));
+        if (!ok) throw std::runtime_error("aborted");
+    });
+    delete p;
+    return rc;
+}

@@ -1,0 +1,466 @@
+/* dist/pg.c: process groups: creation (rendezvous through the store, then the Gloo mesh), the
+ * lanes (worker threads) that run operations in issue order, and work handles.
+ * defines: ddpl_pg_create/free and the group queries, ddpl_work_*, pg_work_new, pg_work_slot,
+ *          pg_lane_push, pg_strided_copy (pg_impl.h). The operations are in pg_ops.c.
+ *
+ * A group has three lanes, each a FIFO queue with its own thread: the collective lane runs
+ * collectives one by one (so every rank runs them in issue order); the send and receive lanes
+ * complete point-to-point messages that were posted to Gloo when they were issued. A work item
+ * holds references to its tensors until it completes. The engine's error message is
+ * thread-local, so a lane records the failing call's message in the work item, where the
+ * caller's wait finds it. */
+#define _GNU_SOURCE /* pthread_condattr_setclock, getaddrinfo */
+#include <errno.h>
+#include <netdb.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dist/pg_impl.h"
+
+/* ------------------------------------------------------------------ staging copies ---- */
+/* Walks the elements of t in row-major order, copying each between the tensor's memory and a
+ * contiguous buffer (to_buf: tensor -> buf). */
+void pg_strided_copy(const ddpl_tensor *t, char *buf, bool to_buf)
+{
+    size_t es = ddpl_dtype_size((ddpl_dtype)t->dtype);
+    int64_t n = ddpl_numel(t->ndim, t->sizes);
+    int64_t idx[DDPL_MAX_DIMS] = {0};
+    char *base = (char *)t->storage->data;
+    for (int64_t i = 0; i < n; i++) {
+        int64_t off = t->offset;
+        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
+        if (to_buf)
+            memcpy(buf + (size_t)i * es, base + (size_t)off * es, es);
+        else
+            memcpy(base + (size_t)off * es, buf + (size_t)i * es, es);
+        for (int d = t->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < t->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static char *xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(ddpl_xmalloc(n), s, n);
+}
+
+ddpl_work *pg_work_new(ddpl_pg *pg, const char *name, int nslots, int (*run)(ddpl_work *))
+{
+    ddpl_work *w = ddpl_xcalloc(1, sizeof *w);
+    atomic_init(&w->refcount, 1);
+    w->name = name;
+    w->run = run;
+    w->pg = pg;
+    w->timeout_s = pg->timeout_s;
+    w->nslots = nslots;
+    w->slots = nslots ? ddpl_xcalloc((size_t)nslots, sizeof *w->slots) : NULL;
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    return w;
+}
+
+ddpl_work *ddpl_work_retain(ddpl_work *w)
+{
+    if (w) atomic_fetch_add(&w->refcount, 1);
+    return w;
+}
+
+/* Drops the tensors and buffers (at completion, so a finished handle pins no memory). */
+static void work_drop_args(ddpl_work *w)
+{
+    for (int i = 0; i < w->nslots; i++) {
+        ddpl_tensor_release(w->slots[i].t);
+        free(w->slots[i].stage);
+    }
+    free(w->slots);
+    w->slots = NULL;
+    w->nslots = 0;
+    free(w->scratch);
+    w->scratch = NULL;
+    /* still posted when a broken group skipped the work: just free them */
+    if (w->p2p_hdr) ddpl_gloo_p2p_wait(w->p2p_hdr, 0.0);
+    if (w->p2p) ddpl_gloo_p2p_wait(w->p2p, 0.0);
+    w->p2p_hdr = w->p2p = NULL;
+}
+
+void ddpl_work_release(ddpl_work *w)
+{
+    if (!w || atomic_fetch_sub(&w->refcount, 1) != 1) return;
+    work_drop_args(w);
+    free(w->error);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->cv);
+    free(w);
+}
+
+void pg_work_slot(ddpl_work *w, int i, ddpl_tensor *t, bool reads, bool writes)
+{
+    pg_slot *s = &w->slots[i];
+    s->t = ddpl_tensor_retain(t);
+    s->write_back = writes;
+    if (ddpl_tensor_is_contiguous(t)) {
+        s->data = ddpl_data_ptr(t);
+    } else {
+        size_t n = ddpl_tensor_nbytes(t);
+        s->stage = ddpl_xmalloc(n ? n : 1);
+        if (reads) pg_strided_copy(t, s->stage, true);
+        s->data = s->stage;
+    }
+}
+
+/* Marks w done (with the error, if any) and wakes its waiters. */
+static void work_finish(ddpl_work *w, const char *error)
+{
+    if (!error) {
+        for (int i = 0; i < w->nslots; i++) {
+            pg_slot *s = &w->slots[i];
+            if (!s->write_back) continue;
+            if (s->stage) pg_strided_copy(s->t, s->stage, false);
+            ddpl_storage_bump_version(s->t->storage);
+        }
+    }
+    work_drop_args(w);
+    pthread_mutex_lock(&w->mu);
+    w->error = error ? xstrdup(error) : NULL;
+    w->done = true;
+    w->pg = NULL;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int ddpl_work_wait(ddpl_work *w, double timeout_s)
+{
+    if (timeout_s < 0) timeout_s = w->timeout_s + 10.0; /* the operation times out first */
+    struct timespec deadline;
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    double whole = (double)(int64_t)timeout_s;
+    deadline.tv_sec += (time_t)whole;
+    deadline.tv_nsec += (long)((timeout_s - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+        deadline.tv_sec++;
+        deadline.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->mu);
+    int rc = 0;
+    while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->cv, &w->mu, &deadline);
+    bool done = w->done;
+    pthread_mutex_unlock(&w->mu);
+    if (!done)
+        return ddpl_error("%s: wait timed out after %g s (the operation is still running)", w->name,
+                          timeout_s);
+    if (w->error) return ddpl_error("%s", w->error);
+    return 0;
+}
+
+bool ddpl_work_is_completed(ddpl_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    bool d = w->done;
+    pthread_mutex_unlock(&w->mu);
+    return d;
+}
+
+const char *ddpl_work_error(ddpl_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    const char *e = w->done ? w->error : NULL;
+    pthread_mutex_unlock(&w->mu);
+    return e;
+}
+
+const char *ddpl_work_name(const ddpl_work *w)
+{
+    return w->name;
+}
+
+/* ---------------------------------------------------------------------------- lanes ---- */
+static void *lane_main(void *arg);
+
+typedef struct lane_arg {
+    ddpl_pg *pg;
+    pg_lane *ln;
+} lane_arg;
+
+static int lane_start(ddpl_pg *pg, pg_lane *ln)
+{
+    pthread_mutex_init(&ln->mu, NULL);
+    pthread_cond_init(&ln->cv, NULL);
+    lane_arg *a = ddpl_xmalloc(sizeof *a);
+    *a = (lane_arg){pg, ln};
+    if (pthread_create(&ln->thread, NULL, lane_main, a) != 0) {
+        free(a);
+        return ddpl_error("init_process_group: cannot start a worker thread");
+    }
+    ln->started = true;
+    return 0;
+}
+
+ddpl_work *pg_lane_push(pg_lane *ln, ddpl_work *w)
+{
+    ddpl_work_retain(w);
+    pthread_mutex_lock(&ln->mu);
+    w->next = NULL;
+    if (ln->tail)
+        ln->tail->next = w;
+    else
+        ln->head = w;
+    ln->tail = w;
+    pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&ln->mu);
+    return w;
+}
+
+/* Runs queued work until stopped and drained. */
+static void *lane_main(void *arg)
+{
+    lane_arg a = *(lane_arg *)arg;
+    free(arg);
+    char msg[1024];
+    for (;;) {
+        pthread_mutex_lock(&a.ln->mu);
+        while (!a.ln->head && !a.ln->stop) pthread_cond_wait(&a.ln->cv, &a.ln->mu);
+        ddpl_work *w = a.ln->head;
+        if (w) {
+            a.ln->head = w->next;
+            if (!a.ln->head) a.ln->tail = NULL;
+        }
+        pthread_mutex_unlock(&a.ln->mu);
+        if (!w) break;
+
+        const char *error = NULL;
+        pthread_mutex_lock(&a.pg->broken_mu);
+        bool broken = a.pg->broken != NULL;
+        if (broken)
+            snprintf(msg, sizeof msg,
+                     "%s: the process group is unusable after an earlier failure (%s)", w->name,
+                     a.pg->broken);
+        pthread_mutex_unlock(&a.pg->broken_mu);
+        if (broken) {
+            error = msg;
+        } else if (w->run(w) < 0) {
+            const char *e = ddpl_last_error();
+            /* messages of the backend do not name the API call: prefix it */
+            size_t n = strlen(w->name);
+            if (strncmp(e, w->name, n) == 0 && e[n] == ':')
+                snprintf(msg, sizeof msg, "%s", e);
+            else
+                snprintf(msg, sizeof msg, "%s: %s (rank %d of %d)", w->name, e, a.pg->rank,
+                         a.pg->size);
+            error = msg;
+            pthread_mutex_lock(&a.pg->broken_mu);
+            if (!a.pg->broken && !w->harmless) a.pg->broken = xstrdup(msg);
+            pthread_mutex_unlock(&a.pg->broken_mu);
+        }
+        work_finish(w, error);
+        ddpl_work_release(w);
+    }
+    return NULL;
+}
+
+/* Lets the lane finish its queue, then joins it; false when it is still busy after wait_s (an
+ * operation stuck on a peer that is gone), in which case the thread is left running. */
+static bool lane_stop(pg_lane *ln, double wait_s)
+{
+    if (!ln->started) return true;
+    pthread_mutex_lock(&ln->mu);
+    ln->stop = true;
+    pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&ln->mu);
+    struct timespec deadline;
+    clock_gettime(CLOCK_REALTIME, &deadline); /* pthread_timedjoin_np takes CLOCK_REALTIME */
+    deadline.tv_sec += (time_t)wait_s + 1;
+    if (pthread_timedjoin_np(ln->thread, NULL, &deadline) != 0) return false;
+    pthread_mutex_destroy(&ln->mu);
+    pthread_cond_destroy(&ln->cv);
+    ln->started = false;
+    return true;
+}
+
+/* -------------------------------------------------------------------------- groups ---- */
+/* The local address of the interface that routes to host (a connected UDP socket sends
+ * nothing; getsockname then tells which source address the kernel picked). Gloo listens there,
+ * so ranks on other machines can reach it, and loopback jobs stay on loopback. */
+static int local_address_towards(const char *host, int port, char *out, size_t n)
+{
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_DGRAM}, *res = NULL;
+    char portstr[16];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    int rc = getaddrinfo(host, portstr, &hints, &res);
+    if (rc != 0)
+        return ddpl_error("init_process_group: cannot resolve MASTER_ADDR '%s': %s", host,
+                          gai_strerror(rc));
+    int result = -1;
+    for (struct addrinfo *ai = res; ai && result < 0; ai = ai->ai_next) {
+        int fd = socket(ai->ai_family, ai->ai_socktype, 0);
+        if (fd < 0) continue;
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof ss;
+        if (connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+            getsockname(fd, (struct sockaddr *)&ss, &len) == 0 &&
+            getnameinfo((struct sockaddr *)&ss, len, out, (socklen_t)n, NULL, 0, NI_NUMERICHOST) ==
+                0)
+            result = 0;
+        close(fd);
+    }
+    freeaddrinfo(res);
+    if (result < 0)
+        return ddpl_error("init_process_group: no local interface routes to MASTER_ADDR '%s'",
+                          host);
+    return 0;
+}
+
+/* Every rank announces itself under prefix/join/<rank> and waits for the others; on a timeout
+ * the error lists the ranks whose keys never appeared. */
+static int join_all(ddpl_store *st, const char *prefix, int rank, int size, double timeout_s)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%sjoin/%d", prefix, rank);
+    if (ddpl_store_set(st, key, "1", 1) < 0) return -1;
+    char **keys = ddpl_xcalloc((size_t)size, sizeof *keys);
+    for (int r = 0; r < size; r++) {
+        keys[r] = ddpl_xmalloc(256);
+        snprintf(keys[r], 256, "%sjoin/%d", prefix, r);
+    }
+    int rc = ddpl_store_wait(st, size, (const char *const *)keys, timeout_s);
+    if (rc < 0) {
+        char missing[512] = "";
+        size_t used = 0;
+        int nmissing = 0;
+        for (int r = 0; r < size; r++) {
+            bool present = true;
+            if (ddpl_store_check(st, 1, (const char *const *)&keys[r], &present) < 0) continue;
+            if (present) continue;
+            nmissing++;
+            if (used < sizeof missing - 16)
+                used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d",
+                                         nmissing > 1 ? ", " : "", r);
+        }
+        ddpl_error("init_process_group: timed out after %g s waiting for %s %s to join "
+                   "(rank %d of world_size %d)",
+                   timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?", rank,
+                   size);
+    }
+    for (int r = 0; r < size; r++) free(keys[r]);
+    free(keys);
+    return rc;
+}
+
+ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
+{
+    const char *backend = cfg->backend ? cfg->backend : "gloo";
+    if (strcmp(backend, "nccl") == 0) {
+        ddpl_error("init_process_group: backend 'nccl' is not built yet (it comes with the "
+                   "CUDA backend); use backend='gloo'");
+        return NULL;
+    }
+    if (strcmp(backend, "gloo") != 0) {
+        ddpl_error("init_process_group: unknown backend '%s' (expected 'gloo' or 'nccl')", backend);
+        return NULL;
+    }
+    if (cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size) {
+        ddpl_error("init_process_group: rank %d is out of range for world_size %d", cfg->rank,
+                   cfg->world_size);
+        return NULL;
+    }
+    if (!cfg->master_addr || !cfg->master_addr[0] || cfg->master_port <= 0 ||
+        cfg->master_port > 65535) {
+        ddpl_error("init_process_group: need MASTER_ADDR and MASTER_PORT (1..65535), got "
+                   "'%s':%d",
+                   cfg->master_addr ? cfg->master_addr : "", cfg->master_port);
+        return NULL;
+    }
+    double timeout = cfg->timeout_s > 0 ? cfg->timeout_s : 1800.0;
+    char bind[256];
+    if (local_address_towards(cfg->master_addr, cfg->master_port, bind, sizeof bind) < 0)
+        return NULL;
+
+    ddpl_pg *pg = ddpl_xcalloc(1, sizeof *pg);
+    pg->rank = cfg->rank;
+    pg->size = cfg->world_size;
+    pg->timeout_s = timeout;
+    pthread_mutex_init(&pg->broken_mu, NULL);
+    pg->store =
+        ddpl_store_create(cfg->master_addr, cfg->master_port, cfg->rank == 0, timeout, cfg->token);
+    if (!pg->store) {
+        char e[768];
+        snprintf(e, sizeof e, "%s", ddpl_last_error());
+        ddpl_error("init_process_group: %s (rank %d could not reach the store that rank 0 "
+                   "hosts at %s:%d)",
+                   e, cfg->rank, cfg->master_addr, cfg->master_port);
+        goto fail;
+    }
+    const char *prefix = "pg0/";
+    if (join_all(pg->store, prefix, pg->rank, pg->size, timeout) < 0) goto fail;
+    pg->gloo = ddpl_gloo_connect(pg->store, "pg0/gloo/", pg->rank, pg->size, bind, timeout);
+    if (!pg->gloo) {
+        char e[768];
+        snprintf(e, sizeof e, "%s", ddpl_last_error());
+        ddpl_error("init_process_group: connecting the gloo mesh failed on rank %d: %s", pg->rank,
+                   e);
+        goto fail;
+    }
+    pg->shm = ddpl_shm_connect(pg->store, "pg0/shm/", pg->rank, pg->size, timeout);
+    /* Once every rank passed this barrier nobody reads rendezvous keys any more, so rank 0 may
+     * free the store whenever it likes. */
+    if (ddpl_gloo_barrier(pg->gloo) < 0) {
+        char e[768];
+        snprintf(e, sizeof e, "%s", ddpl_last_error());
+        ddpl_error("init_process_group: %s", e);
+        goto fail;
+    }
+    if (lane_start(pg, &pg->coll) < 0 || lane_start(pg, &pg->send) < 0 ||
+        lane_start(pg, &pg->recv) < 0)
+        goto fail;
+    return pg;
+fail:
+    ddpl_pg_free(pg);
+    return NULL;
+}
+
+void ddpl_pg_free(ddpl_pg *pg)
+{
+    if (!pg) return;
+    /* Queued operations finish first (as PyTorch's destructor does), each bounded by the
+     * timeout. Should a lane still be stuck after that, the group is leaked rather than freed
+     * under a running thread, so that freeing never hangs past the timeout nor crashes. */
+    double wait_s = pg->timeout_s + 5.0;
+    bool stopped = lane_stop(&pg->coll, wait_s);
+    stopped = lane_stop(&pg->send, stopped ? wait_s : 0.0) && stopped;
+    stopped = lane_stop(&pg->recv, stopped ? wait_s : 0.0) && stopped;
+    if (!stopped) return;
+    ddpl_gloo_free(pg->gloo);
+    ddpl_shm_free(pg->shm);
+    if (pg->store) ddpl_store_free(pg->store);
+    free(pg->broken);
+    pthread_mutex_destroy(&pg->broken_mu);
+    free(pg);
+}
+
+int ddpl_pg_rank(const ddpl_pg *pg)
+{
+    return pg->rank;
+}
+int ddpl_pg_size(const ddpl_pg *pg)
+{
+    return pg->size;
+}
+const char *ddpl_pg_backend(const ddpl_pg *pg)
+{
+    DDPL_UNUSED(pg);
+    return "gloo";
+}
+double ddpl_pg_timeout(const ddpl_pg *pg)
+{
+    return pg->timeout_s;
+}
+ddpl_store *ddpl_pg_store(ddpl_pg *pg)
+{
+    return pg->store;
+}

@@ -1,0 +1,102 @@
+/* dist/pg.h: process groups: collectives over the ranks of a job, each returning a work handle.
+ * defines: ddpl_pg, ddpl_work, ddpl_reduce_op, ddpl_pg_config, group creation and queries,
+ *          the collectives (allreduce, broadcast, allgather, reduce_scatter, send/recv,
+ *          barrier), work handles (wait, is_completed, error).
+ *
+ * The model is PyTorch's ProcessGroup. A group owns a worker thread that runs collectives one at
+ * a time in the order they were issued (a FIFO queue): when every rank issues the same
+ * collectives in the same order (the caller's duty, as in PyTorch), they match up, and the
+ * caller is free to go on computing while they run (async). Point-to-point messages are posted
+ * at once and completed by two more threads (one for sends, one for receives), so isend/irecv
+ * pairs issued in any order on two ranks cannot deadlock; a blocking send completes once the
+ * peer has posted the matching recv, as in PyTorch.
+ *
+ * Tensors: CPU, any strides (a non-contiguous tensor is packed into a contiguous buffer when the
+ * call is made and unpacked when the operation completes). Reductions take float32, float64 and
+ * int64; data movement (broadcast, allgather, send/recv) takes every dtype. Results are written
+ * in place into the given tensors, which the work handle retains until it is done; touching
+ * them before the work completes is a race, as in PyTorch.
+ *
+ * Errors: issuing returns NULL with ddpl_error set when the arguments are wrong ("all_reduce:
+ * expected a CPU tensor of float32/float64/int64, got int32"); a failure while running (a
+ * timeout, a peer that died) is reported by the handle and makes the group unusable: later
+ * operations fail at once with the first error instead of hanging. Nothing blocks past the
+ * group's timeout.
+ *
+ *     ddpl_work *w = ddpl_pg_allreduce(pg, grad, DDPL_REDUCE_AVG);
+ *     ... overlap other work ...
+ *     if (!w || ddpl_work_wait(w, -1) < 0) fprintf(stderr, "%s\n", ddpl_last_error());
+ *     ddpl_work_release(w);
+ */
+#ifndef DDPL_DIST_PG_H
+#define DDPL_DIST_PG_H
+
+#include "core/core.h"
+#include "dist/store.h"
+
+typedef struct ddpl_pg ddpl_pg;
+typedef struct ddpl_work ddpl_work;
+
+typedef enum ddpl_reduce_op {
+    DDPL_REDUCE_SUM,
+    DDPL_REDUCE_AVG, /* sum, then divided by the group size (floating dtypes only) */
+    DDPL_REDUCE_MAX,
+    DDPL_REDUCE_MIN,
+    DDPL_REDUCE_PRODUCT,
+    DDPL_REDUCE_OP_COUNT
+} ddpl_reduce_op;
+
+/* "sum", "avg", ... ; ddpl_reduce_op_parse returns -1 for an unknown name. */
+const char *ddpl_reduce_op_name(ddpl_reduce_op op);
+int ddpl_reduce_op_parse(const char *name);
+
+typedef struct ddpl_pg_config {
+    const char *backend;     /* "gloo" ("nccl" is refused until the CUDA backend has it) */
+    const char *master_addr; /* host of the store (rank 0) */
+    int master_port;
+    int rank, world_size;
+    double timeout_s;  /* rendezvous, store calls and every collective; <= 0: 1800 as PyTorch */
+    const char *token; /* store secret (DDPLUA_STORE_TOKEN), NULL for none */
+} ddpl_pg_config;
+
+/* Rank 0 hosts the store; every rank joins, waits for all others (the timeout error names the
+ * ranks that never came), then connects the backend. Blocks up to the timeout. */
+ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg);
+/* Finishes queued operations (each bounded by the timeout), stops the threads, frees the group
+ * (and the store it hosts). A lane still stuck after the timeout is left running and the group
+ * leaked instead, so this never hangs longer. Work handles stay valid. NULL is fine. */
+void ddpl_pg_free(ddpl_pg *pg);
+int ddpl_pg_rank(const ddpl_pg *pg);
+int ddpl_pg_size(const ddpl_pg *pg);
+const char *ddpl_pg_backend(const ddpl_pg *pg);
+double ddpl_pg_timeout(const ddpl_pg *pg);
+ddpl_store *ddpl_pg_store(ddpl_pg *pg); /* borrowed; valid until ddpl_pg_free */
+
+/* In place on t. */
+ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op);
+/* t of rank src overwrites t on every rank. */
+ddpl_work *ddpl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src);
+/* outs[r] (size tensors of t's shape and dtype) receives rank r's t. */
+ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t);
+/* out (size * numel(t) elements, t's dtype, any shape) receives the ranks' t one after another. */
+ddpl_work *ddpl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t);
+/* in (size * numel(out) elements) is reduced across ranks; rank r keeps chunk r in out. */
+ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
+                                  ddpl_reduce_op op);
+/* The receiver's tensor must have the sender's byte size. */
+ddpl_work *ddpl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst);
+ddpl_work *ddpl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src);
+ddpl_work *ddpl_pg_barrier(ddpl_pg *pg);
+
+/* Blocks until the work is done or timeout_s passes (< 0: the group's timeout plus a margin,
+ * since the operation itself is bounded by it). 0 on success; -1 with the error set when the
+ * operation failed ("all_reduce: gloo: ... Timed out ...") or the wait timed out. */
+int ddpl_work_wait(ddpl_work *w, double timeout_s);
+bool ddpl_work_is_completed(ddpl_work *w); /* done, successfully or not */
+/* The failure message, or NULL while pending or after success. Owned by w. */
+const char *ddpl_work_error(ddpl_work *w);
+const char *ddpl_work_name(const ddpl_work *w); /* "all_reduce", ... */
+ddpl_work *ddpl_work_retain(ddpl_work *w);
+void ddpl_work_release(ddpl_work *w); /* NULL is fine; a pending work keeps running */
+
+#endif

@@ -1,0 +1,86 @@
+/* dist/pg_impl.h: what pg.c (groups, lanes, work handles) and pg_ops.c (the operations) share.
+ * defines: pg_slot, pg_p2p_header, struct ddpl_work, pg_lane, struct ddpl_pg, pg_work_new,
+ *          pg_work_slot, pg_lane_push, pg_strided_copy. Internal to engine/dist. */
+#ifndef DDPL_DIST_PG_IMPL_H
+#define DDPL_DIST_PG_IMPL_H
+
+#include <pthread.h>
+
+#include "dist/gloo_pg.h"
+#include "dist/pg.h"
+#include "dist/shm_coll.h"
+
+/* engine-internal: not exported from libddplua.so */
+#define PG_HIDDEN __attribute__((visibility("hidden")))
+
+typedef struct pg_slot {
+    ddpl_tensor *t;  /* retained */
+    void *data;      /* what the operation reads/writes: t's memory, or stage */
+    void *stage;     /* contiguous copy of a non-contiguous t (malloc), else NULL */
+    bool write_back; /* an output: unpack the stage and bump the version after success */
+} pg_slot;
+
+typedef struct pg_p2p_header {
+    int64_t nbytes;
+    int32_t dtype, ndim;
+    int64_t sizes[DDPL_MAX_DIMS];
+} pg_p2p_header;
+
+struct ddpl_work {
+    atomic_long refcount;
+    const char *name; /* API name, for messages */
+    int (*run)(ddpl_work *w);
+    ddpl_pg *pg; /* valid until the work completes (ddpl_pg_free drains the lanes first) */
+    ddpl_reduce_op op;
+    int peer;
+    pg_slot *slots;
+    int nslots;
+    void *scratch;          /* allgather / reduce_scatter staging (malloc) */
+    size_t nbytes;          /* per-rank bytes of the operation */
+    pg_p2p_header hdr;      /* send/recv: what the sender sends ahead of the payload */
+    ddpl_gloo_p2p *p2p_hdr; /* posted header send/receive, until waited for */
+    ddpl_gloo_p2p *p2p;     /* posted payload send/receive, until waited for */
+    double timeout_s;
+    bool harmless; /* set by run when its failure leaves the group in step (a size mismatch) */
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* CLOCK_MONOTONIC */
+    bool done;
+    char *error;
+    ddpl_work *next; /* queue link */
+};
+
+typedef struct pg_lane {
+    pthread_t thread;
+    bool started;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ddpl_work *head, *tail;
+    bool stop;
+} pg_lane;
+
+struct ddpl_pg {
+    int rank, size;
+    double timeout_s;
+    ddpl_store *store;
+    ddpl_gloo *gloo;
+    ddpl_shm *shm; /* allreduce through shared memory when all ranks share this machine */
+    /* sends and receives wait on separate lanes: a send completes only once the peer's receive
+     * lane has posted the payload, which must not queue behind our own sends (deadlock) */
+    pg_lane coll, send, recv;
+    pthread_mutex_t broken_mu;
+    char *broken; /* first runtime failure; later operations fail with it */
+};
+
+/* A new work item (one reference, for the caller) with nslots empty tensor slots; run executes
+ * it on a lane thread and returns 0, or -1 with the error set. */
+PG_HIDDEN ddpl_work *pg_work_new(ddpl_pg *pg, const char *name, int nslots,
+                                 int (*run)(ddpl_work *));
+/* Fills slot i for tensor t: stages a non-contiguous tensor (packing its values when the
+ * operation reads them). */
+PG_HIDDEN void pg_work_slot(ddpl_work *w, int i, ddpl_tensor *t, bool reads, bool writes);
+/* Queues w (the lane takes its own reference) and returns w to the caller. */
+PG_HIDDEN ddpl_work *pg_lane_push(pg_lane *ln, ddpl_work *w);
+/* Copies t's elements in row-major order into buf (to_buf) or back from it. */
+PG_HIDDEN void pg_strided_copy(const ddpl_tensor *t, char *buf, bool to_buf);
+
+#endif

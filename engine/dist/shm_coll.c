@@ -1,0 +1,208 @@
+/* dist/shm_coll.c: shared-memory allreduce for ranks on one machine (see shm_coll.h).
+ * defines: ddpl_shm_connect, ddpl_shm_allreduce, ddpl_shm_free.
+ *
+ * Layout of the segment (/dev/shm/ddplua-<job>): a header page with the barrier words, then two
+ * sets of `size` per-rank buffers of CHUNK bytes. A tensor goes through in chunks; per chunk:
+ *   1. rank r copies its chunk into its buffer of the current set;
+ *   2. barrier;
+ *   3. rank r reduces elements [r*m/N, (r+1)*m/N) of all N buffers into buffer 0 (disjoint
+ *      ranges, so no locking);
+ *   4. barrier;
+ *   5. every rank copies buffer 0 back into its tensor.
+ * Alternating the two sets between chunks makes a third barrier unnecessary: a rank overwrites a
+ * set only after the barrier of step 4 of the next chunk, which every rank reaches after
+ * finishing step 5 with that set. Barriers are a sense-reversing counter that spins briefly,
+ * then sleeps on a futex (shared, with the group's timeout). */
+#define _GNU_SOURCE
+#include "dist/shm_coll.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdatomic.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+
+enum { CHUNK = 4 << 20, HEADER = 4096, SPINS = 4000 };
+
+typedef struct shm_header {
+    _Atomic uint32_t arrived;    /* ranks at the current barrier */
+    _Atomic uint32_t generation; /* bumped by the last rank to arrive; waiters sleep on it */
+} shm_header;
+
+struct ddpl_shm {
+    int rank, size;
+    double timeout_s;
+    char *base;
+    size_t bytes;
+    shm_header *hdr;
+    int set; /* buffer set of the next chunk */
+};
+
+static long futex(_Atomic uint32_t *addr, int op, uint32_t val, const struct timespec *ts)
+{
+    return syscall(SYS_futex, (uint32_t *)addr, op, val, ts, NULL, 0);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int barrier(ddpl_shm *s)
+{
+    uint32_t gen = atomic_load(&s->hdr->generation);
+    if (atomic_fetch_add(&s->hdr->arrived, 1) == (uint32_t)s->size - 1) {
+        atomic_store(&s->hdr->arrived, 0);
+        atomic_fetch_add(&s->hdr->generation, 1);
+        futex(&s->hdr->generation, FUTEX_WAKE, INT_MAX, NULL);
+        return 0;
+    }
+    for (int i = 0; i < SPINS; i++) {
+        if (atomic_load(&s->hdr->generation) != gen) return 0;
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause(); /* lets the sibling hyper-thread run while spinning */
+#endif
+    }
+    double deadline = now_s() + s->timeout_s;
+    while (atomic_load(&s->hdr->generation) == gen) {
+        double left = deadline - now_s();
+        if (left <= 0)
+            return ddpl_error("shared-memory barrier timed out after %g s (rank %d of %d: a peer "
+                              "stopped participating)",
+                              s->timeout_s, s->rank, s->size);
+        struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000}; /* re-check every 100 ms */
+        futex(&s->hdr->generation, FUTEX_WAIT, gen, &ts);
+    }
+    return 0;
+}
+
+static char *buffer(ddpl_shm *s, int set, int r)
+{
+    return s->base + HEADER + ((size_t)set * (size_t)s->size + (size_t)r) * CHUNK;
+}
+
+int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn)
+{
+    size_t per_chunk = CHUNK / elsize;
+    for (size_t first = 0; first < count; first += per_chunk) {
+        size_t m = count - first < per_chunk ? count - first : per_chunk;
+        char *mine = (char *)data + first * elsize;
+        char *own = buffer(s, s->set, s->rank), *dst = buffer(s, s->set, 0);
+        memcpy(own, mine, m * elsize);
+        if (barrier(s) < 0) return -1;
+        size_t lo = m * (size_t)s->rank / (size_t)s->size;
+        size_t hi = m * (size_t)(s->rank + 1) / (size_t)s->size;
+        for (int q = 1; q < s->size && hi > lo; q++)
+            fn(dst + lo * elsize, dst + lo * elsize, buffer(s, s->set, q) + lo * elsize, hi - lo);
+        if (barrier(s) < 0) return -1;
+        memcpy(mine, dst, m * elsize);
+        s->set ^= 1;
+    }
+    return 0;
+}
+
+/* "<boot id> <network namespace>": equal exactly for processes that can share /dev/shm and
+ * that the job treats as one node. */
+static void machine_identity(char *out, size_t n)
+{
+    char boot[64] = "?", net[64] = "?";
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY);
+    if (fd >= 0) {
+        ssize_t k = read(fd, boot, sizeof boot - 1);
+        boot[k > 0 ? k : 0] = '\0';
+        close(fd);
+    }
+    ssize_t k = readlink("/proc/self/ns/net", net, sizeof net - 1);
+    net[k > 0 ? k : 0] = '\0';
+    snprintf(out, n, "%s %s", boot, net);
+}
+
+/* Publishes value under prefix+name/rank and reports whether every rank published the same. */
+static int all_equal(ddpl_store *st, const char *prefix, const char *name, int rank, int size,
+                     const char *value, bool *equal)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s%s/%d", prefix, name, rank);
+    if (ddpl_store_set(st, key, value, strlen(value)) < 0) return -1;
+    *equal = true;
+    for (int r = 0; r < size; r++) {
+        snprintf(key, sizeof key, "%s%s/%d", prefix, name, r);
+        void *v = NULL;
+        size_t len = 0;
+        if (ddpl_store_get(st, key, &v, &len) < 0) return -1;
+        if (len != strlen(value) || memcmp(v, value, len) != 0) *equal = false;
+        free(v);
+    }
+    return 0;
+}
+
+ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int size, double timeout_s)
+{
+    const char *env = getenv("DDPLUA_SHM");
+    if (size < 2 || (env && strcmp(env, "0") == 0)) return NULL;
+    char id[160];
+    machine_identity(id, sizeof id);
+    bool same = false;
+    if (all_equal(st, prefix, "host", rank, size, id, &same) < 0 || !same) return NULL;
+
+    /* rank 0 names the segment; every rank maps it; all must succeed */
+    char name[96], key[256];
+    snprintf(key, sizeof key, "%sname", prefix);
+    if (rank == 0) {
+        snprintf(name, sizeof name, "/ddplua-%d-%lx", (int)getpid(), (unsigned long)time(NULL));
+        if (ddpl_store_set(st, key, name, strlen(name)) < 0) return NULL;
+    } else {
+        void *v = NULL;
+        size_t len = 0;
+        if (ddpl_store_get(st, key, &v, &len) < 0) return NULL;
+        snprintf(name, sizeof name, "%.*s", (int)len, (char *)v);
+        free(v);
+    }
+    size_t bytes = HEADER + 2 * (size_t)size * CHUNK;
+    ddpl_shm *s = ddpl_xcalloc(1, sizeof *s);
+    *s = (ddpl_shm){.rank = rank, .size = size, .timeout_s = timeout_s, .bytes = bytes};
+    int fd = rank == 0 ? shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600) : -1;
+    if (rank == 0 && fd >= 0 && ftruncate(fd, (off_t)bytes) < 0) {
+        close(fd);
+        fd = -1;
+    }
+    /* the others open it only after rank 0 created and sized it */
+    bool created = rank != 0 || fd >= 0, ok = false;
+    if (all_equal(st, prefix, "created", rank, size, created ? "1" : "0", &ok) < 0 || !ok) {
+        if (fd >= 0) close(fd);
+        if (rank == 0 && created) shm_unlink(name);
+        free(s);
+        return NULL;
+    }
+    if (rank != 0) fd = shm_open(name, O_RDWR, 0600);
+    void *p = fd >= 0 ? mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (fd >= 0) close(fd);
+    bool mapped = p != MAP_FAILED;
+    ok = false;
+    int rc = all_equal(st, prefix, "mapped", rank, size, mapped ? "1" : "0", &ok);
+    /* Everyone has mapped it (or given up) once "mapped" is read: the name can go, and the
+     * memory lives until the last rank unmaps. */
+    if (rank == 0) shm_unlink(name);
+    if (rc < 0 || !ok) {
+        if (mapped) munmap(p, bytes);
+        free(s);
+        return NULL;
+    }
+    s->base = p;
+    s->hdr = (shm_header *)p;
+    return s;
+}
+
+void ddpl_shm_free(ddpl_shm *s)
+{
+    if (!s) return;
+    munmap(s->base, s->bytes);
+    free(s);
+}

@@ -1,0 +1,17 @@
+/* dist/store_server.h: the store's server thread (rank 0), internal to engine/dist.
+ * defines: store_server, store_server_start, store_server_port, store_server_stop. */
+#ifndef DDPL_DIST_STORE_SERVER_H
+#define DDPL_DIST_STORE_SERVER_H
+
+typedef struct store_server store_server;
+
+/* Listens on every interface at port (0 = a free one) and serves in a new thread. token: NULL
+ * or "" for none. NULL with ddpl_error set ("store: cannot listen on port 29500 (address already
+ * in use)"). */
+store_server *store_server_start(int port, const char *token);
+int store_server_port(const store_server *s);
+/* Stops accepting, lets the connected clients finish for up to drain_s seconds (other ranks may
+ * still be using the store when rank 0 lets go of it), then joins the thread and frees. */
+void store_server_stop(store_server *s, double drain_s);
+
+#endif

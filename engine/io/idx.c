@@ -1,0 +1,269 @@
+/* io/idx.c: a native reader of IDX files, the format of MNIST and Fashion-MNIST.
+ * defines: ddpl_read_idx.
+ *
+ * An IDX file is a big-endian header, the magic 0x0000TTRR (TT the element type, RR the rank),
+ * then RR 32-bit sizes, then the elements in row-major order. Data sets ship it gzip-compressed;
+ * zlib's gzread reads plain files unchanged, so one path serves both, and the gzip magic is only
+ * looked at to word errors and to bound what a compressed file can hold. Every size is checked
+ * against the file before the tensor is allocated, so a corrupt header cannot ask for gigabytes,
+ * and the element count must match the file exactly (PyTorch's reader does the same). */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include "io/idx.h"
+
+/* deflate expands at most about 1032:1 (zlib's FAQ); a header announcing more than that from a
+ * gzip file is corrupt, and refusing it early avoids a huge allocation. */
+#define DEFLATE_MAX_RATIO 1032
+#define READ_CHUNK        (1 << 30) /* gzread takes an unsigned int */
+
+typedef struct idx_type {
+    unsigned code;    /* the type byte */
+    size_t file_size; /* bytes per element in the file */
+    ddpl_dtype dtype; /* tensor dtype */
+} idx_type;
+
+static const idx_type idx_types[] = {
+    {0x08, 1, DDPL_UINT8},   /* unsigned byte */
+    {0x09, 1, DDPL_INT32},   /* signed byte, widened */
+    {0x0B, 2, DDPL_INT32},   /* short, widened */
+    {0x0C, 4, DDPL_INT32},   /* int */
+    {0x0D, 4, DDPL_FLOAT32}, /* float */
+    {0x0E, 8, DDPL_FLOAT64}, /* double */
+};
+
+static const idx_type *find_type(unsigned code)
+{
+    for (size_t i = 0; i < sizeof idx_types / sizeof *idx_types; i++)
+        if (idx_types[i].code == code) return &idx_types[i];
+    return NULL;
+}
+
+/* Reads up to n bytes; returns the count, or -1 with *why set to zlib's message. */
+static int64_t read_all(gzFile f, void *buf, int64_t n, const char **why)
+{
+    int64_t got = 0;
+    while (got < n) {
+        int64_t want = n - got < READ_CHUNK ? n - got : READ_CHUNK;
+        int r = gzread(f, (char *)buf + got, (unsigned)want);
+        if (r < 0) {
+            int errnum;
+            *why = gzerror(f, &errnum);
+            return -1;
+        }
+        if (r == 0) break;
+        got += r;
+    }
+    return got;
+}
+
+/* zlib's message without the "<path>: " it puts in front (our messages name the file already) */
+static const char *strip_path(const char *msg, const char *path)
+{
+    size_t n = strlen(path);
+    if (msg && strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') return msg + n + 2;
+    return msg;
+}
+
+/* zlib's complaint after a short read (a truncated gzip stream), or NULL */
+static const char *short_read_note(gzFile f, const char *path)
+{
+    int errnum;
+    const char *msg = gzerror(f, &errnum);
+    return errnum != Z_OK && msg && msg[0] ? strip_path(msg, path) : NULL;
+}
+
+static uint32_t be32(const unsigned char *p)
+{
+    return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+/* Big-endian file elements (raw) into native tensor elements (out), n of them. raw may alias
+ * out when the element sizes are equal (in-place byte swap). */
+static void convert(const idx_type *ty, const unsigned char *raw, void *out, int64_t n)
+{
+    switch (ty->code) {
+    case 0x08:
+        break; /* read straight into the tensor */
+    case 0x09: {
+        int32_t *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = (int8_t)raw[i];
+        break;
+    }
+    case 0x0B: {
+        int32_t *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = (int16_t)(raw[2 * i] << 8 | raw[2 * i + 1]);
+        break;
+    }
+    case 0x0C:
+    case 0x0D: { /* same size: swap in place through uint32 (float bits included) */
+        uint32_t *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = be32(raw + 4 * i);
+        break;
+    }
+    case 0x0E: {
+        uint64_t *o = out;
+        for (int64_t i = 0; i < n; i++)
+            o[i] = (uint64_t)be32(raw + 8 * i) << 32 | be32(raw + 8 * i + 4);
+        break;
+    }
+    }
+}
+
+static bool has_gzip_magic(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return false;
+    unsigned char m[2] = {0, 0};
+    size_t n = fread(m, 1, 2, f);
+    fclose(f);
+    return n == 2 && m[0] == 0x1f && m[1] == 0x8b;
+}
+
+ddpl_tensor *ddpl_read_idx(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        ddpl_error("read_idx: %s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        ddpl_error("read_idx: %s: is a directory, not an IDX file", path);
+        return NULL;
+    }
+    bool gz = has_gzip_magic(path);
+    gzFile f = gzopen(path, "rb");
+    if (!f) {
+        ddpl_error("read_idx: %s: cannot open: %s", path,
+                   errno ? strerror(errno) : "out of memory");
+        return NULL;
+    }
+    gzbuffer(f, 1 << 20);
+
+    ddpl_tensor *t = NULL;
+    unsigned char *tmp = NULL;
+    const char *why = NULL;
+    const char *kind = gz ? "gzip " : "";
+    unsigned char head[4 + 4 * DDPL_MAX_DIMS];
+    int64_t got = read_all(f, head, 4, &why);
+    if (got < 0) {
+        ddpl_error("read_idx: %s: corrupt gzip data: %s", path, strip_path(why, path));
+        goto done;
+    }
+    if (got < 4) {
+        ddpl_error("read_idx: %s: %sfile too short for an IDX header (%lld bytes)", path, kind,
+                   (long long)got);
+        goto done;
+    }
+    uint32_t magic = be32(head);
+    const idx_type *ty = find_type(head[2]);
+    int rank = head[3];
+    if (head[0] != 0 || head[1] != 0 || !ty) {
+        ddpl_error("read_idx: %s: bad magic number 0x%08x: not an IDX file (expected 0x0000TTRR "
+                   "with element type TT one of 08 09 0B 0C 0D 0E and rank RR)",
+                   path, (unsigned)magic);
+        goto done;
+    }
+    if (rank < 1 || rank > DDPL_MAX_DIMS) {
+        ddpl_error("read_idx: %s: rank %d in the magic number 0x%08x is not supported (1 to %d)",
+                   path, rank, (unsigned)magic, DDPL_MAX_DIMS);
+        goto done;
+    }
+    got = read_all(f, head + 4, 4 * (int64_t)rank, &why);
+    if (got < 0) {
+        ddpl_error("read_idx: %s: corrupt gzip data: %s", path, strip_path(why, path));
+        goto done;
+    }
+    if (got < 4 * rank) {
+        ddpl_error("read_idx: %s: truncated header: rank %d needs %d bytes of sizes, got %lld",
+                   path, rank, 4 * rank, (long long)got);
+        goto done;
+    }
+    int64_t sizes[DDPL_MAX_DIMS], numel = 1;
+    for (int d = 0; d < rank; d++) {
+        sizes[d] = be32(head + 4 + 4 * d);
+        /* each size < 2^32, so the running product only overflows past 2^62 / element size */
+        if (sizes[d] && numel > ((int64_t)1 << 62) / (int64_t)ty->file_size / sizes[d]) {
+            ddpl_error("read_idx: %s: sizes in the header are too large", path);
+            goto done;
+        }
+        numel *= sizes[d];
+    }
+    int64_t header_bytes = 4 + 4 * (int64_t)rank;
+    int64_t expected = numel * (int64_t)ty->file_size;
+    if (!gz && st.st_size - header_bytes != expected) {
+        int64_t have = st.st_size - header_bytes;
+        if (have < expected)
+            ddpl_error("read_idx: %s: truncated: expected %lld bytes of data, got %lld", path,
+                       (long long)expected, (long long)have);
+        else
+            ddpl_error("read_idx: %s: %lld bytes after the %lld bytes of data that the header "
+                       "announces",
+                       path, (long long)(have - expected), (long long)expected);
+        goto done;
+    }
+    if (gz && expected / DEFLATE_MAX_RATIO > (int64_t)st.st_size) {
+        ddpl_error("read_idx: %s: truncated or corrupt: the header announces %lld bytes of data, "
+                   "more than a gzip file of %lld bytes can hold",
+                   path, (long long)expected, (long long)st.st_size);
+        goto done;
+    }
+
+    t = ddpl_empty(rank, sizes, ty->dtype, ddpl_cpu());
+    if (!t) goto done;
+    void *out = ddpl_tensor_data(t);
+    unsigned char *raw = out;
+    if (ddpl_dtype_size(ty->dtype) != ty->file_size) { /* widened types need a staging buffer */
+        tmp = malloc(expected ? (size_t)expected : 1);
+        if (!tmp) {
+            ddpl_error("read_idx: %s: out of memory for %lld bytes", path, (long long)expected);
+            goto fail;
+        }
+        raw = tmp;
+    }
+    got = read_all(f, raw, expected, &why);
+    if (got < 0) {
+        ddpl_error("read_idx: %s: corrupt gzip data: %s", path, strip_path(why, path));
+        goto fail;
+    }
+    if (got < expected) {
+        const char *note = short_read_note(f, path);
+        ddpl_error("read_idx: %s: truncated: expected %lld bytes of data, got %lld%s%s%s", path,
+                   (long long)expected, (long long)got, note ? " (gzip: " : "", note ? note : "",
+                   note ? ")" : "");
+        goto fail;
+    }
+    /* One more read: it must find the end of the data, and for gzip it also makes zlib check
+     * the stream's CRC and length trailer. */
+    unsigned char extra[4096];
+    int64_t more = 0, r;
+    while ((r = read_all(f, extra, sizeof extra, &why)) > 0) more += r;
+    if (r < 0) {
+        ddpl_error("read_idx: %s: corrupt gzip data: %s", path, strip_path(why, path));
+        goto fail;
+    }
+    if (more > 0) {
+        ddpl_error("read_idx: %s: %lld bytes after the %lld bytes of data that the header "
+                   "announces",
+                   path, (long long)more, (long long)expected);
+        goto fail;
+    }
+    if (gz && short_read_note(f, path)) {
+        ddpl_error("read_idx: %s: truncated gzip stream: %s", path, short_read_note(f, path));
+        goto fail;
+    }
+    convert(ty, raw, out, numel);
+    goto done;
+
+fail:
+    ddpl_tensor_release(t);
+    t = NULL;
+done:
+    free(tmp);
+    gzclose(f);
+    return t;
+}

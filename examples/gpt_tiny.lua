@@ -1,0 +1,161 @@
+-- examples/gpt_tiny.lua: trains the small GPT of models/gpt.lua as a character-level language
+-- model on a text file that Debian ships, and shows the loss fall (then samples some text).
+--
+--   ddplua examples/gpt_tiny.lua [--text /usr/share/common-licenses/GPL-3] [--steps 600]
+--       [--batch 16] [--block-size 64] [--n-layer 2] [--n-head 4] [--n-embd 64] [--lr 3e-3]
+--       [--eval-every 100] [--sample 200] [--seed 0] [--threads 1]
+--
+-- The text's distinct bytes are the vocabulary (about 90 for the GPL); the first 90% trains, the
+-- last 10% validates. Each step draws `batch` random windows of block-size characters (targets:
+-- the same windows shifted by one), and takes one AdamW step (weight decay 0.1, gradient norm
+-- clipped at 1, cosine learning-rate decay to lr/10), the usual recipe for small GPTs. Every
+-- --eval-every steps it prints the training loss (mean since the last report) and the validation
+-- loss on 8 fixed batches; the last line is "loss first X last Y", X and Y being the first and
+-- last validation losses, for scripts (spec/train_spec.lua) to read. A uniform guess scores
+-- ln(vocab) ~ 4.3 (76 distinct bytes in the GPL); 600 steps (about 15 s) reach about 2.3.
+-- One thread by default: the matrices are small (16x64 rows by 64 to 256 columns), so a second
+-- thread buys little, and on a busy machine spinning OpenMP threads can slow a step 20-fold.
+local ddpl = require 'ddplua'
+local nn, optim = ddpl.nn, ddpl.optim
+
+local opt = { text = '/usr/share/common-licenses/GPL-3', batch = 16,
+    ['block-size'] = 64, ['n-layer'] = 2, ['n-head'] = 4, ['n-embd'] = 64, lr = 3e-3, steps = 600,
+    ['eval-every'] = 100, sample = 200, seed = 0, threads = 1 }
+do
+    local i = 1
+    while i <= #arg do
+        local key = arg[i]:match('^%-%-([%w-]+)$')
+        if not key or opt[key] == nil or arg[i + 1] == nil then
+            io.stderr:write('gpt_tiny.lua: bad argument ', arg[i], ' (see the top of the file)\n')
+            os.exit(2)
+        end
+        local v = arg[i + 1]
+        opt[key] = key == 'text' and v or tonumber(v) or
+            error('gpt_tiny.lua: --' .. key .. ' needs a number, got ' .. v, 0)
+        i = i + 2
+    end
+end
+ddpl.set_num_threads(math.tointeger(opt.threads))
+ddpl.manual_seed(opt.seed)
+math.randomseed(opt.seed) -- the sampler at the end draws with math.random
+
+-- The directory of this script, to find models/ beside examples/.
+local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
+local gpt = assert(loadfile(root .. '/models/gpt.lua'))()
+
+---------------------------------------------------------------------------------------------------
+-- data: bytes -> token ids (their rank among the distinct bytes), as one int64 tensor
+
+local f = io.open(opt.text, 'rb') or error('gpt_tiny.lua: cannot open ' .. opt.text, 0)
+local text = f:read('a')
+f:close()
+local T, B = math.tointeger(opt['block-size']), math.tointeger(opt.batch)
+if #text < 10 * (T + 1) then
+    error(('gpt_tiny.lua: %s has %d bytes, too short for block size %d'):format(opt.text, #text, T), 0)
+end
+local seen = {}
+for c in text:gmatch('.') do seen[c] = true end
+local chars = {}
+for c in pairs(seen) do chars[#chars + 1] = c end
+table.sort(chars)
+local id_of = {}
+for i, c in ipairs(chars) do id_of[c] = string.char(i - 1) end -- ids are 0-based
+-- gsub maps every byte to its id byte at C speed; frombytes turns the result into a tensor
+local tokens = ddpl.frombytes(text:gsub('.', id_of), 'uint8'):long()
+local n_train = math.floor(#text * 0.9)
+local splits = { train = tokens:narrow(0, 0, n_train), val = tokens:narrow(0, n_train, #text - n_train) }
+local offsets_T = ddpl.arange(T, { dtype = 'int64' }):view(1, T)
+
+-- `B` random windows of split: inputs (B, T) and targets (B, T), the inputs shifted by one.
+local function get_batch(split)
+    local d = splits[split]
+    local starts = ddpl.randint(0, d:size(0) - T - 1, { B, 1 }, { dtype = 'int64' })
+    local idx = (starts + offsets_T):view(B * T)
+    return d:index_select(0, idx):view(B, T), d:index_select(0, idx + 1):view(B, T)
+end
+
+-- Fixed validation batches, drawn once, so successive reports are comparable.
+local val_batches = {}
+for i = 1, 8 do val_batches[i] = { get_batch('val') } end
+
+---------------------------------------------------------------------------------------------------
+-- model and optimizer
+
+local model = gpt({ vocab_size = #chars, block_size = T, n_layer = opt['n-layer'],
+    n_head = opt['n-head'], n_embd = opt['n-embd'] })
+-- nanoGPT's rule: weight decay on tensors of 2+ dims (weights, embeddings), not on biases and
+-- LayerNorm gains, which decay would pull towards 0 for no regularising benefit.
+local decay, no_decay = {}, {}
+for _, p in ipairs(model:parameters()) do
+    if p:dim() >= 2 then decay[#decay + 1] = p else no_decay[#no_decay + 1] = p end
+end
+local optimizer = optim.AdamW({ { params = decay, weight_decay = 0.1 },
+    { params = no_decay, weight_decay = 0 } }, { lr = opt.lr, betas = { 0.9, 0.95 } })
+local scheduler = optim.lr_scheduler.CosineAnnealingLR(optimizer,
+    { T_max = opt.steps, eta_min = opt.lr / 10 })
+
+local function val_loss()
+    model:eval()
+    local sum = 0
+    ddpl.no_grad(function()
+        for _, b in ipairs(val_batches) do
+            local _, loss = model(b[1], b[2])
+            sum = sum + loss:item()
+        end
+    end)
+    model:train()
+    return sum / #val_batches
+end
+
+print(('gpt_tiny: %s, %d characters, vocabulary %d; %d layers, %d heads, %d wide, %d parameters; ' ..
+    'batch %d x %d, %d steps, %d threads'):format(opt.text, #text, #chars, opt['n-layer'],
+    opt['n-head'], opt['n-embd'], model:num_parameters(), B, T, opt.steps, ddpl.get_num_threads()))
+
+local first = val_loss()
+print(('step %5d  val loss %.4f  (uniform guess %.4f)'):format(0, first, math.log(#chars)))
+local last, loss_sum, loss_n, t0 = first, 0, 0, ddpl.time()
+for step = 1, opt.steps do
+    local x, y = get_batch('train')
+    local _, loss = model(x, y)
+    optimizer:zero_grad()
+    loss:backward()
+    nn.utils.clip_grad_norm_(model:parameters(), 1.0)
+    optimizer:step()
+    scheduler:step()
+    loss_sum, loss_n = loss_sum + loss:item(), loss_n + 1
+    if step % opt['eval-every'] == 0 or step == opt.steps then
+        last = val_loss()
+        print(('step %5d  train loss %.4f  val loss %.4f  lr %.2e  %.0f tokens/s'):format(step,
+            loss_sum / loss_n, last, scheduler:get_last_lr()[1],
+            loss_n * B * T / (ddpl.time() - t0)))
+        loss_sum, loss_n, t0 = 0, 0, ddpl.time()
+    end
+end
+
+---------------------------------------------------------------------------------------------------
+-- sampling: extend a prompt one character at a time from the softmax of the last position
+
+if opt.sample > 0 then
+    model:eval()
+    local prompt = 'This License'
+    local ids = {}
+    for c in prompt:gmatch('.') do ids[#ids + 1] = (id_of[c] or '\0'):byte() end
+    ddpl.no_grad(function()
+        for _ = 1, opt.sample do
+            local ctx = {}
+            for i = math.max(1, #ids - T + 1), #ids do ctx[#ctx + 1] = ids[i] end
+            local logits = model(ddpl.tensor({ ctx }, { dtype = 'int64' }))
+            local probs = ddpl.F.softmax(logits[0][#ctx - 1] / 0.8, -1):tolist() -- temperature 0.8
+            local r, acc, pick = math.random(), 0, #probs
+            for i, p in ipairs(probs) do
+                acc = acc + p
+                if r <= acc then pick = i break end
+            end
+            ids[#ids + 1] = pick - 1
+        end
+    end)
+    local out = {}
+    for i, id in ipairs(ids) do out[i] = chars[id + 1] end
+    print('sample: ' .. table.concat(out))
+end
+print(('loss first %.4f last %.4f'):format(first, last))

@@ -1,0 +1,264 @@
+-- examples/train.lua: single-process training of a model from models/ on Fashion-MNIST.
+--
+--   ddplua examples/train.lua [--model mlp|cnn|resnet] [--epochs 3] [--batch-size 64] [--lr L]
+--       [--momentum 0.9] [--seed 0] [--threads T] [--checkpoint PATH] [--resume PATH]
+--       [--metrics PATH] [--train-size N] [--test-size N] [--progress auto|on|off]
+--
+-- The settings of the PyTorch reference runs (shared/reference/torch/train_ref.py): images scaled
+-- to [0, 1] then normalised with mean 0.2860 and std 0.3530, SGD with momentum 0.9, lr 0.05 for
+-- the mlp and 0.02 for the cnn, batch 64, the last partial batch kept, test accuracy on all
+-- 10000 test images at the end of every epoch.
+--   * Progress: a bar with loss and samples/s when stdout is a terminal, else one line per epoch.
+--   * Metrics: one JSON object per line (a "start" record, one "epoch" record per epoch, an "end"
+--     record) in --metrics, default runs/train-<model>-<date>.jsonl.
+--   * Checkpoints: with --checkpoint PATH, model, optimizer and epoch go to PATH (ddpl.save,
+--     safetensors, atomic) after every epoch. --resume PATH loads such a file and continues with
+--     the next epoch (and keeps checkpointing to PATH unless --checkpoint says otherwise). The
+--     shuffle order of epoch e depends only on --seed and e (DistributedSampler semantics with
+--     one replica), so a resumed run follows the same path as an uninterrupted one.
+-- The data is read from $FASHION_MNIST_DIR, else from Debian's dataset-fashion-mnist package.
+local ddpl = require 'ddplua'
+local nn, F, optim, data = ddpl.nn, ddpl.F, ddpl.optim, ddpl.data
+
+local MEAN, STD = 0.2860, 0.3530
+-- --model name -> file in models/ and default learning rate (the reference's for mlp and cnn)
+local MODELS = {
+    mlp = { file = 'mlp', lr = 0.05 },
+    cnn = { file = 'lenet', lr = 0.02 },
+    lenet = { file = 'lenet', lr = 0.02 },
+    resnet = { file = 'resnet', lr = 0.05 },
+}
+
+---------------------------------------------------------------------------------------------------
+-- command line
+local defaults = {
+    model = 'mlp', epochs = 3, ['batch-size'] = 64, lr = false, momentum = 0.9, seed = 0,
+    threads = false, checkpoint = false, resume = false, metrics = false, ['train-size'] = false,
+    ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000,
+}
+local numeric = { epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
+    threads = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true }
+
+local function usage(msg)
+    io.stderr:write('train.lua: ', msg, '\n', 'usage: ddplua examples/train.lua [--model ',
+        'mlp|cnn|resnet] [--epochs N] [--batch-size N] [--lr X] [--momentum X] [--seed N] ',
+        '[--threads N] [--checkpoint PATH] [--resume PATH] [--metrics PATH] [--train-size N] ',
+        '[--test-size N] [--progress auto|on|off]\n')
+    os.exit(2)
+end
+
+local opt = {}
+for k, v in pairs(defaults) do opt[k] = v end
+do
+    local i = 1
+    while i <= #arg do
+        local key, inline = arg[i]:match('^%-%-([%w-]+)=(.*)$')
+        key = key or arg[i]:match('^%-%-([%w-]+)$')
+        if not key or defaults[key] == nil then usage('unknown argument ' .. arg[i]) end
+        local value = inline
+        if value == nil then
+            value = arg[i + 1]
+            i = i + 1
+        end
+        if value == nil then usage('--' .. key .. ' needs a value') end
+        if numeric[key] then
+            value = tonumber(value) or usage('--' .. key .. ' needs a number, got ' .. value)
+        end
+        opt[key] = value
+        i = i + 1
+    end
+end
+local spec = MODELS[opt.model] or usage('unknown model ' .. opt.model .. ' (mlp, cnn, resnet)')
+local lr = opt.lr or spec.lr
+local batch = math.tointeger(opt['batch-size']) or usage('--batch-size must be an integer')
+if batch < 1 or opt.epochs < 0 then usage('--batch-size must be >= 1 and --epochs >= 0') end
+opt.checkpoint = opt.checkpoint or opt.resume
+if opt.threads then ddpl.set_num_threads(math.tointeger(opt.threads)) end
+ddpl.manual_seed(opt.seed)
+
+---------------------------------------------------------------------------------------------------
+-- small helpers
+
+-- The directory of this script, to find models/ beside examples/ wherever we are run from.
+local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
+
+local function load_model_file(name)
+    local path = root .. '/models/' .. name .. '.lua'
+    local chunk, err = loadfile(path)
+    if not chunk then error('train.lua: cannot load model ' .. path .. ': ' .. err, 0) end
+    return chunk()
+end
+
+-- JSON for the flat records of the metrics file: numbers, strings, booleans.
+local function json(record, keys)
+    local parts = {}
+    for _, k in ipairs(keys) do
+        local v = record[k]
+        local s
+        if type(v) == 'number' then
+            if v ~= v or v == math.huge or v == -math.huge then
+                s = 'null'
+            elseif math.type(v) == 'integer' then
+                s = tostring(v)
+            else -- the shortest of 15 or 17 digits that reads back as the same double
+                s = ('%.15g'):format(v)
+                if tonumber(s) ~= v then s = ('%.17g'):format(v) end
+            end
+        elseif type(v) == 'string' then
+            s = '"' .. v:gsub('[%c"\\]', function(c) return ('\\u%04x'):format(c:byte()) end) .. '"'
+        elseif type(v) == 'boolean' then
+            s = tostring(v)
+        else
+            s = 'null'
+        end
+        parts[#parts + 1] = ('"%s":%s'):format(k, s)
+    end
+    return '{' .. table.concat(parts, ',') .. '}'
+end
+
+-- Lua cannot call isatty(); the shell's test -t on the inherited stdout can.
+local function stdout_is_terminal() return os.execute('test -t 1') == true end
+
+---------------------------------------------------------------------------------------------------
+-- data: the whole split in memory as two tensors, normalised once (as the reference does), then
+-- a TensorDataset, whose batches the DataLoader gathers with one native index_select per tensor.
+
+local function load_split(train, limit)
+    local ds = data.datasets.FashionMNIST({ train = train })
+    local x, y = ds.data, ds.targets -- (N, 28, 28) uint8, (N,) int64
+    if limit and limit < x:size(0) then
+        x, y = x:narrow(0, 0, limit), y:narrow(0, 0, limit)
+    end
+    -- one float32 copy, then in place: no full-size temporaries (peak memory)
+    x = x:float():div_(255):add_(-MEAN):div_(STD)
+    return data.TensorDataset(x:view(x:size(0), 1, 28, 28), y)
+end
+
+local t_load = ddpl.time()
+local train_set = load_split(true, opt['train-size'])
+local test_set = load_split(false, opt['test-size'])
+t_load = ddpl.time() - t_load
+local n_train = #train_set
+
+-- One replica of PyTorch's DistributedSampler: the permutation of epoch e is randperm(n) under
+-- seed + e, independent of what ran before, which is what makes --resume exact.
+local sampler = data.DistributedSampler(train_set, { num_replicas = 1, rank = 0, shuffle = true,
+    seed = opt.seed })
+local train_loader = data.DataLoader(train_set, { batch_size = batch, sampler = sampler })
+local test_loader = data.DataLoader(test_set, { batch_size = opt['eval-batch'] })
+
+---------------------------------------------------------------------------------------------------
+-- model, optimizer, checkpoint
+
+local model = load_model_file(spec.file)()
+local optimizer = optim.SGD(model:parameters(), { lr = lr, momentum = opt.momentum })
+local first_epoch = 1
+
+local function save_checkpoint(path, epoch)
+    ddpl.save({ model = model:state_dict(), optimizer = optimizer:state_dict(), epoch = epoch,
+        model_name = opt.model, seed = opt.seed }, path)
+end
+
+if opt.resume then
+    local ck = ddpl.load(opt.resume)
+    if ck.model_name and ck.model_name ~= opt.model then
+        error(('train.lua: %s holds a %s model, not %s'):format(opt.resume, ck.model_name,
+            opt.model), 0)
+    end
+    model:load_state_dict(ck.model)
+    optimizer:load_state_dict(ck.optimizer)
+    first_epoch = math.tointeger(ck.epoch) + 1
+    print(('resumed from %s after epoch %d'):format(opt.resume, first_epoch - 1))
+end
+
+---------------------------------------------------------------------------------------------------
+-- metrics file
+
+local metrics_path = opt.metrics
+if not metrics_path then
+    os.execute('mkdir -p runs')
+    metrics_path = ('runs/train-%s-%s.jsonl'):format(opt.model, os.date('!%Y%m%d-%H%M%S'))
+end
+local metrics = assert(io.open(metrics_path, opt.resume and 'a' or 'w'))
+local function log(record, keys)
+    metrics:write(json(record, keys), '\n')
+    metrics:flush()
+end
+
+local progress = opt.progress == 'on' or (opt.progress == 'auto' and stdout_is_terminal())
+local n_params = model:num_parameters()
+print(('model %s: %d parameters; %d training and %d test images (loaded in %.2f s); ' ..
+    'batch %d, lr %g, momentum %g, %d threads; metrics in %s'):format(opt.model, n_params,
+    n_train, #test_set, t_load, batch, lr, opt.momentum, ddpl.get_num_threads(), metrics_path))
+log({ event = 'start', model = opt.model, params = n_params, epochs = opt.epochs, batch_size = batch,
+    lr = lr, momentum = opt.momentum, seed = opt.seed, threads = ddpl.get_num_threads(),
+    train_size = n_train, test_size = #test_set, first_epoch = first_epoch,
+    time = os.date('!%Y-%m-%dT%H:%M:%SZ') },
+    { 'event', 'model', 'params', 'epochs', 'batch_size', 'lr', 'momentum', 'seed', 'threads',
+        'train_size', 'test_size', 'first_epoch', 'time' })
+
+---------------------------------------------------------------------------------------------------
+-- training
+
+-- Accuracy and mean loss over the test set, without recording gradients.
+local function evaluate()
+    model:eval()
+    local correct, loss_sum = 0, 0
+    ddpl.no_grad(function()
+        for x, y in test_loader:iter() do
+            local out = model(x)
+            loss_sum = loss_sum + F.cross_entropy(out, y, { reduction = 'sum' }):item()
+            correct = correct + out:argmax(1):eq(y):sum():item()
+        end
+    end)
+    model:train()
+    return correct / #test_set, loss_sum / #test_set
+end
+
+local function bar(epoch, done, total, loss, rate)
+    local width = 30
+    local filled = math.floor(width * done / total)
+    io.write(('\repoch %d [%s%s] %d/%d  loss %.4f  %.0f samples/s '):format(epoch,
+        ('='):rep(filled), (' '):rep(width - filled), done, total, loss, rate))
+    io.flush()
+end
+
+local steps_per_epoch = #train_loader
+local last_acc
+for epoch = first_epoch, opt.epochs do
+    sampler:set_epoch(epoch - 1) -- 0-based epochs, as in PyTorch scripts
+    model:train()
+    local t0 = ddpl.time()
+    local loss_sum, seen, step, last_draw = 0, 0, 0, t0
+    for x, y in train_loader:iter() do
+        local loss = F.cross_entropy(model(x), y)
+        optimizer:zero_grad()
+        loss:backward()
+        optimizer:step()
+        local n = x:size(0)
+        loss_sum, seen, step = loss_sum + loss:item() * n, seen + n, step + 1
+        if progress then
+            local now = ddpl.time()
+            if now - last_draw > 0.1 or step == steps_per_epoch then
+                bar(epoch, step, steps_per_epoch, loss_sum / seen, seen / (now - t0))
+                last_draw = now
+            end
+        end
+    end
+    local train_s = ddpl.time() - t0
+    if progress then io.write('\n') end
+    local acc, test_loss = evaluate()
+    last_acc = acc
+    local rate = seen / train_s
+    print(('epoch %d/%d  train loss %.4f  test loss %.4f  test accuracy %.4f  %.0f samples/s  ' ..
+        '%.1f s'):format(epoch, opt.epochs, loss_sum / seen, test_loss, acc, rate, train_s))
+    log({ event = 'epoch', epoch = epoch, train_loss = loss_sum / seen, test_loss = test_loss,
+        test_acc = acc, samples_per_s = rate, train_s = train_s, steps = step, lr = lr },
+        { 'event', 'epoch', 'train_loss', 'test_loss', 'test_acc', 'samples_per_s', 'train_s',
+            'steps', 'lr' })
+    if opt.checkpoint then save_checkpoint(opt.checkpoint, epoch) end
+end
+
+log({ event = 'end', test_acc = last_acc, time = os.date('!%Y-%m-%dT%H:%M:%SZ') },
+    { 'event', 'test_acc', 'time' })
+metrics:close()

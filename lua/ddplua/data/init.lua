@@ -1,0 +1,41 @@
+-- lua/ddplua/data/init.lua: the data library (ddpl.data, also require 'ddplua.data').
+-- defines: Dataset, TensorDataset, Subset, DataLoader, Sampler, SequentialSampler, RandomSampler,
+--          BatchSampler, DistributedSampler, datasets (MNIST, FashionMNIST), read_idx,
+--          default_collate; each class loaded on first use.
+--
+-- Beyond API.md: data.Subset(dataset, indices) as PyTorch's; data.read_idx(path) (= ddpl.read_idx) reads an IDX file, gzip or plain, into a
+-- tensor of the file's shape; data.Sampler is the base class of samplers (len(), indices()
+-- returning the pass's int64 index tensor); data.RandomSampler(ds, {seed}),
+-- data.SequentialSampler(ds), data.BatchSampler(sampler, batch_size, drop_last) (a DataLoader
+-- also takes one as batch_sampler); data.Dataset items may come in batches through an optional
+-- get_batch(idx) method (see Dataset.lua).
+local ddpl = require 'ddplua'
+
+local classes = {
+    Dataset = 'ddplua.data.Dataset',
+    TensorDataset = 'ddplua.data.TensorDataset',
+    Subset = 'ddplua.data.Subset',
+    DataLoader = 'ddplua.data.DataLoader',
+    Sampler = 'ddplua.data.Sampler',
+    SequentialSampler = 'ddplua.data.SequentialSampler',
+    RandomSampler = 'ddplua.data.RandomSampler',
+    BatchSampler = 'ddplua.data.BatchSampler',
+    DistributedSampler = 'ddplua.data.DistributedSampler',
+    datasets = 'ddplua.data.datasets',
+}
+
+local data = { read_idx = ddpl.read_idx }
+
+function data.default_collate(items)
+    return require('ddplua.data.DataLoader').default_collate(items)
+end
+
+return setmetatable(data, {
+    __index = function(t, key)
+        local name = classes[key]
+        if not name then return nil end
+        local mod = require(name)
+        rawset(t, key, mod)
+        return mod
+    end,
+})

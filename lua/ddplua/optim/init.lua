@@ -1,0 +1,14 @@
+-- lua/ddplua/optim/init.lua: ddpl.optim, optimizers and learning-rate schedulers.
+-- defines: optim.Optimizer (base class), optim.SGD, optim.Adam, optim.AdamW,
+--          optim.lr_scheduler (StepLR, CosineAnnealingLR, LinearLR, LambdaLR).
+--
+-- Updates follow torch.optim 1.13 exactly and run natively: one C call per parameter group
+-- and step (ddpl._fused_sgd_, ddpl._fused_adam_), fused into one pass over each tensor.
+local optim = {
+    Optimizer = require 'ddplua.optim.Optimizer',
+    SGD = require 'ddplua.optim.SGD',
+    Adam = require 'ddplua.optim.Adam',
+    AdamW = require 'ddplua.optim.AdamW',
+    lr_scheduler = require 'ddplua.optim.lr_scheduler',
+}
+return optim

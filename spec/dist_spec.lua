@@ -1,0 +1,233 @@
+-- spec/dist_spec.lua: ddpl.distributed on real processes: every collective and reduce op on 2 and
+-- 4 ranks (sync and async, float32/float64/int64, checked in each rank against values computed
+-- locally: spec/dist/collectives.lua), started both by this spec (RANK, WORLD_SIZE, MASTER_ADDR,
+-- MASTER_PORT set per process) and by `ddplua script --nproc N`; a rank that never joins (the
+-- others fail at a short timeout naming it); two "nodes" as network namespaces joined by a veth
+-- pair; and a one-rank group inside this very process (the stock lua5.4 C module).
+-- Every process runs under `timeout`, so no case can hang.
+local bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
+local src = os.getenv('DDPLUA_SOURCE_DIR') or '.'
+local collectives = src .. '/spec/dist/collectives.lua'
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function slurp(path)
+    local f = io.open(path, 'rb')
+    if not f then return '' end
+    local s = f:read('a')
+    f:close()
+    return s
+end
+
+local function write(path, text)
+    local f = assert(io.open(path, 'wb'))
+    f:write(text)
+    f:close()
+end
+
+local function sh(cmd)
+    local p = assert(io.popen(cmd .. ' 2>&1'))
+    local out = p:read('a')
+    local ok, _, code = p:close()
+    return out, ok and 0 or code
+end
+
+-- A free TCP port on loopback (the kernel picks it), else a random high one.
+local function free_port()
+    local out = sh([[/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']])
+    local port = tonumber(out:match('^(%d+)'))
+    if port then return port end
+    math.randomseed(os.time())
+    return math.random(20000, 60000)
+end
+
+local tmpdir = os.tmpname()
+os.remove(tmpdir)
+assert(os.execute('mkdir -p ' .. q(tmpdir)))
+
+-- Starts one process per entry of `ranks` ({rank=, script=, prefix= (e.g. 'ip netns exec X')})
+-- with the torchrun environment, waits for all; returns outputs[rank] and codes[rank].
+local function run_ranks(world, ranks, opts)
+    opts = opts or {}
+    local port = opts.port or free_port()
+    local addr = opts.addr or '127.0.0.1'
+    local parts = {}
+    for _, r in ipairs(ranks) do
+        local out = ('%s/out%d'):format(tmpdir, r.rank)
+        os.remove(out)
+        parts[#parts + 1] = ('( %s env RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d MASTER_ADDR=%s MASTER_PORT=%d '
+            .. 'DIST_TIMEOUT=%s timeout %d %s %s > %s 2>&1; echo "EXIT $?" >> %s ) &'):format(
+            r.prefix or '', r.rank, r.rank, world, addr, port, tostring(opts.dist_timeout or 30),
+            opts.kill_after or 60, q(bin), q(r.script or collectives), q(out), q(out))
+    end
+    sh(table.concat(parts, ' ') .. ' wait')
+    local outs, codes = {}, {}
+    for _, r in ipairs(ranks) do
+        outs[r.rank] = slurp(('%s/out%d'):format(tmpdir, r.rank))
+        codes[r.rank] = tonumber(outs[r.rank]:match('EXIT (%d+)%s*$'))
+    end
+    return outs, codes
+end
+
+local function all_ranks(n, extra)
+    local t = {}
+    for r = 0, n - 1 do
+        t[#t + 1] = {rank = r}
+        for k, v in pairs(extra or {}) do t[#t][k] = v end
+    end
+    return t
+end
+
+local function assert_all_ok(outs, codes, n)
+    for r = 0, n - 1 do
+        assert(codes[r] == 0 and outs[r]:find('DIST_OK ' .. r, 1, true),
+            ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
+    end
+end
+
+describe('dist collectives (processes started by the spec)', function()
+    for _, n in ipairs({2, 4}) do
+        it('pass every check on ' .. n .. ' ranks', function()
+            local outs, codes = run_ranks(n, all_ranks(n))
+            assert_all_ok(outs, codes, n)
+        end)
+    end
+end)
+
+describe('dist collectives under the launcher', function()
+    for _, n in ipairs({2, 4}) do
+        it('pass every check with --nproc ' .. n, function()
+            local out, code = sh(('timeout 60 %s %s --nproc %d'):format(q(bin), q(collectives), n))
+            assert(code == 0, out)
+            for r = 0, n - 1 do assert.truthy(out:find('DIST_OK ' .. r, 1, true), out) end
+        end)
+    end
+end)
+
+describe('dist init failures', function()
+    local join = tmpdir .. '/join.lua'
+    write(join, [[
+local ddpl = require 'ddplua'
+local t0 = ddpl.time()
+local ok, err = pcall(ddpl.dist.init_process_group, {timeout = 2})
+print(('JOIN ok=%s after=%.2f'):format(tostring(ok), ddpl.time() - t0))
+print(err)
+os.exit(ok and 0 or 3)
+]])
+    local idle = tmpdir .. '/idle.lua'
+    write(idle, 'print("never calls init")\n')
+
+    it('a rank that never calls init: the others fail at the timeout, naming it', function()
+        local ranks = {{rank = 0, script = join}, {rank = 1, script = join}, {rank = 2, script = idle}}
+        local outs, codes = run_ranks(3, ranks, {kill_after = 20})
+        for r = 0, 1 do
+            assert.are.equal(3, codes[r], outs[r])
+            assert.truthy(outs[r]:find('init_process_group: timed out after 2 s waiting for rank 2 to join', 1, true), outs[r])
+            local after = tonumber(outs[r]:match('after=([%d.]+)'))
+            assert(after and after >= 1.9 and after < 8, outs[r])
+        end
+    end)
+
+    it('a missing rank 0 is named as the store host the others could not reach', function()
+        local outs, codes = run_ranks(2, {{rank = 1, script = join}}, {kill_after = 20})
+        assert.are.equal(3, codes[1], outs[1])
+        assert.truthy(outs[1]:find('could not reach the store that rank 0 hosts', 1, true), outs[1])
+    end)
+end)
+
+describe('dist in this process', function()
+    local ddpl = require 'ddplua'
+    local dist = ddpl.dist
+
+    it('refuses nccl, unknown backends and calls before init, by name', function()
+        assert.is_false(dist.is_initialized())
+        local ok, err = pcall(dist.init_process_group, {backend = 'nccl', rank = 0, world_size = 1})
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("init_process_group: backend 'nccl' is not built yet", 1, true), err)
+        ok, err = pcall(dist.init_process_group, {backend = 'mpi', rank = 0, world_size = 1})
+        assert.truthy(tostring(err):find("unknown backend 'mpi'", 1, true), err)
+        ok, err = pcall(dist.init_process_group, {rank = 0, world_size = 1, init_method = 'file:///x'})
+        assert.truthy(tostring(err):find("unsupported init_method 'file:///x'", 1, true), err)
+        ok, err = pcall(dist.get_rank)
+        assert.truthy(tostring(err):find('get_rank: the default process group is not initialized', 1, true), err)
+        ok, err = pcall(dist.all_reduce, ddpl.ones(2))
+        assert.truthy(tostring(err):find('all_reduce: the default process group is not initialized', 1, true), err)
+    end)
+
+    it('runs a one-rank group over tcp://', function()
+        local port = free_port()
+        dist.init_process_group({backend = 'gloo', init_method = 'tcp://127.0.0.1:' .. port,
+            rank = 0, world_size = 1, timeout = 10})
+        assert.is_true(dist.is_initialized())
+        assert.are.equal(0, dist.get_rank())
+        assert.are.equal(1, dist.get_world_size())
+        assert.are.equal('gloo', dist.get_backend())
+        local x = ddpl.tensor({1.5, -2, 3})
+        local w = dist.all_reduce(x, {op = 'avg', async_op = true})
+        assert.is_true(w:wait())
+        assert.is_true(w:is_completed())
+        assert.is_nil(w:exception())
+        assert.are.same({1.5, -2, 3}, x:tolist())
+        local out = ddpl.zeros(3)
+        dist.reduce_scatter_tensor(out, x, {op = dist.ReduceOp.SUM})
+        assert.are.same({1.5, -2, 3}, out:tolist())
+        local ok, err = pcall(dist.all_reduce, ddpl.zeros(2, {dtype = 'int32'}))
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find('all_reduce: expected a CPU tensor of float32/float64/int64, got int32', 1, true), err)
+        dist.barrier()
+        dist.destroy_process_group()
+        assert.is_false(dist.is_initialized())
+    end)
+end)
+
+-- Two "nodes": network namespaces joined by a veth pair, 10.123.0.1 (A) and 10.123.0.2 (B), only
+-- inside the namespaces. Returns their names, or marks the test pending where they cannot be made;
+-- they are deleted when the test ends, whatever happens.
+local function two_nodes()
+    local tag = tostring(os.time() % 100000) .. tostring(math.random(100, 999))
+    local na, nb = 'ddpls2a' .. tag, 'ddpls2b' .. tag
+    local va, vb = 'vda' .. tag, 'vdb' .. tag -- interface names: at most 15 characters
+    finally(function() sh(('ip netns del %s; ip netns del %s'):format(na, nb)) end)
+    local out, code = sh(('ip netns add %s && ip netns add %s'):format(na, nb))
+    if code ~= 0 then pending('cannot create network namespaces here: ' .. out) end
+    local setup = {
+        ('ip link add %s type veth peer name %s'):format(va, vb),
+        ('ip link set %s netns %s'):format(va, na),
+        ('ip link set %s netns %s'):format(vb, nb),
+        ('ip -n %s addr add 10.123.0.1/24 dev %s'):format(na, va),
+        ('ip -n %s addr add 10.123.0.2/24 dev %s'):format(nb, vb),
+        ('ip -n %s link set %s up'):format(na, va),
+        ('ip -n %s link set %s up'):format(nb, vb),
+        ('ip -n %s link set lo up'):format(na),
+        ('ip -n %s link set lo up'):format(nb),
+    }
+    out, code = sh(table.concat(setup, ' && '))
+    if code ~= 0 then pending('cannot set up the veth pair here: ' .. out) end
+    return na, nb
+end
+
+describe('dist across two network namespaces', function()
+    it('completes every collective, ranks 0-1 on node A and 2-3 on node B', function()
+        local na, nb = two_nodes()
+        local ranks = {
+            {rank = 0, prefix = 'ip netns exec ' .. na}, {rank = 1, prefix = 'ip netns exec ' .. na},
+            {rank = 2, prefix = 'ip netns exec ' .. nb}, {rank = 3, prefix = 'ip netns exec ' .. nb},
+        }
+        local outs, codes = run_ranks(4, ranks, {addr = '10.123.0.1', port = 29400})
+        assert_all_ok(outs, codes, 4)
+    end)
+
+    it('completes every collective under the launcher with --nnodes 2', function()
+        local na, nb = two_nodes()
+        local cmd = '( ip netns exec %s timeout 60 %s %s --nnodes 2 --node-rank %d --nproc 2 '
+            .. '--master-addr 10.123.0.1 --master-port 29401 > %s 2>&1; echo "EXIT $?" >> %s ) &'
+        local oa, ob = tmpdir .. '/nodeA', tmpdir .. '/nodeB'
+        sh(cmd:format(na, q(bin), q(collectives), 0, q(oa), q(oa)) .. ' '
+            .. cmd:format(nb, q(bin), q(collectives), 1, q(ob), q(ob)) .. ' wait')
+        local a, b = slurp(oa), slurp(ob)
+        assert(a:find('EXIT 0', 1, true) and b:find('EXIT 0', 1, true), a .. '\n----\n' .. b)
+        for r = 0, 3 do assert.truthy((a .. b):find('DIST_OK ' .. r, 1, true), a .. b) end
+    end)
+end)
+
+teardown(function() os.execute('rm -rf ' .. q(tmpdir)) end)
