@@ -1,5 +1,7 @@
--- bench/allreduce.lua: float32 allreduce bandwidth on 2 ranks, ddplua against torch.distributed
--- (gloo) and memcpy, side by side in one run. Started by bench/allreduce (see bench/README.md).
+-- bench/allreduce.lua: float32 allreduce bandwidth on 2 ranks, ddplua (its default path, shared
+-- memory on one machine, and with DDPLUA_SHM=0 the same Gloo TCP path PyTorch uses) against
+-- torch.distributed (gloo) and memcpy, side by side in one run. Started by bench/allreduce (see
+-- bench/README.md).
 -- defines: the driver (no RANK in the environment) and the worker (under `ddplua --nproc N`).
 --
 -- Method (as shared/reference/torch/allreduce_ref.py): per size, 3 warm-up allreduces (sum, in
@@ -67,7 +69,8 @@ if opts.worker then
         dist.all_reduce(times, {op = 'max'})
         if rank == 0 then
             local v = times:tolist()
-            print(('RESULT ddplua %d %.6f %.6f %.6f'):format(mib, median(v) * 1e3,
+            local label = os.getenv('DDPLUA_SHM') == '0' and 'ddplua_tcp' or 'ddplua'
+            print(('RESULT %s %d %.6f %.6f %.6f'):format(label, mib, median(v) * 1e3,
                 math.min(table.unpack(v)) * 1e3, math.max(table.unpack(v)) * 1e3))
         end
     end
@@ -115,8 +118,9 @@ local function memcpy_gbps()
     return n * 4 / median(ts) / 1e9
 end
 
-local have_torch = opts.torch and os.execute(q(opts.python) .. ' -c "import torch.distributed" 2>/dev/null')
-local results = {ddplua = {}, torch = {}}
+local have_torch = opts.torch
+    and os.execute(q(opts.python) .. ' -c "import torch.distributed" 2>/dev/null')
+local results = {ddplua = {}, ddplua_tcp = {}, torch = {}}
 local memcpy = {}
 io.stderr:write(('bench/allreduce: %d rounds, sizes %s MiB, %d ranks%s\n'):format(opts.rounds,
     sizes_arg, opts.world, have_torch and '' or ' (torch not found: ddplua only)'))
@@ -125,6 +129,9 @@ for round = 1, opts.rounds do
     run(('timeout 600 %s --nproc %d %s --worker --sizes %s --iters %d --warmup %d'):format(q(exe),
         opts.world, q(here .. '/allreduce.lua'), sizes_arg, opts.iters, opts.warmup), 'ddplua',
         results.ddplua)
+    run(('DDPLUA_SHM=0 timeout 600 %s --nproc %d %s --worker --sizes %s --iters %d --warmup %d')
+        :format(q(exe), opts.world, q(here .. '/allreduce.lua'), sizes_arg, opts.iters,
+        opts.warmup), 'ddplua_tcp', results.ddplua_tcp)
     if have_torch then
         run(('OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 timeout 600 %s %s --world %d --sizes %s '
             .. '--iters %d --warmup %d'):format(q(opts.python), q(here .. '/allreduce_torch.py'),
@@ -139,14 +146,18 @@ local function gbps(mib, times)
 end
 local mc = median(memcpy)
 print(('\nfloat32 allreduce, %d ranks on this machine, algorithm bandwidth in GB/s (1e9 B/s):'
-    .. ' median over %d rounds of the median of %d ops'):format(opts.world, opts.rounds, opts.iters))
-print('| size MiB | ddplua GB/s | ddplua ms | torch gloo GB/s | torch ms | ddplua / torch | memcpy GB/s |')
-print('| --- | --- | --- | --- | --- | --- | --- |')
+    .. ' median over %d rounds of the median of %d ops'):format(opts.world, opts.rounds,
+    opts.iters))
+print('| size MiB | ddplua GB/s (ms) | ddplua over Gloo TCP GB/s (ms) | torch gloo GB/s (ms) '
+    .. '| ddplua / torch | memcpy GB/s |')
+print('| --- | --- | --- | --- | --- | --- |')
+local function cell(mib, times)
+    local g = gbps(mib, times)
+    return g and ('%.2f (%.1f)'):format(g, median(times) * 1e3) or '-'
+end
 for _, mib in ipairs(opts.sizes) do
     local d, t = gbps(mib, results.ddplua[mib]), gbps(mib, results.torch[mib])
-    local function f(x, fmt) return x and (fmt or '%.2f'):format(x) or '-' end
-    print(('| %d | %s | %s | %s | %s | %s | %.1f |'):format(mib, f(d),
-        f(results.ddplua[mib] and median(results.ddplua[mib]) * 1e3, '%.1f'), f(t),
-        f(results.torch[mib] and median(results.torch[mib]) * 1e3, '%.1f'),
+    print(('| %d | %s | %s | %s | %s | %.1f |'):format(mib, cell(mib, results.ddplua[mib]),
+        cell(mib, results.ddplua_tcp[mib]), cell(mib, results.torch[mib]),
         (d and t) and ('%.2fx'):format(d / t) or '-', mc))
 end

@@ -4,7 +4,8 @@ bench/allreduce.  Starts WORLD processes itself and prints, from rank 0, one lin
 Method: per size, WARMUP allreduces (sum, in place), then ITERS timed ones, each after a
 barrier; an op's time is the longest of the ranks' times (an allreduce with MAX of the list).
 
-  /usr/bin/python3 bench/allreduce_torch.py [--world 2] [--sizes 1,4,25,100] [--iters 10] [--warmup 3]
+  /usr/bin/python3 bench/allreduce_torch.py [--world 2] [--sizes 1,4,25,100] [--iters 10]
+                                            [--warmup 3]
 """
 import os
 

@@ -2,7 +2,8 @@
 --
 --   ddplua examples/train.lua [--model mlp|cnn|resnet] [--epochs 3] [--batch-size 64] [--lr L]
 --       [--momentum 0.9] [--seed 0] [--threads T] [--checkpoint PATH] [--resume PATH]
---       [--metrics PATH] [--train-size N] [--test-size N] [--progress auto|on|off]
+--       [--metrics PATH] [--train-size N] [--test-size N] [--eval-batch 1000]
+--       [--progress auto|on|off]
 --
 -- The settings of the PyTorch reference runs (shared/reference/torch/train_ref.py): images scaled
 -- to [0, 1] then normalised with mean 0.2860 and std 0.3530, SGD with momentum 0.9, lr 0.05 for
@@ -43,7 +44,7 @@ local function usage(msg)
     io.stderr:write('train.lua: ', msg, '\n', 'usage: ddplua examples/train.lua [--model ',
         'mlp|cnn|resnet] [--epochs N] [--batch-size N] [--lr X] [--momentum X] [--seed N] ',
         '[--threads N] [--checkpoint PATH] [--resume PATH] [--metrics PATH] [--train-size N] ',
-        '[--test-size N] [--progress auto|on|off]\n')
+        '[--test-size N] [--eval-batch N] [--progress auto|on|off]\n')
     os.exit(2)
 end
 
@@ -160,7 +161,8 @@ local function save_checkpoint(path, epoch)
 end
 
 if opt.resume then
-    local ck = ddpl.load(opt.resume)
+    local ok, ck = pcall(ddpl.load, opt.resume)
+    if not ok then error('train.lua: cannot resume: ' .. tostring(ck), 0) end
     if ck.model_name and ck.model_name ~= opt.model then
         error(('train.lua: %s holds a %s model, not %s'):format(opt.resume, ck.model_name,
             opt.model), 0)

@@ -1,8 +1,10 @@
 -- spec/dist_spec.lua: ddpl.distributed on real processes: every collective and reduce op on 2 and
 -- 4 ranks (sync and async, float32/float64/int64, checked in each rank against values computed
 -- locally: spec/dist/collectives.lua), started both by this spec (RANK, WORLD_SIZE, MASTER_ADDR,
--- MASTER_PORT set per process) and by `ddplua script --nproc N`; a rank that never joins (the
--- others fail at a short timeout naming it); two "nodes" as network namespaces joined by a veth
+-- MASTER_PORT set per process) and by `ddplua script --nproc N`, with allreduce through shared
+-- memory and through Gloo; a rank that never joins (the
+-- others fail at a short timeout naming it); a peer that stops taking part in a collective (the
+-- others fail at the timeout, never hang); two "nodes" as network namespaces joined by a veth
 -- pair; and a one-rank group inside this very process (the stock lua5.4 C module).
 -- Every process runs under `timeout`, so no case can hang.
 local bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
@@ -34,7 +36,8 @@ end
 
 -- A free TCP port on loopback (the kernel picks it), else a random high one.
 local function free_port()
-    local out = sh([[/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])']])
+    local out = sh("/usr/bin/python3 -c 'import socket; s=socket.socket(); "
+        .. 's.bind(("127.0.0.1",0)); print(s.getsockname()[1])\'')
     local port = tonumber(out:match('^(%d+)'))
     if port then return port end
     math.randomseed(os.time())
@@ -55,9 +58,9 @@ local function run_ranks(world, ranks, opts)
     for _, r in ipairs(ranks) do
         local out = ('%s/out%d'):format(tmpdir, r.rank)
         os.remove(out)
-        parts[#parts + 1] = ('( %s env RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d MASTER_ADDR=%s MASTER_PORT=%d '
-            .. 'DIST_TIMEOUT=%s timeout %d %s %s > %s 2>&1; echo "EXIT $?" >> %s ) &'):format(
-            r.prefix or '', r.rank, r.rank, world, addr, port, tostring(opts.dist_timeout or 30),
+        parts[#parts + 1] = ('( %s env %s RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d MASTER_ADDR=%s '
+            .. 'MASTER_PORT=%d timeout %d %s %s > %s 2>&1; echo "EXIT $?" >> %s ) &'):format(
+            r.prefix or '', opts.env or '', r.rank, r.rank, world, addr, port,
             opts.kill_after or 60, q(bin), q(r.script or collectives), q(out), q(out))
     end
     sh(table.concat(parts, ' ') .. ' wait')
@@ -67,6 +70,12 @@ local function run_ranks(world, ranks, opts)
         codes[r.rank] = tonumber(outs[r.rank]:match('EXIT (%d+)%s*$'))
     end
     return outs, codes
+end
+
+-- asserts that text (or an error value) contains the plain string want
+local function assert_has(text, want)
+    local s = tostring(text)
+    assert(s:find(want, 1, true), ('%q not found in:\n%s'):format(want, s))
 end
 
 local function all_ranks(n, extra)
@@ -86,11 +95,16 @@ local function assert_all_ok(outs, codes, n)
 end
 
 describe('dist collectives (processes started by the spec)', function()
-    for _, n in ipairs({2, 4}) do
-        it('pass every check on ' .. n .. ' ranks', function()
-            local outs, codes = run_ranks(n, all_ranks(n))
-            assert_all_ok(outs, codes, n)
-        end)
+    -- allreduce and barrier go through shared memory on one machine, through Gloo with
+    -- DDPLUA_SHM=0 (and across the namespaces below)
+    for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
+        for _, n in ipairs({2, 4}) do
+            local name = ('pass every check on %d ranks (allreduce through %s)'):format(n, path[1])
+            it(name, function()
+                local outs, codes = run_ranks(n, all_ranks(n), {env = path[2]})
+                assert_all_ok(outs, codes, n)
+            end)
+        end
     end
 end)
 
@@ -118,15 +132,48 @@ os.exit(ok and 0 or 3)
     write(idle, 'print("never calls init")\n')
 
     it('a rank that never calls init: the others fail at the timeout, naming it', function()
-        local ranks = {{rank = 0, script = join}, {rank = 1, script = join}, {rank = 2, script = idle}}
+        local ranks = {{rank = 0, script = join}, {rank = 1, script = join},
+            {rank = 2, script = idle}}
         local outs, codes = run_ranks(3, ranks, {kill_after = 20})
         for r = 0, 1 do
             assert.are.equal(3, codes[r], outs[r])
-            assert.truthy(outs[r]:find('init_process_group: timed out after 2 s waiting for rank 2 to join', 1, true), outs[r])
+            assert_has(outs[r],
+                'init_process_group: timed out after 2 s waiting for rank 2 to join')
             local after = tonumber(outs[r]:match('after=([%d.]+)'))
             assert(after and after >= 1.9 and after < 8, outs[r])
         end
     end)
+
+    local stuck = tmpdir .. '/stuck.lua'
+    write(stuck, [[
+local ddpl = require 'ddplua'
+local dist = ddpl.dist
+dist.init_process_group({timeout = 2})
+if dist.get_rank() == 1 then os.execute('sleep 3.5'); os.exit(0) end -- alive, never joins in
+local t0 = ddpl.time()
+local ok, err = pcall(dist.all_reduce, ddpl.ones(4))
+print(('STUCK ok=%s after=%.2f'):format(tostring(ok), ddpl.time() - t0))
+print(err)
+local _, again = pcall(dist.all_reduce, ddpl.ones(4))
+print('AGAIN ' .. tostring(again))
+os.exit(ok and 0 or 3)
+]])
+    for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
+        local name = 'a peer that stops taking part: all_reduce fails at the timeout, then at '
+            .. 'once (' .. path[1] .. ')'
+        it(name, function()
+            local ranks = {{rank = 0, script = stuck}, {rank = 1, script = stuck}}
+            local outs, codes = run_ranks(2, ranks, {kill_after = 20, env = path[2]})
+            local out = outs[0]
+            assert.are.equal(3, codes[0], out)
+            local after = tonumber(out:match('after=([%d.]+)'))
+            assert(after and after >= 1.9 and after < 5, out)
+            assert.truthy(out:find('all_reduce: ', 1, true), out)
+            assert.truthy(out:lower():find('timed out', 1, true), out)
+            assert.truthy(out:find('AGAIN [^\n]*all_reduce: the process group is unusable after '
+                .. 'an earlier failure'), out)
+        end)
+    end
 
     it('a missing rank 0 is named as the store host the others could not reach', function()
         local outs, codes = run_ranks(2, {{rank = 1, script = join}}, {kill_after = 20})
@@ -143,15 +190,16 @@ describe('dist in this process', function()
         assert.is_false(dist.is_initialized())
         local ok, err = pcall(dist.init_process_group, {backend = 'nccl', rank = 0, world_size = 1})
         assert.is_false(ok)
-        assert.truthy(tostring(err):find("init_process_group: backend 'nccl' is not built yet", 1, true), err)
+        assert_has(err, "init_process_group: backend 'nccl' is not built yet")
         ok, err = pcall(dist.init_process_group, {backend = 'mpi', rank = 0, world_size = 1})
         assert.truthy(tostring(err):find("unknown backend 'mpi'", 1, true), err)
-        ok, err = pcall(dist.init_process_group, {rank = 0, world_size = 1, init_method = 'file:///x'})
+        ok, err = pcall(dist.init_process_group,
+            {rank = 0, world_size = 1, init_method = 'file:///x'})
         assert.truthy(tostring(err):find("unsupported init_method 'file:///x'", 1, true), err)
         ok, err = pcall(dist.get_rank)
-        assert.truthy(tostring(err):find('get_rank: the default process group is not initialized', 1, true), err)
+        assert_has(err, 'get_rank: the default process group is not initialized')
         ok, err = pcall(dist.all_reduce, ddpl.ones(2))
-        assert.truthy(tostring(err):find('all_reduce: the default process group is not initialized', 1, true), err)
+        assert_has(err, 'all_reduce: the default process group is not initialized')
     end)
 
     it('runs a one-rank group over tcp://', function()
@@ -173,7 +221,7 @@ describe('dist in this process', function()
         assert.are.same({1.5, -2, 3}, out:tolist())
         local ok, err = pcall(dist.all_reduce, ddpl.zeros(2, {dtype = 'int32'}))
         assert.is_false(ok)
-        assert.truthy(tostring(err):find('all_reduce: expected a CPU tensor of float32/float64/int64, got int32', 1, true), err)
+        assert_has(err, 'all_reduce: expected a CPU tensor of float32/float64/int64, got int32')
         dist.barrier()
         dist.destroy_process_group()
         assert.is_false(dist.is_initialized())
@@ -210,8 +258,10 @@ describe('dist across two network namespaces', function()
     it('completes every collective, ranks 0-1 on node A and 2-3 on node B', function()
         local na, nb = two_nodes()
         local ranks = {
-            {rank = 0, prefix = 'ip netns exec ' .. na}, {rank = 1, prefix = 'ip netns exec ' .. na},
-            {rank = 2, prefix = 'ip netns exec ' .. nb}, {rank = 3, prefix = 'ip netns exec ' .. nb},
+            {rank = 0, prefix = 'ip netns exec ' .. na},
+            {rank = 1, prefix = 'ip netns exec ' .. na},
+            {rank = 2, prefix = 'ip netns exec ' .. nb},
+            {rank = 3, prefix = 'ip netns exec ' .. nb},
         }
         local outs, codes = run_ranks(4, ranks, {addr = '10.123.0.1', port = 29400})
         assert_all_ok(outs, codes, 4)

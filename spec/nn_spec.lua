@@ -190,8 +190,8 @@ describe('nn.Module registration', function()
         H.assert_error(function() nn.Module()(ddpl.ones(1)) end, 'forward is not defined')
     end)
 
-    it('nn.parallel is not available yet', function()
-        H.assert_error(function() return nn.parallel end, 'not available yet')
+    it('nn.parallel is available (DDP itself: ddp_spec.lua)', function()
+        assert.are.equal(nn.DDP, nn.parallel.DistributedDataParallel)
     end)
 end)
 

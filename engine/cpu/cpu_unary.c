@@ -3,7 +3,7 @@
  *          cpu_tanh, cpu_sigmoid, cpu_relu, cpu_gelu, cpu_silu, cpu_clamp, cpu_relu_backward,
  *          cpu_gelu_backward, cpu_silu_backward, cpu_sigmoid_backward, cpu_tanh_backward.
  *
- * float32 uses the branch-free approximations of cpu_math.h (exp, tanh, normal CDF) so the loops
+ * float32 uses the branch-free approximations of cpu_math.h (exp, tanh, GELU) so the loops
  * vectorise; float64 uses libm (it is the gradient-checking dtype: accuracy first). Ops that
  * keep integer dtypes (neg, abs, sign, relu, clamp) have int64 and generic integer loops; the
  * ops layer converts integer inputs of the other ops to float32 before calling. */
@@ -27,26 +27,25 @@
 #define SIGN(a)    (((a) > 0) - ((a) < 0))
 #define SIGMOID(a) (1 / (1 + M_EXP(-(a))))
 
-/* GELU, exact: x Phi(x) = x/2 (1 + erf(x/sqrt2)), float32 through cpu_normal_cdf and double
- * through erfc (accurate in the negative tail, like the float path); tanh form:
+/* GELU, exact: x Phi(x) = x/2 (1 + erf(x/sqrt2)), float32 through cpu_gelu_erff (cpu_math.h)
+ * and double through erfc (accurate in the negative tail, like the float path); tanh form:
  * x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 #define GELU_K0     0.7978845608028654 /* sqrt(2/pi) */
 #define GELU_K1     0.044715
 #define INV_SQRT2   0.7071067811865476
 #define INV_SQRT2PI 0.3989422804014327
-static inline float phi_f(float x)
-{
-    float g;
-    return cpu_normal_cdf(x, &g);
-}
 static inline double phi_d(double x)
 {
     return 0.5 * erfc(-x * INV_SQRT2);
 }
-#define PHI(a) _Generic((a), float : phi_f, default : phi_d)(a)
+static inline double gelu_erf_d(double x)
+{
+    return x * phi_d(x);
+}
+#define GELU_ERF(a) _Generic((a), float : cpu_gelu_erff, default : gelu_erf_d)(a)
 #define GELU(T, a, approx)                                                                         \
     ((approx) ? (T)0.5 * (a) * (1 + M_TANH((T)GELU_K0 * ((a) + (T)GELU_K1 * (a) * (a) * (a))))     \
-              : (a)*PHI(a))
+              : GELU_ERF(a))
 
 /* ---- kernels with integer support: the int64 loop handles int64, the generic one the other
  * integer dtypes and float16/bfloat16 ---- */
@@ -145,17 +144,13 @@ BACKWARD_KERNEL(tanh_backward, a *(1 - b * b))
 #define SILU_GRAD(T, g, x) ((g) * (SIGMOID(x) * (1 + (x) * (1 - SIGMOID(x)))))
 BACKWARD_KERNEL(silu_backward, SILU_GRAD(__typeof__(a), a, b))
 /* exact gelu: Phi(x) + x phi(x) with phi(x) = exp(-x^2/2)/sqrt(2pi) */
-static inline float gelu_grad_f(float x)
+static inline double gelu_erf_backward_d(double g, double x)
 {
-    float gauss, cdf = cpu_normal_cdf(x, &gauss);
-    return cdf + x * (float)INV_SQRT2PI * gauss;
+    return g * (phi_d(x) + x * INV_SQRT2PI * exp(-0.5 * x * x));
 }
-static inline double gelu_grad_d(double x)
-{
-    return phi_d(x) + x * INV_SQRT2PI * exp(-0.5 * x * x);
-}
-#define GELU_ERF_GRAD(T, g, x) ((g) * _Generic((x), float : gelu_grad_f, default : gelu_grad_d)(x))
-BACKWARD_KERNEL(gelu_erf_backward, GELU_ERF_GRAD(__typeof__(a), a, b))
+#define GELU_ERF_GRAD(g, x)                                                                        \
+    _Generic((x), float : cpu_gelu_erf_backwardf, default : gelu_erf_backward_d)(g, x)
+BACKWARD_KERNEL(gelu_erf_backward, GELU_ERF_GRAD(a, b))
 /* tanh gelu: with u = k0 (x + k1 x^3), t = tanh(u):
  *   1/2 (1 + t) + 1/2 x (1 - t^2) k0 (1 + 3 k1 x^2) */
 #define GELU_TANH_GRAD(T, g, x, t)                                                                 \

@@ -103,7 +103,9 @@ void ddpl_work_release(ddpl_work *w)
 void pg_work_slot(ddpl_work *w, int i, ddpl_tensor *t, bool reads, bool writes)
 {
     pg_slot *s = &w->slots[i];
-    s->t = ddpl_tensor_retain(t);
+    /* A plain view of t's storage rather than t itself: the lane thread may drop the last
+     * reference, and a view has no autograd node or Lua hooks to free off the main thread. */
+    s->t = ddpl_tensor_alias(t, t->ndim, t->sizes, t->strides, t->offset);
     s->write_back = writes;
     if (ddpl_tensor_is_contiguous(t)) {
         s->data = ddpl_data_ptr(t);

@@ -11,6 +11,10 @@
  * pairs issued in any order on two ranks cannot deadlock; a blocking send completes once the
  * peer has posted the matching recv, as in PyTorch.
  *
+ * Transport: Gloo (TCP); when all ranks share one machine, every collective (not send/recv) goes
+ * through a shared mapping instead (dist/shm_coll.h; DDPLUA_SHM=0 turns that off), decided once
+ * per group, identically on every rank.
+ *
  * Tensors: CPU, any strides (a non-contiguous tensor is packed into a contiguous buffer when the
  * call is made and unpacked when the operation completes). Reductions take float32, float64 and
  * int64; data movement (broadcast, allgather, send/recv) takes every dtype. Results are written

@@ -14,7 +14,7 @@
 #define PG_HIDDEN __attribute__((visibility("hidden")))
 
 typedef struct pg_slot {
-    ddpl_tensor *t;  /* retained */
+    ddpl_tensor *t;  /* owned view of the caller's tensor (same storage) */
     void *data;      /* what the operation reads/writes: t's memory, or stage */
     void *stage;     /* contiguous copy of a non-contiguous t (malloc), else NULL */
     bool write_back; /* an output: unpack the stage and bump the version after success */

@@ -129,6 +129,12 @@ static int allreduce_buffer(ddpl_pg *pg, void *data, size_t count, ddpl_dtype dt
     return ddpl_gloo_allreduce(pg->gloo, data, count, ddpl_dtype_size(dt), reduce_fn(dt, op));
 }
 
+static int gather_bytes(ddpl_pg *pg, const void *in, void *out, size_t nbytes)
+{
+    if (pg->shm) return ddpl_shm_allgather(pg->shm, in, out, nbytes);
+    return ddpl_gloo_allgather(pg->gloo, in, out, nbytes);
+}
+
 static int run_allreduce(ddpl_work *w)
 {
     ddpl_tensor *t = w->slots[0].t;
@@ -151,6 +157,9 @@ ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
 
 static int run_broadcast(ddpl_work *w)
 {
+    if (w->pg->shm)
+        return ddpl_shm_broadcast(w->pg->shm, w->slots[0].data, ddpl_tensor_nbytes(w->slots[0].t),
+                                  w->peer);
     return ddpl_gloo_broadcast(w->pg->gloo, w->slots[0].data, ddpl_tensor_nbytes(w->slots[0].t),
                                w->peer);
 }
@@ -169,7 +178,7 @@ ddpl_work *ddpl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
 /* slot 0 = the input, slots 1..size = the outputs; scratch gathers all ranks' bytes */
 static int run_allgather(ddpl_work *w)
 {
-    if (ddpl_gloo_allgather(w->pg->gloo, w->slots[0].data, w->scratch, w->nbytes) < 0) return -1;
+    if (gather_bytes(w->pg, w->slots[0].data, w->scratch, w->nbytes) < 0) return -1;
     for (int r = 0; r < w->pg->size; r++)
         memcpy(w->slots[1 + r].data, (char *)w->scratch + (size_t)r * w->nbytes, w->nbytes);
     return 0;
@@ -211,7 +220,7 @@ ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, d
 
 static int run_allgather_into(ddpl_work *w)
 {
-    return ddpl_gloo_allgather(w->pg->gloo, w->slots[1].data, w->slots[0].data, w->nbytes);
+    return gather_bytes(w->pg, w->slots[1].data, w->slots[0].data, w->nbytes);
 }
 
 ddpl_work *ddpl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
@@ -359,6 +368,7 @@ ddpl_work *ddpl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
 
 static int run_barrier(ddpl_work *w)
 {
+    if (w->pg->shm) return ddpl_shm_barrier(w->pg->shm);
     return ddpl_gloo_barrier(w->pg->gloo);
 }
 

@@ -1,5 +1,6 @@
-/* dist/shm_coll.c: shared-memory allreduce for ranks on one machine (see shm_coll.h).
- * defines: ddpl_shm_connect, ddpl_shm_allreduce, ddpl_shm_free.
+/* dist/shm_coll.c: shared-memory collectives for ranks on one machine (see shm_coll.h).
+ * defines: ddpl_shm_connect, ddpl_shm_allreduce, ddpl_shm_broadcast, ddpl_shm_allgather,
+ *          ddpl_shm_barrier, ddpl_shm_free.
  *
  * Layout of the segment (/dev/shm/ddplua-<job>): a header page with the barrier words, then two
  * sets of `size` per-rank buffers of CHUNK bytes. A tensor goes through in chunks; per chunk:
@@ -16,9 +17,11 @@
 #define _GNU_SOURCE
 #include "dist/shm_coll.h"
 
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -27,12 +30,16 @@
 
 #include "core/core.h"
 
-enum { CHUNK = 4 << 20, HEADER = 4096, SPINS = 4000 };
+enum { CHUNK = 4 << 20, HEADER = 4096, SPINS = 4000 }; /* bytes, bytes, pause loops */
+
+enum { MAX_RANKS = 1000 }; /* the pids fit in the header page */
 
 typedef struct shm_header {
     _Atomic uint32_t arrived;    /* ranks at the current barrier */
     _Atomic uint32_t generation; /* bumped by the last rank to arrive; waiters sleep on it */
+    int32_t pids[MAX_RANKS];     /* so a waiter notices a peer that exited, before the timeout */
 } shm_header;
+_Static_assert(sizeof(shm_header) <= HEADER, "the header must fit its page");
 
 struct ddpl_shm {
     int rank, size;
@@ -55,7 +62,7 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int barrier(ddpl_shm *s)
+int ddpl_shm_barrier(ddpl_shm *s)
 {
     uint32_t gen = atomic_load(&s->hdr->generation);
     if (atomic_fetch_add(&s->hdr->arrived, 1) == (uint32_t)s->size - 1) {
@@ -74,9 +81,12 @@ static int barrier(ddpl_shm *s)
     while (atomic_load(&s->hdr->generation) == gen) {
         double left = deadline - now_s();
         if (left <= 0)
-            return ddpl_error("shared-memory barrier timed out after %g s (rank %d of %d: a peer "
-                              "stopped participating)",
-                              s->timeout_s, s->rank, s->size);
+            return ddpl_error("shared-memory barrier timed out after %g s (a peer stopped "
+                              "participating)",
+                              s->timeout_s);
+        for (int q = 0; q < s->size; q++)
+            if (kill(s->hdr->pids[q], 0) < 0 && errno == ESRCH)
+                return ddpl_error("rank %d (pid %d) exited", q, (int)s->hdr->pids[q]);
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000}; /* re-check every 100 ms */
         futex(&s->hdr->generation, FUTEX_WAIT, gen, &ts);
     }
@@ -96,23 +106,51 @@ int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddp
         char *mine = (char *)data + first * elsize;
         char *own = buffer(s, s->set, s->rank), *dst = buffer(s, s->set, 0);
         memcpy(own, mine, m * elsize);
-        if (barrier(s) < 0) return -1;
+        if (ddpl_shm_barrier(s) < 0) return -1;
         size_t lo = m * (size_t)s->rank / (size_t)s->size;
         size_t hi = m * (size_t)(s->rank + 1) / (size_t)s->size;
         for (int q = 1; q < s->size && hi > lo; q++)
             fn(dst + lo * elsize, dst + lo * elsize, buffer(s, s->set, q) + lo * elsize, hi - lo);
-        if (barrier(s) < 0) return -1;
+        if (ddpl_shm_barrier(s) < 0) return -1;
         memcpy(mine, dst, m * elsize);
         s->set ^= 1;
     }
     return 0;
 }
 
-/* "<boot id> <network namespace>": equal exactly for processes that can share /dev/shm and
- * that the job treats as one node. */
+/* One barrier per chunk suffices here too: a reader is done with a set before it enters the
+ * next step, whose barrier the writer must pass before it reuses that set. */
+int ddpl_shm_broadcast(ddpl_shm *s, void *data, size_t nbytes, int root)
+{
+    for (size_t off = 0; off < nbytes; off += CHUNK) {
+        size_t m = nbytes - off < CHUNK ? nbytes - off : CHUNK;
+        char *buf = buffer(s, s->set, 0);
+        if (s->rank == root) memcpy(buf, (char *)data + off, m);
+        if (ddpl_shm_barrier(s) < 0) return -1;
+        if (s->rank != root) memcpy((char *)data + off, buf, m);
+        s->set ^= 1;
+    }
+    return 0;
+}
+
+int ddpl_shm_allgather(ddpl_shm *s, const void *in, void *out, size_t nbytes)
+{
+    for (size_t off = 0; off < nbytes; off += CHUNK) {
+        size_t m = nbytes - off < CHUNK ? nbytes - off : CHUNK;
+        memcpy(buffer(s, s->set, s->rank), (const char *)in + off, m);
+        if (ddpl_shm_barrier(s) < 0) return -1;
+        for (int q = 0; q < s->size; q++)
+            memcpy((char *)out + (size_t)q * nbytes + off, buffer(s, s->set, q), m);
+        s->set ^= 1;
+    }
+    return 0;
+}
+
+/* "<boot id> <network namespace> <pid namespace>": equal exactly for processes that can share
+ * /dev/shm, that the job treats as one node, and that can see each other's pids. */
 static void machine_identity(char *out, size_t n)
 {
-    char boot[64] = "?", net[64] = "?";
+    char boot[64] = "?", net[64] = "?", pid[64] = "?";
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY);
     if (fd >= 0) {
         ssize_t k = read(fd, boot, sizeof boot - 1);
@@ -121,7 +159,9 @@ static void machine_identity(char *out, size_t n)
     }
     ssize_t k = readlink("/proc/self/ns/net", net, sizeof net - 1);
     net[k > 0 ? k : 0] = '\0';
-    snprintf(out, n, "%s %s", boot, net);
+    k = readlink("/proc/self/ns/pid", pid, sizeof pid - 1);
+    pid[k > 0 ? k : 0] = '\0';
+    snprintf(out, n, "%s %s %s", boot, net, pid);
 }
 
 /* Publishes value under prefix+name/rank and reports whether every rank published the same. */
@@ -146,7 +186,7 @@ static int all_equal(ddpl_store *st, const char *prefix, const char *name, int r
 ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int size, double timeout_s)
 {
     const char *env = getenv("DDPLUA_SHM");
-    if (size < 2 || (env && strcmp(env, "0") == 0)) return NULL;
+    if (size < 2 || size > MAX_RANKS || (env && strcmp(env, "0") == 0)) return NULL;
     char id[160];
     machine_identity(id, sizeof id);
     bool same = false;
@@ -197,6 +237,11 @@ ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int siz
     }
     s->base = p;
     s->hdr = (shm_header *)p;
+    s->hdr->pids[rank] = (int32_t)getpid(); /* read only after the first barrier */
+    if (ddpl_shm_barrier(s) < 0) {
+        ddpl_shm_free(s);
+        return NULL;
+    }
     return s;
 }
 

@@ -1,5 +1,6 @@
-/* dist/shm_coll.h: allreduce through shared memory for a group whose ranks share one machine.
- * defines: ddpl_shm, ddpl_shm_connect, ddpl_shm_allreduce, ddpl_shm_free.
+/* dist/shm_coll.h: collectives through shared memory for a group whose ranks share one machine.
+ * defines: ddpl_shm, ddpl_shm_connect, ddpl_shm_allreduce, ddpl_shm_broadcast,
+ *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_free.
  *
  * Gloo moves every byte through TCP loopback and two threads per message; ranks on one machine
  * can instead reduce straight out of a shared mapping (as NCCL's and oneCCL's shm transports
@@ -22,6 +23,12 @@ ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int siz
 /* In place on data (count elements of elsize bytes); 0, or -1 with the error set (a peer that
  * stopped participating is reported after the timeout). */
 int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn);
+/* nbytes of root's data land in data on every rank. */
+int ddpl_shm_broadcast(ddpl_shm *s, void *data, size_t nbytes, int root);
+/* out holds size * nbytes: rank r's `in` lands at out + r * nbytes. */
+int ddpl_shm_allgather(ddpl_shm *s, const void *in, void *out, size_t nbytes);
+/* Returns once every rank has called it; 0, or -1 with the error set after the timeout. */
+int ddpl_shm_barrier(ddpl_shm *s);
 void ddpl_shm_free(ddpl_shm *s);
 
 #endif

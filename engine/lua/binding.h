@@ -146,6 +146,7 @@ LB_HIDDEN extern const luaL_Reg lb_functional_methods[]; /* functional.c: x:soft
 LB_HIDDEN extern const luaL_Reg lb_util_functions[];     /* util.c: time, threads, config, cuda */
 LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];     /* util.c: ddpl.cuda.* */
 LB_HIDDEN extern const luaL_Reg lb_dist_functions[];     /* dist_pg.c: ddplua.core.dist */
+LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];      /* ddp.c: ddplua.core.ddp */
 LB_HIDDEN extern const luaL_Reg lb_data_functions[];     /* data.c: ddpl.read_idx */
 LB_HIDDEN extern const luaL_Reg lb_io_functions[];       /* io.c: ddpl.save, ddpl.load */
 LB_HIDDEN extern const luaL_Reg lb_optim_functions[];    /* optim.c: ddpl._fused_sgd_, _adam_ */

@@ -97,6 +97,9 @@ int luaopen_ddplua_core(lua_State *L)
     lua_newtable(L); /* process groups, for lua/ddplua/distributed.lua */
     register_into(L, lua_gettop(L), mt, methods, lb_dist_functions);
     lua_setfield(L, -2, "ddplua.core.dist");
+    lua_newtable(L); /* the DDP reducer, for lua/ddplua/nn/parallel */
+    register_into(L, lua_gettop(L), mt, methods, lb_ddp_functions);
+    lua_setfield(L, -2, "ddplua.core.ddp");
     lua_pop(L, 1);
 
     lua_pushvalue(L, ddpl);

@@ -67,6 +67,25 @@ typedef struct {
 
 /* d(alpha*a@b)/da = alpha * g @ b^T, /db = alpha * a^T @ g; addmm's bias gets beta*g summed
  * over its broadcast dims. Inputs: 0 a, 1 b, 2 bias (addmm only); saved: a, b. */
+/* p @ q laid out like `like` (a 2-D forward operand): when that operand is a transposed view
+ * (column-major, e.g. a Linear weight used as W.t()), compute (q^T @ p^T) and return its
+ * transpose, so the gradient reaching W arrives contiguous in W's own layout and AccumulateGrad
+ * keeps it instead of copying it element by element (PyTorch's mm_mat2_backward does the same). */
+static ddpl_tensor *mm_in_layout_of(const ddpl_tensor *like, ddpl_tensor *p, ddpl_tensor *q,
+                                    double alpha)
+{
+    bool column_major = like->ndim == 2 && like->strides[0] == 1 && like->strides[1] != 1 &&
+                        like->sizes[0] > 1 && like->sizes[1] > 1;
+    if (!column_major) return mm_raw(p, q, alpha);
+    ddpl_tensor *qt = ddpl_t(q), *pt = ddpl_t(p);
+    ddpl_tensor *r = qt && pt ? mm_raw(qt, pt, alpha) : NULL;
+    ddpl_tensor *out = r ? ddpl_t(r) : NULL;
+    ddpl_tensor_release(qt);
+    ddpl_tensor_release(pt);
+    ddpl_tensor_release(r);
+    return out;
+}
+
 static int mm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     mm_ctx *c = DDPL_NODE_CTX(n, mm_ctx);
@@ -74,13 +93,13 @@ static int mm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     if (!a || !b) return -1;
     if (ddpl_node_needs_grad(n, 0)) {
         ddpl_tensor *bt = ddpl_t(b);
-        gi[0] = bt ? mm_raw(grad, bt, c->alpha) : NULL;
+        gi[0] = bt ? mm_in_layout_of(a, grad, bt, c->alpha) : NULL;
         ddpl_tensor_release(bt);
         if (!gi[0]) return -1;
     }
     if (ddpl_node_needs_grad(n, 1)) {
         ddpl_tensor *at = ddpl_t(a);
-        gi[1] = at ? mm_raw(at, grad, c->alpha) : NULL;
+        gi[1] = at ? mm_in_layout_of(b, at, grad, c->alpha) : NULL;
         ddpl_tensor_release(at);
         if (!gi[1]) return -1;
     }

@@ -24,7 +24,8 @@ local function env_int(name)
     if v == nil or v == '' then return nil end
     local n = math.tointeger(tonumber(v))
     if not n then
-        error(('init_process_group: environment variable %s=%q is not an integer'):format(name, v), 3)
+        error(('init_process_group: environment variable %s=%q is not an integer'):format(name, v),
+            3)
     end
     return n
 end
@@ -55,7 +56,9 @@ function dist.init_process_group(opts)
     opts = opts or {}
     if type(opts) == 'string' then opts = {backend = opts} end
     for k in pairs(opts) do
-        if not known_opts[k] then error(("init_process_group: unknown option '%s'"):format(tostring(k)), 2) end
+        if not known_opts[k] then
+            error(("init_process_group: unknown option '%s'"):format(tostring(k)), 2)
+        end
     end
     if group then
         error('init_process_group: the default process group is already initialized '
@@ -67,7 +70,8 @@ function dist.init_process_group(opts)
             .. "backend); use backend='gloo'", 2)
     end
     if backend ~= 'gloo' then
-        error(("init_process_group: unknown backend '%s' (expected 'gloo' or 'nccl')"):format(tostring(backend)), 2)
+        error(("init_process_group: unknown backend '%s' (expected 'gloo' or 'nccl')")
+            :format(tostring(backend)), 2)
     end
     local rank = opts.rank or env_int('RANK')
     local world = opts.world_size or env_int('WORLD_SIZE')
@@ -121,11 +125,21 @@ local function options(fname, opts, allowed)
     return opts
 end
 
+-- an error message without the "file.lua:12: " position that luaL_error put in front
+local function bare(err) return (tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')) end
+
+-- Calls a C function of the group; its error is raised again at the user's call site.
+local function c_call(f, ...)
+    local ok, r = pcall(f, ...)
+    if not ok then error(bare(r), 3) end
+    return r
+end
+
 -- Returns the work handle when async, else waits (raising the operation's error) and returns nil.
 local function finish(work, opts)
     if opts.async_op then return work end
     local ok, err = pcall(work.wait, work)
-    if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 3) end
+    if not ok then error(bare(err), 3) end
     return nil
 end
 
@@ -142,47 +156,47 @@ function dist.all_reduce(t, opts)
     local g = need('all_reduce')
     opts = options('all_reduce', opts, with_op)
     check_group('all_reduce', opts)
-    return finish(C.all_reduce(g, t, opts.op), opts)
+    return finish(c_call(C.all_reduce, g, t, opts.op), opts)
 end
 
 function dist.broadcast(t, src, opts)
     local g = need('broadcast')
     opts = options('broadcast', opts, async_only)
     check_group('broadcast', opts)
-    return finish(C.broadcast(g, t, src), opts)
+    return finish(c_call(C.broadcast, g, t, src), opts)
 end
 
 function dist.all_gather(list, t, opts)
     local g = need('all_gather')
     opts = options('all_gather', opts, async_only)
     check_group('all_gather', opts)
-    return finish(C.all_gather(g, list, t), opts)
+    return finish(c_call(C.all_gather, g, list, t), opts)
 end
 
 function dist.all_gather_into_tensor(out, t, opts)
     local g = need('all_gather_into_tensor')
     opts = options('all_gather_into_tensor', opts, async_only)
     check_group('all_gather_into_tensor', opts)
-    return finish(C.all_gather_into_tensor(g, out, t), opts)
+    return finish(c_call(C.all_gather_into_tensor, g, out, t), opts)
 end
 
 function dist.reduce_scatter_tensor(out, inp, opts)
     local g = need('reduce_scatter_tensor')
     opts = options('reduce_scatter_tensor', opts, with_op)
     check_group('reduce_scatter_tensor', opts)
-    return finish(C.reduce_scatter_tensor(g, out, inp, opts.op), opts)
+    return finish(c_call(C.reduce_scatter_tensor, g, out, inp, opts.op), opts)
 end
 
 -- send/recv are synchronous as in PyTorch; isend/irecv return the handle.
-function dist.send(t, dst) return finish(C.send(need('send'), t, dst), {}) end
-function dist.recv(t, src) finish(C.recv(need('recv'), t, src), {}); return src end
-function dist.isend(t, dst) return C.send(need('isend'), t, dst) end
-function dist.irecv(t, src) return C.recv(need('irecv'), t, src) end
+function dist.send(t, dst) return finish(c_call(C.send, need('send'), t, dst), {}) end
+function dist.recv(t, src) finish(c_call(C.recv, need('recv'), t, src), {}); return src end
+function dist.isend(t, dst) return c_call(C.send, need('isend'), t, dst) end
+function dist.irecv(t, src) return c_call(C.recv, need('irecv'), t, src) end
 
 function dist.barrier(opts)
     local g = need('barrier')
     opts = options('barrier', opts, async_only)
-    return finish(C.barrier(g), opts)
+    return finish(c_call(C.barrier, g), opts)
 end
 
 -- print on rank 0 only: logging in a script that every rank runs

@@ -179,8 +179,32 @@ static void test_no_grad(void)
     for (int i = 0; i < 4; i++) ddpl_tensor_release(ts[i]);
 }
 
+/* A Linear weight reaches matmul as the view W.t(); its gradient must come back in W's own
+ * layout (contiguous), not as a transposed view that AccumulateGrad would have to copy. */
+static void test_linear_weight_grad_layout(void)
+{
+    ddpl_tensor *x = ddpl_randn(2, (int64_t[]){4, 3}, DDPL_FLOAT64, ddpl_cpu());
+    ddpl_tensor *w = ddpl_randn(2, (int64_t[]){5, 3}, DDPL_FLOAT64, ddpl_cpu());
+    ddpl_tensor_set_requires_grad(w, true);
+    ddpl_tensor *y = ddpl_linear(x, w, NULL);
+    ddpl_tensor *s = ddpl_sum(y);
+    CHECK(ddpl_backward(s, NULL, false) == 0);
+    ddpl_tensor *g = ddpl_tensor_grad(w);
+    CHECK(g && ddpl_tensor_is_contiguous(g) && ddpl_tensor_size(g, 0) == 5);
+    /* d sum(x @ w^T) / dw[o][i] = sum over rows of x[:, i] */
+    double xv[12], gv[15];
+    ddpl_tensor_to_doubles(x, xv);
+    ddpl_tensor_to_doubles(g, gv);
+    for (int o = 0; o < 5; o++)
+        for (int i = 0; i < 3; i++)
+            CHECK_CLOSE(gv[o * 3 + i], xv[i] + xv[3 + i] + xv[6 + i] + xv[9 + i], 1e-12);
+    ddpl_tensor *ts[] = {s, y, w, x};
+    for (int i = 0; i < 4; i++) ddpl_tensor_release(ts[i]);
+}
+
 int main(void)
 {
+    test_linear_weight_grad_layout();
     test_accumulation();
     test_grad_ready_order();
     test_hooks();

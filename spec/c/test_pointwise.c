@@ -267,6 +267,69 @@ static void test_unary_values(void)
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) ddpl_tensor_release(ts[k]);
 }
 
+/* Exact GELU in float32 (a rational approximation, cpu_math.h) and its derivative against a
+ * double-precision reference on a dense grid of [-10, 10] (through the threaded path), within
+ * 1e-6 relative or 1e-7 absolute; the float64 path against libm's erf; special values. */
+static double gelu_ref(double x)
+{
+    return 0.5 * x * erfc(-x / sqrt(2));
+}
+static double gelu_grad_ref(double x)
+{
+    return 0.5 * erfc(-x / sqrt(2)) + x * exp(-0.5 * x * x) / sqrt(2 * M_PI);
+}
+
+static void test_gelu_accuracy(void)
+{
+    const int64_t n = 400001; /* step 5e-5 */
+    float *xs = malloc((size_t)n * sizeof *xs);
+    for (int64_t i = 0; i < n; i++) xs[i] = (float)(-10 + 20.0 * (double)i / (double)(n - 1));
+    ddpl_tensor *x = ddpl_from_data(1, SZ(n), DDPL_FLOAT32, xs, cpu);
+    ddpl_tensor_set_requires_grad(x, true);
+    ddpl_tensor *y = ddpl_gelu(x, false), *s = ddpl_sum(y);
+    CHECK(y && s && ddpl_backward(s, NULL, false) == 0);
+    ddpl_tensor *gx = ddpl_tensor_grad(x);
+    const float *yp = y ? ddpl_tensor_data(y) : NULL, *gp = gx ? ddpl_tensor_data(gx) : NULL;
+    double worst = 0, worst_grad = 0; /* error / (1e-7 + 1e-6 |reference|) */
+    for (int64_t i = 0; yp && gp && i < n; i++) {
+        double r = gelu_ref(xs[i]), rg = gelu_grad_ref(xs[i]);
+        worst = fmax(worst, fabs(yp[i] - r) / (1e-7 + 1e-6 * fabs(r)));
+        worst_grad = fmax(worst_grad, fabs(gp[i] - rg) / (1e-7 + 1e-6 * fabs(rg)));
+    }
+    CHECK(yp && gp && worst <= 1 && worst_grad <= 1);
+    if (worst > 1 || worst_grad > 1)
+        fprintf(stderr, "  gelu error %.3g, gradient error %.3g (of the bound)\n", worst,
+                worst_grad);
+    ddpl_tensor_release(s);
+    ddpl_tensor_release(y);
+    ddpl_tensor_release(x);
+    free(xs);
+    /* the negative tail keeps its relative accuracy (no 1 + erf cancellation) */
+    const double tx[3] = {-4, -6, -9};
+    ddpl_tensor *tail = T(1, SZ(3), DDPL_FLOAT32, tx);
+    ddpl_tensor *gt = ddpl_gelu(tail, false);
+    const float *tp = gt ? ddpl_tensor_data(gt) : NULL;
+    for (int i = 0; tp && i < 3; i++) CHECK(fabs(tp[i] / gelu_ref(tx[i]) - 1) < 2e-5);
+    ddpl_tensor_release(gt);
+    ddpl_tensor_release(tail);
+    /* denormal, huge and infinite inputs; results below ~1e-37 flush to zero */
+    ddpl_tensor *sp =
+        T(1, SZ(8), DDPL_FLOAT32, V(1e-40, -1e-40, 1e30, -1e30, 3e38, -3e38, 20, -20));
+    ddpl_tensor *r = ddpl_gelu(sp, false);
+    const float *rp = r ? ddpl_tensor_data(r) : NULL;
+    CHECK(rp && fabs(rp[0] - 0.5e-40) < 1e-45 && fabs(rp[1] + 0.5e-40) < 1e-45);
+    CHECK(rp && rp[2] == 1e30f && rp[3] == 0 && rp[4] == 3e38f && rp[5] == 0);
+    CHECK(rp && rp[6] == 20 && rp[7] == 0);
+    ddpl_tensor_release(r);
+    ddpl_tensor_release(sp);
+    /* float64 goes through libm */
+    double xd[7] = {-8, -3, -0.7, 1e-3, 0.5, 2, 6}, want[7];
+    for (int i = 0; i < 7; i++) want[i] = 0.5 * xd[i] * (1 + erf(xd[i] / sqrt(2)));
+    ddpl_tensor *d = T(1, SZ(7), DDPL_FLOAT64, xd);
+    CHECK(values_are(ddpl_gelu(d, false), 7, want, 1e-15));
+    ddpl_tensor_release(d);
+}
+
 static void test_where_masked_fill(void)
 {
     ddpl_tensor *c = T(2, SZ(2, 1), DDPL_BOOL, V(1, 0));
@@ -529,6 +592,7 @@ int main(void)
     test_promotion();
     test_layouts();
     test_unary_values();
+    test_gelu_accuracy();
     test_where_masked_fill();
     test_inplace();
     test_errors();

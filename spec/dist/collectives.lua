@@ -6,7 +6,7 @@
 local ddpl = require 'ddplua'
 local dist = ddpl.dist
 
-dist.init_process_group({backend = 'gloo', timeout = tonumber(os.getenv('DIST_TIMEOUT') or '30')})
+dist.init_process_group({backend = 'gloo', timeout = 30})
 local rank, world = dist.get_rank(), dist.get_world_size()
 assert(dist.is_initialized() and dist.get_backend() == 'gloo')
 assert(rank == tonumber(os.getenv('RANK')) and world == tonumber(os.getenv('WORLD_SIZE')))
@@ -34,7 +34,8 @@ local function expect(t, want, what, tol)
     if #got ~= #want then fail('%s: %d elements, expected %d', what, #got, #want) end
     for i = 1, #want do
         if math.abs(got[i] - want[i]) > (tol or 0) then
-            fail('%s: element %d is %s, expected %s', what, i - 1, tostring(got[i]), tostring(want[i]))
+            fail('%s: element %d is %s, expected %s', what, i - 1, tostring(got[i]),
+                tostring(want[i]))
         end
     end
 end
@@ -94,11 +95,16 @@ for _, dt in ipairs({'float32', 'float64', 'int64'}) do
     local outs = {}
     for q = 1, world do outs[q] = ddpl.zeros(N, {dtype = dt}) end
     dist.all_gather(outs, ddpl.tensor(values(rank, N), {dtype = dt}))
-    for q = 0, world - 1 do expect(outs[q + 1], values(q, N), ('all_gather %s slot %d'):format(dt, q)) end
+    for q = 0, world - 1 do
+        expect(outs[q + 1], values(q, N), ('all_gather %s slot %d'):format(dt, q))
+    end
 
     local big = ddpl.zeros(world, N, {dtype = dt})
-    dist.all_gather_into_tensor(big, ddpl.tensor(values(rank, N), {dtype = dt}), {async_op = true}):wait()
-    for q = 0, world - 1 do expect(big[q], values(q, N), ('all_gather_into_tensor %s row %d'):format(dt, q)) end
+    local mine = ddpl.tensor(values(rank, N), {dtype = dt})
+    dist.all_gather_into_tensor(big, mine, {async_op = true}):wait()
+    for q = 0, world - 1 do
+        expect(big[q], values(q, N), ('all_gather_into_tensor %s row %d'):format(dt, q))
+    end
 
     for _, op in ipairs({'sum', 'max', 'min', 'product', 'avg'}) do
         if not (op == 'avg' and dt == 'int64') then
@@ -106,7 +112,8 @@ for _, dt in ipairs({'float32', 'float64', 'int64'}) do
             local keep = flat(inp)
             local out = ddpl.zeros(N, {dtype = dt})
             dist.reduce_scatter_tensor(out, inp, {op = op})
-            expect(out, reduced(op, N, rank * N), ('reduce_scatter_tensor %s %s'):format(dt, op), tol)
+            local what = ('reduce_scatter_tensor %s %s'):format(dt, op)
+            expect(out, reduced(op, N, rank * N), what, tol)
             expect(inp, keep, 'reduce_scatter_tensor leaves its input alone')
         end
     end
@@ -121,6 +128,32 @@ do
     expect(base, reduced('sum', 12), 'all_reduce of a transposed view')
 end
 
+-- a tensor of several shared-memory chunks (4 MiB each) with a ragged end
+do
+    local n = 2500001 -- float64: about 20 MB
+    local x = ddpl.arange(0, n, 1, {dtype = 'float64'}) * (rank + 1)
+    dist.all_reduce(x)
+    local want = ddpl.arange(0, n, 1, {dtype = 'float64'}) * (world * (world + 1) / 2)
+    local err = (x - want):abs():max():item()
+    if err ~= 0 then fail('all_reduce of %d float64: max abs error %g', n, err) end
+end
+
+-- broadcast and all_gather_into_tensor of several chunks too
+do
+    local n = 1500001
+    local b = ddpl.arange(0, n, 1, {dtype = 'float64'}) * (rank + 1)
+    dist.broadcast(b, world - 1)
+    local err = (b - ddpl.arange(0, n, 1, {dtype = 'float64'}) * world):abs():max():item()
+    if err ~= 0 then fail('broadcast of %d float64: max abs error %g', n, err) end
+    local m = 700001
+    local out = ddpl.zeros(world, m, {dtype = 'float64'})
+    dist.all_gather_into_tensor(out, ddpl.arange(0, m, 1, {dtype = 'float64'}) + rank * 10)
+    for q = 0, world - 1 do
+        local e = (out[q] - (ddpl.arange(0, m, 1, {dtype = 'float64'}) + q * 10)):abs():max():item()
+        if e ~= 0 then fail('all_gather_into_tensor of %d float64: row %d off by %g', m, q, e) end
+    end
+end
+
 -- several async ops in flight keep their order on every rank
 do
     local xs, ws = {}, {}
@@ -133,7 +166,9 @@ do
         local want = 0
         for q = 0, world - 1 do want = want + q + k end
         local v = flat(xs[k])
-        if v[1] ~= want or v[1000] ~= want then fail('async all_reduce %d gave %s, expected %s', k, v[1], want) end
+        if v[1] ~= want or v[1000] ~= want then
+            fail('async all_reduce %d gave %s, expected %s', k, v[1], want)
+        end
     end
 end
 
@@ -162,15 +197,19 @@ end
 local function expect_error(pattern, fn, ...)
     local ok, err = pcall(fn, ...)
     if ok then fail('expected an error matching %q', pattern) end
-    if not tostring(err):find(pattern, 1, true) then fail('error %q does not contain %q', tostring(err), pattern) end
+    if not tostring(err):find(pattern, 1, true) then
+        fail('error %q does not contain %q', tostring(err), pattern)
+    end
 end
 expect_error('all_reduce: expected a CPU tensor of float32/float64/int64, got int32',
     dist.all_reduce, ddpl.zeros(2, {dtype = 'int32'}))
 expect_error("all_reduce: op 'avg' needs a floating dtype, got int64",
     dist.all_reduce, ddpl.zeros(2, {dtype = 'int64'}), {op = 'avg'})
 expect_error("all_reduce: unknown op 'mean'", dist.all_reduce, ddpl.zeros(2), {op = 'mean'})
-expect_error('broadcast: src rank ' .. world .. ' is out of range', dist.broadcast, ddpl.zeros(2), world)
-expect_error('all_gather: expected a list of ' .. world, dist.all_gather, {ddpl.zeros(2)}, ddpl.zeros(2))
+expect_error('broadcast: src rank ' .. world .. ' is out of range',
+    dist.broadcast, ddpl.zeros(2), world)
+expect_error('all_gather: expected a list of ' .. world,
+    dist.all_gather, {ddpl.zeros(2)}, ddpl.zeros(2))
 expect_error('all_gather_into_tensor: the output must hold world_size', dist.all_gather_into_tensor,
     ddpl.zeros(world * 2 + 1), ddpl.zeros(2))
 expect_error('send: dst rank ' .. rank .. ' is this rank itself', dist.send, ddpl.zeros(2), rank)
@@ -184,7 +223,8 @@ if world % 2 == 0 then
         dist.send(ddpl.ones(3, {dtype = 'float64'}), rank + 1)
         dist.send(ddpl.full({2}, 7.0), rank + 1)
     else
-        expect_error('recv: rank ' .. (rank - 1) .. ' sent [3] float64, but the tensor here is [3] float32',
+        expect_error('recv: rank ' .. (rank - 1)
+            .. ' sent [3] float64, but the tensor here is [3] float32',
             dist.recv, ddpl.zeros(3), rank - 1)
         local y = ddpl.zeros(2)
         dist.recv(y, rank - 1)

@@ -3,9 +3,9 @@
 --          loads lua/ddplua/nn/X.lua on first use (nn.Module, nn.Linear, nn.utils, ...).
 --
 -- A few names live in a file of another name: nn.init is init_functions.lua (init.lua is this
--- file, the package itself), BatchNorm1d and BatchNorm2d share BatchNorm.lua. Names of API.md
--- whose file does not exist yet (nn.parallel, nn.DDP until the DDP work lands) raise
--- "ddplua.nn.X is not available yet".
+-- file, the package itself), BatchNorm1d and BatchNorm2d share BatchNorm.lua, nn.DDP is
+-- nn.parallel.DistributedDataParallel (lua/ddplua/nn/parallel/). Names of API.md whose file does
+-- not exist yet raise "ddplua.nn.X is not available yet".
 local nn = { functional = require 'ddplua.nn.functional' }
 
 -- The names API.md promises under nn.
@@ -21,6 +21,8 @@ local elsewhere = {
     init = {'ddplua.nn.init_functions'},
     BatchNorm1d = {'ddplua.nn.BatchNorm', 'BatchNorm1d'},
     BatchNorm2d = {'ddplua.nn.BatchNorm', 'BatchNorm2d'},
+    parallel = {'ddplua.nn.parallel'},
+    DDP = {'ddplua.nn.parallel', 'DistributedDataParallel'},
 }
 
 return setmetatable(nn, {

@@ -1,0 +1,115 @@
+-- bench/ddp.lua: the ddplua worker of bench/ddp (run as `ddplua bench/ddp.lua --nproc 2 -- ...`).
+-- DDP training throughput on Fashion-MNIST: per-rank batch 32, DistributedSampler (shuffle,
+-- set_epoch), SGD momentum 0.9, 1 thread per rank (the launcher's OMP_NUM_THREADS=1).
+-- Modes, each for every round: "ddp" (synchronised steps) and "nosync" (the same steps with every
+-- forward/backward inside model:no_sync: the step without gradient communication).
+-- Per round: `steps` timed steps after `warmup` untimed ones; a round's time is the longest of
+-- the ranks' (all_reduce max), global samples/s = world * batch * steps / time. Rank 0 prints
+--   RESULT engine=ddplua model=M mode=ddp sps=<median> rounds=<r1,r2,...>
+-- and, from the reducer's timeline of the timed ddp steps, per bucket: bytes, mean allreduce
+-- time (launch to completion seen), and the mean time from launch to the last bucket being
+-- ready (how long the allreduce ran while backward still computed):
+--   BUCKET model=M bucket=b bytes=N allreduce_ms=X overlap_ms=Y
+--   WAIT model=M final_wait_ms=X backward_ms=Y
+-- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N
+local ddpl = require 'ddplua'
+local nn, F, dist, data = ddpl.nn, ddpl.F, ddpl.distributed, ddpl.data
+
+local o = {model = 'mlp', steps = 200, warmup = 20, rounds = 5, batch = 32}
+for _, a in ipairs(arg) do
+    local k, v = a:match('^(%w+)=(.*)$')
+    if k then o[k] = tonumber(v) or v end
+end
+dist.init_process_group({backend = 'gloo'})
+local rank, world = dist.get_rank(), dist.get_world_size()
+local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
+
+local ds = data.datasets.FashionMNIST({train = true})
+local x = ds.data:float():div_(255):add_(-0.2860):div_(0.3530)
+local train = data.TensorDataset(x:view(x:size(0), 1, 28, 28), ds.targets)
+local sampler = data.DistributedSampler(train, {num_replicas = world, rank = rank, seed = 0})
+local loader = data.DataLoader(train, {batch_size = o.batch, sampler = sampler, drop_last = true})
+
+ddpl.manual_seed(0)
+local file = o.model == 'cnn' and 'lenet' or 'mlp'
+local net = assert(loadfile(root .. '/models/' .. file .. '.lua'))()()
+local model = nn.DDP(net)
+local opt = ddpl.optim.SGD(model:parameters(), {lr = o.model == 'cnn' and 0.02 or 0.05,
+    momentum = 0.9})
+
+local epoch, it = 0, nil
+local function next_batch()
+    local xb, yb
+    if it then xb, yb = it() end
+    if not xb then
+        sampler:set_epoch(epoch)
+        epoch = epoch + 1
+        it = loader:iter()
+        xb, yb = it()
+    end
+    return xb, yb
+end
+
+local per_bucket, waits = {}, {n = 0, wait = 0, backward = 0}
+local function step(sync, record)
+    local xb, yb = next_batch()
+    opt:zero_grad()
+    local function fb() F.cross_entropy(model(xb), yb):backward() end
+    if sync then fb() else model:no_sync(fb) end
+    opt:step()
+    if record and rank == 0 then
+        local tl = model:_reducer():timeline()
+        local last_ready = 0
+        for _, ev in ipairs(tl) do
+            if ev.name == 'bucket' then last_ready = math.max(last_ready, ev.ready) end
+        end
+        for _, ev in ipairs(tl) do
+            if ev.name == 'bucket' then
+                local b = per_bucket[ev.bucket] or {n = 0, ar = 0, ov = 0}
+                per_bucket[ev.bucket] = b
+                b.n, b.ar = b.n + 1, b.ar + (ev['end'] - ev.start)
+                b.ov = b.ov + math.max(0, last_ready - ev.start)
+            elseif ev.name == 'wait' then
+                waits.n, waits.wait = waits.n + 1, waits.wait + (ev['end'] - ev.start)
+            elseif ev.name == 'backward' then
+                waits.backward = waits.backward + (ev['end'] - ev.start)
+            end
+        end
+    end
+end
+
+local function median(t)
+    local s = {table.unpack(t)}
+    table.sort(s)
+    return s[(#s + 1) // 2]
+end
+
+local results = {ddp = {}, nosync = {}}
+for _ = 1, o.warmup do step(true) end
+for _ = 1, o.warmup do step(false) end
+for _ = 1, o.rounds do
+    for _, mode in ipairs({'ddp', 'nosync'}) do
+        dist.barrier()
+        local t0 = ddpl.time()
+        for _ = 1, o.steps do step(mode == 'ddp', mode == 'ddp') end
+        local t = ddpl.tensor({ddpl.time() - t0}, {dtype = 'float64'})
+        dist.all_reduce(t, {op = dist.ReduceOp.MAX})
+        table.insert(results[mode], world * o.batch * o.steps / t:item())
+    end
+end
+if rank == 0 then
+    for _, mode in ipairs({'ddp', 'nosync'}) do
+        local r = {}
+        for i, v in ipairs(results[mode]) do r[i] = ('%.0f'):format(v) end
+        print(('RESULT engine=ddplua model=%s mode=%s sps=%.0f rounds=%s'):format(o.model, mode,
+            median(results[mode]), table.concat(r, ',')))
+    end
+    local buckets = model:buckets()
+    for b, pb in pairs(per_bucket) do
+        print(('BUCKET model=%s bucket=%d bytes=%d allreduce_ms=%.3f overlap_ms=%.3f'):format(
+            o.model, b, buckets[b].bytes, 1e3 * pb.ar / pb.n, 1e3 * pb.ov / pb.n))
+    end
+    print(('WAIT model=%s final_wait_ms=%.3f backward_ms=%.3f'):format(o.model,
+        1e3 * waits.wait / waits.n, 1e3 * waits.backward / waits.n))
+end
+dist.destroy_process_group()

@@ -1,0 +1,126 @@
+"""bench/ddp_torch.py: the PyTorch worker of bench/ddp: the same measurement as bench/ddp.lua
+with torch.nn.parallel.DistributedDataParallel on gloo (2 processes on this host, 1 thread each).
+
+Same models as models/mlp.lua (784-256-256-10) and models/lenet.lua (conv32-conv64-fc128-fc10,
+3x3 padding 1, 2x2 max pooling), Fashion-MNIST from Debian's dataset-fashion-mnist normalised
+with mean 0.2860 / std 0.3530, per-rank batch 32, DistributedSampler (shuffle, set_epoch),
+SGD momentum 0.9. Modes "ddp" and "nosync" (every forward/backward inside model.no_sync()).
+Per round: `steps` timed steps after `warmup`; a round's time is the longest of the ranks'.
+Prints, from rank 0:
+    RESULT engine=torch model=M mode=ddp sps=<median> rounds=<r1,...>
+
+usage: python3 bench/ddp_torch.py model=mlp steps=200 warmup=20 rounds=5 batch=32
+"""
+import os
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import gzip
+import socket
+import statistics
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data.distributed import DistributedSampler
+
+DATA = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
+
+
+def read_idx(name):
+    with gzip.open(os.path.join(DATA, name), "rb") as f:
+        raw = f.read()
+    ndim = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim).reshape(dims)
+
+
+def make_model(name):
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 256),
+                             nn.ReLU(), nn.Linear(256, 10))
+    return nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
+
+
+def worker(rank, world, port, o):
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                            world_size=world)
+    x = torch.from_numpy(read_idx("train-images-idx3-ubyte.gz").copy()).float()
+    x = ((x / 255 - 0.2860) / 0.3530).view(-1, 1, 28, 28)
+    y = torch.from_numpy(read_idx("train-labels-idx1-ubyte.gz").astype(np.int64))
+    ds = TensorDataset(x, y)
+    sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=0)
+    loader = DataLoader(ds, batch_size=o["batch"], sampler=sampler, drop_last=True)
+    torch.manual_seed(0)
+    model = DDP(make_model(o["model"]))
+    opt = torch.optim.SGD(model.parameters(), lr=0.02 if o["model"] == "cnn" else 0.05,
+                          momentum=0.9)
+    state = {"epoch": 0, "it": None}
+
+    def next_batch():
+        b = next(state["it"], None) if state["it"] else None
+        if b is None:
+            sampler.set_epoch(state["epoch"])
+            state["epoch"] += 1
+            state["it"] = iter(loader)
+            b = next(state["it"])
+        return b
+
+    def step(sync):
+        xb, yb = next_batch()
+        opt.zero_grad()
+        if sync:
+            F.cross_entropy(model(xb), yb).backward()
+        else:
+            with model.no_sync():
+                F.cross_entropy(model(xb), yb).backward()
+        opt.step()
+
+    for _ in range(o["warmup"]):
+        step(True)
+    for _ in range(o["warmup"]):
+        step(False)
+    results = {"ddp": [], "nosync": []}
+    for _ in range(o["rounds"]):
+        for mode in ("ddp", "nosync"):
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(o["steps"]):
+                step(mode == "ddp")
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            results[mode].append(world * o["batch"] * o["steps"] / t.item())
+    if rank == 0:
+        for mode in ("ddp", "nosync"):
+            r = results[mode]
+            print(f"RESULT engine=torch model={o['model']} mode={mode} "
+                  f"sps={statistics.median(r):.0f} rounds={','.join(f'{v:.0f}' for v in r)}",
+                  flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    o = {"model": "mlp", "steps": 200, "warmup": 20, "rounds": 5, "batch": 32, "world": 2}
+    for a in sys.argv[1:]:
+        k, v = a.split("=", 1)
+        o[k] = v if k == "model" else int(v)
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    mp.spawn(worker, args=(o["world"], port, o), nprocs=o["world"], join=True)
+
+
+if __name__ == "__main__":
+    main()

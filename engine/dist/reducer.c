@@ -1,0 +1,640 @@
+/* dist/reducer.c: the DDP reducer (see reducer.h): buckets, gradient-ready hooks, ordered
+ * asynchronous allreduce, write-back, rebuild, unused-parameter detection, comm hooks.
+ * defines: ddpl_reducer_new, ddpl_reducer_free, ddpl_reducer_prepare_forward,
+ *          ddpl_reducer_prepare_backward, ddpl_reducer_set_comm_hook, ddpl_reducer_num_buckets,
+ *          ddpl_reducer_bucket_params, ddpl_reducer_bucket_bytes, ddpl_reducer_bucket_tensor,
+ *          ddpl_reducer_rebuilt, ddpl_reducer_timeline.
+ *
+ * Threads: every function here and every hook runs on the thread that runs backward; the only
+ * concurrency is the group's worker thread writing a launched bucket's flat buffer, which this
+ * file does not touch again until that work is waited for. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "autograd/autograd.h"
+#include "core/core.h"
+#include "dist/reducer.h"
+
+typedef struct bucket {
+    ddpl_tensor *flat;     /* 1-D, the bucket's dtype, numel = sum of its parameters' numels */
+    int n;                 /* parameters in it */
+    int *params;           /* their indices, in bucket order */
+    int64_t *offsets;      /* element offset of each parameter in flat */
+    ddpl_tensor **views;   /* views[i]: flat[offsets[i] : +numel] shaped as parameter params[i] */
+    int pending;           /* parameters not ready yet in this backward */
+    ddpl_work *work;       /* the launched collective, until waited for */
+    ddpl_tensor *gathered; /* fp16/bf16: world * numel compressed values (allgather) */
+    double t_ready, t_start, t_end;
+} bucket;
+
+typedef struct hook_ud {
+    ddpl_reducer *r;
+    int index;
+} hook_ud;
+
+struct ddpl_reducer {
+    ddpl_pg *pg;
+    int rank, world;
+    int n;                /* parameters */
+    ddpl_tensor **params; /* retained */
+    char **names;
+    hook_ud *uds;             /* one per parameter: the hook's userdata */
+    int *bucket_of, *slot_of; /* parameter -> bucket, position in it */
+    ddpl_reducer_config cfg;
+    int nb;
+    bucket *buckets;
+    ddpl_comm_kind comm;
+    ddpl_comm_hook_fn comm_fn;
+    void *comm_ud;
+    /* per backward */
+    bool sync;         /* the coming backward reduces */
+    bool expect_hooks; /* prepare_backward(sync) ran, finalize has not */
+    bool started;      /* a hook fired since prepare_backward */
+    bool *ready;       /* per parameter */
+    bool *used;        /* per parameter: reached by this forward's graph */
+    int next_launch;   /* buckets 0..next_launch-1 are launched */
+    int n_ready_params;
+    double t_begin, t_first, t_final_start, t_final_end;
+    /* rebuild */
+    int *order; /* parameter indices in the order they became ready (first iteration) */
+    int n_order;
+    bool finished_once, rebuilt;
+    ddpl_tensor *inv_world; /* 0-dim scalar 1/world (float64: the kernels convert) */
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- buckets ---- */
+
+static void buckets_free(ddpl_reducer *r)
+{
+    for (int b = 0; b < r->nb; b++) {
+        bucket *k = &r->buckets[b];
+        if (k->work) {
+            (void)ddpl_work_wait(k->work, -1);
+            ddpl_work_release(k->work);
+        }
+        for (int i = 0; i < k->n; i++) ddpl_tensor_release(k->views[i]);
+        ddpl_tensor_release(k->flat);
+        ddpl_tensor_release(k->gathered);
+        free(k->params);
+        free(k->offsets);
+        free(k->views);
+    }
+    free(r->buckets);
+    r->buckets = NULL;
+    r->nb = 0;
+}
+
+static int64_t param_bytes(const ddpl_tensor *p)
+{
+    return ddpl_tensor_numel(p) * (int64_t)ddpl_dtype_size((ddpl_dtype)p->dtype);
+}
+
+/* Groups the parameters, taken in `order`, into buckets: one open bucket per dtype, closed when
+ * it reaches the current size limit (first_bucket_mb for the first one closed, then
+ * bucket_cap_mb), as PyTorch's compute_bucket_assignment_by_size. Buckets are then sorted by
+ * the position of their first parameter in `order`, so bucket 0 fills first. */
+static int buckets_build(ddpl_reducer *r, const int *order)
+{
+    int ndt = DDPL_DTYPE_COUNT;
+    int *open = ddpl_xcalloc((size_t)ndt, sizeof *open); /* bucket index + 1 per dtype */
+    bucket *bs = ddpl_xcalloc((size_t)r->n, sizeof *bs);
+    int64_t *first_pos = ddpl_xcalloc((size_t)r->n, sizeof *first_pos);
+    int64_t *bytes = ddpl_xcalloc((size_t)r->n, sizeof *bytes);
+    int nb = 0, closed = 0;
+    double first = (r->cfg.first_bucket_mb > 0 ? r->cfg.first_bucket_mb : 1.0) * 1024 * 1024;
+    double cap = (r->cfg.bucket_cap_mb > 0 ? r->cfg.bucket_cap_mb : 25.0) * 1024 * 1024;
+    if (first > cap) first = cap; /* a cap below 1 MB applies to the first bucket too */
+    for (int k = 0; k < r->n; k++) {
+        int p = order[k];
+        int dt = r->params[p]->dtype;
+        if (!open[dt]) {
+            open[dt] = ++nb;
+            bs[nb - 1].params = ddpl_xcalloc((size_t)r->n, sizeof(int));
+            first_pos[nb - 1] = k;
+        }
+        bucket *bk = &bs[open[dt] - 1];
+        bk->params[bk->n++] = p;
+        bytes[open[dt] - 1] += param_bytes(r->params[p]);
+        if ((double)bytes[open[dt] - 1] >= (closed == 0 ? first : cap)) {
+            open[dt] = 0;
+            closed++;
+        }
+    }
+    /* sort by first position (insertion sort: a handful of buckets) */
+    for (int i = 1; i < nb; i++) {
+        for (int j = i; j > 0 && first_pos[j - 1] > first_pos[j]; j--) {
+            bucket tb = bs[j];
+            bs[j] = bs[j - 1];
+            bs[j - 1] = tb;
+            int64_t tp = first_pos[j];
+            first_pos[j] = first_pos[j - 1];
+            first_pos[j - 1] = tp;
+        }
+    }
+    free(open);
+    free(first_pos);
+    free(bytes);
+    r->buckets = bs;
+    r->nb = nb;
+    for (int b = 0; b < nb; b++) {
+        bucket *bk = &bs[b];
+        ddpl_tensor *p0 = r->params[bk->params[0]];
+        int64_t total = 0;
+        bk->offsets = ddpl_xcalloc((size_t)bk->n, sizeof *bk->offsets);
+        bk->views = ddpl_xcalloc((size_t)bk->n, sizeof *bk->views);
+        for (int i = 0; i < bk->n; i++) {
+            bk->offsets[i] = total;
+            total += ddpl_tensor_numel(r->params[bk->params[i]]);
+        }
+        bk->flat = ddpl_zeros(1, &total, (ddpl_dtype)p0->dtype, p0->device);
+        if (!bk->flat) return -1;
+        for (int i = 0; i < bk->n; i++) {
+            ddpl_tensor *p = r->params[bk->params[i]];
+            ddpl_tensor *slice = ddpl_narrow(bk->flat, 0, bk->offsets[i], ddpl_tensor_numel(p));
+            if (!slice) return -1;
+            bk->views[i] = ddpl_view(slice, p->ndim, p->sizes);
+            ddpl_tensor_release(slice);
+            if (!bk->views[i]) return -1;
+            r->bucket_of[bk->params[i]] = b;
+            r->slot_of[bk->params[i]] = i;
+        }
+    }
+    return 0;
+}
+
+static ddpl_tensor *view_of(ddpl_reducer *r, int p)
+{
+    return r->buckets[r->bucket_of[p]].views[r->slot_of[p]];
+}
+
+static bool is_view_of(const ddpl_tensor *g, const ddpl_tensor *v)
+{
+    return g && g->storage == v->storage && g->offset == v->offset;
+}
+
+/* gradient_as_bucket_view: point every existing .grad at its bucket slot (contents kept). */
+static int grads_to_views(ddpl_reducer *r)
+{
+    if (!r->cfg.grad_as_bucket_view) return 0;
+    for (int p = 0; p < r->n; p++) {
+        ddpl_tensor *g = r->params[p]->grad, *v = view_of(r, p);
+        if (!g || is_view_of(g, v)) continue;
+        if (ddpl_copy_(v, g) < 0 || ddpl_tensor_set_grad(r->params[p], v) < 0) return -1;
+    }
+    return 0;
+}
+
+/* ---- launching and finishing collectives ---- */
+
+static ddpl_dtype comm_dtype(ddpl_comm_kind k)
+{
+    return k == DDPL_COMM_FP16 ? DDPL_FLOAT16 : DDPL_BFLOAT16;
+}
+
+static int launch(ddpl_reducer *r, int b)
+{
+    bucket *k = &r->buckets[b];
+    k->t_start = now();
+    switch (r->comm) {
+    case DDPL_COMM_ALLREDUCE:
+        k->work = ddpl_pg_allreduce(r->pg, k->flat, DDPL_REDUCE_SUM);
+        break;
+    case DDPL_COMM_FP16:
+    case DDPL_COMM_BF16: {
+        /* The group reduces only float32/float64/int64, so the compressed bucket travels by
+         * allgather (half the bytes of each rank's contribution) and is summed on arrival. */
+        ddpl_tensor *c = ddpl_to(k->flat, comm_dtype(r->comm), k->flat->device);
+        if (!c) return -1;
+        int64_t total = ddpl_tensor_numel(k->flat) * r->world;
+        if (!k->gathered) k->gathered = ddpl_empty(1, &total, comm_dtype(r->comm), c->device);
+        if (!k->gathered) {
+            ddpl_tensor_release(c);
+            return -1;
+        }
+        k->work = ddpl_pg_allgather_into(r->pg, k->gathered, c);
+        ddpl_tensor_release(c);
+        break;
+    }
+    case DDPL_COMM_CUSTOM:
+        if (r->comm_fn(k->flat, b, r->comm_ud) < 0) return -1;
+        k->t_end = now();
+        return 0;
+    }
+    if (!k->work) return ddpl_error("DistributedDataParallel: bucket %d: %s", b, ddpl_last_error());
+    return 0;
+}
+
+/* Waits for bucket b's collective and leaves the averaged gradients in its flat buffer. */
+static int finish(ddpl_reducer *r, int b)
+{
+    bucket *k = &r->buckets[b];
+    if (!k->work) return 0;
+    int rc = ddpl_work_wait(k->work, -1);
+    ddpl_work_release(k->work);
+    k->work = NULL;
+    if (!k->t_end) k->t_end = now();
+    if (rc < 0)
+        return ddpl_error("DistributedDataParallel: rank %d: allreduce of bucket %d failed: %s",
+                          r->rank, b, ddpl_last_error());
+    if (r->comm == DDPL_COMM_FP16 || r->comm == DDPL_COMM_BF16) {
+        /* sum the ranks' rounded contributions, then round the sum as a reduction in the
+         * compressed dtype would */
+        int64_t numel = ddpl_tensor_numel(k->flat);
+        if (ddpl_zero_(k->flat) < 0) return -1;
+        for (int q = 0; q < r->world; q++) {
+            ddpl_tensor *part = ddpl_narrow(k->gathered, 0, q * numel, numel);
+            if (!part) return -1;
+            rc = ddpl_add_(k->flat, part, 1.0);
+            ddpl_tensor_release(part);
+            if (rc < 0) return -1;
+        }
+        ddpl_tensor *c = ddpl_to(k->flat, comm_dtype(r->comm), k->flat->device);
+        if (!c) return -1;
+        rc = ddpl_copy_(k->flat, c);
+        ddpl_tensor_release(c);
+        if (rc < 0) return -1;
+    }
+    return 0;
+}
+
+/* Notes the end time of launched collectives that completed (for the timeline only). */
+static void poll_done(ddpl_reducer *r)
+{
+    for (int b = 0; b < r->next_launch; b++) {
+        bucket *k = &r->buckets[b];
+        if (k->work && !k->t_end && ddpl_work_is_completed(k->work)) k->t_end = now();
+    }
+}
+
+/* find_unused: a parameter unused here but used on another rank still gets the average, one
+ * unused everywhere keeps .grad untouched (nil), as PyTorch's local_used_map. */
+static int global_used(ddpl_reducer *r)
+{
+    int64_t nn = r->n;
+    ddpl_tensor *u = ddpl_empty(1, &nn, DDPL_FLOAT32, r->params[0]->device);
+    if (!u) return -1;
+    float *d = ddpl_tensor_data(u);
+    for (int p = 0; p < r->n; p++) d[p] = r->used[p] ? 1.0f : 0.0f;
+    ddpl_work *w = ddpl_pg_allreduce(r->pg, u, DDPL_REDUCE_SUM);
+    int rc = w ? ddpl_work_wait(w, -1) : -1;
+    ddpl_work_release(w);
+    for (int p = 0; rc == 0 && p < r->n; p++) r->used[p] = d[p] > 0.5f;
+    ddpl_tensor_release(u);
+    if (rc < 0)
+        return ddpl_error("DistributedDataParallel: rank %d: exchanging the used-parameter map "
+                          "failed: %s",
+                          r->rank, ddpl_last_error());
+    return 0;
+}
+
+/* End of a synchronised backward: wait for every bucket, write the averages into .grad. */
+static int finalize(ddpl_reducer *r)
+{
+    r->t_final_start = now();
+    int rc = 0;
+    for (int b = 0; b < r->nb; b++)
+        if (finish(r, b) < 0 && rc == 0) rc = -1;
+    r->expect_hooks = false;
+    if (rc < 0) return -1;
+    if (r->cfg.find_unused && global_used(r) < 0) return -1;
+    if (!r->cfg.grad_as_bucket_view || r->cfg.find_unused) {
+        for (int p = 0; p < r->n; p++) {
+            ddpl_tensor *param = r->params[p], *v = view_of(r, p);
+            if (!r->used[p] && !param->grad) continue; /* unused here: PyTorch leaves it None */
+            if (r->cfg.grad_as_bucket_view) {
+                if (!is_view_of(param->grad, v) && ddpl_tensor_set_grad(param, v) < 0) return -1;
+            } else if (param->grad) {
+                if (ddpl_copy_(param->grad, v) < 0) return -1;
+            } else {
+                ddpl_tensor *g = ddpl_clone(v);
+                if (!g) return -1;
+                rc = ddpl_tensor_set_grad(param, g);
+                ddpl_tensor_release(g);
+                if (rc < 0) return -1;
+            }
+        }
+    }
+    r->finished_once = true;
+    r->t_final_end = now();
+    return 0;
+}
+
+/* Marks parameter p ready: its gradient (or zeros, for a parameter this rank did not use) goes
+ * into its bucket slot divided by the world size; launches every bucket that can go, in order. */
+static int mark_ready(ddpl_reducer *r, int p)
+{
+    ddpl_tensor *param = r->params[p], *v = view_of(r, p);
+    if (r->ready[p])
+        return ddpl_error("DistributedDataParallel: rank %d: parameter '%s' (index %d) was marked "
+                          "ready twice in one backward pass (is it used by a second backward "
+                          "without a forward in between, or with find_unused_parameters on a "
+                          "parameter the graph does reach?)",
+                          r->rank, r->names[p], p);
+    double t = now();
+    if (!r->started) r->t_first = t;
+    r->started = true;
+    r->ready[p] = true;
+    r->n_ready_params++;
+    if (!r->finished_once && !r->rebuilt) r->order[r->n_order++] = p;
+    ddpl_tensor *g = param->grad;
+    if (!g) {
+        if (ddpl_zero_(v) < 0) return -1;
+    } else if (!is_view_of(g, v)) {
+        if (ddpl_copy_(v, g) < 0) return -1;
+        if (r->cfg.grad_as_bucket_view && ddpl_tensor_set_grad(param, v) < 0) return -1;
+    }
+    /* a custom hook does its own averaging, as in PyTorch */
+    if (r->comm != DDPL_COMM_CUSTOM && r->world > 1 && ddpl_mul_(v, r->inv_world) < 0) return -1;
+    bucket *k = &r->buckets[r->bucket_of[p]];
+    if (--k->pending == 0) k->t_ready = now();
+    poll_done(r);
+    while (r->next_launch < r->nb && r->buckets[r->next_launch].pending == 0) {
+        if (launch(r, r->next_launch) < 0) return -1;
+        r->next_launch++;
+    }
+    if (r->next_launch == r->nb) return finalize(r);
+    return 0;
+}
+
+/* The gradient-ready hook (ddpl_grad_ready_fn) of every parameter. */
+static int on_grad_ready(ddpl_tensor *leaf, void *userdata)
+{
+    (void)leaf;
+    hook_ud *u = userdata;
+    ddpl_reducer *r = u->r;
+    if (!r->expect_hooks || !r->sync) return 0; /* no_sync, or a backward DDP did not prepare */
+    return mark_ready(r, u->index);
+}
+
+/* ---- public ---- */
+
+ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
+                               const char *const *names, const ddpl_reducer_config *cfg)
+{
+    if (n <= 0) {
+        ddpl_error("DistributedDataParallel: the module has no parameter that requires grad");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!ddpl_tensor_is_leaf(params[i]) || !params[i]->requires_grad) {
+            ddpl_error("DistributedDataParallel: parameter '%s' is not a leaf that requires grad",
+                       names[i]);
+            return NULL;
+        }
+        if (params[i]->dtype != DDPL_FLOAT32 && params[i]->dtype != DDPL_FLOAT64) {
+            ddpl_error("DistributedDataParallel: parameter '%s' has dtype %s; the reducer "
+                       "averages float32 and float64 parameters",
+                       names[i], ddpl_dtype_name((ddpl_dtype)params[i]->dtype));
+            return NULL;
+        }
+    }
+    ddpl_reducer *r = ddpl_xcalloc(1, sizeof *r);
+    r->pg = pg;
+    r->rank = ddpl_pg_rank(pg);
+    r->world = ddpl_pg_size(pg);
+    r->n = n;
+    r->cfg = *cfg;
+    r->params = ddpl_xcalloc((size_t)n, sizeof *r->params);
+    r->names = ddpl_xcalloc((size_t)n, sizeof *r->names);
+    r->uds = ddpl_xcalloc((size_t)n, sizeof *r->uds);
+    r->bucket_of = ddpl_xcalloc((size_t)n, sizeof(int));
+    r->slot_of = ddpl_xcalloc((size_t)n, sizeof(int));
+    r->ready = ddpl_xcalloc((size_t)n, sizeof(bool));
+    r->used = ddpl_xcalloc((size_t)n, sizeof(bool));
+    r->order = ddpl_xcalloc((size_t)n, sizeof(int));
+    r->inv_world = ddpl_scalar(1.0 / r->world, DDPL_FLOAT64, params[0]->device);
+    for (int i = 0; i < n; i++) {
+        r->params[i] = ddpl_tensor_retain(params[i]);
+        r->names[i] = strdup(names[i] ? names[i] : "?");
+        r->uds[i] = (hook_ud){r, i};
+    }
+    int *rev = ddpl_xcalloc((size_t)n, sizeof(int));
+    for (int i = 0; i < n; i++) rev[i] = n - 1 - i; /* reverse registration: backward's order */
+    int rc = r->inv_world ? buckets_build(r, rev) : -1;
+    free(rev);
+    if (rc == 0) rc = grads_to_views(r);
+    for (int i = 0; rc == 0 && i < n; i++)
+        rc = ddpl_tensor_register_grad_ready_hook(r->params[i], on_grad_ready, &r->uds[i], NULL);
+    if (rc < 0) {
+        ddpl_reducer_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+void ddpl_reducer_free(ddpl_reducer *r)
+{
+    if (!r) return;
+    for (int i = 0; i < r->n; i++) {
+        ddpl_tensor_remove_hooks(r->params[i], &r->uds[i]);
+        ddpl_tensor_release(r->params[i]);
+        free(r->names[i]);
+    }
+    buckets_free(r);
+    ddpl_tensor_release(r->inv_world);
+    free(r->params);
+    free(r->names);
+    free(r->uds);
+    free(r->bucket_of);
+    free(r->slot_of);
+    free(r->ready);
+    free(r->used);
+    free(r->order);
+    free(r);
+}
+
+/* Rank 0's ready order, broadcast, becomes everyone's bucket order. */
+static int rebuild(ddpl_reducer *r)
+{
+    bool *seen = ddpl_xcalloc((size_t)r->n, sizeof(bool));
+    int64_t nn = r->n;
+    ddpl_tensor *ord = ddpl_empty(1, &nn, DDPL_INT64, r->params[0]->device);
+    if (!ord) {
+        free(seen);
+        return -1;
+    }
+    int64_t *o = ddpl_tensor_data(ord);
+    int k = 0;
+    for (int i = 0; i < r->n_order; i++) {
+        o[k++] = r->order[i];
+        seen[r->order[i]] = true;
+    }
+    for (int p = r->n - 1; p >= 0; p--) /* never ready (unused): at the end */
+        if (!seen[p]) o[k++] = p;
+    free(seen);
+    ddpl_work *w = ddpl_pg_broadcast(r->pg, ord, 0);
+    int rc = w ? ddpl_work_wait(w, -1) : -1;
+    ddpl_work_release(w);
+    int *order = ddpl_xcalloc((size_t)r->n, sizeof(int));
+    for (int i = 0; i < r->n; i++) order[i] = (int)o[i];
+    ddpl_tensor_release(ord);
+    if (rc == 0) {
+        buckets_free(r);
+        rc = buckets_build(r, order);
+        if (rc == 0) rc = grads_to_views(r);
+    }
+    free(order);
+    r->rebuilt = true;
+    return rc;
+}
+
+int ddpl_reducer_prepare_forward(ddpl_reducer *r)
+{
+    if (r->expect_hooks && r->started) {
+        /* PyTorch's message, with the names of what did not get a gradient */
+        size_t cap = 1024, len = 0;
+        char *names = ddpl_xmalloc(cap), *idx = ddpl_xmalloc(cap);
+        names[0] = idx[0] = '\0';
+        size_t ilen = 0;
+        for (int p = 0; p < r->n; p++) {
+            if (r->ready[p]) continue;
+            if (len + strlen(r->names[p]) + 3 < cap)
+                len +=
+                    (size_t)snprintf(names + len, cap - len, "%s%s", len ? ", " : "", r->names[p]);
+            if (ilen + 16 < cap)
+                ilen += (size_t)snprintf(idx + ilen, cap - ilen, "%s%d", ilen ? " " : "", p);
+        }
+        ddpl_error("Expected to have finished reduction in the prior iteration before starting "
+                   "a new one. This error indicates that your module has parameters that were "
+                   "not used in producing loss. You can enable unused parameter detection by "
+                   "passing the keyword argument `find_unused_parameters=true` to "
+                   "`DistributedDataParallel`, and by making sure all `forward` function outputs "
+                   "participate in calculating loss.\nParameters which did not receive grad for "
+                   "rank %d: %s\nParameter indices which did not receive grad for rank %d: %s",
+                   r->rank, names, r->rank, idx);
+        free(names);
+        free(idx);
+        /* drop the unfinished iteration, so that the caller may go on after handling this */
+        for (int b = 0; b < r->nb; b++) (void)finish(r, b);
+        r->expect_hooks = false;
+        return -1;
+    }
+    if (r->finished_once && !r->rebuilt) return rebuild(r);
+    return 0;
+}
+
+/* Depth-first walk of the graph from node n, marking the parameters reached. */
+static void walk(ddpl_reducer *r, ddpl_node *n, ddpl_node ***seen, int *nseen, int *cap)
+{
+    for (int i = 0; i < *nseen; i++)
+        if ((*seen)[i] == n) return;
+    if (*nseen == *cap) {
+        *cap *= 2;
+        ddpl_node **s = realloc(*seen, (size_t)*cap * sizeof **seen);
+        if (!s) abort(); /* small metadata, as ddpl_xmalloc */
+        *seen = s;
+    }
+    (*seen)[(*nseen)++] = n;
+    if (n->variable) {
+        for (int p = 0; p < r->n; p++)
+            if (r->params[p] == n->variable) r->used[p] = true;
+        return;
+    }
+    for (int i = 0; i < n->n_inputs; i++)
+        if (n->edges[i].node) walk(r, n->edges[i].node, seen, nseen, cap);
+}
+
+int ddpl_reducer_prepare_backward(ddpl_reducer *r, int n_outputs, ddpl_tensor *const *outputs,
+                                  bool sync)
+{
+    r->sync = sync;
+    if (!sync) return 0;
+    r->expect_hooks = true;
+    r->started = false;
+    r->next_launch = 0;
+    r->n_ready_params = 0;
+    r->t_begin = now();
+    r->t_first = r->t_final_start = r->t_final_end = 0;
+    if (!r->finished_once && !r->rebuilt) r->n_order = 0;
+    for (int p = 0; p < r->n; p++) {
+        r->ready[p] = false;
+        r->used[p] = !r->cfg.find_unused;
+    }
+    for (int b = 0; b < r->nb; b++) {
+        bucket *k = &r->buckets[b];
+        k->pending = k->n;
+        k->t_ready = k->t_start = k->t_end = 0;
+    }
+    if (!r->cfg.find_unused) return 0;
+    int cap = 64, nseen = 0;
+    ddpl_node **seen = ddpl_xcalloc((size_t)cap, sizeof *seen);
+    for (int i = 0; i < n_outputs; i++) {
+        ddpl_tensor *o = outputs[i];
+        if (o->grad_fn)
+            walk(r, o->grad_fn, &seen, &nseen, &cap);
+        else
+            for (int p = 0; p < r->n; p++)
+                if (r->params[p] == o) r->used[p] = true;
+    }
+    free(seen);
+    /* unused parameters are ready now: their buckets may be launched before backward starts */
+    for (int p = 0; p < r->n; p++) {
+        if (r->used[p]) continue;
+        bool started = r->started;
+        if (mark_ready(r, p) < 0) return -1;
+        r->started = started; /* only a real gradient counts as a started reduction */
+    }
+    return 0;
+}
+
+void ddpl_reducer_set_comm_hook(ddpl_reducer *r, ddpl_comm_kind kind, ddpl_comm_hook_fn fn,
+                                void *userdata)
+{
+    r->comm = kind;
+    r->comm_fn = fn;
+    r->comm_ud = userdata;
+}
+
+int ddpl_reducer_num_buckets(const ddpl_reducer *r)
+{
+    return r->nb;
+}
+
+int ddpl_reducer_bucket_params(const ddpl_reducer *r, int b, int *out, int cap)
+{
+    if (b < 0 || b >= r->nb) return 0;
+    const bucket *k = &r->buckets[b];
+    for (int i = 0; i < k->n && i < cap; i++) out[i] = k->params[i];
+    return k->n;
+}
+
+int64_t ddpl_reducer_bucket_bytes(const ddpl_reducer *r, int b)
+{
+    if (b < 0 || b >= r->nb) return 0;
+    return param_bytes(r->buckets[b].flat);
+}
+
+ddpl_tensor *ddpl_reducer_bucket_tensor(const ddpl_reducer *r, int b)
+{
+    return b >= 0 && b < r->nb ? r->buckets[b].flat : NULL;
+}
+
+bool ddpl_reducer_rebuilt(const ddpl_reducer *r)
+{
+    return r->rebuilt;
+}
+
+int ddpl_reducer_timeline(const ddpl_reducer *r, ddpl_reducer_event *out, int cap)
+{
+    int k = 0;
+    if (k < cap)
+        out[k] = (ddpl_reducer_event){"backward", -1, r->t_begin, r->t_first, r->t_final_start};
+    k++;
+    for (int b = 0; b < r->nb; b++, k++) {
+        const bucket *bk = &r->buckets[b];
+        if (k < cap)
+            out[k] = (ddpl_reducer_event){"bucket", b, bk->t_ready, bk->t_start, bk->t_end};
+    }
+    if (k < cap)
+        out[k] =
+            (ddpl_reducer_event){"wait", -1, r->t_final_start, r->t_final_start, r->t_final_end};
+    return k + 1;
+}

@@ -1,0 +1,86 @@
+/* dist/reducer.h: the DDP reducer: bucketed, asynchronous gradient averaging driven by autograd.
+ * defines: ddpl_reducer, ddpl_reducer_config, ddpl_comm_kind, ddpl_comm_hook_fn,
+ *          ddpl_reducer_new/free, prepare_forward, prepare_backward, set_comm_hook, bucket
+ *          queries, the timeline (ddpl_reducer_event).
+ *
+ * Mirrors PyTorch's reducer (DESIGN.md, "DDP reducer"). Parameters are grouped into buckets in
+ * reverse registration order (split by dtype; the first bucket closes at first_bucket_mb, the
+ * others at bucket_cap_mb). A gradient-ready hook on every parameter copies its gradient, divided
+ * by the world size, into the bucket's flat buffer (or, with grad_as_bucket_view, .grad already
+ * is a view of that buffer); when all of a bucket's parameters are ready its allreduce (sum) is
+ * launched on the group's thread, strictly in bucket order so every rank issues the same
+ * collectives in the same order. When the last bucket has been launched (the last gradient of the
+ * backward pass) the reducer waits for all of them and writes the averages back into .grad.
+ * After the first synchronised iteration the buckets are rebuilt in the order the gradients
+ * became ready on rank 0 (broadcast, so every rank uses the same layout).
+ *
+ * Call sequence per iteration (the Lua DistributedDataParallel does it):
+ *     ddpl_reducer_prepare_forward(r);              // before the module's forward
+ *     out = forward(...);
+ *     ddpl_reducer_prepare_backward(r, 1, &out, sync); // sync=false inside no_sync
+ *     backward(loss);                               // hooks reduce; .grad holds averages
+ */
+#ifndef DDPL_DIST_REDUCER_H
+#define DDPL_DIST_REDUCER_H
+
+#include "dist/pg.h"
+
+typedef struct ddpl_reducer ddpl_reducer;
+
+typedef struct ddpl_reducer_config {
+    double bucket_cap_mb;   /* <= 0: 25 */
+    double first_bucket_mb; /* <= 0: 1 */
+    bool find_unused;       /* mark parameters the forward did not reach as ready */
+    bool grad_as_bucket_view;
+} ddpl_reducer_config;
+
+typedef enum ddpl_comm_kind {
+    DDPL_COMM_ALLREDUCE,
+    DDPL_COMM_FP16,  /* the bucket travels (and is summed) rounded to float16 */
+    DDPL_COMM_BF16,  /* ... to bfloat16 */
+    DDPL_COMM_CUSTOM /* a caller's function, run synchronously on the bucket */
+} ddpl_comm_kind;
+
+/* A custom hook gets the flat bucket (1-D, not pre-divided: the hook averages) and must leave
+ * the reduced result in it. 0, or -1 with ddpl_error set (backward then fails with it). */
+typedef int (*ddpl_comm_hook_fn)(ddpl_tensor *bucket, int bucket_index, void *userdata);
+
+/* params (n, borrowed, retained by the reducer) are the module's parameters that require grad in
+ * registration order; names[i] is used in messages. Registers the gradient-ready hooks. */
+ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
+                               const char *const *names, const ddpl_reducer_config *cfg);
+/* Removes the hooks, waits for pending work (bounded by the group timeout), frees. NULL is fine. */
+void ddpl_reducer_free(ddpl_reducer *r);
+
+/* Before a forward: fails with PyTorch's "Expected to have finished reduction in the prior
+ * iteration ..." error (naming the parameters that got no gradient) when the previous
+ * synchronised backward did not reach every parameter; rebuilds the buckets after the first
+ * finished iteration (a broadcast from rank 0: every rank must call it at the same point). */
+int ddpl_reducer_prepare_forward(ddpl_reducer *r);
+/* After the forward, when a backward may follow (grad mode on). sync=false: the coming backward
+ * only accumulates locally (no_sync). With find_unused, walks the graph from outputs and marks
+ * the parameters it does not reach as ready. */
+int ddpl_reducer_prepare_backward(ddpl_reducer *r, int n_outputs, ddpl_tensor *const *outputs,
+                                  bool sync);
+void ddpl_reducer_set_comm_hook(ddpl_reducer *r, ddpl_comm_kind kind, ddpl_comm_hook_fn fn,
+                                void *userdata);
+
+int ddpl_reducer_num_buckets(const ddpl_reducer *r);
+/* Parameter indices (0-based, registration order) of bucket b, in bucket order; returns the
+ * count and fills up to cap of them. */
+int ddpl_reducer_bucket_params(const ddpl_reducer *r, int b, int *out, int cap);
+int64_t ddpl_reducer_bucket_bytes(const ddpl_reducer *r, int b);
+/* The flat buffer of bucket b (borrowed), e.g. to check that .grad is a view of it. */
+ddpl_tensor *ddpl_reducer_bucket_tensor(const ddpl_reducer *r, int b);
+bool ddpl_reducer_rebuilt(const ddpl_reducer *r);
+
+/* Timeline of the last synchronised backward, in seconds of a monotonic clock. */
+typedef struct ddpl_reducer_event {
+    const char *name;         /* "backward", "bucket", "wait" */
+    int bucket;               /* -1 unless name is "bucket" */
+    double ready, start, end; /* bucket: ready, allreduce launched, allreduce seen done */
+} ddpl_reducer_event;
+/* Fills up to cap events of the last iteration; returns how many there are. */
+int ddpl_reducer_timeline(const ddpl_reducer *r, ddpl_reducer_event *out, int cap);
+
+#endif

@@ -1,0 +1,248 @@
+-- lua/ddplua/nn/parallel/DistributedDataParallel.lua: nn.parallel.DistributedDataParallel
+-- (nn.DDP), PyTorch's DDP for ddplua.
+-- defines: DDP(module, {bucket_cap_mb=25, broadcast_buffers=true, find_unused_parameters=false,
+--          gradient_as_bucket_view=false, static_graph=false, device_ids, process_group}),
+--          model(x) (the module's forward, with the reducer around it), model.module,
+--          model:no_sync(fn, ...), model:register_comm_hook(name_or_fn [, state]),
+--          model:state_dict() ('module.' prefix: the module is the child named 'module'),
+--          model:buckets() (parameter names per bucket, for tests and tuning).
+--
+-- The work is done by the C reducer (engine/dist/reducer.h) through gradient-ready hooks while
+-- backward runs; this file checks that the ranks agree on the model, broadcasts rank 0's
+-- parameters and buffers, and brackets each forward: prepare_forward (error for a previous
+-- iteration that left parameters without gradient; bucket rebuild after the first iteration),
+-- buffer broadcast, the module's forward, then prepare_backward with the outputs (graph walk for
+-- find_unused_parameters; whether the coming backward synchronises, decided here as in PyTorch).
+-- With DDPLUA_DDP_TIMELINE=file, rank 0 writes a Chrome trace of every synchronised step.
+local ddpl = require 'ddplua'
+local Module = require 'ddplua.nn.Module'
+local C = require 'ddplua.core.ddp'
+local dist = ddpl.distributed
+
+local DDP = Module:extend('DistributedDataParallel')
+
+local defaults = {bucket_cap_mb = 25, broadcast_buffers = true, find_unused_parameters = false,
+    gradient_as_bucket_view = false, static_graph = false, device_ids = false,
+    output_device = false, process_group = false, first_bucket_mb = 1}
+
+local function fail(fmt, ...) error('DistributedDataParallel: ' .. fmt:format(...), 0) end
+
+-- "[784, 256] float32" per parameter, compared across ranks: the first difference is named.
+local function check_same_model(names, params, rank, world)
+    local n = #params
+    local count = ddpl.tensor({n}, {dtype = 'int64'})
+    local counts = {}
+    for q = 1, world do counts[q] = ddpl.zeros({1}, {dtype = 'int64'}) end
+    dist.all_gather(counts, count)
+    for q = 1, world do
+        local c = counts[q]:item()
+        if c ~= n then
+            fail('rank %d has %d parameters but rank %d has %d (every rank must wrap the same '
+                .. 'model)', q - 1, c, rank, n)
+        end
+    end
+    -- per parameter: ndim, 8 sizes, dtype code
+    local width = 10
+    local sig = {}
+    local dtype_code = {float32 = 1, float64 = 2, float16 = 3, bfloat16 = 4}
+    for i, p in ipairs(params) do
+        local shape = p:shape()
+        sig[#sig + 1] = #shape
+        for d = 1, 8 do sig[#sig + 1] = shape[d] or 0 end
+        sig[#sig + 1] = dtype_code[p.dtype] or 0
+        assert(#sig == i * width)
+    end
+    local mine = ddpl.tensor(sig, {dtype = 'int64'})
+    local all = {}
+    for q = 1, world do all[q] = ddpl.zeros({n * width}, {dtype = 'int64'}) end
+    dist.all_gather(all, mine)
+    for q = 1, world do
+        local theirs = all[q]:tolist()
+        for i = 1, n do
+            for k = 1, width do
+                if theirs[(i - 1) * width + k] ~= sig[(i - 1) * width + k] then
+                    local shape = {}
+                    for d = 1, theirs[(i - 1) * width + 1] do
+                        shape[d] = theirs[(i - 1) * width + 1 + d]
+                    end
+                    fail("parameter '%s' (index %d) has shape [%s] %s on rank %d but [%s] %s on "
+                        .. 'rank %d (every rank must wrap the same model)', names[i], i - 1,
+                        table.concat(shape, ', '), ({'float32', 'float64', 'float16',
+                        'bfloat16'})[theirs[i * width]] or '?', q - 1,
+                        table.concat(params[i]:shape(), ', '), params[i].dtype, rank)
+                end
+            end
+        end
+    end
+end
+
+local function broadcast_all(tensors)
+    local works = {}
+    ddpl.no_grad(function()
+        for i, t in ipairs(tensors) do works[i] = dist.broadcast(t, 0, {async_op = true}) end
+    end)
+    for _, w in ipairs(works) do w:wait() end
+end
+
+function DDP:init(module, opts)
+    if not Module.is(module) then
+        error('DistributedDataParallel: expected an nn.Module to wrap, got ' .. type(module), 3)
+    end
+    local o = Module.options('DistributedDataParallel', opts, defaults)
+    if not dist.is_initialized() then
+        error('DistributedDataParallel: the default process group is not initialized (call '
+            .. 'ddpl.distributed.init_process_group first)', 3)
+    end
+    if type(o.bucket_cap_mb) ~= 'number' or o.bucket_cap_mb <= 0 then
+        error('DistributedDataParallel: bucket_cap_mb must be a positive number, got '
+            .. tostring(o.bucket_cap_mb), 3)
+    end
+    self.module = module
+    local rank, world = dist.get_rank(), dist.get_world_size()
+    local names, params = {}, {}
+    for _, pair in ipairs(module:named_parameters()) do
+        if pair[2].requires_grad then
+            names[#names + 1], params[#params + 1] = pair[1], pair[2]
+        end
+    end
+    check_same_model(names, params, rank, world)
+    local all = {}
+    for _, p in ipairs(module:parameters()) do all[#all + 1] = p end
+    local buffers = module:buffers()
+    for _, b in ipairs(buffers) do all[#all + 1] = b end
+    broadcast_all(all)
+    -- the wrapper's state: a plain attribute (not a parameter, buffer or child)
+    self._ddp = {
+        opts = o, rank = rank, world = world, names = names, params = params,
+        buffers = buffers, sync = true, step = 0,
+        reducer = C.reducer(dist.default_group(), params, names, {
+            bucket_cap_mb = o.bucket_cap_mb, first_bucket_mb = o.first_bucket_mb,
+            find_unused_parameters = o.find_unused_parameters,
+            gradient_as_bucket_view = o.gradient_as_bucket_view}),
+        timeline = os.getenv('DDPLUA_DDP_TIMELINE'), trace_events = {},
+    }
+end
+
+-- every tensor in a forward's result (a tensor, or tables of them)
+local function collect(v, out, seen)
+    if ddpl.is_tensor(v) then
+        out[#out + 1] = v
+    elseif type(v) == 'table' and not seen[v] then
+        seen[v] = true
+        for _, x in pairs(v) do collect(x, out, seen) end
+    end
+    return out
+end
+
+local function trace_write(s)
+    local f = io.open(s.timeline, 'w')
+    if not f then return end
+    f:write('{"traceEvents":[\n', table.concat(s.trace_events, ',\n'), '\n]}\n')
+    f:close()
+end
+
+-- Adds the last synchronised step's reducer timeline (rank 0) to the trace: "backward" spans
+-- first to last gradient ready, one "allreduce bucket b" span per bucket on its own row (launch
+-- to completion seen), the bucket's ready instant, and the final wait.
+local function trace_append(s)
+    if not s.trace_pending then return end
+    s.trace_pending = false
+    local d = s.trace_events
+    local tl = s.reducer:timeline()
+    s.trace_t0 = s.trace_t0 or tl[1].ready
+    local function us(t) return (t - s.trace_t0) * 1e6 end
+    local function span(name, tid, t0, t1)
+        d[#d + 1] = ('{"name":"%s","ph":"X","pid":0,"tid":%d,"ts":%.1f,"dur":%.1f,'
+            .. '"args":{"step":%d}}'):format(name, tid, us(t0), us(t1) - us(t0), s.step)
+    end
+    for _, ev in ipairs(tl) do
+        if ev.name == 'backward' and ev.start > 0 and ev['end'] > 0 then
+            span('forward end to first gradient', 0, ev.ready, ev.start)
+            span('backward', 0, ev.start, ev['end'])
+        elseif ev.name == 'bucket' and ev.start > 0 then
+            d[#d + 1] = ('{"name":"bucket %d ready","ph":"i","s":"t","pid":0,"tid":0,'
+                .. '"ts":%.1f,"args":{"step":%d}}'):format(ev.bucket, us(ev.ready), s.step)
+            span('allreduce bucket ' .. ev.bucket, ev.bucket, ev.start, ev['end'])
+        elseif ev.name == 'wait' and ev['end'] > 0 then
+            span('final wait', 0, ev.start, ev['end'])
+        end
+    end
+    if s.step % 50 == 0 then trace_write(s) end
+end
+
+-- Writes the DDPLUA_DDP_TIMELINE trace now (it is also written every 50 steps).
+function DDP:write_timeline()
+    local s = self._ddp
+    if not (s.timeline and s.rank == 0) then return end
+    trace_append(s)
+    trace_write(s)
+end
+
+function DDP:forward(...)
+    local s = self._ddp
+    if s.timeline and s.rank == 0 then trace_append(s) end -- before a rebuild drops it
+    local ok, err = pcall(s.reducer.prepare_forward, s.reducer)
+    if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 0) end
+    if s.opts.broadcast_buffers and #s.buffers > 0 and s.world > 1 then
+        broadcast_all(s.buffers)
+    end
+    local out = table.pack(self.module(...))
+    if ddpl.is_grad_enabled() then
+        s.reducer:prepare_backward(collect(out, {}, {}), s.sync)
+        s.step = s.step + 1
+        s.trace_pending = s.sync and s.timeline ~= nil and s.rank == 0
+    end
+    return table.unpack(out, 1, out.n)
+end
+
+-- no_sync(fn, ...): forwards (and so the backwards that follow them) inside fn accumulate
+-- gradients locally; the first synchronised backward after it reduces the accumulated sum.
+function DDP:no_sync(fn, ...)
+    local s = self._ddp
+    local prev = s.sync
+    s.sync = false
+    local res = table.pack(pcall(fn, ...))
+    s.sync = prev
+    if not res[1] then error(res[2], 0) end
+    return table.unpack(res, 2, res.n)
+end
+
+-- register_comm_hook('allreduce' | 'fp16_compress' | 'bf16_compress' | fn [, state]):
+-- fn(state, bucket) gets a bucket's flat gradient (summed neither across ranks nor divided) and
+-- returns the tensor of averaged values (e.g. all_reduce then div by the world size).
+function DDP:register_comm_hook(hook, state)
+    local s = self._ddp
+    if type(hook) ~= 'function' and type(hook) ~= 'string' then
+        error("register_comm_hook: expected 'allreduce', 'fp16_compress', 'bf16_compress' or a "
+            .. 'function, got ' .. type(hook), 2)
+    end
+    if type(hook) == 'function' then
+        local f = hook
+        hook = function(st, bucket, _) return f(st, bucket) end
+    end
+    local ok, err = pcall(s.reducer.set_comm_hook, s.reducer, hook, state)
+    if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 2) end
+end
+
+-- buckets() -> { {names...}, ... } in reduction order (after the rebuild, the ready order)
+function DDP:buckets()
+    local s = self._ddp
+    local out = {}
+    for b, idx in ipairs(s.reducer:buckets()) do
+        out[b] = {bytes = idx.bytes}
+        for i, k in ipairs(idx) do out[b][i] = s.names[k] end
+    end
+    return out
+end
+
+-- The reducer's C object, for specs (bucket_tensor, rebuilt, timeline).
+function DDP:_reducer() return self._ddp.reducer end
+
+function DDP:extra_repr()
+    local o = self._ddp.opts
+    return ('bucket_cap_mb=%s, find_unused_parameters=%s, gradient_as_bucket_view=%s')
+        :format(Module.repr(o.bucket_cap_mb), Module.repr(o.find_unused_parameters),
+            Module.repr(o.gradient_as_bucket_view))
+end
+
+return DDP

@@ -1,0 +1,195 @@
+-- spec/ddp/features.lua: DDP features checked inside each rank; run by spec/ddp_spec.lua as
+-- `ddplua spec/ddp/features.lua --nproc 2 -- CASE`. Prints "FEATURE_OK <case> <rank> <info>".
+-- Cases:
+--   compress   fp16/bf16 hooks: gradients within the dtype's precision of the exact average
+--              (all_reduce of this rank's own copy of the local gradients, divided by N)
+--   luahook    a Lua hook sees every bucket once per step and its result lands in .grad
+--   view       gradient_as_bucket_view: .grad shares the bucket's memory (writing the bucket
+--              changes .grad) and steady-state memory holds no second copy of the gradients
+--   rebuild    after the first iteration the buckets follow the order gradients became ready
+--   mismatch   rank 1 wraps a different model: construction fails naming the parameter, ranks
+--   timeline   DDPLUA_DDP_TIMELINE (set by the spec): a multi-bucket model writes a Chrome trace
+--              in which an allreduce starts before the last gradient of the step is ready
+local ddpl = require 'ddplua'
+local nn, F, dist = ddpl.nn, ddpl.nn.functional, ddpl.distributed
+
+local case = arg[1]
+dist.init_process_group({backend = 'gloo', timeout = 30})
+local rank, world = dist.get_rank(), dist.get_world_size()
+local function fail(fmt, ...) error(('rank %d: %s: '):format(rank, case) .. fmt:format(...), 2) end
+local function mlp(width)
+    return nn.Sequential(nn.Linear(16, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(),
+        nn.Linear(width, 4))
+end
+local function batch(seed)
+    ddpl.manual_seed(seed)
+    return ddpl.randn({8, 16}) * 3, ddpl.randint(0, 4, {8})
+end
+local info = ''
+
+if case == 'compress' then
+    for _, spec in ipairs({{'fp16_compress', 2 ^ -10}, {'bf16_compress', 2 ^ -7}}) do
+        ddpl.manual_seed(1)
+        local net = mlp(64)
+        local model = nn.DDP(net, {bucket_cap_mb = 0.01})
+        model:register_comm_hook(spec[1])
+        local x, y = batch(10 + rank)
+        -- exact average of the local gradients, from a copy of the same model
+        ddpl.manual_seed(1)
+        local twin = mlp(64)
+        for i, p in ipairs(twin:parameters()) do p.data = net:parameters()[i]:detach():clone() end
+        F.cross_entropy(twin(x), y):backward()
+        F.cross_entropy(model(x), y):backward()
+        local worst = 0
+        for i, p in ipairs(net:parameters()) do
+            local exact = twin:parameters()[i].grad:clone()
+            dist.all_reduce(exact)
+            exact = exact / world
+            local err = (p.grad - exact):abs():max():item() / exact:abs():max():item()
+            worst = math.max(worst, err)
+            -- two roundings (each rank's contribution, then the sum): 2 units of the last place
+            if err > 2 * spec[2] then
+                fail('%s: parameter %d relative error %.3g > %.3g', spec[1], i, err, 2 * spec[2])
+            end
+            if err == 0 and p:numel() > 100 then
+                fail('%s: parameter %d is exact: no compression happened', spec[1], i)
+            end
+        end
+        info = info .. ('%s=%.3g '):format(spec[1], worst)
+    end
+elseif case == 'luahook' then
+    ddpl.manual_seed(1)
+    local model = nn.DDP(mlp(32), {bucket_cap_mb = 0.001})
+    local state = {calls = 0, seen = {}}
+    model:register_comm_hook(function(st, bucket)
+        st.calls = st.calls + 1
+        st.seen[#st.seen + 1] = bucket:numel()
+        local t = bucket:clone()
+        dist.all_reduce(t)
+        return t / world + 1000 -- the marker shows that the returned tensor is used
+    end, state)
+    local x, y = batch(rank)
+    F.cross_entropy(model(x), y):backward()
+    local nb = #model:buckets()
+    if state.calls ~= nb then fail('hook called %d times for %d buckets', state.calls, nb) end
+    for i, p in ipairs(model:parameters()) do
+        if p.grad:min():item() < 900 then fail('parameter %d does not hold the hook result', i) end
+    end
+    info = ('buckets=%d'):format(nb)
+elseif case == 'view' then
+    local function run(view)
+        collectgarbage(); collectgarbage()
+        ddpl.manual_seed(1)
+        local net = mlp(256)
+        local pbytes = 0
+        for _, p in ipairs(net:parameters()) do pbytes = pbytes + p:numel() * 4 end
+        collectgarbage(); collectgarbage()
+        local m0 = ddpl.memory_allocated()
+        local model = nn.DDP(net, {gradient_as_bucket_view = view, bucket_cap_mb = 0.1})
+        local opt = ddpl.optim.SGD(model:parameters(), {lr = 0.01})
+        for s = 1, 3 do
+            local x, y = batch(s * 10 + rank)
+            opt:zero_grad({set_to_none = false})
+            F.cross_entropy(model(x), y):backward()
+            opt:step()
+        end
+        collectgarbage(); collectgarbage()
+        local delta = ddpl.memory_allocated() - m0
+        return delta / pbytes, model
+    end
+    local copy_ratio = run(false)
+    local view_ratio, model = run(true)
+    -- copy: buckets + .grad = 2x the parameters; view: the buckets only
+    if not (copy_ratio > 1.9) then fail('copy mode holds %.2fx the parameter bytes', copy_ratio) end
+    if not (view_ratio < 1.1) then
+        fail('gradient_as_bucket_view holds %.2fx the parameter bytes (a second copy?)', view_ratio)
+    end
+    local r = model:_reducer()
+    local before = {}
+    for i, p in ipairs(model:parameters()) do before[i] = p.grad:clone() end
+    for b = 1, #model:buckets() do r:bucket_tensor(b):mul_(2) end
+    for i, p in ipairs(model:parameters()) do
+        local d = (p.grad - before[i] * 2):abs():max():item()
+        if d > 1e-6 then fail('parameter %d: .grad is not a view of its bucket', i) end
+    end
+    info = ('copy=%.2fx view=%.2fx'):format(copy_ratio, view_ratio)
+elseif case == 'rebuild' then
+    -- fc_late is registered first but used last in forward, so its gradient is ready last
+    local Net = nn.Module:extend('Net')
+    function Net:init()
+        self.late = nn.Linear(8, 4)
+        self.early = nn.Linear(16, 8)
+    end
+    function Net:forward(x) return self.late(F.relu(self.early(x))) end
+    ddpl.manual_seed(1)
+    local model = nn.DDP(Net(), {bucket_cap_mb = 0.0001})
+    local first = model:buckets()
+    if first[1][1] ~= 'early.bias' then
+        fail('initial bucket 1 holds %s, expected early.bias (reverse registration)', first[1][1])
+    end
+    for s = 1, 2 do
+        local x, y = batch(s + rank)
+        F.cross_entropy(model(x), y):backward()
+    end
+    local r = model:_reducer()
+    if not r:rebuilt() then fail('buckets were not rebuilt after the first iteration') end
+    local b = model:buckets()
+    if b[1][1] ~= 'late.bias' and b[1][1] ~= 'late.weight' then
+        fail('rebuilt bucket 1 holds %s, expected a parameter of late (ready first)', b[1][1])
+    end
+    local names = {}
+    for i, bk in ipairs(b) do names[i] = table.concat(bk, '+') end
+    info = 'buckets=' .. table.concat(names, ',')
+elseif case == 'mismatch' then
+    local net = rank == 1 and nn.Sequential(nn.Linear(16, 8), nn.Linear(8, 3))
+        or nn.Sequential(nn.Linear(16, 8), nn.Linear(8, 4))
+    local ok, err = pcall(nn.DDP, net)
+    if ok then fail('construction succeeded with different models') end
+    err = tostring(err)
+    if not (err:find("parameter '1.weight'", 1, true) and err:find('rank 1', 1, true)
+            and err:find('[3, 8]', 1, true) and err:find('[4, 8]', 1, true)) then
+        fail('unexpected message: %s', err)
+    end
+    info = err:gsub('\n', ' ')
+elseif case == 'timeline' then
+    local path = os.getenv('DDPLUA_DDP_TIMELINE')
+    ddpl.manual_seed(1)
+    local model = nn.DDP(mlp(256), {bucket_cap_mb = 0.05})
+    local opt = ddpl.optim.SGD(model:parameters(), {lr = 0.01})
+    for s = 1, 4 do
+        local x, y = batch(s + rank)
+        opt:zero_grad()
+        F.cross_entropy(model(x), y):backward()
+        opt:step()
+    end
+    model:write_timeline()
+    if rank == 0 then
+        local f = assert(io.open(path))
+        local text = f:read('a')
+        f:close()
+        -- overlap: an allreduce launched before the last bucket of its step was ready, i.e.
+        -- while backward still had gradients to compute
+        local last_ready = {}
+        for ts, step in text:gmatch('"name":"bucket %d+ ready","ph":"i","s":"t","pid":0,'
+                .. '"tid":0,"ts":([%d.]+),"args":{"step":(%d+)}') do
+            step = tonumber(step)
+            last_ready[step] = math.max(last_ready[step] or 0, tonumber(ts))
+        end
+        local n_ar, overlapped = 0, 0
+        for ts, step in text:gmatch('"name":"allreduce bucket %d+","ph":"X","pid":0,"tid":%d+,'
+                .. '"ts":([%d.]+),"dur":[%d.]+,"args":{"step":(%d+)}') do
+            n_ar = n_ar + 1
+            if tonumber(ts) < last_ready[tonumber(step)] then overlapped = overlapped + 1 end
+        end
+        if #model:buckets() < 2 then fail('expected several buckets') end
+        if n_ar < 4 * #model:buckets() then
+            fail('%d allreduce spans for 4 steps of %d buckets', n_ar, #model:buckets())
+        end
+        if overlapped == 0 then fail('no allreduce started before the end of backward') end
+        info = ('allreduces=%d overlapped=%d'):format(n_ar, overlapped)
+    end
+else
+    error('unknown case ' .. tostring(case))
+end
+print(('FEATURE_OK %s %d %s'):format(case, rank, info))
+dist.destroy_process_group()
