@@ -13,37 +13,9 @@
 
 local N_ELEM = 16 * 1024 * 1024 -- 16M float32 = 64 MiB per tensor
 
-local function median(v)
-  local s = {}
-  for i, x in ipairs(v) do s[i] = x end
-  table.sort(s)
-  local n = #s
-  if n == 0 then return nil end
-  return n % 2 == 1 and s[(n + 1) // 2] or 0.5 * (s[n // 2] + s[n // 2 + 1])
-end
-
-local function parse_args(argv, defaults)
-  local o = {}
-  for k, v in pairs(defaults) do o[k] = v end
-  local i = 1
-  while i <= #argv do
-    local a = argv[i]
-    local key = a:match('^%-%-([%w%-]+)$')
-    if not key then error('unknown argument ' .. a) end
-    key = key:gsub('%-', '_')
-    local d = defaults[key]
-    if d == nil then error('unknown option ' .. a) end
-    if type(d) == 'boolean' then
-      o[key] = true
-    else
-      i = i + 1
-      if argv[i] == nil then error('option ' .. a .. ' needs a value') end
-      o[key] = type(d) == 'number' and assert(tonumber(argv[i]), a .. ': not a number') or argv[i]
-    end
-    i = i + 1
-  end
-  return o
-end
+local util = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua')
+local median, sh_quote = util.median, util.sh_quote
+local function parse_args(argv, defaults) return util.parse_args(argv, defaults, 'bench/ops') end
 
 ---------------------------------------------------------------------------------------------
 -- the ddplua worker
@@ -157,7 +129,6 @@ local METRICS = {
   {key = 'tiny_add', label = 'tiny add (1 elem)', unit = 'us/call'},
 }
 
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- Runs one worker; returns {metric = value}, {info lines}, {error lines}.
 local function run_worker(cmd)

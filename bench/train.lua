@@ -16,36 +16,9 @@
 
 local TARGETS = { mlp = { [1] = 1.25, [2] = 1.5 }, cnn = { [1] = 1.3, [2] = 1.3 } }
 
-local function median(v)
-    local s = {}
-    for i, x in ipairs(v) do s[i] = x end
-    table.sort(s)
-    local n = #s
-    if n == 0 then return nil end
-    return n % 2 == 1 and s[(n + 1) // 2] or 0.5 * (s[n // 2] + s[n // 2 + 1])
-end
-
-local function parse_args(argv, defaults)
-    local o = {}
-    for k, v in pairs(defaults) do o[k] = v end
-    local i = 1
-    while i <= #argv do
-        local a = argv[i]
-        local key = a:match('^%-%-([%w%-]+)$')
-        key = key and key:gsub('%-', '_')
-        if not key or defaults[key] == nil then error('bench/train: unknown argument ' .. a, 0) end
-        if type(defaults[key]) == 'boolean' then
-            o[key] = true
-        else
-            i = i + 1
-            local v = argv[i] or error('bench/train: ' .. a .. ' needs a value', 0)
-            o[key] = type(defaults[key]) == 'number' and
-                (tonumber(v) or error('bench/train: ' .. a .. ' needs a number', 0)) or v
-        end
-        i = i + 1
-    end
-    return o
-end
+local util = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua')
+local median, sh_quote = util.median, util.sh_quote
+local function parse_args(argv, defaults) return util.parse_args(argv, defaults, 'bench/train') end
 
 ---------------------------------------------------------------------------------------------------
 -- the ddplua worker
@@ -98,7 +71,6 @@ end
 ---------------------------------------------------------------------------------------------------
 -- the driver
 ---------------------------------------------------------------------------------------------------
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 local function loadavg()
     local f = io.open('/proc/loadavg')

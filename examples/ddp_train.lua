@@ -41,26 +41,9 @@ local function usage(msg)
     os.exit(2)
 end
 
-local opt = {}
-for k, v in pairs(defaults) do opt[k] = v end
-do
-    local i = 1
-    while i <= #arg do
-        local key, value = arg[i]:match('^%-%-([%w-]+)=(.*)$')
-        key = key or arg[i]:match('^%-%-([%w-]+)$')
-        if not key or defaults[key] == nil then usage('unknown argument ' .. arg[i]) end
-        if value == nil then
-            value = arg[i + 1]
-            i = i + 1
-        end
-        if value == nil then usage('--' .. key .. ' needs a value') end
-        if numeric[key] then
-            value = tonumber(value) or usage('--' .. key .. ' needs a number, got ' .. value)
-        end
-        opt[key] = value
-        i = i + 1
-    end
-end
+-- The directory of this script, to find args.lua and models/ wherever we are run from.
+local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
+local opt = dofile(root .. '/examples/args.lua')(arg, defaults, numeric, usage)
 local spec = MODELS[opt.model] or usage('unknown model ' .. opt.model .. ' (mlp, cnn)')
 local lr = opt.lr or spec.lr
 local batch = math.tointeger(opt['batch-size']) or usage('--batch-size must be an integer')
@@ -76,8 +59,6 @@ local function log0(...) if rank == 0 then print(...) end end
 
 ---------------------------------------------------------------------------------------------------
 -- data
-
-local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
 
 local function load_split(train, limit)
     local ds = data.datasets.FashionMNIST({train = train})

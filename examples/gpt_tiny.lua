@@ -18,29 +18,21 @@
 local ddpl = require 'ddplua'
 local nn, optim = ddpl.nn, ddpl.optim
 
-local opt = { text = '/usr/share/common-licenses/GPL-3', batch = 16,
+-- The directory of this script, to find args.lua and models/ wherever we are run from.
+local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
+local defaults = { text = '/usr/share/common-licenses/GPL-3', batch = 16,
     ['block-size'] = 64, ['n-layer'] = 2, ['n-head'] = 4, ['n-embd'] = 64, lr = 3e-3, steps = 600,
     ['eval-every'] = 100, sample = 200, seed = 0, threads = 1 }
-do
-    local i = 1
-    while i <= #arg do
-        local key = arg[i]:match('^%-%-([%w-]+)$')
-        if not key or opt[key] == nil or arg[i + 1] == nil then
-            io.stderr:write('gpt_tiny.lua: bad argument ', arg[i], ' (see the top of the file)\n')
-            os.exit(2)
-        end
-        local v = arg[i + 1]
-        opt[key] = key == 'text' and v or tonumber(v) or
-            error('gpt_tiny.lua: --' .. key .. ' needs a number, got ' .. v, 0)
-        i = i + 2
-    end
-end
+local numeric = {}
+for k in pairs(defaults) do numeric[k] = k ~= 'text' end
+local opt = dofile(root .. '/examples/args.lua')(arg, defaults, numeric, function(msg)
+    io.stderr:write('gpt_tiny.lua: ', msg, ' (see the top of the file)\n')
+    os.exit(2)
+end)
 ddpl.set_num_threads(math.tointeger(opt.threads))
 ddpl.manual_seed(opt.seed)
 math.randomseed(opt.seed) -- the sampler at the end draws with math.random
 
--- The directory of this script, to find models/ beside examples/.
-local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
 local gpt = assert(loadfile(root .. '/models/gpt.lua'))()
 
 ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,42 @@
+-- bench/util.lua: helpers the benchmark drivers share (loaded with dofile from their folder).
+-- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s).
+local util = {}
+
+-- Median of a list of numbers (nil for an empty list); the list is not modified.
+function util.median(v)
+    local s = {}
+    for i, x in ipairs(v) do s[i] = x end
+    table.sort(s)
+    local n = #s
+    if n == 0 then return nil end
+    return n % 2 == 1 and s[(n + 1) // 2] or 0.5 * (s[n // 2] + s[n // 2 + 1])
+end
+
+-- `--some-key value` into o.some_key for the keys of defaults; boolean keys are flags; number
+-- keys must parse as numbers. Errors name prog and the argument.
+function util.parse_args(argv, defaults, prog)
+    local o = {}
+    for k, v in pairs(defaults) do o[k] = v end
+    local i = 1
+    while i <= #argv do
+        local a = argv[i]
+        local key = a:match('^%-%-([%w%-]+)$')
+        key = key and key:gsub('%-', '_')
+        if not key or defaults[key] == nil then error(prog .. ': unknown argument ' .. a, 0) end
+        if type(defaults[key]) == 'boolean' then
+            o[key] = true
+        else
+            i = i + 1
+            local v = argv[i] or error(prog .. ': ' .. a .. ' needs a value', 0)
+            o[key] = type(defaults[key]) == 'number' and
+                (tonumber(v) or error(prog .. ': ' .. a .. ' needs a number', 0)) or v
+        end
+        i = i + 1
+    end
+    return o
+end
+
+-- s quoted for a POSIX shell command line.
+function util.sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+return util
