@@ -38,8 +38,11 @@ int cuda_rt_memcpy(void *dst, const void *src, size_t nbytes, cuda_copy_kind kin
                    const char *what);
 int cuda_rt_synchronize(const char *what);
 int cuda_rt_set_device(int device, const char *what);
+/* The compute stream of the current device (a cudaStream_t): every kernel of the backend is
+ * enqueued on it, so ops run in program order without host synchronisation. */
+void *cuda_current_stream(void);
 
-/* kernels on the current device's default stream; n = number of output elements */
+/* kernels on the current device's compute stream; n = number of output elements */
 int cuda_launch_fill(void *out, int dtype, const cuda_geometry *g, int64_t n, double value);
 int cuda_launch_copy(void *out, int out_dtype, const cuda_geometry *og, const void *in,
                      int in_dtype, const cuda_geometry *ig, int64_t n);

@@ -37,4 +37,9 @@ typedef struct ddpl_nll_params {
     int64_t ignore_index;
 } ddpl_nll_params;
 
+typedef struct ddpl_attention_params {
+    double scale; /* applied to q.k before softmax */
+    bool causal;  /* key j hidden from query i when j > i (top-left aligned, as PyTorch) */
+} ddpl_attention_params;
+
 #endif

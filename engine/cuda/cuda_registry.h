@@ -1,0 +1,21 @@
+/* cuda/cuda_registry.h: how the CUDA kernel table is assembled. Each op family lives in its own
+ * pair of files (a .cu with kernels and launchers, a .c with the ddpl_kernel glue) and fills its
+ * slots of the table once, at ddpl_cuda_init.
+ * defines: cuda_register_* (one per op family). */
+#ifndef DDPL_CUDA_REGISTRY_H
+#define DDPL_CUDA_REGISTRY_H
+
+#include "ops/dispatch.h"
+
+/* Each sets its op family's entries of k (indexed by ddpl_op); slots it does not know stay
+ * NULL, which dispatch reports as "not supported on cuda". */
+void cuda_register_pointwise(ddpl_kernel *k); /* fill copy random arange binary unary where */
+void cuda_register_reduce(ddpl_kernel *k);    /* sum prod amax amin max min topk */
+void cuda_register_index(ddpl_kernel *k);     /* index_select index_add gather scatter_add */
+void cuda_register_softmax(ddpl_kernel *k);   /* softmax log_softmax nll_loss (+ backward) */
+void cuda_register_nn(ddpl_kernel *k);        /* norms, pools */
+void cuda_register_optim(ddpl_kernel *k);     /* sgd_step adam_step */
+void cuda_register_blas(ddpl_kernel *k);      /* matmul (cuBLAS), conv2d (cuDNN) */
+void cuda_register_attention(ddpl_kernel *k); /* fused attention forward/backward */
+
+#endif
