@@ -221,12 +221,13 @@ local function driver(argv)
         .. (' --threads %d %s'):format(T, common)}
     end
     -- ddplua gets its threads from ddpl.set_num_threads alone; at 2+ threads it also runs with
-    -- OMP_WAIT_POLICY=passive, to show what libgomp's spinning costs (not used for the targets)
+    -- DDPLUA_SPIN_US=0 (its pool's workers sleep at once), to show what the short spin buys (not
+    -- used for the targets)
     local lua_worker = sh_quote(o.lua) .. ' ' .. sh_quote(here .. '/ops.lua')
       .. (' --worker --threads %d %s --tiny-calls %d'):format(T, common, o.tiny_calls)
     engines[#engines + 1] = {name = 'ddplua', cmd = clean .. lua_worker}
     if T > 1 then
-      engines[#engines + 1] = {name = 'ddplua passive', cmd = clean .. 'OMP_WAIT_POLICY=passive ' .. lua_worker}
+      engines[#engines + 1] = {name = 'ddplua nospin', cmd = clean .. 'DDPLUA_SPIN_US=0 ' .. lua_worker}
     end
     if have_torch then
       local py = sh_quote(o.python) .. ' ' .. sh_quote(here .. '/ops_torch.py')

@@ -1,6 +1,7 @@
 /* core/alloc.c: host memory and the registry of device memory providers.
  * defines: ddpl_register_allocator, ddpl_device_alloc/free/copy, ddpl_memory_allocated,
- *          ddpl_memory_max_allocated, ddpl_memory_reset_peak. */
+ *          ddpl_memory_max_allocated, ddpl_memory_reset_peak, ddpl_set_oom_hook,
+ *          ddpl_run_oom_hook. */
 #include <pthread.h>
 
 #include "alloc.h"
@@ -190,4 +191,35 @@ void ddpl_memory_reset_peak(ddpl_device_type type)
 {
     if ((unsigned)type < DDPL_DEVICE_TYPE_COUNT)
         atomic_store(&peak_allocated[type], atomic_load(&bytes_allocated[type]));
+}
+
+/* ---- the out-of-memory hook ---- */
+
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+static ddpl_oom_hook oom_hook;
+static void *oom_hook_ud;
+static pthread_t oom_hook_thread;
+static _Thread_local bool in_oom_hook; /* a hook that allocates must not recurse */
+
+void ddpl_set_oom_hook(ddpl_oom_hook hook, void *ud)
+{
+    pthread_mutex_lock(&hook_lock);
+    oom_hook = hook;
+    oom_hook_ud = ud;
+    oom_hook_thread = pthread_self();
+    pthread_mutex_unlock(&hook_lock);
+}
+
+bool ddpl_run_oom_hook(void)
+{
+    pthread_mutex_lock(&hook_lock);
+    ddpl_oom_hook hook = oom_hook;
+    void *ud = oom_hook_ud;
+    bool mine = hook && pthread_equal(oom_hook_thread, pthread_self());
+    pthread_mutex_unlock(&hook_lock);
+    if (!mine || in_oom_hook) return false;
+    in_oom_hook = true;
+    hook(ud);
+    in_oom_hook = false;
+    return true;
 }

@@ -1,5 +1,6 @@
 /* core/alloc.h: per-device-type memory providers.
- * defines: ddpl_allocator, ddpl_register_allocator, ddpl_device_alloc, ddpl_device_free.
+ * defines: ddpl_allocator, ddpl_register_allocator, ddpl_device_alloc, ddpl_device_free,
+ *          ddpl_set_oom_hook, ddpl_run_oom_hook.
  *
  * The CPU provider lives here (64-byte aligned host memory); the CUDA backend registers its
  * caching allocator at start-up. Core code never includes CUDA headers. */
@@ -23,5 +24,14 @@ void ddpl_device_free(void *p, size_t nbytes, ddpl_device dev);
 /* Copies raw bytes between any two devices (host included). */
 int ddpl_device_copy(void *dst, ddpl_device dst_dev, const void *src, ddpl_device src_dev,
                      size_t nbytes);
+
+/* Out-of-memory hook: a device allocator that cannot get memory runs it once (after emptying
+ * its cache) and retries. The Lua binding registers a full garbage collection, which frees the
+ * tensors no script references any more. The hook runs only on the thread that registered it
+ * (a Lua state is not thread-safe); hook NULL unregisters. */
+typedef void (*ddpl_oom_hook)(void *ud);
+void ddpl_set_oom_hook(ddpl_oom_hook hook, void *ud);
+/* Runs the hook if one is registered for this thread; true if it ran. */
+bool ddpl_run_oom_hook(void);
 
 #endif

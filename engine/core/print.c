@@ -293,8 +293,10 @@ char *ddpl_tensor_format(const ddpl_tensor *t)
     /* values are read from a CPU view (device tensors are copied over first) */
     ddpl_tensor *cpu = NULL;
     if (numel > 0) {
+        bool prev = ddpl_set_grad_enabled(false); /* a copy to read, not part of the graph */
         cpu = t->device.type == DDPL_CPU ? ddpl_tensor_retain((ddpl_tensor *)t)
                                          : ddpl_to((ddpl_tensor *)t, dt, ddpl_cpu());
+        ddpl_set_grad_enabled(prev);
         if (!cpu) {
             free(b.p);
             return NULL;

@@ -31,8 +31,11 @@ void *ddpl_tensor_host_copy(const ddpl_tensor *t)
         }
         return buf;
     }
-    /* device tensors: make them contiguous there first */
+    /* device tensors: make them contiguous there first (not recorded: values are only read),
+     * then one copy, which waits for the device's compute stream */
+    bool prev = ddpl_set_grad_enabled(false);
     ddpl_tensor *c = ddpl_contiguous((ddpl_tensor *)t);
+    ddpl_set_grad_enabled(prev);
     if (!c || ddpl_device_copy(buf, ddpl_cpu(), ddpl_data_ptr(c), c->device, (size_t)n * esz) < 0) {
         ddpl_tensor_release(c);
         free(buf);

@@ -1,5 +1,6 @@
 /* cpu/cpu_backend.c: the CPU kernel table.
  * defines: ddpl_cpu_backend. */
+#include "cpu_attention.h"
 #include "cpu_kernels.h"
 
 const struct ddpl_backend ddpl_cpu_backend = {
@@ -73,6 +74,8 @@ const struct ddpl_backend ddpl_cpu_backend = {
             [DDPL_OP_LOG_SOFTMAX] = cpu_log_softmax,
             [DDPL_OP_SOFTMAX_BACKWARD] = cpu_softmax_backward,
             [DDPL_OP_LOG_SOFTMAX_BACKWARD] = cpu_log_softmax_backward,
+            [DDPL_OP_ATTENTION] = cpu_attention,
+            [DDPL_OP_ATTENTION_BACKWARD] = cpu_attention_backward,
             [DDPL_OP_NLL_LOSS] = cpu_nll_loss,
             [DDPL_OP_NLL_LOSS_BACKWARD] = cpu_nll_loss_backward,
             [DDPL_OP_SGD_STEP] = cpu_sgd_step,

@@ -14,17 +14,16 @@
 #include "cpu_kernels.h"
 #include "ops/kernel_params.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "cpu_threads.h"
 
 /* ---- BLAS front ----
  * OpenBLAS (Debian's pthread build) runs its own thread pool, whose idle threads spin for a
  * long while after every threaded call (2^28 cycles by default), stealing the cores from the
  * OpenMP loops of every other kernel: measured, a log_softmax after a large GEMM ran 10x
  * slower with 2 threads. So OpenBLAS is only ever called single-threaded, and a large GEMM is
- * split over OpenMP threads here (row or column blocks of C, one BLAS call each): the same
- * pool as every other kernel, and within a few percent of OpenBLAS's own threading. */
+ * split over the engine's threads here (row or column blocks of C, one BLAS call each): the
+ * same pool as every other kernel (cpu_threads.h), and within a few percent of OpenBLAS's own
+ * threading. */
 
 /* One BLAS call, on the calling thread. */
 static void blas_call(ddpl_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K,
@@ -49,64 +48,80 @@ static void blas_single_threaded(void)
 
 int cpu_blas_max_threads(void)
 {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
+    return cpu_threads_get();
 }
 
-/* Below this many multiply-adds one thread is faster than forking (OpenBLAS's own cut-off). */
+/* Below this many multiply-adds one thread is faster than splitting (OpenBLAS's own cut-off). */
 #define GEMM_SPLIT_MNK 262144.0
+
+typedef struct {
+    ddpl_dtype dt;
+    bool ta, tb, rows; /* rows: split C's rows, else its columns */
+    int64_t M, N, K, lda, ldb, ldc, chunk, len;
+    double alpha, beta;
+    const void *A, *B;
+    void *C;
+} gemm_split;
+
+/* One block of C: rows (or columns) [part*chunk, +chunk) of the product. */
+static void gemm_part(int part, int thread, void *p)
+{
+    DDPL_UNUSED(thread);
+    const gemm_split *g = p;
+    int64_t esz = (int64_t)ddpl_dtype_size(g->dt);
+    int64_t b = part * g->chunk, n = b + g->chunk < g->len ? g->chunk : g->len - b;
+    if (g->rows) /* C rows [b, b+n): op(A) rows, all of op(B) */
+        blas_call(g->dt, g->ta, g->tb, n, g->N, g->K, g->alpha,
+                  (const char *)g->A + (g->ta ? b : b * g->lda) * esz, g->lda, g->B, g->ldb,
+                  g->beta, (char *)g->C + b * g->ldc * esz, g->ldc);
+    else /* C columns [b, b+n): all of op(A), op(B) columns */
+        blas_call(g->dt, g->ta, g->tb, g->M, n, g->K, g->alpha, g->A, g->lda,
+                  (const char *)g->B + (g->tb ? b * g->ldb : b) * esz, g->ldb, g->beta,
+                  (char *)g->C + b * esz, g->ldc);
+}
 
 void cpu_blas_gemm(ddpl_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha,
                    const void *A, int64_t lda, const void *B, int64_t ldb, double beta, void *C,
                    int64_t ldc)
 {
     blas_single_threaded();
-#ifdef _OPENMP
-    int nt = omp_get_max_threads();
-    if (nt > 1 && !omp_in_parallel() && (double)M * (double)N * (double)K > GEMM_SPLIT_MNK) {
-        int64_t esz = (int64_t)ddpl_dtype_size(dt);
-        /* split the larger side of C into blocks that are multiples of 16 (whole SIMD tiles) */
+    int nt = cpu_threads_get();
+    if (nt > 1 && !cpu_threads_in_parallel() && (double)M * (double)N * (double)K > GEMM_SPLIT_MNK) {
+        /* split the larger side of C into one block per thread, multiples of 16 (whole SIMD
+         * tiles); a thread that is late leaves its block to the others (cpu_threads.h) */
         bool rows = M >= N;
         int64_t len = rows ? M : N, chunk = ((len + nt - 1) / nt + 15) / 16 * 16;
-        int parts = (int)((len + chunk - 1) / chunk);
-#pragma omp parallel for num_threads(parts) schedule(static, 1)
-        for (int t = 0; t < parts; t++) {
-            int64_t b = t * chunk, n = b + chunk < len ? chunk : len - b;
-            if (rows) /* C rows [b, b+n): op(A) rows, all of op(B) */
-                blas_call(dt, ta, tb, n, N, K, alpha, (const char *)A + (ta ? b : b * lda) * esz,
-                          lda, B, ldb, beta, (char *)C + b * ldc * esz, ldc);
-            else /* C columns [b, b+n): all of op(A), op(B) columns */
-                blas_call(dt, ta, tb, M, n, K, alpha, A, lda,
-                          (const char *)B + (tb ? b * ldb : b) * esz, ldb, beta,
-                          (char *)C + b * esz, ldc);
-        }
+        gemm_split g = {dt, ta, tb, rows, M, N, K, lda, ldb, ldc, chunk, len, alpha, beta, A, B, C};
+        cpu_threads_run((int)((len + chunk - 1) / chunk), gemm_part, &g);
         return;
     }
-#endif
     blas_call(dt, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+typedef struct {
+    int64_t n, chunk;
+    void (*fn)(int64_t, int64_t, int, void *);
+    void *ctx;
+} blas_range;
+
+static void blas_range_part(int part, int thread, void *p)
+{
+    const blas_range *r = p;
+    int64_t b = (int64_t)part * r->chunk, e = b + r->chunk < r->n ? b + r->chunk : r->n;
+    if (b < e) r->fn(b, e, thread, r->ctx);
 }
 
 void cpu_blas_parallel_for(int64_t n, void (*fn)(int64_t, int64_t, int, void *), void *ctx)
 {
     if (n <= 0) return;
     blas_single_threaded(); /* here, not racing in every thread's first GEMM */
-#ifdef _OPENMP
-    int nt = omp_get_max_threads();
-    if (n >= 2 && nt > 1 && !omp_in_parallel()) {
-        if (nt > n) nt = (int)n;
-#pragma omp parallel num_threads(nt)
-        {
-            int t = omp_get_thread_num(), T = omp_get_num_threads();
-            int64_t chunk = (n + T - 1) / T;
-            int64_t b = (int64_t)t * chunk, e = b + chunk < n ? b + chunk : n;
-            if (b < e) fn(b, e, t, ctx);
-        }
+    int nt = cpu_threads_get();
+    if (n >= 2 && nt > 1 && !cpu_threads_in_parallel()) {
+        int64_t parts = n < 2 * nt ? n : 2 * nt; /* two per thread: late threads are covered */
+        blas_range r = {n, (n + parts - 1) / parts, fn, ctx};
+        cpu_threads_run((int)((n + r.chunk - 1) / r.chunk), blas_range_part, &r);
         return;
     }
-#endif
     fn(0, n, 0, ctx);
 }
 

@@ -2,9 +2,8 @@
  * defines: cpu_iter_init, cpu_iter_is_flat, cpu_iter_run, cpu_parallel_for. */
 #include "cpu_iter.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "cpu_threads.h"
+
 
 void cpu_iter_init(cpu_iter *it, int nops, ddpl_tensor *const *ops)
 {
@@ -106,24 +105,31 @@ void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, void *ctx)
     cpu_parallel_for(it->numel, CPU_GRAIN, run_range, &rc);
 }
 
+typedef struct {
+    int64_t n, chunk;
+    void (*fn)(int64_t, int64_t, void *);
+    void *ctx;
+} range_job;
+
+static void range_part(int part, int thread, void *p)
+{
+    DDPL_UNUSED(thread);
+    const range_job *j = p;
+    int64_t b = (int64_t)part * j->chunk, e = b + j->chunk < j->n ? b + j->chunk : j->n;
+    if (b < e) j->fn(b, e, j->ctx);
+}
+
 void cpu_parallel_for(int64_t n, int64_t grain, void (*fn)(int64_t, int64_t, void *), void *ctx)
 {
     if (n <= 0) return;
-#ifdef _OPENMP
-    int max_threads = omp_get_max_threads();
-    if (n >= 2 * grain && max_threads > 1 && !omp_in_parallel()) {
-        int64_t want = n / grain;
-        int nthreads = want < max_threads ? (int)want : max_threads;
-#pragma omp parallel num_threads(nthreads)
-        {
-            int t = omp_get_thread_num(), nt = omp_get_num_threads();
-            int64_t chunk = (n + nt - 1) / nt;
-            int64_t b = (int64_t)t * chunk, e = b + chunk < n ? b + chunk : n;
-            if (b < e) fn(b, e, ctx);
-        }
+    int nt = cpu_threads_get();
+    if (n < 2 * grain || nt == 1 || cpu_threads_in_parallel()) {
+        fn(0, n, ctx);
         return;
     }
-#endif
-    DDPL_UNUSED(grain);
-    fn(0, n, ctx);
+    /* two parts per thread: balanced when every thread shows up, and a late thread's share is
+     * taken by the others (cpu_threads.h) */
+    int64_t want = n / grain, parts = want < 2 * nt ? want : 2 * nt;
+    range_job j = {n, (n + parts - 1) / parts, fn, ctx};
+    cpu_threads_run((int)((n + j.chunk - 1) / j.chunk), range_part, &j);
 }

@@ -8,31 +8,23 @@
 #include "cpu_kernels.h"
 #include "ops/kernel_params.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include "cpu_threads.h"
 
 /* OpenBLAS runs single-threaded: Debian's pthread build keeps its idle threads spinning after
- * each call, which slowed the OpenMP kernels that followed by up to 10x on 2 cores. Large GEMMs
- * are split over the OpenMP threads instead (cpu_gemm.c), so one pool serves everything. */
+ * each call, which slowed the kernels that followed by up to 10x on 2 cores. Large GEMMs are
+ * split over the engine's threads instead (cpu_gemm.c), so one pool serves everything. */
 void openblas_set_num_threads(int num_threads);
 
 void ddpl_set_num_threads(int n)
 {
     if (n < 1) n = 1;
-#ifdef _OPENMP
-    omp_set_num_threads(n);
-#endif
+    cpu_threads_set(n);
     openblas_set_num_threads(1);
 }
 
 int ddpl_get_num_threads(void)
 {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
+    return cpu_threads_get();
 }
 
 /* ---- fill ---- */

@@ -1,45 +1,28 @@
-/* cuda/cuda_backend.c: the CUDA device as the engine sees it: memory provider, kernel table,
- * lazy start-up and device queries.
- * defines: ddpl_cuda_init and the ddpl_cuda_* queries of ddpl/cuda.h.
- *
- * Memory comes straight from cudaMalloc in this first slice; the caching allocator, streams and
- * the full op set come with the CUDA backend issue. */
+/* cuda/cuda_backend.c: the CUDA device as the engine sees it: memory provider (the caching
+ * allocator of cuda_alloc.c over cuda_runtime.cu's raw calls), copies, kernel table, lazy
+ * start-up and device queries.
+ * defines: ddpl_cuda_init, cuda_tensor_record_stream and the ddpl_cuda_* functions of
+ *          ddpl/cuda.h. */
+#include <pthread.h>
+
 #include "core/alloc.h"
+#include "cuda_alloc.h"
+#include "cuda_device.h"
 #include "cuda_launch.h"
 #include "ddpl/cuda.h"
 #include "ops/dispatch.h"
 #include "cuda_registry.h"
 
-static void *cuda_alloc(size_t nbytes, ddpl_device dev)
-{
-    void *p = NULL;
-    return cuda_rt_malloc(&p, nbytes, dev.index, "cuda alloc") < 0 ? NULL : p;
-}
-
-static void cuda_free(void *p, size_t nbytes, ddpl_device dev)
-{
-    DDPL_UNUSED(nbytes);
-    cuda_rt_free(p, dev.index);
-}
-
-static int cuda_copy_bytes(void *dst, ddpl_device dd, const void *src, ddpl_device sd, size_t n)
-{
-    cuda_copy_kind kind = dd.type == DDPL_CPU   ? CUDA_D2H
-                          : sd.type == DDPL_CPU ? CUDA_H2D
-                                                : CUDA_D2D;
-    return cuda_rt_memcpy(dst, src, n, kind, "copy between devices");
-}
-
-static const ddpl_allocator cuda_allocator = {cuda_alloc, cuda_free, cuda_copy_bytes};
-
-static struct ddpl_backend cuda_table = {.name = "cuda"};
-
-static int device_count = -1; /* -1: not asked yet */
+static atomic_int device_count = -1; /* -1: not asked yet */
 
 int ddpl_cuda_device_count(void)
 {
-    if (device_count < 0) device_count = cuda_rt_device_count();
-    return device_count;
+    int n = atomic_load(&device_count);
+    if (n < 0) {
+        n = cuda_rt_device_count();
+        atomic_store(&device_count, n);
+    }
+    return n;
 }
 
 bool ddpl_cuda_is_available(void)
@@ -47,47 +30,159 @@ bool ddpl_cuda_is_available(void)
     return ddpl_cuda_device_count() > 0;
 }
 
+static int check_device(int index, const char *what)
+{
+    int n = ddpl_cuda_device_count();
+    if (index >= 0 && index < n && index < CUDA_ALLOC_MAX_DEVICES) return 0;
+    if (n == 0) return ddpl_error("%s: CUDA is not available (no GPU or driver found)", what);
+    return ddpl_error("%s: device cuda:%d does not exist (%d CUDA device%s)", what, index, n,
+                      n == 1 ? "" : "s");
+}
+
+/* ---- memory provider ---- */
+
+static void *cuda_alloc(size_t nbytes, ddpl_device dev)
+{
+    if (check_device(dev.index, "cuda alloc") < 0) return NULL;
+    void *stream = cuda_stream_for(dev.index);
+    return stream ? cuda_alloc_malloc(nbytes, dev.index, stream) : NULL;
+}
+
+static void cuda_free(void *p, size_t nbytes, ddpl_device dev)
+{
+    DDPL_UNUSED(nbytes);
+    DDPL_UNUSED(dev);
+    cuda_alloc_free(p);
+}
+
+static int cuda_copy_bytes(void *dst, ddpl_device dd, const void *src, ddpl_device sd, size_t n)
+{
+    if (dd.type == DDPL_CPU) return cuda_copy_d2h(dst, src, sd.index, n);
+    if (sd.type == DDPL_CPU) return cuda_copy_h2d(dst, dd.index, src, n);
+    return cuda_copy_d2d(dst, dd.index, src, sd.index, n);
+}
+
+int cuda_tensor_record_stream(const ddpl_tensor *t, void *stream)
+{
+    if (t->device.type != DDPL_CUDA) return 0; /* host memory needs no fencing */
+    return cuda_alloc_record_stream(t->storage->data, stream);
+}
+
+static const ddpl_allocator cuda_allocator = {cuda_alloc, cuda_free, cuda_copy_bytes};
+
+static const cuda_alloc_raw raw_calls = {
+    .malloc = cuda_dev_malloc,
+    .free = cuda_dev_free,
+    .event_create = cuda_dev_event_create,
+    .event_destroy = cuda_dev_event_destroy,
+    .event_record = cuda_dev_event_record,
+    .event_query = cuda_dev_event_query,
+    .event_synchronize = cuda_dev_event_synchronize,
+    .mem_info = cuda_dev_mem_info,
+};
+
+/* ---- start-up ---- */
+
+static struct ddpl_backend cuda_table = {.name = "cuda"};
+static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* Called the first time a CUDA device is named, so CPU-only programs never pay the CUDA
- * runtime's start-up time. */
+ * runtime's start-up time. Thread-safe: the first caller does the work under the lock. */
 int ddpl_cuda_init(void)
 {
     if (ddpl_cuda_backend) return 0;
-    if (!ddpl_cuda_is_available())
-        return ddpl_error("CUDA is not available: this build has the CUDA backend but no GPU or "
-                          "driver was found");
-    ddpl_register_allocator(DDPL_CUDA, &cuda_allocator);
+    pthread_mutex_lock(&init_lock);
+    int rc = 0;
+    if (ddpl_cuda_backend) goto done;
+    if (!ddpl_cuda_is_available()) {
+        rc = ddpl_error("CUDA is not available: this build has the CUDA backend but no GPU or "
+                        "driver was found");
+        goto done;
+    }
+    /* No device is touched here: a stream (and the device's context, some 500 MiB) is made
+     * when a device is first used or chosen (ddpl_cuda_set_device, cuda_stream_for), so the
+     * ranks of a node, which each pick their own GPU, do not all create contexts on GPU 0. */
+    cuda_alloc_setup(&raw_calls);
     void (*const families[])(ddpl_kernel *) = {
         cuda_register_pointwise, cuda_register_reduce, cuda_register_index, cuda_register_softmax,
         cuda_register_nn,        cuda_register_optim,  cuda_register_blas,  cuda_register_attention,
     };
     for (size_t i = 0; i < sizeof families / sizeof *families; i++) families[i](cuda_table.kernels);
+    ddpl_register_allocator(DDPL_CUDA, &cuda_allocator);
     ddpl_cuda_backend = &cuda_table;
-    return 0;
+done:
+    pthread_mutex_unlock(&init_lock);
+    return rc;
 }
+
+/* ---- device queries ---- */
 
 int ddpl_cuda_synchronize(void)
 {
     if (!ddpl_cuda_is_available()) return 0;
+    if (ddpl_cuda_init() < 0) return -1;
     return cuda_rt_synchronize("cuda.synchronize");
 }
 
-static _Thread_local int current_device;
-
+/* The CUDA runtime's current device is per thread, as PyTorch's; kernels launch on it. */
 int ddpl_cuda_set_device(int index)
 {
-    int n = ddpl_cuda_device_count();
-    if (index < 0 || index >= n)
-        return ddpl_error("cuda.set_device: device %d does not exist (%d CUDA devices)", index, n);
-    if (cuda_rt_set_device(index, "cuda.set_device") < 0) return -1;
-    current_device = index;
-    return 0;
+    if (check_device(index, "cuda.set_device") < 0) return -1;
+    if (ddpl_cuda_init() < 0) return -1;
+    return cuda_rt_set_device(index, "cuda.set_device");
 }
 
 int ddpl_cuda_current_device(void)
 {
     if (!ddpl_cuda_is_available()) return ddpl_error("cuda.current_device: CUDA is not available");
-    return current_device;
+    return cuda_dev_current();
 }
 
-/* Memory goes straight back to cudaFree in this first slice: there is no cache to empty. */
-void ddpl_cuda_empty_cache(void) {}
+void ddpl_cuda_empty_cache(void)
+{
+    if (ddpl_cuda_backend) cuda_alloc_empty_cache();
+}
+
+/* ---- memory statistics ---- */
+
+static cuda_alloc_stats stats_of(int device)
+{
+    cuda_alloc_stats s = {0};
+    if (!ddpl_cuda_backend) return s; /* nothing was ever allocated */
+    if (device < 0) device = cuda_dev_current();
+    if (cuda_alloc_get_stats(device, &s) < 0) memset(&s, 0, sizeof s);
+    return s;
+}
+
+int64_t ddpl_cuda_memory_allocated(int device)
+{
+    return stats_of(device).allocated;
+}
+
+int64_t ddpl_cuda_max_memory_allocated(int device)
+{
+    return stats_of(device).peak_allocated;
+}
+
+int64_t ddpl_cuda_memory_reserved(int device)
+{
+    return stats_of(device).reserved;
+}
+
+int64_t ddpl_cuda_max_memory_reserved(int device)
+{
+    return stats_of(device).peak_reserved;
+}
+
+void ddpl_cuda_reset_peak_memory_stats(int device)
+{
+    if (!ddpl_cuda_backend) return;
+    cuda_alloc_reset_peak(device < 0 ? cuda_dev_current() : device);
+}
+
+void ddpl_cuda_versions(ddpl_cuda_version_info *v)
+{
+    memset(v, 0, sizeof *v);
+    cuda_dev_versions(&v->runtime, &v->driver);
+    cuda_dev_lib_versions(&v->cudnn, &v->nccl);
+}

@@ -1,8 +1,12 @@
-/* cuda/cuda_blas_ops.c: the ddpl_kernel glue of the CUDA matmul via cuBLAS, conv2d via cuDNN
- * kernels. defines: cuda_register_blas. */
+/* cuda/cuda_blas_ops.c: the ddpl_kernel slots of the CUDA matmul (cuBLAS, cuda_gemm.c) and
+ * conv2d (cuDNN, cuda_conv.c).
+ * defines: cuda_register_blas. */
+#include "cuda_blas.h"
 #include "cuda_registry.h"
 
 void cuda_register_blas(ddpl_kernel *k)
 {
-    DDPL_UNUSED(k);
+    k[DDPL_OP_GEMM] = cuda_gemm;
+    k[DDPL_OP_CONV2D] = cuda_conv2d;
+    k[DDPL_OP_CONV2D_BACKWARD] = cuda_conv2d_backward;
 }

@@ -1,7 +1,7 @@
 /* cuda/cuda_launch.h: the C face of the CUDA kernels and runtime calls (cuda_kernels.cu), so
  * the backend's C code never includes CUDA headers and the .cu file never includes engine
  * internals (core.h uses C11 atomics, which C++ does not have).
- * defines: cuda_geometry, cuda_rt_*, cuda_launch_*. */
+ * defines: cuda_geometry, cuda_copy_kind, cuda_rt_*, cuda_current_stream. */
 #ifndef DDPL_CUDA_LAUNCH_H
 #define DDPL_CUDA_LAUNCH_H
 
@@ -22,12 +22,6 @@ typedef struct cuda_geometry {
     int64_t strides[DDPL_MAX_DIMS];
 } cuda_geometry;
 
-typedef enum cuda_binary_kind {
-    CUDA_BIN_ADD,
-    CUDA_BIN_SUB,
-    CUDA_BIN_MUL,
-    CUDA_BIN_DIV
-} cuda_binary_kind;
 typedef enum cuda_copy_kind { CUDA_H2D, CUDA_D2H, CUDA_D2D } cuda_copy_kind;
 
 /* runtime: each returns 0, or -1 with ddpl_error set naming `what` and the CUDA error */
@@ -41,14 +35,6 @@ int cuda_rt_set_device(int device, const char *what);
 /* The compute stream of the current device (a cudaStream_t): every kernel of the backend is
  * enqueued on it, so ops run in program order without host synchronisation. */
 void *cuda_current_stream(void);
-
-/* kernels on the current device's compute stream; n = number of output elements */
-int cuda_launch_fill(void *out, int dtype, const cuda_geometry *g, int64_t n, double value);
-int cuda_launch_copy(void *out, int out_dtype, const cuda_geometry *og, const void *in,
-                     int in_dtype, const cuda_geometry *ig, int64_t n);
-int cuda_launch_binary(void *out, int dtype, const cuda_geometry *og, const void *a,
-                       const cuda_geometry *ag, const void *b, const cuda_geometry *bg, int64_t n,
-                       cuda_binary_kind kind, double alpha);
 
 #ifdef __cplusplus
 }

@@ -9,7 +9,8 @@
 
 /* Each sets its op family's entries of k (indexed by ddpl_op); slots it does not know stay
  * NULL, which dispatch reports as "not supported on cuda". */
-void cuda_register_pointwise(ddpl_kernel *k); /* fill copy random arange binary unary where */
+void cuda_register_pointwise(ddpl_kernel *k); /* fill copy random arange binary unary where,
+                                                 activation backward */
 void cuda_register_reduce(ddpl_kernel *k);    /* sum prod amax amin max min topk */
 void cuda_register_index(ddpl_kernel *k);     /* index_select index_add gather scatter_add */
 void cuda_register_softmax(ddpl_kernel *k);   /* softmax log_softmax nll_loss (+ backward) */

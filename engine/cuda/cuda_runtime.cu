@@ -1,10 +1,42 @@
-/* cuda/cuda_runtime.cu: the CUDA runtime calls of cuda_launch.h (devices, memory, copies,
- * streams).
+/* cuda/cuda_runtime.cu: devices, compute streams, raw memory and events (the CUDA runtime calls
+ * behind cuda_launch.h's cuda_rt_* and cuda_device.h's cuda_dev_*).
  * defines: cuda_rt_device_count, cuda_rt_malloc, cuda_rt_free, cuda_rt_memcpy,
- *          cuda_rt_synchronize, cuda_rt_set_device, cuda_current_stream. */
+ *          cuda_rt_synchronize, cuda_rt_set_device, cuda_current_stream, cuda_stream_for,
+ *          cuda_dev_* (current, stream_synchronize, malloc, free, events, mem_info, versions,
+ *          lib_versions). */
+#include <atomic>
+#include <mutex>
+
+#include <cudnn.h>
+#include <nccl.h>
+
 #include "cuda_common.cuh"
+#include "cuda_device.h"
 
 #define check cuda_check
+
+enum { MAX_DEVICES = 64 };
+
+/* Makes `device` current for a scope and restores the thread's previous device: the engine's
+ * notion of the current device (ddpl.cuda.set_device) must not move because memory of another
+ * device was allocated or copied. */
+struct device_guard {
+    int prev = -1;
+    int rc = 0;
+    device_guard(int device, const char *what)
+    {
+        if (cudaGetDevice(&prev) != cudaSuccess) {
+            cudaGetLastError();
+            prev = -1;
+        }
+        if (prev != device) rc = check(cudaSetDevice(device), what);
+    }
+    ~device_guard()
+    {
+        int now = -1;
+        if (prev >= 0 && cudaGetDevice(&now) == cudaSuccess && now != prev) cudaSetDevice(prev);
+    }
+};
 
 extern "C" int cuda_rt_device_count(void)
 {
@@ -16,46 +48,191 @@ extern "C" int cuda_rt_device_count(void)
     return n;
 }
 
+extern "C" int cuda_dev_current(void)
+{
+    int dev = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return dev;
+}
+
+/* ---- compute streams ---- */
+
+/* One per device, created once under the mutex and read lock-free afterwards (acquire pairs
+ * with the release store, so a reader never sees a half-made stream). Never destroyed: kernels
+ * may be queued on them until the process exits. */
+static std::atomic<cudaStream_t> compute_streams[MAX_DEVICES];
+static std::mutex streams_mutex;
+
+extern "C" void *cuda_stream_for(int device)
+{
+    if (device < 0 || device >= MAX_DEVICES) {
+        ddpl_error("cuda: device %d is out of range", device);
+        return NULL;
+    }
+    cudaStream_t s = compute_streams[device].load(std::memory_order_acquire);
+    if (s) return s;
+    std::lock_guard<std::mutex> hold(streams_mutex);
+    s = compute_streams[device].load(std::memory_order_relaxed);
+    if (s) return s;
+    device_guard g(device, "cuda: creating the compute stream");
+    if (g.rc < 0) return NULL;
+    /* non-blocking: never implicitly ordered with the legacy default stream, which libraries
+     * (or a stray cudaMemcpy) might use */
+    if (check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+              "cuda: creating the compute stream") < 0)
+        return NULL;
+    compute_streams[device].store(s, std::memory_order_release);
+    return s;
+}
+
+extern "C" void *cuda_current_stream(void)
+{
+    return cuda_stream_for(cuda_dev_current());
+}
+
+extern "C" int cuda_dev_stream_synchronize(int device, const char *what)
+{
+    cudaStream_t s = (cudaStream_t)cuda_stream_for(device);
+    if (!s) return -1;
+    return check(cudaStreamSynchronize(s), what);
+}
+
+/* ---- the cuda_launch.h runtime calls ---- */
+
 extern "C" int cuda_rt_malloc(void **ptr, size_t nbytes, int device, const char *what)
 {
-    if (check(cudaSetDevice(device), what) < 0) return -1;
+    device_guard g(device, what);
+    if (g.rc < 0) return -1;
     return check(cudaMalloc(ptr, nbytes ? nbytes : 1), what);
 }
 
 extern "C" void cuda_rt_free(void *ptr, int device)
 {
-    cudaSetDevice(device);
+    device_guard g(device, "cuda free");
     cudaFree(ptr);
 }
 
+/* Bytes on the current device's compute stream (so the copy is ordered after the kernels that
+ * produced src); device-to-host waits for it, since the caller reads dst next. */
 extern "C" int cuda_rt_memcpy(void *dst, const void *src, size_t nbytes, cuda_copy_kind kind,
                               const char *what)
 {
+    if (nbytes == 0) return 0;
+    cudaStream_t s = cuda_stream();
+    if (!s) return -1;
     cudaMemcpyKind k = kind == CUDA_H2D   ? cudaMemcpyHostToDevice
                        : kind == CUDA_D2H ? cudaMemcpyDeviceToHost
                                           : cudaMemcpyDeviceToDevice;
-    return check(cudaMemcpy(dst, src, nbytes, k), what);
+    if (check(cudaMemcpyAsync(dst, src, nbytes, k, s), what) < 0) return -1;
+    return kind == CUDA_D2H ? check(cudaStreamSynchronize(s), what) : 0;
 }
 
 extern "C" int cuda_rt_set_device(int device, const char *what)
 {
-    return check(cudaSetDevice(device), what);
+    if (check(cudaSetDevice(device), what) < 0) return -1;
+    return cuda_stream_for(device) ? 0 : -1; /* the device's stream exists from now on */
 }
 
+/* The current device's compute stream, then the whole device (other streams: NCCL's). */
 extern "C" int cuda_rt_synchronize(const char *what)
 {
+    cudaStream_t s = cuda_stream();
+    if (!s) return -1;
+    if (check(cudaStreamSynchronize(s), what) < 0) return -1;
     return check(cudaDeviceSynchronize(), what);
 }
 
-/* One compute stream per device, created on first use (device index < 64). */
-static cudaStream_t compute_streams[64];
+/* ---- raw memory and events for the caching allocator ---- */
 
-extern "C" void *cuda_current_stream(void)
+extern "C" int cuda_dev_malloc(void **ptr, size_t nbytes, int device)
 {
-    int dev = 0;
-    cudaGetDevice(&dev);
-    if (dev < 0 || dev >= 64) return NULL;
-    if (!compute_streams[dev])
-        cudaStreamCreateWithFlags(&compute_streams[dev], cudaStreamNonBlocking);
-    return compute_streams[dev];
+    device_guard g(device, "cuda alloc");
+    if (g.rc < 0) return -1;
+    cudaError_t e = cudaMalloc(ptr, nbytes);
+    if (e == cudaErrorMemoryAllocation) {
+        cudaGetLastError(); /* not sticky: clear it so the next call is not blamed */
+        return 1;
+    }
+    return check(e, "cuda alloc");
+}
+
+extern "C" void cuda_dev_free(void *ptr, int device)
+{
+    device_guard g(device, "cuda free");
+    if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
+}
+
+extern "C" void *cuda_dev_event_create(int device)
+{
+    device_guard g(device, "cuda event");
+    if (g.rc < 0) return NULL;
+    cudaEvent_t ev = NULL;
+    if (check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cuda event") < 0) return NULL;
+    return ev;
+}
+
+extern "C" void cuda_dev_event_destroy(void *event, int device)
+{
+    device_guard g(device, "cuda event");
+    if (cudaEventDestroy((cudaEvent_t)event) != cudaSuccess) cudaGetLastError();
+}
+
+extern "C" int cuda_dev_event_record(void *event, void *stream, int device)
+{
+    device_guard g(device, "cuda event record");
+    if (g.rc < 0) return -1;
+    return check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)stream), "cuda event record");
+}
+
+extern "C" int cuda_dev_event_query(void *event, int device)
+{
+    (void)device;
+    cudaError_t e = cudaEventQuery((cudaEvent_t)event);
+    if (e == cudaSuccess) return 1;
+    if (e == cudaErrorNotReady) return 0;
+    return check(e, "cuda event query");
+}
+
+extern "C" int cuda_dev_event_synchronize(void *event, int device)
+{
+    (void)device;
+    return check(cudaEventSynchronize((cudaEvent_t)event), "cuda event synchronize");
+}
+
+extern "C" int cuda_dev_stream_wait_event(void *stream, void *event, int device)
+{
+    device_guard g(device, "cuda stream wait");
+    if (g.rc < 0) return -1;
+    return check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0),
+                 "cuda stream wait");
+}
+
+extern "C" int cuda_dev_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
+{
+    device_guard g(device, "cuda memory info");
+    if (g.rc < 0) return -1;
+    return check(cudaMemGetInfo(free_bytes, total_bytes), "cuda memory info");
+}
+
+extern "C" void cuda_dev_versions(int *runtime, int *driver)
+{
+    *runtime = *driver = 0;
+    if (cudaRuntimeGetVersion(runtime) != cudaSuccess) {
+        cudaGetLastError();
+        *runtime = 0;
+    }
+    if (cudaDriverGetVersion(driver) != cudaSuccess) {
+        cudaGetLastError();
+        *driver = 0;
+    }
+}
+
+extern "C" void cuda_dev_lib_versions(int *cudnn, int *nccl)
+{
+    *cudnn = (int)cudnnGetVersion();
+    int v = 0;
+    *nccl = ncclGetVersion(&v) == ncclSuccess ? v : 0;
 }

@@ -1,5 +1,6 @@
-/* dist/pg.c: process groups: creation (rendezvous through the store, then the Gloo mesh), the
- * lanes (worker threads) that run operations in issue order, and work handles.
+/* dist/pg.c: process groups: creation (rendezvous through the store, then the Gloo mesh or the
+ * NCCL communicator), the lanes (worker threads) that run Gloo operations in issue order, and
+ * work handles (those of NCCL operations defer to nccl_pg.c).
  * defines: ddpl_pg_create/free and the group queries, ddpl_work_*, pg_work_new, pg_work_slot,
  *          pg_lane_push, pg_strided_copy (pg_impl.h). The operations are in pg_ops.c.
  *
@@ -93,6 +94,7 @@ static void work_drop_args(ddpl_work *w)
 void ddpl_work_release(ddpl_work *w)
 {
     if (!w || atomic_fetch_sub(&w->refcount, 1) != 1) return;
+    if (w->nccl) nccl_work_release(w); /* before the tensors go */
     work_drop_args(w);
     free(w->error);
     pthread_mutex_destroy(&w->mu);
@@ -117,8 +119,7 @@ void pg_work_slot(ddpl_work *w, int i, ddpl_tensor *t, bool reads, bool writes)
     }
 }
 
-/* Marks w done (with the error, if any) and wakes its waiters. */
-static void work_finish(ddpl_work *w, const char *error)
+void pg_work_finish(ddpl_work *w, const char *error)
 {
     if (!error) {
         for (int i = 0; i < w->nslots; i++) {
@@ -139,6 +140,7 @@ static void work_finish(ddpl_work *w, const char *error)
 
 int ddpl_work_wait(ddpl_work *w, double timeout_s)
 {
+    if (w->nccl) return nccl_work_wait(w, timeout_s);   /* orders the compute stream instead */
     if (timeout_s < 0) timeout_s = w->timeout_s + 10.0; /* the operation times out first */
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -163,6 +165,7 @@ int ddpl_work_wait(ddpl_work *w, double timeout_s)
 
 bool ddpl_work_is_completed(ddpl_work *w)
 {
+    if (w->nccl) nccl_work_poll(w);
     pthread_mutex_lock(&w->mu);
     bool d = w->done;
     pthread_mutex_unlock(&w->mu);
@@ -171,6 +174,7 @@ bool ddpl_work_is_completed(ddpl_work *w)
 
 const char *ddpl_work_error(ddpl_work *w)
 {
+    if (w->nccl) nccl_work_poll(w);
     pthread_mutex_lock(&w->mu);
     const char *e = w->done ? w->error : NULL;
     pthread_mutex_unlock(&w->mu);
@@ -260,7 +264,7 @@ static void *lane_main(void *arg)
             if (!a.pg->broken && !w->harmless) a.pg->broken = xstrdup(msg);
             pthread_mutex_unlock(&a.pg->broken_mu);
         }
-        work_finish(w, error);
+        pg_work_finish(w, error);
         ddpl_work_release(w);
     }
     return NULL;
@@ -354,18 +358,20 @@ static int join_all(ddpl_store *st, const char *prefix, int rank, int size, doub
     return rc;
 }
 
+int ddpl_pg_backend_check(const char *backend)
+{
+    if (strcmp(backend, "nccl") == 0) return ddpl_nccl_check_available("init_process_group");
+    if (strcmp(backend, "gloo") != 0)
+        return ddpl_error("init_process_group: unknown backend '%s' (expected 'gloo' or 'nccl')",
+                          backend);
+    return 0;
+}
+
 ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
 {
     const char *backend = cfg->backend ? cfg->backend : "gloo";
-    if (strcmp(backend, "nccl") == 0) {
-        ddpl_error("init_process_group: backend 'nccl' is not built yet (it comes with the "
-                   "CUDA backend); use backend='gloo'");
-        return NULL;
-    }
-    if (strcmp(backend, "gloo") != 0) {
-        ddpl_error("init_process_group: unknown backend '%s' (expected 'gloo' or 'nccl')", backend);
-        return NULL;
-    }
+    if (ddpl_pg_backend_check(backend) < 0) return NULL;
+    bool nccl = strcmp(backend, "nccl") == 0;
     if (cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size) {
         ddpl_error("init_process_group: rank %d is out of range for world_size %d", cfg->rank,
                    cfg->world_size);
@@ -400,6 +406,14 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     }
     const char *prefix = "pg0/";
     if (join_all(pg->store, prefix, pg->rank, pg->size, timeout) < 0) goto fail;
+    if (nccl) {
+        /* every rank is known to be there (join_all names the missing ones on a timeout), so
+         * ncclCommInitRank, which waits for all ranks without a timeout, will not hang on one
+         * that never came; its id is published under the group's prefix */
+        pg->nccl = ddpl_nccl_connect(pg->store, prefix, pg->rank, pg->size, timeout);
+        if (!pg->nccl) goto fail;
+        return pg;
+    }
     pg->gloo = ddpl_gloo_connect(pg->store, "pg0/gloo/", pg->rank, pg->size, bind, timeout);
     if (!pg->gloo) {
         char e[768];
@@ -437,6 +451,7 @@ void ddpl_pg_free(ddpl_pg *pg)
     stopped = lane_stop(&pg->send, stopped ? wait_s : 0.0) && stopped;
     stopped = lane_stop(&pg->recv, stopped ? wait_s : 0.0) && stopped;
     if (!stopped) return;
+    ddpl_nccl_free(pg->nccl);
     ddpl_gloo_free(pg->gloo);
     ddpl_shm_free(pg->shm);
     if (pg->store) ddpl_store_free(pg->store);
@@ -455,8 +470,7 @@ int ddpl_pg_size(const ddpl_pg *pg)
 }
 const char *ddpl_pg_backend(const ddpl_pg *pg)
 {
-    DDPL_UNUSED(pg);
-    return "gloo";
+    return pg->nccl ? "nccl" : "gloo";
 }
 double ddpl_pg_timeout(const ddpl_pg *pg)
 {

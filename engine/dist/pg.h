@@ -15,6 +15,12 @@
  * through a shared mapping instead (dist/shm_coll.h; DDPLUA_SHM=0 turns that off), decided once
  * per group, identically on every rank.
  *
+ * Backend nccl (dist/nccl_pg.h) takes CUDA tensors instead and has no worker threads: each
+ * operation is enqueued at once on the communicator's CUDA stream, ordered after the compute
+ * stream; wait() makes the compute stream wait for it rather than blocking the host (barrier
+ * excepted). Each rank uses its current CUDA device: ddpl.cuda.set_device(LOCAL_RANK) before
+ * init, as with PyTorch. The paragraphs below describe gloo unless nccl_pg.h says otherwise.
+ *
  * Tensors: CPU, any strides (a non-contiguous tensor is packed into a contiguous buffer when the
  * call is made and unpacked when the operation completes). Reductions take float32, float64 and
  * int64; data movement (broadcast, allgather, send/recv) takes every dtype. Results are written
@@ -55,7 +61,7 @@ const char *ddpl_reduce_op_name(ddpl_reduce_op op);
 int ddpl_reduce_op_parse(const char *name);
 
 typedef struct ddpl_pg_config {
-    const char *backend;     /* "gloo" ("nccl" is refused until the CUDA backend has it) */
+    const char *backend;     /* "gloo" (CPU tensors) or "nccl" (CUDA tensors); NULL: gloo */
     const char *master_addr; /* host of the store (rank 0) */
     int master_port;
     int rank, world_size;
@@ -63,6 +69,9 @@ typedef struct ddpl_pg_config {
     const char *token; /* store secret (DDPLUA_STORE_TOKEN), NULL for none */
 } ddpl_pg_config;
 
+/* 0 when `backend` exists and can run in this build and on this machine, else -1 with the
+ * error init_process_group gives ("... this build has no NCCL ..."). */
+int ddpl_pg_backend_check(const char *backend);
 /* Rank 0 hosts the store; every rank joins, waits for all others (the timeout error names the
  * ranks that never came), then connects the backend. Blocks up to the timeout. */
 ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg);

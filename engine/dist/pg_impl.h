@@ -1,12 +1,14 @@
-/* dist/pg_impl.h: what pg.c (groups, lanes, work handles) and pg_ops.c (the operations) share.
+/* dist/pg_impl.h: what pg.c (groups, lanes, work handles), pg_ops.c (the operations) and
+ * nccl_pg.c (the NCCL backend) share.
  * defines: pg_slot, pg_p2p_header, struct ddpl_work, pg_lane, struct ddpl_pg, pg_work_new,
- *          pg_work_slot, pg_lane_push, pg_strided_copy. Internal to engine/dist. */
+ *          pg_work_slot, pg_work_finish, pg_lane_push, pg_strided_copy. Internal to engine/dist. */
 #ifndef DDPL_DIST_PG_IMPL_H
 #define DDPL_DIST_PG_IMPL_H
 
 #include <pthread.h>
 
 #include "dist/gloo_pg.h"
+#include "dist/nccl_pg.h"
 #include "dist/pg.h"
 #include "dist/shm_coll.h"
 
@@ -42,6 +44,13 @@ struct ddpl_work {
     ddpl_gloo_p2p *p2p;     /* posted payload send/receive, until waited for */
     double timeout_s;
     bool harmless; /* set by run when its failure leaves the group in step (a size mismatch) */
+    /* NCCL operations (run is NULL; see nccl_pg.h): the communicator (one reference), the
+     * cudaEvent_t recorded on its stream after the operation, and whether the compute stream
+     * was already made to wait on it (after which the tensors may go) */
+    ddpl_nccl *nccl;
+    void *done_event;
+    bool ordered;
+    bool host_sync; /* barrier: wait blocks the host until the event completes */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
     bool done;
@@ -62,8 +71,9 @@ struct ddpl_pg {
     int rank, size;
     double timeout_s;
     ddpl_store *store;
-    ddpl_gloo *gloo;
-    ddpl_shm *shm; /* allreduce through shared memory when all ranks share this machine */
+    ddpl_gloo *gloo; /* backend gloo */
+    ddpl_nccl *nccl; /* backend nccl (then gloo, shm and the lanes are unused) */
+    ddpl_shm *shm;   /* allreduce through shared memory when all ranks share this machine */
     /* sends and receives wait on separate lanes: a send completes only once the peer's receive
      * lane has posted the payload, which must not queue behind our own sends (deadlock) */
     pg_lane coll, send, recv;
@@ -78,6 +88,9 @@ PG_HIDDEN ddpl_work *pg_work_new(ddpl_pg *pg, const char *name, int nslots,
 /* Fills slot i for tensor t: stages a non-contiguous tensor (packing its values when the
  * operation reads them). */
 PG_HIDDEN void pg_work_slot(ddpl_work *w, int i, ddpl_tensor *t, bool reads, bool writes);
+/* Marks w done (with the error, if any): unpacks staged outputs and bumps their versions on
+ * success, drops the tensors and buffers, wakes waiters. */
+PG_HIDDEN void pg_work_finish(ddpl_work *w, const char *error);
 /* Queues w (the lane takes its own reference) and returns w to the caller. */
 PG_HIDDEN ddpl_work *pg_lane_push(pg_lane *ln, ddpl_work *w);
 /* Copies t's elements in row-major order into buf (to_buf) or back from it. */

@@ -5,7 +5,9 @@
  *          ddpl_pg_barrier (pg.h).
  *
  * Issuing checks everything it can locally (device, dtype, shapes, ranks) and queues a work item;
- * the run_* functions execute on the group's lane threads through the Gloo face (gloo_pg.h). */
+ * the run_* functions execute on the group's lane threads through the Gloo face (gloo_pg.h).
+ * A group of backend nccl shares the shape and rank checks, then hands the operation to
+ * nccl_pg.c (the device and dtype checks are the backend's: nccl_check_tensor). */
 #include "dist/pg_impl.h"
 
 /* ---------------------------------------------------------------- reduction kernels ---- */
@@ -70,11 +72,13 @@ static const char *describe_device(const ddpl_tensor *t, char *buf, size_t n)
     return ddpl_device_str(t->device, buf, n);
 }
 
-/* A CPU tensor; reducing ops also need float32/float64/int64. */
-static int check_tensor(const char *fname, const char *what, const ddpl_tensor *t, bool reduces)
+/* gloo: a CPU tensor; reducing ops also need float32/float64/int64. nccl: nccl_check_tensor. */
+static int check_tensor(const ddpl_pg *pg, const char *fname, const char *what,
+                        const ddpl_tensor *t, bool reduces)
 {
     char dev[32];
     if (!t) return ddpl_error("%s: expected a tensor for %s, got nil", fname, what);
+    if (pg->nccl) return nccl_check_tensor(pg->nccl, pg->rank, fname, what, t, reduces);
     if (t->device.type != DDPL_CPU)
         return ddpl_error("%s: expected a CPU tensor for %s, got a %s tensor (backend gloo)", fname,
                           what, describe_device(t, dev, sizeof dev));
@@ -147,8 +151,10 @@ static int run_allreduce(ddpl_work *w)
 
 ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
 {
-    if (check_tensor("all_reduce", "the tensor", t, true) < 0 || check_op("all_reduce", t, op) < 0)
+    if (check_tensor(pg, "all_reduce", "the tensor", t, true) < 0 ||
+        check_op("all_reduce", t, op) < 0)
         return NULL;
+    if (pg->nccl) return nccl_pg_allreduce(pg, t, op);
     ddpl_work *w = pg_work_new(pg, "all_reduce", 1, run_allreduce);
     w->op = op;
     pg_work_slot(w, 0, t, true, true);
@@ -166,9 +172,10 @@ static int run_broadcast(ddpl_work *w)
 
 ddpl_work *ddpl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
 {
-    if (check_tensor("broadcast", "the tensor", t, false) < 0 ||
+    if (check_tensor(pg, "broadcast", "the tensor", t, false) < 0 ||
         check_rank("broadcast", "src", pg, src, false) < 0)
         return NULL;
+    if (pg->nccl) return nccl_pg_broadcast(pg, t, src);
     ddpl_work *w = pg_work_new(pg, "broadcast", 1, run_broadcast);
     w->peer = src;
     pg_work_slot(w, 0, t, true, src != pg->rank);
@@ -184,10 +191,10 @@ static int run_allgather(ddpl_work *w)
     return 0;
 }
 
-static int check_like(const char *fname, const char *what, const ddpl_tensor *out,
-                      const ddpl_tensor *t)
+static int check_like(const ddpl_pg *pg, const char *fname, const char *what,
+                      const ddpl_tensor *out, const ddpl_tensor *t)
 {
-    if (check_tensor(fname, what, out, false) < 0) return -1;
+    if (check_tensor(pg, fname, what, out, false) < 0) return -1;
     if (out->dtype != t->dtype || !ddpl_same_shape(out, t)) {
         char a[96], b[96];
         return ddpl_error("%s: %s is %s %s, but the input is %s %s", fname, what,
@@ -199,7 +206,7 @@ static int check_like(const char *fname, const char *what, const ddpl_tensor *ou
 
 ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t)
 {
-    if (check_tensor("all_gather", "the input", t, false) < 0) return NULL;
+    if (check_tensor(pg, "all_gather", "the input", t, false) < 0) return NULL;
     if (nouts != pg->size) {
         ddpl_error("all_gather: expected a list of %d output tensors (world_size), got %d",
                    pg->size, nouts);
@@ -208,8 +215,9 @@ ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, d
     for (int r = 0; r < nouts; r++) {
         char what[32];
         snprintf(what, sizeof what, "output %d", r);
-        if (check_like("all_gather", what, outs[r], t) < 0) return NULL;
+        if (check_like(pg, "all_gather", what, outs[r], t) < 0) return NULL;
     }
+    if (pg->nccl) return nccl_pg_allgather(pg, outs, nouts, t);
     ddpl_work *w = pg_work_new(pg, "all_gather", 1 + nouts, run_allgather);
     pg_work_slot(w, 0, t, true, false);
     for (int r = 0; r < nouts; r++) pg_work_slot(w, 1 + r, outs[r], false, true);
@@ -226,7 +234,8 @@ static int run_allgather_into(ddpl_work *w)
 ddpl_work *ddpl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
 {
     const char *f = "all_gather_into_tensor";
-    if (check_tensor(f, "the input", t, false) < 0 || check_tensor(f, "the output", out, false) < 0)
+    if (check_tensor(pg, f, "the input", t, false) < 0 ||
+        check_tensor(pg, f, "the output", out, false) < 0)
         return NULL;
     if (out->dtype != t->dtype ||
         ddpl_tensor_numel(out) != ddpl_tensor_numel(t) * (int64_t)pg->size) {
@@ -238,6 +247,7 @@ ddpl_work *ddpl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
                    ddpl_dtype_name((ddpl_dtype)t->dtype));
         return NULL;
     }
+    if (pg->nccl) return nccl_pg_allgather_into(pg, out, t);
     ddpl_work *w = pg_work_new(pg, f, 2, run_allgather_into);
     pg_work_slot(w, 0, out, false, true);
     pg_work_slot(w, 1, t, true, false);
@@ -263,8 +273,8 @@ static int run_reduce_scatter(ddpl_work *w)
 ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in, ddpl_reduce_op op)
 {
     const char *f = "reduce_scatter_tensor";
-    if (check_tensor(f, "the input", in, true) < 0 ||
-        check_tensor(f, "the output", out, true) < 0 || check_op(f, in, op) < 0)
+    if (check_tensor(pg, f, "the input", in, true) < 0 ||
+        check_tensor(pg, f, "the output", out, true) < 0 || check_op(f, in, op) < 0)
         return NULL;
     if (out->dtype != in->dtype ||
         ddpl_tensor_numel(in) != ddpl_tensor_numel(out) * (int64_t)pg->size) {
@@ -276,6 +286,7 @@ ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in
                    ddpl_dtype_name((ddpl_dtype)in->dtype));
         return NULL;
     }
+    if (pg->nccl) return nccl_pg_reduce_scatter(pg, out, in, op);
     ddpl_work *w = pg_work_new(pg, f, 1, run_reduce_scatter);
     w->op = op;
     pg_work_slot(w, 0, out, false, true);
@@ -329,9 +340,10 @@ static int run_recv(ddpl_work *w)
 
 static ddpl_work *p2p(ddpl_pg *pg, const char *f, ddpl_tensor *t, int peer, bool is_send)
 {
-    if (check_tensor(f, "the tensor", t, false) < 0 ||
+    if (check_tensor(pg, f, "the tensor", t, false) < 0 ||
         check_rank(f, is_send ? "dst" : "src", pg, peer, true) < 0)
         return NULL;
+    if (pg->nccl) return is_send ? nccl_pg_send(pg, t, peer) : nccl_pg_recv(pg, t, peer);
     ddpl_work *w = pg_work_new(pg, f, 1, is_send ? run_send : run_recv);
     w->peer = peer;
     pg_work_slot(w, 0, t, is_send, !is_send);
@@ -374,5 +386,6 @@ static int run_barrier(ddpl_work *w)
 
 ddpl_work *ddpl_pg_barrier(ddpl_pg *pg)
 {
+    if (pg->nccl) return nccl_pg_barrier(pg);
     return pg_lane_push(&pg->coll, pg_work_new(pg, "barrier", 0, run_barrier));
 }

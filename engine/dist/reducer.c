@@ -7,7 +7,13 @@
  *
  * Threads: every function here and every hook runs on the thread that runs backward; the only
  * concurrency is the group's worker thread writing a launched bucket's flat buffer, which this
- * file does not touch again until that work is waited for. */
+ * file does not touch again until that work is waited for.
+ *
+ * CUDA parameters (backend nccl): buckets live on the parameters' device and every access to
+ * them is a device op (copy_, mul_, zero_, add_) on the compute stream; the group's work orders
+ * its communication stream after those, and waiting for it makes the compute stream wait, so
+ * nothing here blocks the host. The only host data are the small rebuild and used-parameter
+ * exchanges (host_collective), which copy through the device. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -274,24 +280,41 @@ static void poll_done(ddpl_reducer *r)
     }
 }
 
+/* A small blocking collective on a host array (CPU tensor `host`), as the group needs it: in
+ * place for gloo; for nccl (CUDA parameters) through a copy on the parameters' device, the
+ * result copied back. Returns the CPU tensor holding the result (a new reference) or NULL. */
+static ddpl_tensor *host_collective(ddpl_reducer *r, ddpl_tensor *host, bool broadcast)
+{
+    ddpl_device dev = r->params[0]->device;
+    ddpl_tensor *d = ddpl_to(host, (ddpl_dtype)host->dtype, dev); /* host itself on the CPU */
+    if (!d) return NULL;
+    ddpl_work *w =
+        broadcast ? ddpl_pg_broadcast(r->pg, d, 0) : ddpl_pg_allreduce(r->pg, d, DDPL_REDUCE_SUM);
+    int rc = w ? ddpl_work_wait(w, -1) : -1;
+    ddpl_work_release(w);
+    ddpl_tensor *back = rc == 0 ? ddpl_to(d, (ddpl_dtype)d->dtype, ddpl_cpu()) : NULL;
+    ddpl_tensor_release(d);
+    return back;
+}
+
 /* find_unused: a parameter unused here but used on another rank still gets the average, one
  * unused everywhere keeps .grad untouched (nil), as PyTorch's local_used_map. */
 static int global_used(ddpl_reducer *r)
 {
     int64_t nn = r->n;
-    ddpl_tensor *u = ddpl_empty(1, &nn, DDPL_FLOAT32, r->params[0]->device);
+    ddpl_tensor *u = ddpl_empty(1, &nn, DDPL_FLOAT32, ddpl_cpu());
     if (!u) return -1;
     float *d = ddpl_tensor_data(u);
     for (int p = 0; p < r->n; p++) d[p] = r->used[p] ? 1.0f : 0.0f;
-    ddpl_work *w = ddpl_pg_allreduce(r->pg, u, DDPL_REDUCE_SUM);
-    int rc = w ? ddpl_work_wait(w, -1) : -1;
-    ddpl_work_release(w);
-    for (int p = 0; rc == 0 && p < r->n; p++) r->used[p] = d[p] > 0.5f;
+    ddpl_tensor *sum = host_collective(r, u, false);
     ddpl_tensor_release(u);
-    if (rc < 0)
+    if (!sum)
         return ddpl_error("DistributedDataParallel: rank %d: exchanging the used-parameter map "
                           "failed: %s",
                           r->rank, ddpl_last_error());
+    const float *s = ddpl_tensor_data(sum);
+    for (int p = 0; p < r->n; p++) r->used[p] = s[p] > 0.5f;
+    ddpl_tensor_release(sum);
     return 0;
 }
 
@@ -395,6 +418,25 @@ ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
                        names[i], ddpl_dtype_name((ddpl_dtype)params[i]->dtype));
             return NULL;
         }
+        /* one device: the buckets and the group's collectives live there */
+        if (!ddpl_same_device(params[i]->device, params[0]->device)) {
+            char a[32], b[32];
+            ddpl_error("DistributedDataParallel: parameter '%s' is on %s but '%s' is on %s; "
+                       "all parameters must be on one device",
+                       names[i] ? names[i] : "?", ddpl_device_str(params[i]->device, a, sizeof a),
+                       names[0] ? names[0] : "?", ddpl_device_str(params[0]->device, b, sizeof b));
+            return NULL;
+        }
+    }
+    bool nccl = strcmp(ddpl_pg_backend(pg), "nccl") == 0;
+    if (nccl != (params[0]->device.type == DDPL_CUDA)) {
+        char a[32];
+        ddpl_error("DistributedDataParallel: the parameters are on %s, but the process group's "
+                   "backend is %s, which takes %s tensors (move the module with :to('cuda') "
+                   "after ddpl.cuda.set_device(LOCAL_RANK) for nccl; use gloo for CPU modules)",
+                   ddpl_device_str(params[0]->device, a, sizeof a), ddpl_pg_backend(pg),
+                   nccl ? "CUDA" : "CPU");
+        return NULL;
     }
     ddpl_reducer *r = ddpl_xcalloc(1, sizeof *r);
     r->pg = pg;
@@ -456,7 +498,7 @@ static int rebuild(ddpl_reducer *r)
 {
     bool *seen = ddpl_xcalloc((size_t)r->n, sizeof(bool));
     int64_t nn = r->n;
-    ddpl_tensor *ord = ddpl_empty(1, &nn, DDPL_INT64, r->params[0]->device);
+    ddpl_tensor *ord = ddpl_empty(1, &nn, DDPL_INT64, ddpl_cpu());
     if (!ord) {
         free(seen);
         return -1;
@@ -470,18 +512,19 @@ static int rebuild(ddpl_reducer *r)
     for (int p = r->n - 1; p >= 0; p--) /* never ready (unused): at the end */
         if (!seen[p]) o[k++] = p;
     free(seen);
-    ddpl_work *w = ddpl_pg_broadcast(r->pg, ord, 0);
-    int rc = w ? ddpl_work_wait(w, -1) : -1;
-    ddpl_work_release(w);
-    int *order = ddpl_xcalloc((size_t)r->n, sizeof(int));
-    for (int i = 0; i < r->n; i++) order[i] = (int)o[i];
+    ddpl_tensor *got = host_collective(r, ord, true);
     ddpl_tensor_release(ord);
+    int rc = got ? 0 : -1;
     if (rc == 0) {
+        const int64_t *g = ddpl_tensor_data(got);
+        int *order = ddpl_xcalloc((size_t)r->n, sizeof(int));
+        for (int i = 0; i < r->n; i++) order[i] = (int)g[i];
         buckets_free(r);
         rc = buckets_build(r, order);
         if (rc == 0) rc = grads_to_views(r);
+        free(order);
     }
-    free(order);
+    ddpl_tensor_release(got);
     r->rebuilt = true;
     return rc;
 }

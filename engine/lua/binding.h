@@ -150,9 +150,14 @@ LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];      /* ddp.c: ddplua.core.d
 LB_HIDDEN extern const luaL_Reg lb_data_functions[];     /* data.c: ddpl.read_idx */
 LB_HIDDEN extern const luaL_Reg lb_io_functions[];       /* io.c: ddpl.save, ddpl.load */
 LB_HIDDEN extern const luaL_Reg lb_optim_functions[];    /* optim.c: ddpl._fused_sgd_, _adam_ */
+LB_HIDDEN extern const luaL_Reg lb_autocast_functions[]; /* autocast.c: ddpl.autocast, precision */
 
 /* dist_store.c: sets ddpl._store = {TCPStore = ...} on the table at index ddpl (at luaopen). */
 LB_HIDDEN void lb_store_open(lua_State *L, int ddpl);
+
+/* util.c: makes an out-of-memory on a device run a full GC of this state (idempotent; at
+ * luaopen, so every way of reaching CUDA has it). */
+LB_HIDDEN void lb_cuda_install_oom_hook(lua_State *L);
 
 /* autograd.c: creates the grad-mode restorers used by no_grad/enable_grad (at luaopen). */
 LB_HIDDEN void lb_autograd_open(lua_State *L);

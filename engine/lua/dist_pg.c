@@ -1,6 +1,6 @@
 /* lua/dist_pg.c: the C half of ddpl.distributed: process-group and work-handle boxes.
- * defines: lb_dist_functions (package.loaded['ddplua.core.dist']): init, destroy, rank, size,
- *          backend, timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
+ * defines: lb_dist_functions (package.loaded['ddplua.core.dist']): check_backend, init, destroy,
+ *          rank, size, backend, timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
  *          reduce_scatter_tensor, send, recv, barrier; the "ddplua.Work" handle type with
  *          wait([timeout_s]), is_completed(), exception().
  *
@@ -171,6 +171,15 @@ static int d_init(lua_State *L)
     return 1;
 }
 
+/* check_backend(name): nothing when the backend can run here, else raises why ("backend 'nccl'
+ * ... this build has no NCCL"), so init fails before any rendezvous */
+static int d_check_backend(lua_State *L)
+{
+    const char *name = luaL_checkstring(L, 1);
+    if (ddpl_pg_backend_check(name) < 0) return lb_error(L);
+    return 0;
+}
+
 static int d_destroy(lua_State *L)
 {
     luaL_checkudata(L, 1, PG_MT);
@@ -289,6 +298,7 @@ static int d_barrier(lua_State *L)
 }
 
 const luaL_Reg lb_dist_functions[] = {
+    {"check_backend", d_check_backend},
     {"init", d_init},
     {"destroy", d_destroy},
     {"rank", d_rank},

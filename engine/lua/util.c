@@ -1,10 +1,12 @@
 /* lua/util.c: utilities of the ddpl table and the ddpl.cuda queries.
  * defines: lb_util_functions (time set_num_threads get_num_threads config memory_allocated),
  *          lb_cuda_functions (is_available device_count synchronize memory_allocated
- *          max_memory_allocated set_device current_device empty_cache). */
+ *          max_memory_allocated memory_reserved max_memory_reserved reset_peak_memory_stats
+ *          set_device current_device empty_cache), lb_cuda_install_oom_hook. */
 #include <time.h>
 
 #include "binding.h"
+#include "core/alloc.h"
 
 /* Monotonic seconds with nanosecond resolution: Lua's os.clock is CPU time (it adds up all
  * threads of a parallel kernel) and os.time has whole seconds. */
@@ -32,29 +34,31 @@ static int f_get_num_threads(lua_State *L)
     return 1;
 }
 
-#ifndef DDPL_HAVE_NCCL
-#define DDPL_HAVE_NCCL 0
-#endif
-#ifndef DDPL_HAVE_CUDNN
-#define DDPL_HAVE_CUDNN 0
-#endif
-#ifndef DDPL_HAVE_GLOO
-#define DDPL_HAVE_GLOO 0
-#endif
+/* "12.4" from 1000*major + 10*minor (CUDA), or "9.1.0" from 10000*major + 100*minor + patch */
+static void set_version(lua_State *L, const char *key, int v, bool cuda_style)
+{
+    if (v <= 0) return;
+    if (cuda_style)
+        lua_pushfstring(L, "%d.%d", v / 1000, (v % 1000) / 10);
+    else
+        lua_pushfstring(L, "%d.%d.%d", v / 10000, (v % 10000) / 100, v % 100);
+    lua_setfield(L, -2, key);
+}
 
-/* ddpl.config(): what this build contains, for bug reports */
+/* ddpl.config(): what this build contains, for bug reports. cuDNN and NCCL are part of every
+ * CUDA build (CMakeLists.txt requires them); their versions are read from the libraries. */
 static int f_config(lua_State *L)
 {
-    lua_createtable(L, 0, 9);
+    lua_createtable(L, 0, 13);
     lua_pushstring(L, DDPL_VERSION);
     lua_setfield(L, -2, "version");
     lua_pushboolean(L, DDPL_HAVE_CUDA);
     lua_setfield(L, -2, "cuda");
-    lua_pushboolean(L, DDPL_HAVE_NCCL);
+    lua_pushboolean(L, DDPL_HAVE_CUDA);
     lua_setfield(L, -2, "nccl");
-    lua_pushboolean(L, DDPL_HAVE_CUDNN);
+    lua_pushboolean(L, DDPL_HAVE_CUDA);
     lua_setfield(L, -2, "cudnn");
-    lua_pushboolean(L, DDPL_HAVE_GLOO);
+    lua_pushboolean(L, 1);
     lua_setfield(L, -2, "gloo");
     lua_pushstring(L, "openblas");
     lua_setfield(L, -2, "blas");
@@ -64,6 +68,12 @@ static int f_config(lua_State *L)
     lua_setfield(L, -2, "lua");
     lua_pushinteger(L, ddpl_get_num_threads());
     lua_setfield(L, -2, "num_threads");
+    ddpl_cuda_version_info v;
+    ddpl_cuda_versions(&v);
+    set_version(L, "cuda_runtime", v.runtime, true);
+    set_version(L, "cuda_driver", v.driver, true); /* the newest CUDA the driver supports */
+    set_version(L, "cudnn_version", v.cudnn, false);
+    set_version(L, "nccl_version", v.nccl, false);
     return 1;
 }
 
@@ -74,6 +84,74 @@ static int f_memory_allocated(lua_State *L)
     if (!lua_isnoneornil(L, 1)) d = lb_device(L, 1, "memory_allocated");
     lua_pushinteger(L, ddpl_memory_allocated((ddpl_device_type)d.type));
     return 1;
+}
+
+/* ---- the out-of-memory hook: a full GC of the state that uses CUDA ---- */
+
+#define OOM_SENTINEL "ddplua.cuda.oom_hook"
+static lua_State *hooked; /* main thread of the state whose GC the hook runs */
+
+static void oom_collect(void *ud)
+{
+    lua_gc((lua_State *)ud, LUA_GCCOLLECT);
+}
+
+/* __gc of a registry sentinel: the state is closing, its GC must not be called any more */
+static int oom_sentinel_gc(lua_State *L)
+{
+    lua_State *main = *(lua_State **)lua_touserdata(L, 1);
+    if (hooked == main) {
+        ddpl_set_oom_hook(NULL, NULL);
+        hooked = NULL;
+    }
+    return 0;
+}
+
+/* Registers this state's full GC as the engine's out-of-memory hook (engine/core/alloc.h), so a
+ * device allocation that fails collects unreferenced tensors and retries. Installed when the
+ * module opens (module.c); the hook runs on this thread only. */
+LB_HIDDEN void lb_cuda_install_oom_hook(lua_State *L)
+{
+    if (!DDPL_HAVE_CUDA) return;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+    lua_State *main = lua_tothread(L, -1);
+    lua_pop(L, 1);
+    if (hooked == main) return;
+    if (lua_getfield(L, LUA_REGISTRYINDEX, OOM_SENTINEL) == LUA_TNIL) {
+        lua_State **box = lua_newuserdatauv(L, sizeof *box, 0);
+        *box = main;
+        lua_createtable(L, 0, 1);
+        lua_pushcfunction(L, oom_sentinel_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_setmetatable(L, -2);
+        lua_setfield(L, LUA_REGISTRYINDEX, OOM_SENTINEL);
+    }
+    lua_pop(L, 1);
+    ddpl_set_oom_hook(oom_collect, main);
+    hooked = main;
+}
+
+/* ---- ddpl.cuda ---- */
+
+/* The device argument at idx: nil (the current device, -1), an index or 'cuda:N'. */
+static int device_arg(lua_State *L, int idx, const char *fname)
+{
+    if (lua_isnoneornil(L, idx)) return -1;
+    int64_t index;
+    if (lua_type(L, idx) == LUA_TSTRING) {
+        ddpl_device d = lb_device(L, idx, fname);
+        if (d.type != DDPL_CUDA)
+            return luaL_error(L, "%s: expected a CUDA device, got '%s'", fname,
+                              lua_tostring(L, idx));
+        index = d.index;
+    } else {
+        index = lb_int(L, idx, fname, "device", 0);
+    }
+    int n = ddpl_cuda_device_count();
+    if (index < 0 || index >= n)
+        return luaL_error(L, "%s: device cuda:%d does not exist (%d CUDA device%s)", fname,
+                          (int)index, n, n == 1 ? "" : "s");
+    return (int)index;
 }
 
 static int c_is_available(lua_State *L)
@@ -94,21 +172,12 @@ static int c_synchronize(lua_State *L)
     return 0;
 }
 
-static int c_memory_allocated(lua_State *L)
-{
-    lua_pushinteger(L, ddpl_memory_allocated(DDPL_CUDA));
-    return 1;
-}
-
-static int c_max_memory_allocated(lua_State *L)
-{
-    lua_pushinteger(L, ddpl_memory_max_allocated(DDPL_CUDA));
-    return 1;
-}
-
 static int c_set_device(lua_State *L)
 {
-    if (ddpl_cuda_set_device((int)luaL_checkinteger(L, 1)) < 0) lb_error(L);
+    int64_t n = lb_int(L, 1, "cuda.set_device", "device", 0);
+    if (n < 0 || n > INT32_MAX)
+        return luaL_error(L, "cuda.set_device: invalid device index %I", (lua_Integer)n);
+    if (ddpl_cuda_set_device((int)n) < 0) lb_error(L);
     return 0;
 }
 
@@ -127,6 +196,24 @@ static int c_empty_cache(lua_State *L)
     return 0;
 }
 
+/* memory_allocated([device]) and friends: bytes, 0 where CUDA was never used */
+#define MEMORY_QUERY(name, fn)                                                                     \
+    static int c_##name(lua_State *L)                                                              \
+    {                                                                                              \
+        lua_pushinteger(L, fn(device_arg(L, 1, "cuda." #name)));                                   \
+        return 1;                                                                                  \
+    }
+MEMORY_QUERY(memory_allocated, ddpl_cuda_memory_allocated)
+MEMORY_QUERY(max_memory_allocated, ddpl_cuda_max_memory_allocated)
+MEMORY_QUERY(memory_reserved, ddpl_cuda_memory_reserved)
+MEMORY_QUERY(max_memory_reserved, ddpl_cuda_max_memory_reserved)
+
+static int c_reset_peak_memory_stats(lua_State *L)
+{
+    ddpl_cuda_reset_peak_memory_stats(device_arg(L, 1, "cuda.reset_peak_memory_stats"));
+    return 0;
+}
+
 const luaL_Reg lb_util_functions[] = {
     {"time", f_time},
     {"set_num_threads", f_set_num_threads},
@@ -142,6 +229,9 @@ const luaL_Reg lb_cuda_functions[] = {
     {"synchronize", c_synchronize},
     {"memory_allocated", c_memory_allocated},
     {"max_memory_allocated", c_max_memory_allocated},
+    {"memory_reserved", c_memory_reserved},
+    {"max_memory_reserved", c_max_memory_reserved},
+    {"reset_peak_memory_stats", c_reset_peak_memory_stats},
     {"set_device", c_set_device},
     {"current_device", c_current_device},
     {"empty_cache", c_empty_cache},

@@ -272,12 +272,20 @@ static int m_type_as(lua_State *L)
     return convert(L, "type_as", t, ddpl_tensor_dtype(o), ddpl_tensor_device(t), false);
 }
 
+/* x:cuda([n]): without n, the current device (ddpl.cuda.set_device) */
 static int m_cuda(lua_State *L)
 {
     ddpl_tensor *t = lb_check(L, 1, "cuda");
-    int64_t n = lua_isnoneornil(L, 2) ? 0 : lb_int(L, 2, "cuda", "device", 0);
-    if (n < 0 || n > 255) return luaL_error(L, "cuda: invalid device index %d", (int)n);
-    return convert(L, "cuda", t, ddpl_tensor_dtype(t), (ddpl_device){DDPL_CUDA, (int16_t)n}, false);
+    ddpl_device dev;
+    if (lua_isnoneornil(L, 2)) {
+        if (ddpl_device_parse("cuda", &dev) < 0)
+            return luaL_error(L, "cuda: %s", ddpl_last_error());
+    } else {
+        int64_t n = lb_int(L, 2, "cuda", "device", 0);
+        if (n < 0 || n > 255) return luaL_error(L, "cuda: invalid device index %d", (int)n);
+        dev = (ddpl_device){DDPL_CUDA, (int16_t)n};
+    }
+    return convert(L, "cuda", t, ddpl_tensor_dtype(t), dev, false);
 }
 
 static int m_cpu(lua_State *L)

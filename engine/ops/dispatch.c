@@ -4,6 +4,7 @@
 #include "ddpl/config.h"
 
 #if DDPL_HAVE_CUDA
+#include "ddpl/cuda.h"
 int ddpl_cuda_init(void);
 #endif
 
@@ -37,5 +38,22 @@ int ddpl_run_kernel(ddpl_op op, ddpl_device dev, ddpl_tensor **out, ddpl_tensor 
     if (!k)
         return ddpl_error("%s: not supported on device %s", op_names[op],
                           ddpl_device_str(dev, buf, sizeof buf));
+#if DDPL_HAVE_CUDA
+    /* CUDA kernels run on the calling thread's current device: make it the operands' device for
+     * the call (PyTorch's device guard), so tensors on cuda:1 work while cuda:0 is current */
+    int previous = -1;
+    if (dev.type == DDPL_CUDA) {
+        int current = ddpl_cuda_current_device();
+        if (current < 0) return -1;
+        if (current != dev.index) {
+            if (ddpl_cuda_set_device(dev.index) < 0) return -1;
+            previous = current;
+        }
+    }
+    int rc = k(out, in, params);
+    if (previous >= 0) ddpl_cuda_set_device(previous);
+    return rc;
+#else
     return k(out, in, params);
+#endif
 }

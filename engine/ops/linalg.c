@@ -4,7 +4,9 @@
  * Every product runs the one GEMM kernel on 3-D operands (a 2-D matrix is a batch of one);
  * transposed views go to the kernel as they are, so backward's g @ b^T and a^T @ g never copy.
  * matmul reduces to mm/bmm with views, so its gradient comes from theirs and from the view
- * ops' (expand's gradient sums over broadcast batch dims). */
+ * ops' (expand's gradient sums over broadcast batch dims). Under autocast every public entry
+ * first casts its operands to the autocast dtype (ops/autocast.h), recorded by autograd. */
+#include "autocast.h"
 #include "op_util.h"
 
 /* ---- checks ---- */
@@ -58,6 +60,20 @@ static ddpl_tensor *mm_raw(ddpl_tensor *a, ddpl_tensor *b, double alpha)
         return NULL;
     }
     return out;
+}
+
+/* ---- autocast ----
+ * Runs fn on the lowered operands when autocast is on for a's device type. Returns false when
+ * autocast is off (the caller runs plainly); else *r holds the result (NULL on failure). */
+typedef ddpl_tensor *(*binary_fn)(ddpl_tensor *, ddpl_tensor *);
+
+static bool autocast_binary(binary_fn fn, ddpl_tensor *a, ddpl_tensor *b, ddpl_tensor **r)
+{
+    if (!ddpl_autocast_enabled((ddpl_device_type)a->device.type)) return false;
+    ddpl_tensor *c[2];
+    *r = ddpl_autocast_lower_n(2, OP_INPUTS(a, b), c) == 0 ? fn(c[0], c[1]) : NULL;
+    ddpl_autocast_release_n(2, c);
+    return true;
 }
 
 /* ---- mm ---- */
@@ -139,13 +155,35 @@ static ddpl_tensor *mm_named(const char *op, ddpl_tensor *a, ddpl_tensor *b)
     return out;
 }
 
-ddpl_tensor *ddpl_mm(ddpl_tensor *a, ddpl_tensor *b)
+static ddpl_tensor *mm_plain(ddpl_tensor *a, ddpl_tensor *b)
 {
     return mm_named("mm", a, b);
 }
 
+ddpl_tensor *ddpl_mm(ddpl_tensor *a, ddpl_tensor *b)
+{
+    ddpl_tensor *r;
+    return autocast_binary(mm_plain, a, b, &r) ? r : mm_plain(a, b);
+}
+
+static ddpl_tensor *addmm_impl(ddpl_tensor *bias, ddpl_tensor *a, ddpl_tensor *b, double beta,
+                               double alpha);
+
 ddpl_tensor *ddpl_addmm(ddpl_tensor *bias, ddpl_tensor *a, ddpl_tensor *b, double beta,
                         double alpha)
+{
+    if (!ddpl_autocast_enabled((ddpl_device_type)a->device.type))
+        return addmm_impl(bias, a, b, beta, alpha);
+    ddpl_tensor *c[3];
+    ddpl_tensor *r = ddpl_autocast_lower_n(3, OP_INPUTS(bias, a, b), c) == 0
+                         ? addmm_impl(c[0], c[1], c[2], beta, alpha)
+                         : NULL;
+    ddpl_autocast_release_n(3, c);
+    return r;
+}
+
+static ddpl_tensor *addmm_impl(ddpl_tensor *bias, ddpl_tensor *a, ddpl_tensor *b, double beta,
+                               double alpha)
 {
     if (check_operands("addmm", a, b) < 0 || check_operands("addmm", bias, a) < 0) return NULL;
     if (a->ndim != 2 || b->ndim != 2 || a->sizes[1] != b->sizes[0])
@@ -235,9 +273,15 @@ static ddpl_tensor *bmm_named(const char *op, ddpl_tensor *a, ddpl_tensor *b)
     return out;
 }
 
-ddpl_tensor *ddpl_bmm(ddpl_tensor *a, ddpl_tensor *b)
+static ddpl_tensor *bmm_plain(ddpl_tensor *a, ddpl_tensor *b)
 {
     return bmm_named("bmm", a, b);
+}
+
+ddpl_tensor *ddpl_bmm(ddpl_tensor *a, ddpl_tensor *b)
+{
+    ddpl_tensor *r;
+    return autocast_binary(bmm_plain, a, b, &r) ? r : bmm_plain(a, b);
 }
 
 /* ---- matmul ---- */
@@ -304,7 +348,7 @@ static ddpl_tensor *matmul_batched(ddpl_tensor *a, ddpl_tensor *b, const ddpl_te
     return drop4(r, ax, bx, a3, b3);
 }
 
-ddpl_tensor *ddpl_matmul(ddpl_tensor *a, ddpl_tensor *b)
+static ddpl_tensor *matmul_impl(ddpl_tensor *a, ddpl_tensor *b)
 {
     if (check_operands("matmul", a, b) < 0) return NULL;
     int da = a->ndim, db = b->ndim;
@@ -335,4 +379,10 @@ ddpl_tensor *ddpl_matmul(ddpl_tensor *a, ddpl_tensor *b)
     ddpl_tensor *p = a2 ? matmul_batched(a2, b, a, b) : NULL;
     ddpl_tensor *r = p && da == 1 ? ddpl_squeeze(p, -2) : ddpl_tensor_retain(p);
     return drop4(r, a2, p, NULL, NULL);
+}
+
+ddpl_tensor *ddpl_matmul(ddpl_tensor *a, ddpl_tensor *b)
+{
+    ddpl_tensor *r;
+    return autocast_binary(matmul_impl, a, b, &r) ? r : matmul_impl(a, b);
 }

@@ -3,12 +3,43 @@
  *
  * The forward and backward kernels take contiguous x (N,C,H,W), w (O,C/groups,kh,kw) and
  * produce y (N,O,OH,OW) with OH = (H + 2*ph - dh*(kh-1) - 1) / sh + 1 (floor), likewise OW.
- * An unbatched input (C,H,W) is treated as a batch of one, as PyTorch does. */
+ * An unbatched input (C,H,W) is treated as a batch of one, as PyTorch does. float16/bfloat16
+ * run natively on CUDA (cuDNN, float accumulation); on the CPU they compute in float32 and
+ * round once, as PyTorch's CPU bf16 convolution does. Under autocast the operands are cast to
+ * the autocast dtype first (ops/autocast.h). */
+#include "autocast.h"
 #include "nn_common.h"
 
 typedef struct {
     ddpl_conv_params p;
 } conv_ctx;
+
+/* Runs a conv kernel. The CPU kernels exist for float32/float64 only: 16-bit operands are
+ * widened to float32 copies, the kernel writes float32 outputs, which are rounded into outs. */
+static int run_conv_kernel(ddpl_op op, ddpl_tensor **outs, int n_out, ddpl_tensor **ins, int n_in,
+                           const ddpl_conv_params *p)
+{
+    ddpl_tensor *in0 = ins[0];
+    bool half = in0->dtype == DDPL_FLOAT16 || in0->dtype == DDPL_BFLOAT16;
+    if (in0->device.type != DDPL_CPU || !half)
+        return ddpl_run_kernel(op, in0->device, outs, ins, p);
+    ddpl_tensor *fin[3] = {NULL, NULL, NULL}, *fout[3] = {NULL, NULL, NULL};
+    int rc = 0;
+    for (int i = 0; i < n_in && rc == 0; i++)
+        if (ins[i] && !(fin[i] = ddpl_as_dtype(ins[i], DDPL_FLOAT32))) rc = -1;
+    for (int i = 0; i < n_out && rc == 0; i++)
+        if (outs[i] &&
+            !(fout[i] = ddpl_tensor_new(outs[i]->ndim, outs[i]->sizes, DDPL_FLOAT32, in0->device)))
+            rc = -1;
+    if (rc == 0) rc = ddpl_run_kernel(op, in0->device, fout, fin, p);
+    for (int i = 0; i < n_out && rc == 0; i++)
+        if (outs[i]) rc = ddpl_run_kernel(DDPL_OP_COPY, in0->device, &outs[i], &fout[i], NULL);
+    for (int i = 0; i < 3; i++) {
+        ddpl_tensor_release(fin[i]);
+        ddpl_tensor_release(fout[i]);
+    }
+    return rc;
+}
 
 /* inputs 0 x, 1 w, 2 bias?; saved: x and w as the kernel saw them (contiguous) */
 static int conv2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
@@ -26,7 +57,7 @@ static int conv2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
         rc = -1;
     ddpl_tensor *ins[3] = {g, x, w};
     if (rc == 0 && (outs[0] || outs[1] || outs[2]))
-        rc = ddpl_run_kernel(DDPL_OP_CONV2D_BACKWARD, x->device, outs, ins,
+        rc = run_conv_kernel(DDPL_OP_CONV2D_BACKWARD, outs, 3, ins, 3,
                              &DDPL_NODE_CTX(n, conv_ctx)->p);
     ddpl_tensor_release(g);
     for (int i = 0; i < 3; i++) {
@@ -49,7 +80,10 @@ static int conv2d_check(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *bias,
                         const ddpl_conv_params *p, int64_t y_sizes[4])
 {
     char sx[128], sw[128];
-    if (nn_check_float("conv2d", "input", x) < 0) return -1;
+    if (!ddpl_dtype_is_floating((ddpl_dtype)x->dtype))
+        return ddpl_error("conv2d: expected float32 or float64 input, got %s; float16 and "
+                          "bfloat16 are accepted too",
+                          ddpl_dtype_name((ddpl_dtype)x->dtype));
     if (ddpl_check_same_device("conv2d", x, w) < 0) return -1;
     if (w->dtype != x->dtype)
         return ddpl_error("conv2d: input (%s) and weight (%s) must have the same dtype",
@@ -103,7 +137,10 @@ static ddpl_tensor *conv2d_batched(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *
     ddpl_tensor *y =
         xc && wc && (bc || !bias) ? ddpl_tensor_new(4, ys, (ddpl_dtype)x->dtype, x->device) : NULL;
     ddpl_tensor *ins[3] = {xc, wc, bc};
-    if (y) y = nn_run_or_release(DDPL_OP_CONV2D, y, &y, ins, p);
+    if (y && run_conv_kernel(DDPL_OP_CONV2D, &y, 1, ins, 3, p) < 0) {
+        ddpl_tensor_release(y);
+        y = NULL;
+    }
     ddpl_tensor *args[3] = {x, w, bias};
     if (y && ddpl_grad_needed(3, args)) {
         ddpl_node *n = ddpl_node_new("Conv2dBackward", conv2d_backward, 3, args);
@@ -118,9 +155,27 @@ static ddpl_tensor *conv2d_batched(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *
     return y;
 }
 
+static ddpl_tensor *conv2d_impl(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias,
+                                const int stride[2], const int padding[2], const int dilation[2],
+                                int groups);
+
 ddpl_tensor *ddpl_conv2d(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias,
                          const int stride[2], const int padding[2], const int dilation[2],
                          int groups)
+{
+    if (!ddpl_autocast_enabled((ddpl_device_type)x->device.type))
+        return conv2d_impl(x, weight, bias, stride, padding, dilation, groups);
+    ddpl_tensor *c[3];
+    ddpl_tensor *y = ddpl_autocast_lower_n(3, OP_INPUTS(x, weight, bias), c) == 0
+                         ? conv2d_impl(c[0], c[1], c[2], stride, padding, dilation, groups)
+                         : NULL;
+    ddpl_autocast_release_n(3, c);
+    return y;
+}
+
+static ddpl_tensor *conv2d_impl(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias,
+                                const int stride[2], const int padding[2], const int dilation[2],
+                                int groups)
 {
     ddpl_conv_params p = {
         {stride[0], stride[1]}, {padding[0], padding[1]}, {dilation[0], dilation[1]}, groups};

@@ -8,6 +8,7 @@
  *   loss = (1 - eps) * nll + (eps / C) * reduce(smooth)
  * where reduce is the same reduction, and 'mean' divides by the same total as nll's (the sum
  * of weight[target] over non-ignored targets, or their count). mse_loss is a composite. */
+#include "autocast.h"
 #include "nn_common.h"
 
 static int check_reduction(const char *op, ddpl_reduction r)
@@ -136,7 +137,14 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
 ddpl_tensor *ddpl_nll_loss(ddpl_tensor *logp, ddpl_tensor *target, ddpl_tensor *weight,
                            ddpl_reduction reduction, int64_t ignore_index)
 {
-    return nll_impl("nll_loss", logp, target, weight, reduction, ignore_index, NULL);
+    if (!ddpl_autocast_enabled((ddpl_device_type)logp->device.type))
+        return nll_impl("nll_loss", logp, target, weight, reduction, ignore_index, NULL);
+    ddpl_tensor *c[2]; /* autocast: 16-bit log-probabilities compute in float32 */
+    ddpl_tensor *r = ddpl_autocast_upcast_n(2, OP_INPUTS(logp, weight), c) == 0
+                         ? nll_impl("nll_loss", c[0], target, c[1], reduction, ignore_index, NULL)
+                         : NULL;
+    ddpl_autocast_release_n(2, c);
+    return r;
 }
 
 /* ---- cross_entropy ---- */
@@ -184,9 +192,30 @@ static ddpl_tensor *smooth_term(ddpl_tensor *logp, ddpl_tensor *target, ddpl_ten
     return mean;
 }
 
+static ddpl_tensor *cross_entropy_impl(ddpl_tensor *logits, ddpl_tensor *target,
+                                       ddpl_tensor *weight, ddpl_reduction reduction,
+                                       int64_t ignore_index, double label_smoothing);
+
+/* Under autocast 16-bit logits (and class weights) compute in float32: the loss is float32
+ * (PyTorch's float32 list). */
 ddpl_tensor *ddpl_cross_entropy(ddpl_tensor *logits, ddpl_tensor *target, ddpl_tensor *weight,
                                 ddpl_reduction reduction, int64_t ignore_index,
                                 double label_smoothing)
+{
+    if (!ddpl_autocast_enabled((ddpl_device_type)logits->device.type))
+        return cross_entropy_impl(logits, target, weight, reduction, ignore_index, label_smoothing);
+    ddpl_tensor *c[2];
+    ddpl_tensor *r =
+        ddpl_autocast_upcast_n(2, OP_INPUTS(logits, weight), c) == 0
+            ? cross_entropy_impl(c[0], target, c[1], reduction, ignore_index, label_smoothing)
+            : NULL;
+    ddpl_autocast_release_n(2, c);
+    return r;
+}
+
+static ddpl_tensor *cross_entropy_impl(ddpl_tensor *logits, ddpl_tensor *target,
+                                       ddpl_tensor *weight, ddpl_reduction reduction,
+                                       int64_t ignore_index, double label_smoothing)
 {
     const char *op = "cross_entropy";
     if (!(label_smoothing >= 0 && label_smoothing <= 1))

@@ -2,13 +2,30 @@
  * defines: ddpl_linear, ddpl_embedding, ddpl_dropout.
  *
  * Their gradients come from the ops they are built of (addmm/matmul, index_select, mul). */
+#include "autocast.h"
 #include "nn_common.h"
 
 /* ---- linear ---- */
 
+static ddpl_tensor *linear_impl(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias);
+
+/* Under autocast x, weight and bias are cast to the autocast dtype first (PyTorch's lower
+ * precision list), so a float32 weight meets a bfloat16 activation without a dtype error. */
+ddpl_tensor *ddpl_linear(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias)
+{
+    if (!ddpl_autocast_enabled((ddpl_device_type)x->device.type))
+        return linear_impl(x, weight, bias);
+    ddpl_tensor *c[3];
+    ddpl_tensor *y = ddpl_autocast_lower_n(3, OP_INPUTS(x, weight, bias), c) == 0
+                         ? linear_impl(c[0], c[1], c[2])
+                         : NULL;
+    ddpl_autocast_release_n(3, c);
+    return y;
+}
+
 /* x (*, in) @ weight^T (in, out) + bias (out): leading dims fold into GEMM rows, and the
  * transposed weight is a view that BLAS reads with CblasTrans, so nothing is copied. */
-ddpl_tensor *ddpl_linear(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias)
+static ddpl_tensor *linear_impl(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias)
 {
     char sx[128], sw[128];
     if (ddpl_check_floating("linear", x) < 0 || ddpl_check_same_device("linear", x, weight) < 0)

@@ -6,6 +6,7 @@
  * `momentum`; in evaluation the running stats normalise. layer_norm normalises over the last
  * n dims with the biased variance. The kernels return the mean and 1/sqrt(var + eps) they used,
  * which backward reuses. */
+#include "autocast.h"
 #include "nn_common.h"
 
 /* ---- batch_norm ---- */
@@ -62,9 +63,30 @@ static int check_running(const char *what, ddpl_tensor *t)
     return ddpl_check_inplace("batch_norm", t);
 }
 
+static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
+                                    ddpl_tensor *running_var, ddpl_tensor *weight,
+                                    ddpl_tensor *bias, bool training, double momentum, double eps);
+
+/* Under autocast a 16-bit input (a conv's bfloat16 output) and parameters compute in float32
+ * (PyTorch's float32 list) and the result is float32; running stats stay as they are. */
 ddpl_tensor *ddpl_batch_norm(ddpl_tensor *x, ddpl_tensor *running_mean, ddpl_tensor *running_var,
                              ddpl_tensor *weight, ddpl_tensor *bias, bool training, double momentum,
                              double eps)
+{
+    if (!ddpl_autocast_enabled((ddpl_device_type)x->device.type))
+        return batch_norm_impl(x, running_mean, running_var, weight, bias, training, momentum, eps);
+    ddpl_tensor *c[3];
+    ddpl_tensor *y =
+        ddpl_autocast_upcast_n(3, OP_INPUTS(x, weight, bias), c) == 0
+            ? batch_norm_impl(c[0], running_mean, running_var, c[1], c[2], training, momentum, eps)
+            : NULL;
+    ddpl_autocast_release_n(3, c);
+    return y;
+}
+
+static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
+                                    ddpl_tensor *running_var, ddpl_tensor *weight,
+                                    ddpl_tensor *bias, bool training, double momentum, double eps)
 {
     char sx[128];
     if (nn_check_float("batch_norm", "input", x) < 0) return NULL;
@@ -155,8 +177,26 @@ static int check_ln_param(const char *what, const ddpl_tensor *p, const ddpl_ten
     return 0;
 }
 
+static ddpl_tensor *layer_norm_impl(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,
+                                    ddpl_tensor *bias, double eps);
+
+/* Under autocast 16-bit x, weight and bias compute in float32 and the result is float32
+ * (PyTorch's float32 list). */
 ddpl_tensor *ddpl_layer_norm(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,
                              ddpl_tensor *bias, double eps)
+{
+    if (!ddpl_autocast_enabled((ddpl_device_type)x->device.type))
+        return layer_norm_impl(x, n_normalized, weight, bias, eps);
+    ddpl_tensor *c[3];
+    ddpl_tensor *y = ddpl_autocast_upcast_n(3, OP_INPUTS(x, weight, bias), c) == 0
+                         ? layer_norm_impl(c[0], n_normalized, c[1], c[2], eps)
+                         : NULL;
+    ddpl_autocast_release_n(3, c);
+    return y;
+}
+
+static ddpl_tensor *layer_norm_impl(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,
+                                    ddpl_tensor *bias, double eps)
 {
     if (nn_check_float("layer_norm", "input", x) < 0) return NULL;
     if (n_normalized < 1 || n_normalized > x->ndim) {

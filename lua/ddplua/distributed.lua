@@ -7,6 +7,10 @@
 -- engine/dist/pg.h) runs every collective on the group's worker thread and returns a work
 -- handle; here a call without async_op waits for it, so a plain call returns once the tensor
 -- holds the result. Work handles have wait([timeout_s]), is_completed() and exception().
+-- backend='gloo' takes CPU tensors; backend='nccl' takes CUDA tensors on the device that was
+-- current at init: call ddpl.cuda.set_device(LOCAL_RANK) first (one GPU per rank), as with
+-- torchrun and PyTorch. With nccl, "waits" means the later CUDA work is ordered after the
+-- collective (the host goes on; reading values, e.g. :item(), synchronises); barrier() blocks.
 -- Beyond API.md: dist.print0(...) prints on rank 0 only (or everywhere before init), and
 -- dist.default_group() gives the C group box for engine code such as the DDP wrapper.
 require 'ddplua'
@@ -65,14 +69,13 @@ function dist.init_process_group(opts)
             .. '(call destroy_process_group first)', 2)
     end
     local backend = opts.backend or 'gloo'
-    if backend == 'nccl' then
-        error("init_process_group: backend 'nccl' is not built yet (it comes with the CUDA "
-            .. "backend); use backend='gloo'", 2)
-    end
-    if backend ~= 'gloo' then
+    if type(backend) ~= 'string' then
         error(("init_process_group: unknown backend '%s' (expected 'gloo' or 'nccl')")
             :format(tostring(backend)), 2)
     end
+    -- unknown, or not runnable here (nccl without NCCL in the build or without a GPU)
+    local ok_backend, why = pcall(C.check_backend, backend)
+    if not ok_backend then error((tostring(why):gsub('^[^\n]-%.lua:%d+: ', '')), 2) end
     local rank = opts.rank or env_int('RANK')
     local world = opts.world_size or env_int('WORLD_SIZE')
     if rank == nil or world == nil then

@@ -30,9 +30,11 @@ local function fail(fmt, ...) error('DistributedDataParallel: ' .. fmt:format(..
 -- "[784, 256] float32" per parameter, compared across ranks: the first difference is named.
 local function check_same_model(names, params, rank, world)
     local n = #params
-    local count = ddpl.tensor({n}, {dtype = 'int64'})
+    -- the signatures travel on the parameters' device: an nccl group takes only CUDA tensors
+    local dev = params[1] and params[1].device or 'cpu'
+    local count = ddpl.tensor({n}, {dtype = 'int64', device = dev})
     local counts = {}
-    for q = 1, world do counts[q] = ddpl.zeros({1}, {dtype = 'int64'}) end
+    for q = 1, world do counts[q] = ddpl.zeros({1}, {dtype = 'int64', device = dev}) end
     dist.all_gather(counts, count)
     for q = 1, world do
         local c = counts[q]:item()
@@ -52,9 +54,9 @@ local function check_same_model(names, params, rank, world)
         sig[#sig + 1] = dtype_code[p.dtype] or 0
         assert(#sig == i * width)
     end
-    local mine = ddpl.tensor(sig, {dtype = 'int64'})
+    local mine = ddpl.tensor(sig, {dtype = 'int64', device = dev})
     local all = {}
-    for q = 1, world do all[q] = ddpl.zeros({n * width}, {dtype = 'int64'}) end
+    for q = 1, world do all[q] = ddpl.zeros({n * width}, {dtype = 'int64', device = dev}) end
     dist.all_gather(all, mine)
     for q = 1, world do
         local theirs = all[q]:tolist()

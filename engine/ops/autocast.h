@@ -1,0 +1,57 @@
+/* ops/autocast.h: automatic mixed precision (autocast) state and casting policy, and the
+ * float32 matmul precision switch (TF32).
+ * defines: ddpl_autocast_state, ddpl_autocast_set, ddpl_autocast_get, ddpl_autocast_enabled,
+ *          ddpl_autocast_dtype, ddpl_autocast_lower, ddpl_autocast_upcast,
+ *          ddpl_autocast_lower_n, ddpl_autocast_upcast_n, ddpl_autocast_release_n,
+ *          ddpl_matmul_precision, ddpl_set_float32_matmul_precision,
+ *          ddpl_get_float32_matmul_precision, ddpl_allow_tf32.
+ *
+ * Autocast follows PyTorch's op lists: the "lower precision" ops (matmul, mm, bmm, addmm,
+ * linear, conv2d, scaled_dot_product_attention) cast their floating inputs other than float64
+ * to the autocast dtype; the "float32" ops (softmax, log_softmax, layer_norm, batch_norm,
+ * cross_entropy, nll_loss) cast 16-bit inputs up to float32 and return float32. The casts go
+ * through ddpl_to_dtype, so autograd records them: gradients reach float32 leaves in float32.
+ * The state is thread-local, one entry per device type, as PyTorch's. */
+#ifndef DDPL_AUTOCAST_H
+#define DDPL_AUTOCAST_H
+
+#include "core/core.h"
+
+typedef struct ddpl_autocast_state {
+    bool enabled;
+    ddpl_dtype dtype; /* DDPL_BFLOAT16 or DDPL_FLOAT16 */
+} ddpl_autocast_state;
+
+/* Sets the state for device type `type` and returns the previous one (to restore later).
+ * Refuses (-1, error set) a dtype other than bfloat16/float16, and float16 on the CPU. */
+int ddpl_autocast_set(ddpl_device_type type, ddpl_autocast_state s, ddpl_autocast_state *prev);
+ddpl_autocast_state ddpl_autocast_get(ddpl_device_type type);
+bool ddpl_autocast_enabled(ddpl_device_type type);
+ddpl_dtype ddpl_autocast_dtype(ddpl_device_type type);
+
+/* Lower-precision policy: x cast to the autocast dtype of its device (with autograd) when
+ * autocast is on there and x is float32 (or the other 16-bit dtype); else x retained. */
+ddpl_tensor *ddpl_autocast_lower(ddpl_tensor *x);
+/* Float32 policy: a float16/bfloat16 x cast to float32 (with autograd) when autocast is on for
+ * its device; else x retained. */
+ddpl_tensor *ddpl_autocast_upcast(ddpl_tensor *x);
+/* Applies the policy to n inputs (NULL entries stay NULL): out[i] is a new reference.
+ * Returns 0, or -1 with every out[i] released and NULL. */
+int ddpl_autocast_lower_n(int n, ddpl_tensor *const *in, ddpl_tensor **out);
+int ddpl_autocast_upcast_n(int n, ddpl_tensor *const *in, ddpl_tensor **out);
+void ddpl_autocast_release_n(int n, ddpl_tensor **t);
+
+/* torch.set_float32_matmul_precision: 'highest' (float32 everywhere, the default), 'high'
+ * and 'medium' (TF32 tensor cores allowed for float32 matmul and conv on CUDA; cuBLAS has no
+ * bf16x3 mode, so 'medium' means TF32 too). Process-wide, as in PyTorch. */
+typedef enum ddpl_matmul_precision {
+    DDPL_PRECISION_HIGHEST,
+    DDPL_PRECISION_HIGH,
+    DDPL_PRECISION_MEDIUM
+} ddpl_matmul_precision;
+
+int ddpl_set_float32_matmul_precision(const char *name); /* -1 with error on a bad name */
+const char *ddpl_get_float32_matmul_precision(void);
+bool ddpl_allow_tf32(void); /* precision is 'high' or 'medium' */
+
+#endif
