@@ -250,12 +250,20 @@ static void conv_bias_grad(const conv_job *j, char *db)
         double s = 0;
         for (int64_t n = 0; n < g->N; n++) {
             const char *r = plane(j, j->dy, n, g->O, o, g->P);
+            /* simd reductions: the lanes' partial sums may be reassociated, which is what
+             * lets the loop vectorise (a strict left-to-right float sum cannot) */
             if (j->dt == DDPL_FLOAT32) {
+                const float *rf = (const float *)r;
                 float acc = 0; /* per-plane partial sums keep float32 rounding small */
-                for (int64_t p = 0; p < g->P; p++) acc += ((const float *)r)[p];
+#pragma omp simd reduction(+ : acc)
+                for (int64_t p = 0; p < g->P; p++) acc += rf[p];
                 s += acc;
             } else {
-                for (int64_t p = 0; p < g->P; p++) s += ((const double *)r)[p];
+                const double *rd = (const double *)r;
+                double acc = 0;
+#pragma omp simd reduction(+ : acc)
+                for (int64_t p = 0; p < g->P; p++) acc += rd[p];
+                s += acc;
             }
         }
         ddpl_store_f64(db + o * (int64_t)j->esz, j->dt, s);
@@ -274,7 +282,10 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     j.dx = out[0] ? ddpl_data_ptr(out[0]) : NULL;
     int nt = cpu_blas_max_threads();
     int64_t wsize = j.g.O * j.g.Kc;
-    if (out[0] && ddpl_tensor_numel(out[0])) memset(j.dx, 0, ddpl_tensor_nbytes(out[0]));
+    /* each image's dx is zeroed before its col2im (the direct 1x1 path writes it whole); only
+     * an empty product leaves dx to zero here */
+    bool work = j.g.P > 0 && j.g.Kc > 0;
+    if (out[0] && !work && ddpl_tensor_numel(out[0])) memset(j.dx, 0, ddpl_tensor_nbytes(out[0]));
     if (out[1] && !(j.dw_acc = (char **)alloc_per_thread(nt, wsize, j.esz, true)))
         return ddpl_error("conv2d: out of memory for the weight-gradient accumulators");
     if (!j.g.direct && j.g.P > 0 &&
@@ -283,7 +294,7 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
         return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
                           (long long)j.g.Kc, (long long)j.g.P);
     }
-    if (j.g.P > 0 && j.g.Kc > 0 && (out[0] || out[1]))
+    if (work && (out[0] || out[1]))
         cpu_blas_parallel_for(j.g.N, conv_backward_images, &j);
     if (out[1]) { /* sum the per-thread accumulators into dw */
         char *dw = ddpl_data_ptr(out[1]);

@@ -86,7 +86,8 @@ void cpu_blas_gemm(ddpl_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_
 {
     blas_single_threaded();
     int nt = cpu_threads_get();
-    if (nt > 1 && !cpu_threads_in_parallel() && (double)M * (double)N * (double)K > GEMM_SPLIT_MNK) {
+    if (nt > 1 && !cpu_threads_in_parallel() &&
+        (double)M * (double)N * (double)K > GEMM_SPLIT_MNK) {
         /* split the larger side of C into one block per thread, multiples of 16 (whole SIMD
          * tiles); a thread that is late leaves its block to the others (cpu_threads.h) */
         bool rows = M >= N;

@@ -4,7 +4,6 @@
 
 #include "cpu_threads.h"
 
-
 void cpu_iter_init(cpu_iter *it, int nops, ddpl_tensor *const *ops)
 {
     const ddpl_tensor *out = ops[0];

@@ -8,6 +8,9 @@
  * plane) only when backward will need it; the common 2x2 stride-2 unpadded case has its own
  * loop over the four taps. */
 #include <math.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
@@ -44,6 +47,56 @@ static void run_planes(int64_t planes, int64_t plane_work, void (*fn)(int64_t, i
     cpu_parallel_for(planes, CPU_GRAIN / (plane_work > 0 ? plane_work : 1) + 1, fn, j);
 }
 
+#if defined(__AVX2__)
+/* One output row of the float32 2x2 stride-2 pool, 8 outputs at a time: input rows r0 and r1,
+ * outputs yr[0..OW), argmax ar (NULL: not wanted) relative to `base`. The same scan as the
+ * scalar loop (a later tap wins when greater or NaN), as blends instead of branches: the winner
+ * is random on real data and mispredicted branches dominated this kernel. Returns the outputs
+ * done (a multiple of 8); the caller finishes the row. */
+static int64_t max_pool_2x2_row_avx2(const float *r0, const float *r1, float *yr, int64_t *ar,
+                                     int64_t OW, int64_t W, int64_t base)
+{
+    int64_t ow = 0;
+    const __m256i k_b = _mm256_set1_epi32(1), k_c = _mm256_set1_epi32((int)W),
+                  k_d = _mm256_set1_epi32((int)W + 1);
+    for (; ow + 8 <= OW; ow += 8) {
+        /* deinterleave 16 inputs of each row into even (left) and odd (right) taps */
+        __m256 u0 = _mm256_loadu_ps(r0 + 2 * ow), u1 = _mm256_loadu_ps(r0 + 2 * ow + 8);
+        __m256 v0 = _mm256_loadu_ps(r1 + 2 * ow), v1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
+#define DDPL_DEINTERLEAVE(x, y, imm)                                                               \
+    _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(x, y, imm)), 0xD8))
+        __m256 a = DDPL_DEINTERLEAVE(u0, u1, 0x88), b = DDPL_DEINTERLEAVE(u0, u1, 0xDD);
+        __m256 c = DDPL_DEINTERLEAVE(v0, v1, 0x88), d = DDPL_DEINTERLEAVE(v0, v1, 0xDD);
+#undef DDPL_DEINTERLEAVE
+        __m256 m = a;
+        __m256i k = _mm256_setzero_si256();
+#define DDPL_TAKE(t, kt)                                                                           \
+    do {                                                                                           \
+        __m256 take =                                                                              \
+            _mm256_or_ps(_mm256_cmp_ps(t, m, _CMP_GT_OQ), _mm256_cmp_ps(t, t, _CMP_UNORD_Q));      \
+        m = _mm256_blendv_ps(m, t, take);                                                          \
+        k = _mm256_castps_si256(                                                                   \
+            _mm256_blendv_ps(_mm256_castsi256_ps(k), _mm256_castsi256_ps(kt), take));              \
+    } while (0)
+        DDPL_TAKE(b, k_b);
+        DDPL_TAKE(c, k_c);
+        DDPL_TAKE(d, k_d);
+#undef DDPL_TAKE
+        _mm256_storeu_ps(yr + ow, m);
+        if (ar) {
+            int64_t b0 = base + 2 * ow; /* input index of output ow's first tap */
+            __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k));
+            __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1));
+            lo = _mm256_add_epi64(lo, _mm256_set_epi64x(b0 + 6, b0 + 4, b0 + 2, b0));
+            hi = _mm256_add_epi64(hi, _mm256_set_epi64x(b0 + 14, b0 + 12, b0 + 10, b0 + 8));
+            _mm256_storeu_si256((__m256i *)(ar + ow), lo);
+            _mm256_storeu_si256((__m256i *)(ar + ow + 4), hi);
+        }
+    }
+    return ow;
+}
+#endif
+
 /* ---- max_pool2d ---- */
 #define DEFINE_MAX_POOL(T, SUFFIX)                                                                 \
     static void max_pool_##SUFFIX(int64_t begin, int64_t end, void *ctx)                           \
@@ -62,13 +115,26 @@ static void run_planes(int64_t planes, int64_t plane_work, void (*fn)(int64_t, i
                     const T *r0 = x + 2 * oh * W, *r1 = r0 + W;                                    \
                     T *yr = y + oh * OW;                                                           \
                     int64_t *ar = am ? am + oh * OW : NULL, base = 2 * oh * W;                     \
-                    for (int64_t ow = 0; ow < OW; ow++) {                                          \
+                    for (int64_t ow = MAX_POOL_2X2_VECTOR(T, r0, r1, yr, ar, OW, W, base);         \
+                         ow < OW; ow++) {                                                          \
                         T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];  \
                         T m = a;                                                                   \
                         int64_t k = 0;                                                             \
-                        if (b > m || b != b) m = b, k = 1;                                         \
-                        if (c > m || c != c) m = c, k = W;                                         \
-                        if (d > m || d != d) m = d, k = W + 1;                                     \
+                        if (__builtin_expect((a != a) | (b != b) | (c != c) | (d != d), 0)) {      \
+                            if (b > m || b != b) m = b, k = 1;                                     \
+                            if (c > m || c != c) m = c, k = W;                                     \
+                            if (d > m || d != d) m = d, k = W + 1;                                 \
+                        } else { /* no NaN: flags times offsets, no data-dependent jumps */        \
+                            int64_t gb = b > m;                                                    \
+                            m = gb ? b : m;                                                        \
+                            k = gb;                                                                \
+                            int64_t gc = c > m;                                                    \
+                            m = gc ? c : m;                                                        \
+                            k += gc * (W - k);                                                     \
+                            int64_t gd = d > m;                                                    \
+                            m = gd ? d : m;                                                        \
+                            k += gd * (W + 1 - k);                                                 \
+                        }                                                                          \
                         yr[ow] = m;                                                                \
                         if (ar) ar[ow] = base + 2 * ow + k;                                        \
                     }                                                                              \
@@ -111,6 +177,17 @@ static void run_planes(int64_t planes, int64_t plane_work, void (*fn)(int64_t, i
             for (int64_t p = 0; p < P; p++) dx[am[p]] += g[p];                                     \
         }                                                                                          \
     }
+
+/* outputs of a 2x2 row done by the vector loop: all but the tail for float32 with AVX2 */
+#if defined(__AVX2__)
+#define MAX_POOL_2X2_VECTOR(T, r0, r1, yr, ar, OW, W, base)                                        \
+    (sizeof(T) == 4 && (W) < INT32_MAX                                                             \
+         ? max_pool_2x2_row_avx2((const float *)(r0), (const float *)(r1), (float *)(yr), ar, OW,  \
+                                 W, base)                                                          \
+         : 0)
+#else
+#define MAX_POOL_2X2_VECTOR(T, r0, r1, yr, ar, OW, W, base) 0
+#endif
 
 DEFINE_MAX_POOL(float, f32)
 DEFINE_MAX_POOL(double, f64)

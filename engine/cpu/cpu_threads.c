@@ -26,13 +26,13 @@ enum { MAX_THREADS = 256, MAX_PARTS = 65535 };
 static struct {
     void (*fn)(int, int, void *);
     void *ctx;
-    int job_threads;                /* threads allowed on this job (ids >= it stay out) */
-    _Atomic uint64_t claim;         /* generation << 32 | nparts << 16 | next unclaimed part */
-    _Atomic uint32_t generation;    /* futex word: bumped once per job */
-    _Atomic int done;               /* parts finished in the current job */
-    _Atomic int sleepers;           /* workers in futex_wait (wake only when some are) */
-    int nworkers;                   /* started worker threads (ids 1..nworkers) */
-    int nthreads;                   /* configured threads, caller included */
+    int job_threads;             /* threads allowed on this job (ids >= it stay out) */
+    _Atomic uint64_t claim;      /* generation << 32 | nparts << 16 | next unclaimed part */
+    _Atomic uint32_t generation; /* futex word: bumped once per job */
+    _Atomic int done;            /* parts finished in the current job */
+    _Atomic int sleepers;        /* workers in futex_wait (wake only when some are) */
+    int nworkers;                /* started worker threads (ids 1..nworkers) */
+    int nthreads;                /* configured threads, caller included */
     pthread_mutex_t start_mu;
 } pool = {.nthreads = 0, .start_mu = PTHREAD_MUTEX_INITIALIZER};
 
@@ -93,7 +93,8 @@ static void *worker_main(void *arg)
             cpu_relax();
             if ((i & 255) == 255) {
                 int64_t t = now_ns();
-                if (!deadline) deadline = t + spin_ns;
+                if (!deadline)
+                    deadline = t + spin_ns;
                 else if (t > deadline) {
                     atomic_fetch_add_explicit(&pool.sleepers, 1, memory_order_seq_cst);
                     futex_wait(&pool.generation, seen);
@@ -201,7 +202,9 @@ void cpu_threads_run(int nparts, void (*fn)(int part, int thread, void *ctx), vo
     run_parts(gen, 0);
     /* parts claimed by other threads: they are running, wait for them */
     for (int i = 0; atomic_load_explicit(&pool.done, memory_order_acquire) < nparts; i++) {
-        if (i < 4096) cpu_relax();
-        else sched_yield(); /* the claimer was preempted: let it run */
+        if (i < 4096)
+            cpu_relax();
+        else
+            sched_yield(); /* the claimer was preempted: let it run */
     }
 }

@@ -13,10 +13,10 @@
 enum { MAX_PARTS_TESTED = 512 };
 
 typedef struct {
-    int job;                                /* which job these parts belong to */
-    _Atomic int runs[MAX_PARTS_TESTED];     /* times each part ran */
-    _Atomic int wrong_job;                  /* parts that saw another job's context */
-    _Atomic int bad_thread;                 /* thread ids out of range */
+    int job;                            /* which job these parts belong to */
+    _Atomic int runs[MAX_PARTS_TESTED]; /* times each part ran */
+    _Atomic int wrong_job;              /* parts that saw another job's context */
+    _Atomic int bad_thread;             /* thread ids out of range */
     int nthreads;
     _Atomic int *current_job;
 } job_ctx;
@@ -28,7 +28,8 @@ static void count_part(int part, int thread, void *p)
     if (thread < 0 || thread >= c->nthreads) atomic_fetch_add(&c->bad_thread, 1);
     atomic_fetch_add(&c->runs[part], 1);
     if (part % 7 == 0) /* uneven parts, so threads finish at different times */
-        for (volatile int i = 0; i < 2000; i++) {}
+        for (volatile int i = 0; i < 2000; i++) {
+        }
 }
 
 /* Runs `jobs` consecutive jobs of varying part counts; returns 1 when all were exact. */
