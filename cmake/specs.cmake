@@ -28,3 +28,19 @@ foreach(src ${DDPL_C_TESTS})
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES TIMEOUT 300)
 endforeach()
+
+# The GPU specs compare cuda against cpu and are pending without a device; each also has a mode
+# that runs its whole case table cpu against cpu, so a mistake in a table fails in CI rather than
+# on the GPU machine.
+foreach(pair cuda_pointwise_spec:DDPLUA_POINTWISE_DEVICE=cpu
+             cuda_reduce_spec:DDPLUA_PARITY_SELFTEST=1
+             cuda_parity_spec:DDPLUA_PARITY_DEVICE=cpu)
+  string(REPLACE ":" ";" parts ${pair})
+  list(GET parts 0 name)
+  list(GET parts 1 mode)
+  add_test(NAME ${name}_on_cpu
+           COMMAND ${LUA54} ${BUSTED} --output=TAP ${CMAKE_SOURCE_DIR}/spec/${name}.lua
+           WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+  set_tests_properties(${name}_on_cpu PROPERTIES ENVIRONMENT "${DDPL_SPEC_ENV};${mode}"
+                       TIMEOUT 600)
+endforeach()
