@@ -17,6 +17,7 @@
 
 #include "core/alloc.h"
 #include "cuda_blas.h"
+#include "cuda_dynlib.h"
 #include "cuda_launch.h"
 #include "ops/autocast.h"
 #include "ops/kernel_params.h"
@@ -42,20 +43,22 @@ static int conv_handle(int dev, cudnnHandle_t *out)
     cudaStream_t s = (cudaStream_t)cuda_current_stream();
     int rc = 0;
     pthread_mutex_lock(&conv_lock);
-    if (!d->handle) {
-        cudnnStatus_t st = cudnnCreate(&d->handle);
+    if (!d->handle && cuda_lib_load(CUDA_LIB_CUDNN) < 0) {
+        rc = -1;
+    } else if (!d->handle) {
+        cudnnStatus_t st = CUDA_DL(CUDA_LIB_CUDNN, cudnnCreate)(&d->handle);
         if (st != CUDNN_STATUS_SUCCESS) {
             d->handle = NULL;
-            rc = ddpl_error("conv2d: cudnnCreate failed (%s) on cuda:%d", cudnnGetErrorString(st),
-                            dev);
+            rc = ddpl_error("conv2d: cudnnCreate failed (%s) on cuda:%d",
+                            CUDA_DL(CUDA_LIB_CUDNN, cudnnGetErrorString)(st), dev);
         }
         d->stream = NULL;
     }
     if (rc == 0 && (d->stream != s || !d->stream)) {
-        cudnnStatus_t st = cudnnSetStream(d->handle, s);
+        cudnnStatus_t st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetStream)(d->handle, s);
         if (st != CUDNN_STATUS_SUCCESS)
             rc = ddpl_error("conv2d: cuDNN could not use the compute stream (%s) on cuda:%d",
-                            cudnnGetErrorString(st), dev);
+                            CUDA_DL(CUDA_LIB_CUDNN, cudnnGetErrorString)(st), dev);
         else
             d->stream = s;
     }
@@ -87,16 +90,16 @@ typedef struct {
 
 static int cudnn_failed(const char *what, cudnnStatus_t st, const conv_setup *s)
 {
-    return ddpl_error("conv2d: cuDNN %s failed (%s) for %s", what, cudnnGetErrorString(st),
-                      s->shapes);
+    return ddpl_error("conv2d: cuDNN %s failed (%s) for %s", what,
+                      CUDA_DL(CUDA_LIB_CUDNN, cudnnGetErrorString)(st), s->shapes);
 }
 
 static void setup_destroy(conv_setup *s)
 {
-    if (s->x) cudnnDestroyTensorDescriptor(s->x);
-    if (s->y) cudnnDestroyTensorDescriptor(s->y);
-    if (s->w) cudnnDestroyFilterDescriptor(s->w);
-    if (s->conv) cudnnDestroyConvolutionDescriptor(s->conv);
+    if (s->x) CUDA_DL(CUDA_LIB_CUDNN, cudnnDestroyTensorDescriptor)(s->x);
+    if (s->y) CUDA_DL(CUDA_LIB_CUDNN, cudnnDestroyTensorDescriptor)(s->y);
+    if (s->w) CUDA_DL(CUDA_LIB_CUDNN, cudnnDestroyFilterDescriptor)(s->w);
+    if (s->conv) CUDA_DL(CUDA_LIB_CUDNN, cudnnDestroyConvolutionDescriptor)(s->conv);
 }
 
 static bool fits_int(const ddpl_tensor *t)
@@ -149,22 +152,28 @@ static int setup_init(conv_setup *s, const ddpl_tensor *x, const ddpl_tensor *w,
     k->groups = p->groups;
     if (conv_handle(dev, &s->h) < 0) return -1;
 
-    cudnnStatus_t st = cudnnCreateTensorDescriptor(&s->x);
-    if (st == CUDNN_STATUS_SUCCESS) st = cudnnCreateTensorDescriptor(&s->y);
-    if (st == CUDNN_STATUS_SUCCESS) st = cudnnCreateFilterDescriptor(&s->w);
-    if (st == CUDNN_STATUS_SUCCESS) st = cudnnCreateConvolutionDescriptor(&s->conv);
+    cudnnStatus_t st = CUDA_DL(CUDA_LIB_CUDNN, cudnnCreateTensorDescriptor)(&s->x);
     if (st == CUDNN_STATUS_SUCCESS)
-        st = cudnnSetTensor4dDescriptor(s->x, CUDNN_TENSOR_NCHW, s->data, k->n, k->c, k->h, k->w);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnCreateTensorDescriptor)(&s->y);
     if (st == CUDNN_STATUS_SUCCESS)
-        st = cudnnSetTensor4dDescriptor(s->y, CUDNN_TENSOR_NCHW, s->data, k->n, k->o, k->oh, k->ow);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnCreateFilterDescriptor)(&s->w);
     if (st == CUDNN_STATUS_SUCCESS)
-        st = cudnnSetFilter4dDescriptor(s->w, s->data, CUDNN_TENSOR_NCHW, k->o, (int)w->sizes[1],
-                                        k->kh, k->kw);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnCreateConvolutionDescriptor)(&s->conv);
     if (st == CUDNN_STATUS_SUCCESS)
-        st = cudnnSetConvolution2dDescriptor(s->conv, p->padding[0], p->padding[1], p->stride[0],
-                                             p->stride[1], p->dilation[0], p->dilation[1],
-                                             CUDNN_CROSS_CORRELATION, compute);
-    if (st == CUDNN_STATUS_SUCCESS) st = cudnnSetConvolutionGroupCount(s->conv, p->groups);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetTensor4dDescriptor)(s->x, CUDNN_TENSOR_NCHW, s->data,
+                                                                 k->n, k->c, k->h, k->w);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetTensor4dDescriptor)(s->y, CUDNN_TENSOR_NCHW, s->data,
+                                                                 k->n, k->o, k->oh, k->ow);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetFilter4dDescriptor)(
+            s->w, s->data, CUDNN_TENSOR_NCHW, k->o, (int)w->sizes[1], k->kh, k->kw);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetConvolution2dDescriptor)(
+            s->conv, p->padding[0], p->padding[1], p->stride[0], p->stride[1], p->dilation[0],
+            p->dilation[1], CUDNN_CROSS_CORRELATION, compute);
+    if (st == CUDNN_STATUS_SUCCESS)
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetConvolutionGroupCount)(s->conv, p->groups);
     if (st != CUDNN_STATUS_SUCCESS) return cudnn_failed("descriptor setup", st, s);
     return 0;
 }
@@ -231,29 +240,29 @@ static int choose_algo(conv_setup *s, conv_choice *c)
     cudnnMathType_t want = s->strict_fp32                 ? CUDNN_FMA_MATH
                            : s->data == CUDNN_DATA_DOUBLE ? CUDNN_DEFAULT_MATH
                                                           : CUDNN_TENSOR_OP_MATH;
-    cudnnStatus_t st = cudnnSetConvolutionMathType(s->conv, want);
+    cudnnStatus_t st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetConvolutionMathType)(s->conv, want);
     if (st != CUDNN_STATUS_SUCCESS) return cudnn_failed("math type", st, s);
     int count = 0;
     bool found = false;
     switch ((conv_pass)s->key.pass) {
     case PASS_FWD: {
         cudnnConvolutionFwdAlgoPerf_t perf[CONV_MAX_ALGOS];
-        st = cudnnGetConvolutionForwardAlgorithm_v7(s->h, s->x, s->w, s->conv, s->y, CONV_MAX_ALGOS,
-                                                    &count, perf);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionForwardAlgorithm_v7)(
+            s->h, s->x, s->w, s->conv, s->y, CONV_MAX_ALGOS, &count, perf);
         if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
         break;
     }
     case PASS_BWD_DATA: {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CONV_MAX_ALGOS];
-        st = cudnnGetConvolutionBackwardDataAlgorithm_v7(s->h, s->w, s->y, s->conv, s->x,
-                                                         CONV_MAX_ALGOS, &count, perf);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionBackwardDataAlgorithm_v7)(
+            s->h, s->w, s->y, s->conv, s->x, CONV_MAX_ALGOS, &count, perf);
         if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
         break;
     }
     case PASS_BWD_FILTER: {
         cudnnConvolutionBwdFilterAlgoPerf_t perf[CONV_MAX_ALGOS];
-        st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(s->h, s->x, s->y, s->conv, s->w,
-                                                           CONV_MAX_ALGOS, &count, perf);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
+            s->h, s->x, s->y, s->conv, s->w, CONV_MAX_ALGOS, &count, perf);
         if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
         break;
     }
@@ -263,7 +272,7 @@ static int choose_algo(conv_setup *s, conv_choice *c)
     if (s->strict_fp32) c->math = CUDNN_FMA_MATH; /* DEFAULT_MATH would allow TF32 */
     cache_store(c);
 apply:
-    st = cudnnSetConvolutionMathType(s->conv, c->math);
+    st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetConvolutionMathType)(s->conv, c->math);
     return st == CUDNN_STATUS_SUCCESS ? 0 : cudnn_failed("math type", st, s);
 }
 
@@ -301,21 +310,21 @@ static int run_pass(conv_setup *s, conv_pass pass, const void *a, const void *b,
     switch (pass) {
     case PASS_FWD: /* y = conv(x = a, w = b) */
         what = "forward";
-        st = cudnnConvolutionForward(s->h, one, s->x, a, s->w, b, s->conv,
-                                     (cudnnConvolutionFwdAlgo_t)c.algo, ws, c.workspace, zero, s->y,
-                                     out);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnConvolutionForward)(s->h, one, s->x, a, s->w, b, s->conv,
+                                                              (cudnnConvolutionFwdAlgo_t)c.algo, ws,
+                                                              c.workspace, zero, s->y, out);
         break;
     case PASS_BWD_DATA: /* dx = conv^T(w = a, dy = b) */
         what = "backward data";
-        st = cudnnConvolutionBackwardData(s->h, one, s->w, a, s->y, b, s->conv,
-                                          (cudnnConvolutionBwdDataAlgo_t)c.algo, ws, c.workspace,
-                                          zero, s->x, out);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnConvolutionBackwardData)(
+            s->h, one, s->w, a, s->y, b, s->conv, (cudnnConvolutionBwdDataAlgo_t)c.algo, ws,
+            c.workspace, zero, s->x, out);
         break;
     case PASS_BWD_FILTER: /* dw = (x = a) * (dy = b) */
         what = "backward filter";
-        st = cudnnConvolutionBackwardFilter(s->h, one, s->x, a, s->y, b, s->conv,
-                                            (cudnnConvolutionBwdFilterAlgo_t)c.algo, ws,
-                                            c.workspace, zero, s->w, out);
+        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnConvolutionBackwardFilter)(
+            s->h, one, s->x, a, s->y, b, s->conv, (cudnnConvolutionBwdFilterAlgo_t)c.algo, ws,
+            c.workspace, zero, s->w, out);
         break;
     }
     workspace_free(ws, c.workspace, s->key.dev);

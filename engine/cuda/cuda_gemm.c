@@ -19,6 +19,7 @@
 
 #include "core/alloc.h"
 #include "cuda_blas.h"
+#include "cuda_dynlib.h"
 #include "cuda_launch.h"
 #include "ops/autocast.h"
 #include "ops/kernel_params.h"
@@ -45,12 +46,14 @@ static int gemm_handle(int dev, cublasHandle_t *out)
     cudaStream_t s = (cudaStream_t)cuda_current_stream();
     int rc = 0;
     pthread_mutex_lock(&gemm_lock);
-    if (!d->handle) {
-        cublasStatus_t st = cublasCreate(&d->handle);
+    if (!d->handle && cuda_lib_load(CUDA_LIB_CUBLAS) < 0) {
+        rc = -1;
+    } else if (!d->handle) {
+        cublasStatus_t st = CUDA_DL(CUDA_LIB_CUBLAS, cublasCreate)(&d->handle);
         if (st != CUBLAS_STATUS_SUCCESS) {
             d->handle = NULL;
-            rc = ddpl_error("matmul: cublasCreate failed (%s) on cuda:%d", cublasGetStatusName(st),
-                            dev);
+            rc = ddpl_error("matmul: cublasCreate failed (%s) on cuda:%d",
+                            CUDA_DL(CUDA_LIB_CUBLAS, cublasGetStatusName)(st), dev);
         } else {
             /* without it cuBLAS allocates its own pool: slower, but still correct */
             d->workspace = ddpl_device_alloc(GEMM_WORKSPACE_BYTES, (ddpl_device){DDPL_CUDA, dev});
@@ -58,12 +61,13 @@ static int gemm_handle(int dev, cublasHandle_t *out)
         }
     }
     if (rc == 0 && (d->stream != s || !d->stream)) {
-        cublasStatus_t st = cublasSetStream(d->handle, s);
+        cublasStatus_t st = CUDA_DL(CUDA_LIB_CUBLAS, cublasSetStream)(d->handle, s);
         if (st == CUBLAS_STATUS_SUCCESS && d->workspace)
-            st = cublasSetWorkspace(d->handle, d->workspace, GEMM_WORKSPACE_BYTES);
+            st = CUDA_DL(CUDA_LIB_CUBLAS, cublasSetWorkspace)(d->handle, d->workspace,
+                                                              GEMM_WORKSPACE_BYTES);
         if (st != CUBLAS_STATUS_SUCCESS)
             rc = ddpl_error("matmul: cuBLAS could not use the compute stream (%s) on cuda:%d",
-                            cublasGetStatusName(st), dev);
+                            CUDA_DL(CUDA_LIB_CUBLAS, cublasGetStatusName)(st), dev);
         else
             d->stream = s;
     }
@@ -169,8 +173,9 @@ static int gemm_failed(cublasStatus_t st, const ddpl_tensor *a, const ddpl_tenso
 {
     char sa[128], sb[128];
     return ddpl_error("matmul: cuBLAS failed (%s) for %s @ %s %s on cuda:%d",
-                      cublasGetStatusName(st), ddpl_shape_str(a, sa, sizeof sa),
-                      ddpl_shape_str(b, sb, sizeof sb), ddpl_dtype_name((ddpl_dtype)a->dtype), dev);
+                      CUDA_DL(CUDA_LIB_CUBLAS, cublasGetStatusName)(st),
+                      ddpl_shape_str(a, sa, sizeof sa), ddpl_shape_str(b, sb, sizeof sb),
+                      ddpl_dtype_name((ddpl_dtype)a->dtype), dev);
 }
 
 /* K == 0: the product is empty, out = beta * out (beta 0: zeros, whatever out held). */
@@ -223,7 +228,7 @@ int cuda_gemm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
         float af = (float)p->alpha, bf = (float)p->beta;
         const void *alpha = ty.f64 ? (const void *)&p->alpha : (const void *)&af;
         const void *beta = ty.f64 ? (const void *)&p->beta : (const void *)&bf;
-        cublasStatus_t st = cublasGemmStridedBatchedEx(
+        cublasStatus_t st = CUDA_DL(CUDA_LIB_CUBLAS, cublasGemmStridedBatchedEx)(
             h, opf, ops, m, n, (int)K, alpha, ddpl_data_ptr(f->t), ty.type, (int)f->ld, f->bstride,
             ddpl_data_ptr(s->t), ty.type, (int)s->ld, s->bstride, beta, ddpl_data_ptr(oc.t),
             ty.type, (int)oc.ld, oc.bstride, (int)batches, ty.compute, CUBLAS_GEMM_DEFAULT);

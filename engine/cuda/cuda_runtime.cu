@@ -11,6 +11,7 @@
 #include <nccl.h>
 
 #include "cuda_common.cuh"
+#include "cuda_dynlib.h"
 #include "cuda_device.h"
 
 #define check cuda_check
@@ -232,7 +233,12 @@ extern "C" void cuda_dev_versions(int *runtime, int *driver)
 
 extern "C" void cuda_dev_lib_versions(int *cudnn, int *nccl)
 {
-    *cudnn = (int)cudnnGetVersion();
+    /* opens the libraries (config() is the only caller): 0 when one cannot be opened */
+    *cudnn =
+        cuda_lib_load(CUDA_LIB_CUDNN) == 0 ? (int)CUDA_DL(CUDA_LIB_CUDNN, cudnnGetVersion)() : 0;
     int v = 0;
-    *nccl = ncclGetVersion(&v) == ncclSuccess ? v : 0;
+    *nccl = cuda_lib_load(CUDA_LIB_NCCL) == 0 &&
+                    CUDA_DL(CUDA_LIB_NCCL, ncclGetVersion)(&v) == ncclSuccess
+                ? v
+                : 0;
 }

@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
+#include "cuda/cuda_dynlib.h"
 #include "cuda/cuda_launch.h"
 #include "ddpl/cuda.h"
 
@@ -70,7 +71,8 @@ static void comm_release(ddpl_nccl *c)
 /* NCCL's own detail for the last failure (may be empty). */
 static const char *last_detail(const ddpl_nccl *c)
 {
-    const char *d = c && c->comm ? ncclGetLastError(c->comm) : ncclGetLastError(NULL);
+    const char *d = c && c->comm ? CUDA_DL(CUDA_LIB_NCCL, ncclGetLastError)(c->comm)
+                                 : CUDA_DL(CUDA_LIB_NCCL, ncclGetLastError)(NULL);
     return d ? d : "";
 }
 
@@ -83,8 +85,9 @@ static int nccl_fail(const ddpl_nccl *c, ncclResult_t r, const char *fname, cons
         hint = " (did every rank call ddpl.cuda.set_device(LOCAL_RANK) before "
                "init_process_group? two ranks may not share a GPU)";
     return ddpl_error("%s: NCCL %s failed on rank %d of %d (cuda:%d): %s%s%s%s%s", fname, what,
-                      c ? c->rank : -1, c ? c->size : 0, c ? c->device : -1, ncclGetErrorString(r),
-                      d[0] ? " (" : "", d, d[0] ? ")" : "", hint);
+                      c ? c->rank : -1, c ? c->size : 0, c ? c->device : -1,
+                      CUDA_DL(CUDA_LIB_NCCL, ncclGetErrorString)(r), d[0] ? " (" : "", d,
+                      d[0] ? ")" : "", hint);
 }
 
 static int cuda_fail(const ddpl_nccl *c, cudaError_t e, const char *fname, const char *what)
@@ -101,7 +104,7 @@ static void break_locked(ddpl_nccl *c)
 {
     if (!c->broken) c->broken = xstrdup(ddpl_last_error());
     if (c->comm) {
-        ncclCommAbort(c->comm);
+        CUDA_DL(CUDA_LIB_NCCL, ncclCommAbort)(c->comm);
         c->comm = NULL;
     }
 }
@@ -126,12 +129,13 @@ static int check_health(ddpl_nccl *c, const char *fname)
         rc = ddpl_error("%s: the process group was destroyed", fname);
     } else {
         ncclResult_t ar = ncclSuccess;
-        ncclResult_t r = ncclCommGetAsyncError(c->comm, &ar);
+        ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclCommGetAsyncError)(c->comm, &ar);
         if (r == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
             const char *d = last_detail(c);
             rc = ddpl_error("%s: NCCL asynchronous error on rank %d of %d (cuda:%d): %s%s%s%s",
-                            fname, c->rank, c->size, c->device, ncclGetErrorString(ar),
-                            d[0] ? " (" : "", d, d[0] ? ")" : "");
+                            fname, c->rank, c->size, c->device,
+                            CUDA_DL(CUDA_LIB_NCCL, ncclGetErrorString)(ar), d[0] ? " (" : "", d,
+                            d[0] ? ")" : "");
             break_locked(c);
         }
     }
@@ -213,7 +217,7 @@ static int exchange_id(ddpl_store *st, const char *prefix, int rank, double time
     char key[256];
     snprintf(key, sizeof key, "%snccl/id", prefix);
     if (rank == 0) {
-        ncclResult_t r = ncclGetUniqueId(id);
+        ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclGetUniqueId)(id);
         if (r != ncclSuccess) return nccl_fail(NULL, r, "init_process_group", "ncclGetUniqueId");
         if (ddpl_store_set(st, key, id, sizeof *id) < 0) return -1;
         return 0;
@@ -247,6 +251,7 @@ ddpl_nccl *ddpl_nccl_connect(ddpl_store *st, const char *prefix, int rank, int s
 {
     const char *f = "init_process_group";
     if (ddpl_nccl_check_available(f) < 0) return NULL;
+    if (cuda_lib_load(CUDA_LIB_NCCL) < 0) return NULL;
     int dev = ddpl_cuda_current_device();
     if (dev < 0) return NULL;
     ncclUniqueId id;
@@ -273,7 +278,8 @@ ddpl_nccl *ddpl_nccl_connect(ddpl_store *st, const char *prefix, int rank, int s
         rc = cuda_fail(c, e, f, "creating an event");
     else if ((e = cudaMalloc((void **)&c->one, sizeof(float))) != cudaSuccess)
         rc = cuda_fail(c, e, f, "allocating the barrier's scratch");
-    else if ((r = ncclCommInitRank(&c->comm, size, id, rank)) != ncclSuccess) {
+    else if ((r = CUDA_DL(CUDA_LIB_NCCL, ncclCommInitRank)(&c->comm, size, id, rank)) !=
+             ncclSuccess) {
         c->comm = NULL;
         rc = nccl_fail(c, r, f, "ncclCommInitRank");
     }
@@ -304,9 +310,9 @@ void ddpl_nccl_free(ddpl_nccl *c)
             pthread_mutex_lock(&c->mu);
             if (c->comm) {
                 if (d == 1) {
-                    ncclCommDestroy(c->comm);
+                    CUDA_DL(CUDA_LIB_NCCL, ncclCommDestroy)(c->comm);
                 } else {
-                    ncclCommAbort(c->comm);
+                    CUDA_DL(CUDA_LIB_NCCL, ncclCommAbort)(c->comm);
                     if (!c->broken)
                         c->broken = xstrdup("the group was destroyed while operations were "
                                             "still pending");
@@ -475,8 +481,9 @@ static ncclDataType_t slot_dtype(ddpl_work *w, int i)
 
 static ncclResult_t enq_allreduce(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
-    return ncclAllReduce(slot_data(w, 0), slot_data(w, 0), (size_t)slot_numel(w, 0),
-                         slot_dtype(w, 0), nccl_op(w->op), c->comm, s);
+    return CUDA_DL(CUDA_LIB_NCCL, ncclAllReduce)(slot_data(w, 0), slot_data(w, 0),
+                                                 (size_t)slot_numel(w, 0), slot_dtype(w, 0),
+                                                 nccl_op(w->op), c->comm, s);
 }
 
 ddpl_work *nccl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
@@ -490,8 +497,8 @@ ddpl_work *nccl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
 /* data movement goes as bytes: every dtype, bool included */
 static ncclResult_t enq_broadcast(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
-    return ncclBroadcast(slot_data(w, 0), slot_data(w, 0), w->nbytes, ncclUint8, w->peer, c->comm,
-                         s);
+    return CUDA_DL(CUDA_LIB_NCCL, ncclBroadcast)(slot_data(w, 0), slot_data(w, 0), w->nbytes,
+                                                 ncclUint8, w->peer, c->comm, s);
 }
 
 ddpl_work *nccl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
@@ -507,14 +514,14 @@ ddpl_work *nccl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
  * rank's input lands straight in outs[r] (no staging buffer to copy out of afterwards) */
 static ncclResult_t enq_allgather(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
-    ncclResult_t r = ncclGroupStart();
+    ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclGroupStart)();
     if (r != ncclSuccess) return r;
     for (int q = 0; q < c->size; q++) {
-        r = ncclBroadcast(slot_data(w, 0), slot_data(w, 1 + q), w->nbytes, ncclUint8, q, c->comm,
-                          s);
+        r = CUDA_DL(CUDA_LIB_NCCL, ncclBroadcast)(slot_data(w, 0), slot_data(w, 1 + q), w->nbytes,
+                                                  ncclUint8, q, c->comm, s);
         if (r != ncclSuccess) break;
     }
-    ncclResult_t r2 = ncclGroupEnd();
+    ncclResult_t r2 = CUDA_DL(CUDA_LIB_NCCL, ncclGroupEnd)();
     return r != ncclSuccess ? r : r2;
 }
 
@@ -530,7 +537,8 @@ ddpl_work *nccl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, d
 /* slot 0 = out (size * nbytes), slot 1 = the input */
 static ncclResult_t enq_allgather_into(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
-    return ncclAllGather(slot_data(w, 1), slot_data(w, 0), w->nbytes, ncclUint8, c->comm, s);
+    return CUDA_DL(CUDA_LIB_NCCL, ncclAllGather)(slot_data(w, 1), slot_data(w, 0), w->nbytes,
+                                                 ncclUint8, c->comm, s);
 }
 
 ddpl_work *nccl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
@@ -545,8 +553,9 @@ ddpl_work *nccl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
 /* slot 0 = out (recvcount elements), slot 1 = in (size * recvcount) */
 static ncclResult_t enq_reduce_scatter(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
-    return ncclReduceScatter(slot_data(w, 1), slot_data(w, 0), (size_t)slot_numel(w, 0),
-                             slot_dtype(w, 0), nccl_op(w->op), c->comm, s);
+    return CUDA_DL(CUDA_LIB_NCCL, ncclReduceScatter)(slot_data(w, 1), slot_data(w, 0),
+                                                     (size_t)slot_numel(w, 0), slot_dtype(w, 0),
+                                                     nccl_op(w->op), c->comm, s);
 }
 
 ddpl_work *nccl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in, ddpl_reduce_op op)
@@ -560,12 +569,14 @@ ddpl_work *nccl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in
 
 static ncclResult_t enq_send(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
-    return ncclSend(slot_data(w, 0), w->nbytes, ncclUint8, w->peer, c->comm, s);
+    return CUDA_DL(CUDA_LIB_NCCL, ncclSend)(slot_data(w, 0), w->nbytes, ncclUint8, w->peer, c->comm,
+                                            s);
 }
 
 static ncclResult_t enq_recv(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
-    return ncclRecv(slot_data(w, 0), w->nbytes, ncclUint8, w->peer, c->comm, s);
+    return CUDA_DL(CUDA_LIB_NCCL, ncclRecv)(slot_data(w, 0), w->nbytes, ncclUint8, w->peer, c->comm,
+                                            s);
 }
 
 ddpl_work *nccl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
@@ -590,7 +601,8 @@ ddpl_work *nccl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
 static ncclResult_t enq_barrier(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
     DDPL_UNUSED(w);
-    return ncclAllReduce(c->one, c->one, 1, ncclFloat32, ncclSum, c->comm, s);
+    return CUDA_DL(CUDA_LIB_NCCL, ncclAllReduce)(c->one, c->one, 1, ncclFloat32, ncclSum, c->comm,
+                                                 s);
 }
 
 ddpl_work *nccl_pg_barrier(ddpl_pg *pg)

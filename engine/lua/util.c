@@ -62,8 +62,6 @@ static int f_config(lua_State *L)
     lua_setfield(L, -2, "gloo");
     lua_pushstring(L, "openblas");
     lua_setfield(L, -2, "blas");
-    lua_pushboolean(L, 1);
-    lua_setfield(L, -2, "openmp");
     lua_pushstring(L, LUA_RELEASE);
     lua_setfield(L, -2, "lua");
     lua_pushinteger(L, ddpl_get_num_threads());
