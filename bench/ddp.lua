@@ -11,7 +11,7 @@
 -- bucket being ready (how long the allreduce ran while backward still computed):
 --   BUCKET model=M bucket=b bytes=N allreduce_ms=X overlap_ms=Y
 --   WAIT model=M final_wait_ms=X backward_ms=Y
--- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N
+-- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N view=0|1 (1: gradient_as_bucket_view)
 local ddpl = require 'ddplua'
 local nn, F, dist, data = ddpl.nn, ddpl.F, ddpl.distributed, ddpl.data
 
@@ -33,7 +33,7 @@ local loader = data.DataLoader(train, {batch_size = o.batch, sampler = sampler, 
 ddpl.manual_seed(0)
 local file = o.model == 'cnn' and 'lenet' or 'mlp'
 local net = assert(loadfile(root .. '/models/' .. file .. '.lua'))()()
-local model = nn.DDP(net)
+local model = nn.DDP(net, {gradient_as_bucket_view = o.view == 1})
 local opt = ddpl.optim.SGD(model:parameters(), {lr = o.model == 'cnn' and 0.02 or 0.05,
     momentum = 0.9})
 

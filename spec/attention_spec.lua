@@ -1,7 +1,8 @@
 -- spec/attention_spec.lua: the fused scaled dot-product attention (ATTENTION kernels) against
 -- PyTorch (spec/fixtures/attention.lua) and against the composition of matmul, masking and
--- softmax. On the CPU: the fused path is taken for 4-D
--- unmasked inputs (grad_fn), matches the composition (forced by an explicit all-true or causal
+-- softmax. On the CPU (where the fused kernel is only chosen for large score tensors: this file
+-- lowers the threshold to 0, and checks the default choice separately): the fused path is taken
+-- for 4-D unmasked inputs (grad_fn), matches the composition (forced by an explicit all-true or causal
 -- bool mask) in values and gradients for L = S and L != S, E != Ev, causal or not, keys spanning
 -- several online-softmax blocks, non-contiguous inputs and a custom scale; float64 gradcheck of
 -- the fused backward. On CUDA (pending without a device): the fused kernel against the CPU
@@ -12,6 +13,8 @@ local ddpl = H.ddpl
 local F = ddpl.F
 
 local FUSED = 'ScaledDotProductAttentionBackward'
+-- the CPU's default: fused only when the (B,H,L,S) scores would reach this many bytes
+local CPU_DEFAULT_MIN_BYTES = ddpl._sdpa_cpu_fused_min_bytes(0)
 
 -- Deterministic values in [-2, 2) (an LCG, so cpu and cuda runs see the same inputs).
 local function data(shape, seed, dtype)
@@ -85,6 +88,20 @@ describe('fused attention matches PyTorch', function()
 end)
 
 describe('fused attention on the cpu', function()
+    it('by default composes small problems and fuses ones whose scores would be large', function()
+        ddpl._sdpa_cpu_fused_min_bytes(CPU_DEFAULT_MIN_BYTES)
+        local ok, err = pcall(function()
+            assert.are.equal(256 * 2 ^ 20, CPU_DEFAULT_MIN_BYTES)
+            local q = leaf(data({2, 2, 3, 4}, 1))
+            assert.are_not.equal(FUSED, F.scaled_dot_product_attention(q, q, q).grad_fn)
+            -- (1,1,8192,1) float32 queries and keys: 8192^2 * 4 bytes of scores = the threshold
+            local big = leaf(ddpl.zeros({1, 1, 8192, 1}))
+            assert.are.equal(FUSED, F.scaled_dot_product_attention(big, big, big).grad_fn)
+        end)
+        ddpl._sdpa_cpu_fused_min_bytes(0)
+        assert(ok, err)
+    end)
+
     it('is the path 4-D unmasked inputs take; masks and broadcasting compose', function()
         local q, k, v = leaf(data({2, 2, 3, 4}, 1)), leaf(data({2, 2, 5, 4}, 2)),
                         leaf(data({2, 2, 5, 3}, 3))

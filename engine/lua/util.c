@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "binding.h"
+#include "ops/nn_common.h"
 #include "core/alloc.h"
 
 /* Monotonic seconds with nanosecond resolution: Lua's os.clock is CPU time (it adds up all
@@ -212,12 +213,25 @@ static int c_reset_peak_memory_stats(lua_State *L)
     return 0;
 }
 
+/* ddpl._sdpa_cpu_fused_min_bytes([n]) -> previous: from which score size CPU attention uses the
+ * fused kernel (ops/nn_common.h); specs set 0 to test that kernel on small shapes */
+static int f_sdpa_cpu_fused_min_bytes(lua_State *L)
+{
+    int64_t n = lua_isnoneornil(L, 1) ? -1 : lb_int(L, 1, "_sdpa_cpu_fused_min_bytes", "n", 0);
+    if (!lua_isnoneornil(L, 1) && n < 0)
+        return luaL_error(L, "_sdpa_cpu_fused_min_bytes: expected bytes >= 0, got %I",
+                          (lua_Integer)n);
+    lua_pushinteger(L, (lua_Integer)ddpl_sdpa_cpu_fused_min_bytes(n));
+    return 1;
+}
+
 const luaL_Reg lb_util_functions[] = {
     {"time", f_time},
     {"set_num_threads", f_set_num_threads},
     {"get_num_threads", f_get_num_threads},
     {"config", f_config},
     {"memory_allocated", f_memory_allocated},
+    {"_sdpa_cpu_fused_min_bytes", f_sdpa_cpu_fused_min_bytes},
     {NULL, NULL},
 };
 
