@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "cuda_launch.h"
+#include "ops/reduce_geom.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -25,12 +26,7 @@ typedef enum cuda_reduce_kind {
 /* Reducing in[0] over a set of dims: kept dims (which number the outputs, row-major) and
  * reduced dims (ordered outer to inner by stride, innermost last), each group coalesced.
  * Strides in elements. nr >= 1 (a reduction over nothing has one reduced dim of size 1). */
-typedef struct cuda_reduce_geom {
-    int nk, nr;
-    int64_t ksize[DDPL_MAX_DIMS], kin[DDPL_MAX_DIMS], kout[DDPL_MAX_DIMS];
-    int64_t rsize[DDPL_MAX_DIMS], rin[DDPL_MAX_DIMS];
-    int64_t nout, nred;
-} cuda_reduce_geom;
+typedef ddpl_reduce_geom cuda_reduce_geom; /* ops/reduce_geom.h: the CPU kernels' plan too */
 
 /* max/min along one dim: x's sizes and strides, values' and indices' strides (keepdim shape,
  * so every rank matches); nout = numel / sizes[dim]. */
