@@ -1,8 +1,8 @@
 /* cuda/cuda_common.cuh: device-side helpers every .cu file of the backend shares: the error
  * check, launch geometry, element addressing through cuda_geometry, and typed access by
  * ddpl_dtype. C++ (nvcc) only; the C side sees cuda_launch.h.
- * defines: cuda_check, cuda_blocks, CUDA_THREADS, cuda_offset_of, cuda_load, cuda_store,
- *          CUDA_DISPATCH_FLOAT. */
+ * defines: cuda_check, cuda_blocks, CUDA_THREADS, cuda_offset_of, cuda_load, store_as,
+ *          cuda_store, warp_sum, CUDA_DISPATCH_FLOAT. */
 #ifndef DDPL_CUDA_COMMON_CUH
 #define DDPL_CUDA_COMMON_CUH
 
@@ -69,14 +69,17 @@ __device__ static inline double cuda_load(const void *p, int dt, int64_t off)
     }
 }
 
-__device__ static inline void cuda_store(void *p, int dt, int64_t off, double v)
+/* Stores an accumulator into an element of dtype dt (the reductions' output dtype may differ
+ * from the input's: integer sums are int64). Integers never go through double, so int64 stays
+ * exact. */
+template <typename A> __device__ __forceinline__ void store_as(void *p, int dt, int64_t off, A v)
 {
     switch (dt) {
     case DDPL_FLOAT32:
         ((float *)p)[off] = (float)v;
         break;
     case DDPL_FLOAT64:
-        ((double *)p)[off] = v;
+        ((double *)p)[off] = (double)v;
         break;
     case DDPL_FLOAT16:
         ((__half *)p)[off] = __float2half((float)v);
@@ -88,15 +91,27 @@ __device__ static inline void cuda_store(void *p, int dt, int64_t off, double v)
         ((long long *)p)[off] = (long long)v;
         break;
     case DDPL_INT32:
-        ((int *)p)[off] = (int)v;
+        ((int *)p)[off] = (int)(long long)v;
         break;
     case DDPL_BOOL:
-        ((unsigned char *)p)[off] = v != 0;
+        ((unsigned char *)p)[off] = v != (A)0;
         break;
     default:
         ((unsigned char *)p)[off] = (unsigned char)(long long)v;
         break;
     }
+}
+
+__device__ static inline void cuda_store(void *p, int dt, int64_t off, double v)
+{
+    store_as<double>(p, dt, off, v);
+}
+
+/* Sum over the 32 lanes of a full warp; every lane gets the total (xor butterfly). */
+template <typename A> __device__ __forceinline__ A warp_sum(A v)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
 }
 
 /* Runs BODY with scalar_t bound to the C++ type of a floating ddpl_dtype (float, double,

@@ -1,7 +1,7 @@
 /* cuda/cuda_nn_util.cuh: device helpers shared by the norm, pool and optimizer kernels
  * (cuda_norm.cu, cuda_pool.cu, cuda_optim.cu): the accumulation type of each storage type with
  * its conversions, and warp/block sums.
- * defines: nn_num, warp_sum, block_sum, block_sum2, nn_fits_int.
+ * defines: nn_num, block_sum, block_sum2, nn_fits_int (warp_sum: cuda_common.cuh).
  *
  * Storage types are float, double, __half, __nv_bfloat16; the 16-bit types and float compute
  * in float, double stays double (nn_num<T>::acc). */
@@ -31,13 +31,6 @@ template <> struct nn_num<__nv_bfloat16> {
     static __device__ __forceinline__ float load(__nv_bfloat16 v) { return __bfloat162float(v); }
     static __device__ __forceinline__ __nv_bfloat16 store(float v) { return __float2bfloat16(v); }
 };
-
-/* Sum over the 32 lanes of a full warp; every lane gets the total (xor butterfly). */
-template <typename A> static __device__ __forceinline__ A warp_sum(A v)
-{
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 /* Sum over a 1-D block whose size is a multiple of 32 (<= 1024); every thread gets the total.
  * Every thread of the block must call it (it synchronises). The leading barrier lets a kernel

@@ -1,7 +1,8 @@
 /* cuda/cuda_typed.cuh: typed element helpers shared by the reduction, index and softmax kernels
  * (cuda_reduce.cu, cuda_index.cu, cuda_softmax.cu): accumulator types, exact conversions to and
  * from them, a dispatch over every ddpl dtype, and warp reductions. C++ (nvcc) only.
- * defines: acc_of, to_acc, from_acc, CUDA_DISPATCH_ALL, warp_sum, CUDA_WARP. */
+ * defines: acc_of, to_acc, from_acc, CUDA_DISPATCH_ALL, CUDA_WARP (store_as and warp_sum are
+ * in cuda_common.cuh). */
 #ifndef DDPL_CUDA_TYPED_CUH
 #define DDPL_CUDA_TYPED_CUH
 
@@ -57,39 +58,6 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, flo
     return __float2bfloat16(v);
 }
 
-/* Stores an accumulator into an element of dtype dt (the reductions' output dtype may differ
- * from the input's: integer sums are int64). Integers never go through double, so int64 stays
- * exact. */
-template <typename A> __device__ __forceinline__ void store_as(void *p, int dt, int64_t off, A v)
-{
-    switch (dt) {
-    case DDPL_FLOAT32:
-        ((float *)p)[off] = (float)v;
-        break;
-    case DDPL_FLOAT64:
-        ((double *)p)[off] = (double)v;
-        break;
-    case DDPL_FLOAT16:
-        ((__half *)p)[off] = __float2half((float)v);
-        break;
-    case DDPL_BFLOAT16:
-        ((__nv_bfloat16 *)p)[off] = __float2bfloat16((float)v);
-        break;
-    case DDPL_INT64:
-        ((long long *)p)[off] = (long long)v;
-        break;
-    case DDPL_INT32:
-        ((int *)p)[off] = (int)(long long)v;
-        break;
-    case DDPL_BOOL:
-        ((unsigned char *)p)[off] = v != (A)0;
-        break;
-    default:
-        ((unsigned char *)p)[off] = (unsigned char)(long long)v;
-        break;
-    }
-}
-
 /* Runs BODY with scalar_t bound to the C++ type of any ddpl dtype (bool as unsigned char). */
 #define CUDA_DISPATCH_ALL(dt, ELSE, ...)                                                           \
     switch (dt) {                                                                                  \
@@ -109,12 +77,5 @@ template <typename A> __device__ __forceinline__ void store_as(void *p, int dt, 
     default:                                                                                       \
         CUDA_DISPATCH_FLOAT(dt, ELSE, __VA_ARGS__)                                                 \
     }
-
-/* Sum over the 32 lanes of a full warp; every lane gets the result. */
-template <typename A> __device__ __forceinline__ A warp_sum(A v)
-{
-    for (int o = CUDA_WARP / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
 
 #endif
