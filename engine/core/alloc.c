@@ -1,5 +1,6 @@
 /* core/alloc.c: host memory and the registry of device memory providers.
- * defines: ddpl_register_allocator, ddpl_device_alloc/free/copy, ddpl_memory_allocated,
+ * defines: ddpl_register_allocator, ddpl_device_alloc/free/copy, ddpl_memory_account,
+ *          ddpl_memory_allocated,
  *          ddpl_memory_max_allocated, ddpl_memory_reset_peak, ddpl_set_oom_hook,
  *          ddpl_run_oom_hook. */
 #include <pthread.h>
@@ -149,13 +150,7 @@ void *ddpl_device_alloc(size_t nbytes, ddpl_device dev)
     const ddpl_allocator *a = ddpl_allocator_for(dev);
     if (!a) return NULL;
     void *p = a->alloc(nbytes, dev);
-    if (p) {
-        long long now =
-            atomic_fetch_add(&bytes_allocated[dev.type], (long long)nbytes) + (long long)nbytes;
-        long long peak = atomic_load(&peak_allocated[dev.type]);
-        while (now > peak && !atomic_compare_exchange_weak(&peak_allocated[dev.type], &peak, now))
-            ;
-    }
+    if (p) ddpl_memory_account(dev.type, (int64_t)nbytes);
     return p;
 }
 
@@ -163,7 +158,15 @@ void ddpl_device_free(void *p, size_t nbytes, ddpl_device dev)
 {
     if (!p) return;
     allocators[dev.type]->free(p, nbytes, dev);
-    atomic_fetch_sub(&bytes_allocated[dev.type], (long long)nbytes);
+    ddpl_memory_account(dev.type, -(int64_t)nbytes);
+}
+
+void ddpl_memory_account(ddpl_device_type type, int64_t delta)
+{
+    long long now = atomic_fetch_add(&bytes_allocated[type], (long long)delta) + (long long)delta;
+    long long peak = atomic_load(&peak_allocated[type]);
+    while (now > peak && !atomic_compare_exchange_weak(&peak_allocated[type], &peak, now))
+        ;
 }
 
 int ddpl_device_copy(void *dst, ddpl_device dst_dev, const void *src, ddpl_device src_dev,

@@ -1,6 +1,6 @@
 /* core/alloc.h: per-device-type memory providers.
  * defines: ddpl_allocator, ddpl_register_allocator, ddpl_device_alloc, ddpl_device_free,
- *          ddpl_set_oom_hook, ddpl_run_oom_hook.
+ *          ddpl_memory_account, ddpl_set_oom_hook, ddpl_run_oom_hook.
  *
  * The CPU provider lives here (64-byte aligned host memory); the CUDA backend registers its
  * caching allocator at start-up. Core code never includes CUDA headers. */
@@ -21,6 +21,10 @@ void ddpl_register_allocator(ddpl_device_type type, const ddpl_allocator *a);
 const ddpl_allocator *ddpl_allocator_for(ddpl_device dev); /* NULL with error if none */
 void *ddpl_device_alloc(size_t nbytes, ddpl_device dev);
 void ddpl_device_free(void *p, size_t nbytes, ddpl_device dev);
+/* Adds delta bytes to the device type's allocated tally (and its peak): device_alloc/free do it;
+ * memory a storage holds outside the providers (the DDP reducer's shared-memory buckets) is
+ * counted with it too, so memory_allocated and the Lua GC's pacing see it. */
+void ddpl_memory_account(ddpl_device_type type, int64_t delta);
 /* Copies raw bytes between any two devices (host included). */
 int ddpl_device_copy(void *dst, ddpl_device dst_dev, const void *src, ddpl_device src_dev,
                      size_t nbytes);

@@ -58,6 +58,8 @@ ddpl_work *pg_work_new(ddpl_pg *pg, const char *name, int nslots, int (*run)(ddp
     w->timeout_s = pg->timeout_s;
     w->nslots = nslots;
     w->slots = nslots ? ddpl_xcalloc((size_t)nslots, sizeof *w->slots) : NULL;
+    w->quiet = pg->quiet_next;
+    pg->quiet_next = false;
     pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -96,6 +98,7 @@ void ddpl_work_release(ddpl_work *w)
     if (!w || atomic_fetch_sub(&w->refcount, 1) != 1) return;
     if (w->nccl) nccl_work_release(w); /* before the tensors go */
     work_drop_args(w);
+    ddpl_shm_buffer_free(w->made);
     free(w->error);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
@@ -138,9 +141,40 @@ void pg_work_finish(ddpl_work *w, const char *error)
     pthread_mutex_unlock(&w->mu);
 }
 
+static void lane_run(ddpl_pg *pg, ddpl_work *w);
+
+/* The waiter runs w itself when w is next in its lane and nothing of the lane is running: it
+ * would only sleep until the lane's thread had done the same, and handing the work over and back
+ * costs two thread switches (tens of microseconds: a DDP step of a small model pays them on its
+ * last bucket). The lane's thread may wake meanwhile; it finds the lane busy and sleeps again. */
+static void run_if_next(ddpl_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    pg_lane *ln = w->done ? NULL : w->lane;
+    ddpl_pg *pg = w->pg;
+    pthread_mutex_unlock(&w->mu);
+    if (!ln) return;
+    pthread_mutex_lock(&ln->mu);
+    bool mine = ln->head == w && !ln->busy;
+    if (mine) {
+        ln->head = w->next;
+        if (!ln->head) ln->tail = NULL;
+        ln->busy = true;
+    }
+    pthread_mutex_unlock(&ln->mu);
+    if (!mine) return;
+    lane_run(pg, w);
+    pthread_mutex_lock(&ln->mu);
+    ln->busy = false;
+    if (ln->head) pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&ln->mu);
+    ddpl_work_release(w); /* the lane's reference */
+}
+
 int ddpl_work_wait(ddpl_work *w, double timeout_s)
 {
-    if (w->nccl) return nccl_work_wait(w, timeout_s);   /* orders the compute stream instead */
+    if (w->nccl) return nccl_work_wait(w, timeout_s); /* orders the compute stream instead */
+    run_if_next(w);
     if (timeout_s < 0) timeout_s = w->timeout_s + 10.0; /* the operation times out first */
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -168,8 +202,20 @@ bool ddpl_work_is_completed(ddpl_work *w)
     if (w->nccl) nccl_work_poll(w);
     pthread_mutex_lock(&w->mu);
     bool d = w->done;
+    pg_lane *ln = w->quiet && !d ? w->lane : NULL;
     pthread_mutex_unlock(&w->mu);
+    if (ln) {
+        /* queued quietly, then polled instead of waited for: let the lane's thread run it */
+        pthread_mutex_lock(&ln->mu);
+        pthread_cond_signal(&ln->cv);
+        pthread_mutex_unlock(&ln->mu);
+    }
     return d;
+}
+
+void ddpl_pg_wait_follows(ddpl_pg *pg)
+{
+    pg->quiet_next = true;
 }
 
 const char *ddpl_work_error(ddpl_work *w)
@@ -211,6 +257,7 @@ static int lane_start(ddpl_pg *pg, pg_lane *ln)
 ddpl_work *pg_lane_push(pg_lane *ln, ddpl_work *w)
 {
     ddpl_work_retain(w);
+    w->lane = ln;
     pthread_mutex_lock(&ln->mu);
     w->next = NULL;
     if (ln->tail)
@@ -218,9 +265,38 @@ ddpl_work *pg_lane_push(pg_lane *ln, ddpl_work *w)
     else
         ln->head = w;
     ln->tail = w;
-    pthread_cond_signal(&ln->cv);
+    if (!w->quiet) pthread_cond_signal(&ln->cv);
     pthread_mutex_unlock(&ln->mu);
     return w;
+}
+
+/* Runs w (taken off its lane by the caller) and completes it. */
+static void lane_run(ddpl_pg *pg, ddpl_work *w)
+{
+    char msg[1024];
+    const char *error = NULL;
+    pthread_mutex_lock(&pg->broken_mu);
+    bool broken = pg->broken != NULL;
+    if (broken)
+        snprintf(msg, sizeof msg, "%s: the process group is unusable after an earlier failure (%s)",
+                 w->name, pg->broken);
+    pthread_mutex_unlock(&pg->broken_mu);
+    if (broken) {
+        error = msg;
+    } else if (w->run(w) < 0) {
+        const char *e = ddpl_last_error();
+        /* messages of the backend do not name the API call: prefix it */
+        size_t n = strlen(w->name);
+        if (strncmp(e, w->name, n) == 0 && e[n] == ':')
+            snprintf(msg, sizeof msg, "%s", e);
+        else
+            snprintf(msg, sizeof msg, "%s: %s (rank %d of %d)", w->name, e, pg->rank, pg->size);
+        error = msg;
+        pthread_mutex_lock(&pg->broken_mu);
+        if (!pg->broken && !w->harmless) pg->broken = xstrdup(msg);
+        pthread_mutex_unlock(&pg->broken_mu);
+    }
+    pg_work_finish(w, error);
 }
 
 /* Runs queued work until stopped and drained. */
@@ -228,43 +304,22 @@ static void *lane_main(void *arg)
 {
     lane_arg a = *(lane_arg *)arg;
     free(arg);
-    char msg[1024];
     for (;;) {
         pthread_mutex_lock(&a.ln->mu);
-        while (!a.ln->head && !a.ln->stop) pthread_cond_wait(&a.ln->cv, &a.ln->mu);
+        while ((!a.ln->head || a.ln->busy) && !(a.ln->stop && !a.ln->head))
+            pthread_cond_wait(&a.ln->cv, &a.ln->mu);
         ddpl_work *w = a.ln->head;
         if (w) {
             a.ln->head = w->next;
             if (!a.ln->head) a.ln->tail = NULL;
+            a.ln->busy = true;
         }
         pthread_mutex_unlock(&a.ln->mu);
         if (!w) break;
-
-        const char *error = NULL;
-        pthread_mutex_lock(&a.pg->broken_mu);
-        bool broken = a.pg->broken != NULL;
-        if (broken)
-            snprintf(msg, sizeof msg,
-                     "%s: the process group is unusable after an earlier failure (%s)", w->name,
-                     a.pg->broken);
-        pthread_mutex_unlock(&a.pg->broken_mu);
-        if (broken) {
-            error = msg;
-        } else if (w->run(w) < 0) {
-            const char *e = ddpl_last_error();
-            /* messages of the backend do not name the API call: prefix it */
-            size_t n = strlen(w->name);
-            if (strncmp(e, w->name, n) == 0 && e[n] == ':')
-                snprintf(msg, sizeof msg, "%s", e);
-            else
-                snprintf(msg, sizeof msg, "%s: %s (rank %d of %d)", w->name, e, a.pg->rank,
-                         a.pg->size);
-            error = msg;
-            pthread_mutex_lock(&a.pg->broken_mu);
-            if (!a.pg->broken && !w->harmless) a.pg->broken = xstrdup(msg);
-            pthread_mutex_unlock(&a.pg->broken_mu);
-        }
-        pg_work_finish(w, error);
+        lane_run(a.pg, w);
+        pthread_mutex_lock(&a.ln->mu);
+        a.ln->busy = false;
+        pthread_mutex_unlock(&a.ln->mu);
         ddpl_work_release(w);
     }
     return NULL;

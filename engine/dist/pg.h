@@ -87,6 +87,13 @@ ddpl_store *ddpl_pg_store(ddpl_pg *pg); /* borrowed; valid until ddpl_pg_free */
 
 /* In place on t. */
 ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op);
+/* Sum over the ranks of factor * t, in place (floating dtypes): each rank's values are
+ * multiplied by factor before they are summed, as the DDP reducer divides every gradient by the
+ * world size before its allreduce (PyTorch's order of rounding, and no overflow from the sum of
+ * large values). On a shared buffer (ddpl_pg_shared_zeros) the multiply happens inside the
+ * reduction; otherwise t is scaled in place first (an ordinary op, on the caller's thread or the
+ * CUDA compute stream), then all-reduced. */
+ddpl_work *ddpl_pg_allreduce_prescaled(ddpl_pg *pg, ddpl_tensor *t, double factor);
 /* t of rank src overwrites t on every rank. */
 ddpl_work *ddpl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src);
 /* outs[r] (size tensors of t's shape and dtype) receives rank r's t. */
@@ -100,6 +107,25 @@ ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in
 ddpl_work *ddpl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst);
 ddpl_work *ddpl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src);
 ddpl_work *ddpl_pg_barrier(ddpl_pg *pg);
+
+/* A zero-filled 1-D CPU tensor of numel elements of dt, meant to be all-reduced over and over
+ * (the DDP reducer's buckets). When the group reduces through shared memory it lives in memory
+ * every rank maps, and ddpl_pg_allreduce of it (or of a contiguous part of it) runs in place
+ * without staging copies; then every rank must reduce the same part of its own buffer of the
+ * same creation (checked). Otherwise (ranks on several machines, DDPLUA_SHM=0, backend nccl)
+ * it is an ordinary CPU tensor. Collective: every rank calls it with the same arguments, in the
+ * same order as its other collectives; blocks until it is made. NULL with the error set on failure.
+ */
+ddpl_tensor *ddpl_pg_shared_zeros(ddpl_pg *pg, int64_t numel, ddpl_dtype dt);
+
+/* Says that the caller will wait for the next operation it issues on pg right away (the DDP
+ * reducer's last bucket). It is then queued without waking the group's thread, and
+ * ddpl_work_wait runs it on the caller's thread (unless earlier work is still running, after
+ * which the group's thread goes on to it): handing it to another thread and back costs two thread
+ * switches, and on a busy machine the woken thread takes the caller's core meanwhile. A work
+ * queued so is still run by the group's thread when another collective is issued after it, when
+ * the group is freed, or when ddpl_work_is_completed polls it. */
+void ddpl_pg_wait_follows(ddpl_pg *pg);
 
 /* Blocks until the work is done or timeout_s passes (< 0: the group's timeout plus a margin,
  * since the operation itself is bounded by it). 0 on success; -1 with the error set when the

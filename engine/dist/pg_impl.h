@@ -34,6 +34,8 @@ struct ddpl_work {
     int (*run)(ddpl_work *w);
     ddpl_pg *pg; /* valid until the work completes (ddpl_pg_free drains the lanes first) */
     ddpl_reduce_op op;
+    bool prescaled; /* allreduce: each rank's values are multiplied by factor before the sum */
+    double factor;
     int peer;
     pg_slot *slots;
     int nslots;
@@ -50,20 +52,27 @@ struct ddpl_work {
     ddpl_nccl *nccl;
     void *done_event;
     bool ordered;
-    bool host_sync; /* barrier: wait blocks the host until the event completes */
+    bool host_sync;        /* barrier: wait blocks the host until the event completes */
+    ddpl_shm_buffer *made; /* ddpl_pg_shared_zeros: the buffer created, until the caller takes it */
     pthread_mutex_t mu;
     pthread_cond_t cv; /* CLOCK_MONOTONIC */
     bool done;
     char *error;
-    ddpl_work *next; /* queue link */
+    ddpl_work *next;      /* queue link */
+    struct pg_lane *lane; /* where it was queued (Gloo operations) */
+    bool quiet;           /* queued without waking the lane's thread (ddpl_pg_wait_follows) */
 };
 
+/* A FIFO of work and the thread that runs it. busy: an item is running, on the lane's thread or
+ * on a caller that took the head item to run it itself (ddpl_work_wait): nobody else may start
+ * one meanwhile, so items still run one at a time in issue order. */
 typedef struct pg_lane {
     pthread_t thread;
     bool started;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     ddpl_work *head, *tail;
+    bool busy;
     bool stop;
 } pg_lane;
 
@@ -78,7 +87,8 @@ struct ddpl_pg {
      * lane has posted the payload, which must not queue behind our own sends (deadlock) */
     pg_lane coll, send, recv;
     pthread_mutex_t broken_mu;
-    char *broken; /* first runtime failure; later operations fail with it */
+    char *broken;    /* first runtime failure; later operations fail with it */
+    bool quiet_next; /* ddpl_pg_wait_follows: the next work item is queued quietly */
 };
 
 /* A new work item (one reference, for the caller) with nslots empty tensor slots; run executes

@@ -1,13 +1,15 @@
 /* dist/pg_ops.c: the operations of a process group: argument checks, reduction kernels, and
  * what each collective and point-to-point call runs on its lane.
- * defines: ddpl_reduce_op_name/parse, ddpl_pg_allreduce, ddpl_pg_broadcast, ddpl_pg_allgather,
+ * defines: ddpl_reduce_op_name/parse, ddpl_pg_allreduce, ddpl_pg_allreduce_prescaled,
+ *          ddpl_pg_broadcast, ddpl_pg_allgather,
  *          ddpl_pg_allgather_into, ddpl_pg_reduce_scatter, ddpl_pg_send, ddpl_pg_recv,
- *          ddpl_pg_barrier (pg.h).
+ *          ddpl_pg_barrier, ddpl_pg_shared_zeros (pg.h).
  *
  * Issuing checks everything it can locally (device, dtype, shapes, ranks) and queues a work item;
  * the run_* functions execute on the group's lane threads through the Gloo face (gloo_pg.h).
  * A group of backend nccl shares the shape and rank checks, then hands the operation to
  * nccl_pg.c (the device and dtype checks are the backend's: nccl_check_tensor). */
+#include "core/alloc.h"
 #include "dist/pg_impl.h"
 
 /* ---------------------------------------------------------------- reduction kernels ---- */
@@ -30,6 +32,20 @@
 DEFINE_REDUCES(f32, float)
 DEFINE_REDUCES(f64, double)
 DEFINE_REDUCES(i64, int64_t)
+
+static void scale_f32(void *out_, const void *in_, size_t n, double factor)
+{
+    float *out = out_, f = (float)factor; /* float32 * 0-dim float64 computes in float32 */
+    const float *in = in_;
+    for (size_t i = 0; i < n; i++) out[i] = in[i] * f;
+}
+
+static void scale_f64(void *out_, const void *in_, size_t n, double factor)
+{
+    double *out = out_;
+    const double *in = in_;
+    for (size_t i = 0; i < n; i++) out[i] = in[i] * factor;
+}
 
 /* [dtype][op]; AVG reduces with SUM and divides afterwards (Gloo has no average). */
 static ddpl_reduce_fn reduce_fn(ddpl_dtype dt, ddpl_reduce_op op)
@@ -139,12 +155,34 @@ static int gather_bytes(ddpl_pg *pg, const void *in, void *out, size_t nbytes)
     return ddpl_gloo_allgather(pg->gloo, in, out, nbytes);
 }
 
+static void release_shared(void *data, void *buffer)
+{
+    (void)data;
+    ddpl_memory_account(DDPL_CPU, -(int64_t)ddpl_shm_buffer_nbytes(buffer));
+    ddpl_shm_buffer_free(buffer);
+}
+
+/* A contiguous part of a shared buffer, on a group that reduces through shared memory. */
+static bool is_shared(const ddpl_pg *pg, const ddpl_tensor *t)
+{
+    return pg->shm && t->storage->deleter == release_shared && ddpl_tensor_is_contiguous(t);
+}
+
 static int run_allreduce(ddpl_work *w)
 {
     ddpl_tensor *t = w->slots[0].t;
     ddpl_dtype dt = (ddpl_dtype)t->dtype;
     int64_t n = ddpl_tensor_numel(t);
-    if (allreduce_buffer(w->pg, w->slots[0].data, (size_t)n, dt, w->op) < 0) return -1;
+    size_t es = ddpl_dtype_size(dt);
+    /* only a shared buffer is prescaled here; ddpl_pg_allreduce_prescaled scales others first */
+    ddpl_scale_fn scale = !w->prescaled ? NULL : dt == DDPL_FLOAT32 ? scale_f32 : scale_f64;
+    int rc;
+    if (is_shared(w->pg, t))
+        rc = ddpl_shm_buffer_allreduce(w->pg->shm, t->storage->deleter_ctx, (size_t)t->offset * es,
+                                       (size_t)n, es, reduce_fn(dt, w->op), scale, w->factor);
+    else
+        rc = allreduce_buffer(w->pg, w->slots[0].data, (size_t)n, dt, w->op);
+    if (rc < 0) return -1;
     if (w->op == DDPL_REDUCE_AVG) divide_by(w->slots[0].data, dt, n, w->pg->size);
     return 0;
 }
@@ -159,6 +197,29 @@ ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
     w->op = op;
     pg_work_slot(w, 0, t, true, true);
     return pg_lane_push(&pg->coll, w);
+}
+
+ddpl_work *ddpl_pg_allreduce_prescaled(ddpl_pg *pg, ddpl_tensor *t, double factor)
+{
+    if (check_tensor(pg, "all_reduce", "the tensor", t, true) < 0) return NULL;
+    ddpl_dtype dt = (ddpl_dtype)t->dtype;
+    if (dt != DDPL_FLOAT32 && dt != DDPL_FLOAT64) {
+        ddpl_error("all_reduce: a prescaled sum needs float32 or float64, got %s",
+                   ddpl_dtype_name(dt));
+        return NULL;
+    }
+    if (!pg->nccl && is_shared(pg, t)) {
+        ddpl_work *w = pg_work_new(pg, "all_reduce", 1, run_allreduce);
+        w->op = DDPL_REDUCE_SUM;
+        w->prescaled = true;
+        w->factor = factor;
+        pg_work_slot(w, 0, t, true, true);
+        return pg_lane_push(&pg->coll, w);
+    }
+    ddpl_tensor *f = ddpl_scalar(factor, DDPL_FLOAT64, t->device);
+    int rc = f ? ddpl_mul_(t, f) : -1;
+    ddpl_tensor_release(f);
+    return rc < 0 ? NULL : ddpl_pg_allreduce(pg, t, DDPL_REDUCE_SUM);
 }
 
 static int run_broadcast(ddpl_work *w)
@@ -388,4 +449,29 @@ ddpl_work *ddpl_pg_barrier(ddpl_pg *pg)
 {
     if (pg->nccl) return nccl_pg_barrier(pg);
     return pg_lane_push(&pg->coll, pg_work_new(pg, "barrier", 0, run_barrier));
+}
+
+static int run_shared_zeros(ddpl_work *w)
+{
+    return ddpl_shm_buffer_new(w->pg->shm, w->nbytes, &w->made);
+}
+
+ddpl_tensor *ddpl_pg_shared_zeros(ddpl_pg *pg, int64_t numel, ddpl_dtype dt)
+{
+    if (numel < 0) {
+        ddpl_error("shared_zeros: negative size %lld", (long long)numel);
+        return NULL;
+    }
+    if (!pg->shm) return ddpl_zeros(1, &numel, dt, ddpl_cpu());
+    ddpl_work *w = pg_work_new(pg, "shared_zeros", 0, run_shared_zeros);
+    w->nbytes = (size_t)numel * ddpl_dtype_size(dt);
+    pg_lane_push(&pg->coll, w);
+    int rc = ddpl_work_wait(w, -1);
+    ddpl_shm_buffer *b = w->made;
+    w->made = NULL;
+    ddpl_work_release(w);
+    if (rc < 0) return NULL;
+    if (!b) return ddpl_zeros(1, &numel, dt, ddpl_cpu()); /* some rank had no room in /dev/shm */
+    ddpl_memory_account(DDPL_CPU, (int64_t)ddpl_shm_buffer_nbytes(b));
+    return ddpl_from_blob(ddpl_shm_buffer_data(b), 1, &numel, dt, release_shared, b);
 }

@@ -160,7 +160,10 @@ static int buckets_build(ddpl_reducer *r, const int *order)
             bk->offsets[i] = total;
             total += ddpl_tensor_numel(r->params[bk->params[i]]);
         }
-        bk->flat = ddpl_zeros(1, &total, (ddpl_dtype)p0->dtype, p0->device);
+        /* CPU buckets in memory the other ranks on this machine map: allreduce runs in place */
+        bk->flat = p0->device.type == DDPL_CPU
+                       ? ddpl_pg_shared_zeros(r->pg, total, (ddpl_dtype)p0->dtype)
+                       : ddpl_zeros(1, &total, (ddpl_dtype)p0->dtype, p0->device);
         if (!bk->flat) return -1;
         for (int i = 0; i < bk->n; i++) {
             ddpl_tensor *p = r->params[bk->params[i]];
@@ -211,7 +214,8 @@ static int launch(ddpl_reducer *r, int b)
     k->t_start = now();
     switch (r->comm) {
     case DDPL_COMM_ALLREDUCE:
-        k->work = ddpl_pg_allreduce(r->pg, k->flat, DDPL_REDUCE_SUM);
+        k->work = r->world > 1 ? ddpl_pg_allreduce_prescaled(r->pg, k->flat, 1.0 / r->world)
+                               : ddpl_pg_allreduce(r->pg, k->flat, DDPL_REDUCE_SUM);
         break;
     case DDPL_COMM_FP16:
     case DDPL_COMM_BF16: {
@@ -367,19 +371,26 @@ static int mark_ready(ddpl_reducer *r, int p)
     r->ready[p] = true;
     r->n_ready_params++;
     if (!r->finished_once && !r->rebuilt) r->order[r->n_order++] = p;
+    /* Every gradient is divided by the world size before it is summed, as in PyTorch. For the
+     * plain allreduce the group does it inside the reduction (ddpl_pg_allreduce_prescaled: no
+     * pass of its own on shared buckets); the compression hooks get pre-divided values (so the
+     * 16-bit sum does not overflow), here, while copying; a custom hook averages itself. */
+    bool divide = (r->comm == DDPL_COMM_FP16 || r->comm == DDPL_COMM_BF16) && r->world > 1;
     ddpl_tensor *g = param->grad;
     if (!g) {
         if (ddpl_zero_(v) < 0) return -1;
     } else if (!is_view_of(g, v)) {
-        if (ddpl_copy_(v, g) < 0) return -1;
+        if ((divide ? ddpl_mul_out(v, g, r->inv_world) : ddpl_copy_(v, g)) < 0) return -1;
         if (r->cfg.grad_as_bucket_view && ddpl_tensor_set_grad(param, v) < 0) return -1;
+    } else if (divide && ddpl_mul_(v, r->inv_world) < 0) {
+        return -1;
     }
-    /* a custom hook does its own averaging, as in PyTorch */
-    if (r->comm != DDPL_COMM_CUSTOM && r->world > 1 && ddpl_mul_(v, r->inv_world) < 0) return -1;
     bucket *k = &r->buckets[r->bucket_of[p]];
     if (--k->pending == 0) k->t_ready = now();
     poll_done(r);
     while (r->next_launch < r->nb && r->buckets[r->next_launch].pending == 0) {
+        /* finalize waits for the last bucket at once: run it on this thread */
+        if (r->next_launch == r->nb - 1) ddpl_pg_wait_follows(r->pg);
         if (launch(r, r->next_launch) < 0) return -1;
         r->next_launch++;
     }

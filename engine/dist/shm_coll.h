@@ -1,6 +1,6 @@
 /* dist/shm_coll.h: collectives through shared memory for a group whose ranks share one machine.
  * defines: ddpl_shm, ddpl_shm_connect, ddpl_shm_allreduce, ddpl_shm_broadcast,
- *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_free.
+ *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_free, ddpl_shm_buffer and its calls.
  *
  * Gloo moves every byte through TCP loopback and two threads per message; ranks on one machine
  * can instead reduce straight out of a shared mapping (as NCCL's and oneCCL's shm transports
@@ -30,5 +30,31 @@ int ddpl_shm_allgather(ddpl_shm *s, const void *in, void *out, size_t nbytes);
 /* Returns once every rank has called it; 0, or -1 with the error set after the timeout. */
 int ddpl_shm_barrier(ddpl_shm *s);
 void ddpl_shm_free(ddpl_shm *s);
+
+/* A buffer every rank of the group can read and write: each rank's part lives in a segment of its
+ * own that all ranks map, so an allreduce of it runs in place (no copy into and out of the
+ * group's staging buffers): rank r sums its share of the elements across all parts and writes
+ * the sums into every part. The DDP reducer keeps its buckets in these. */
+typedef struct ddpl_shm_buffer ddpl_shm_buffer;
+
+/* Collective: every rank calls it with the same nbytes, in the same order as its other
+ * collectives. 0 with *out a zero-filled buffer, or with *out NULL (no error) when some rank
+ * could not create or map its part (the same on every rank: then nobody uses one); -1 with the
+ * error set when a peer stopped participating. */
+int ddpl_shm_buffer_new(ddpl_shm *s, size_t nbytes, ddpl_shm_buffer **out);
+void *ddpl_shm_buffer_data(const ddpl_shm_buffer *b); /* this rank's part */
+size_t ddpl_shm_buffer_nbytes(const ddpl_shm_buffer *b);
+/* out[i] = in[i] * factor for n elements of the scaled dtype. */
+typedef void (*ddpl_scale_fn)(void *out, const void *in, size_t n, double factor);
+
+/* In place on count elements of elsize bytes at byte offset `offset` of every rank's part: every
+ * rank must pass the same buffer, offset and count (checked: a mismatch is an error, not a wrong
+ * sum). With scale (else NULL), each rank's values are multiplied by factor before they are
+ * reduced, as if every rank had scaled its part first, without a pass of its own. 0, or -1 with
+ * the error set. */
+int ddpl_shm_buffer_allreduce(ddpl_shm *s, ddpl_shm_buffer *b, size_t offset, size_t count,
+                              size_t elsize, ddpl_reduce_fn fn, ddpl_scale_fn scale, double factor);
+/* Unmaps this rank's view of every part; the others keep theirs. NULL is fine. */
+void ddpl_shm_buffer_free(ddpl_shm_buffer *b);
 
 #endif

@@ -1,6 +1,6 @@
 /* ops/pointwise_inplace.c: the in-place arithmetic ops (optimizer updates, gradient
  * accumulation).
- * defines: ddpl_add_, ddpl_mul_, ddpl_div_, ddpl_clamp_.
+ * defines: ddpl_add_, ddpl_mul_, ddpl_div_, ddpl_clamp_, ddpl_mul_out.
  *
  * Rules, as PyTorch: only the right operand broadcasts (to x's shape); the result dtype must be
  * castable to x's dtype (no float result into an integer tensor); x may have any strides but
@@ -52,6 +52,25 @@ static bool same_elements(const ddpl_tensor *x, const ddpl_tensor *yv)
     return true;
 }
 
+/* out <- kop(ins...) computed in dtype `compute` (ins are prepared kernel inputs of out's
+ * shape); bumps out's version. */
+static int run_into(ddpl_op kop, ddpl_tensor *out, ddpl_dtype compute, ddpl_tensor **ins,
+                    const void *params)
+{
+    int rc;
+    if (compute == out->dtype) {
+        rc = ddpl_run_kernel(kop, out->device, &out, ins, params);
+    } else {
+        /* compute in the wider dtype, then convert into out */
+        ddpl_tensor *tmp = ddpl_tensor_new(out->ndim, out->sizes, compute, out->device);
+        rc = tmp ? ddpl_run_kernel(kop, out->device, &tmp, ins, params) : -1;
+        if (rc == 0) rc = ddpl_run_kernel(DDPL_OP_COPY, out->device, &out, &tmp, NULL);
+        ddpl_tensor_release(tmp);
+    }
+    if (rc == 0) ddpl_storage_bump_version(out->storage);
+    return rc;
+}
+
 /* x <- kop(x, inputs...) computed in dtype `compute`; the inputs other than x are given as
  * prepared kernel inputs (nin of them, after x). */
 static int write_into(ddpl_op kop, ddpl_tensor *x, ddpl_dtype compute, int nin,
@@ -62,18 +81,8 @@ static int write_into(ddpl_op kop, ddpl_tensor *x, ddpl_dtype compute, int nin,
     if (kin_prepare(&kx, x, compute, x->device, x->ndim, x->sizes) < 0) return -1;
     ins[0] = &kx.hdr;
     for (int i = 0; i < nin; i++) ins[i + 1] = &others[i].hdr;
-    int rc;
-    if (compute == x->dtype) {
-        rc = ddpl_run_kernel(kop, x->device, &x, ins, params);
-    } else {
-        /* compute in the wider dtype, then convert into x */
-        ddpl_tensor *tmp = ddpl_tensor_new(x->ndim, x->sizes, compute, x->device);
-        rc = tmp ? ddpl_run_kernel(kop, x->device, &tmp, ins, params) : -1;
-        if (rc == 0) rc = ddpl_run_kernel(DDPL_OP_COPY, x->device, &x, &tmp, NULL);
-        ddpl_tensor_release(tmp);
-    }
+    int rc = run_into(kop, x, compute, ins, params);
     kin_release(&kx);
-    if (rc == 0) ddpl_storage_bump_version(x->storage);
     return rc;
 }
 
@@ -132,4 +141,33 @@ int ddpl_clamp_(ddpl_tensor *x, bool has_min, double min, bool has_max, double m
     if (pw_clamp_dtype("clamp_", x, &p, &dt) < 0 || check_target("clamp_", x, NULL, dt) < 0)
         return -1;
     return write_into(DDPL_OP_CLAMP, x, dt, 0, NULL, &p);
+}
+
+/* One pass where mul then copy_ would take two: the DDP reducer divides each gradient by the
+ * world size while copying it into its bucket, as PyTorch's reducer does with at::mul_out. */
+int ddpl_mul_out(ddpl_tensor *out, ddpl_tensor *x, ddpl_tensor *y)
+{
+    const char *op = "mul_out";
+    ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(x, y));
+    if (check_target(op, out, x, dt) < 0 || check_target(op, out, y, dt) < 0) return -1;
+    if (ddpl_is_grad_enabled() && (x->requires_grad || y->requires_grad))
+        return ddpl_error("%s: the operands require grad, and writing into an existing tensor "
+                          "does not record autograd history; use mul, or wrap in ddpl.no_grad",
+                          op);
+    kernel_input k[2];
+    if (kin_prepare(&k[0], x, dt, out->device, out->ndim, out->sizes) < 0) return -1;
+    if (kin_prepare(&k[1], y, dt, out->device, out->ndim, out->sizes) < 0) {
+        kin_release(&k[0]);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < 2; i++)
+        if (k[i].hdr.storage == out->storage && !same_elements(out, &k[i].hdr))
+            rc = ddpl_error("%s: operand %d overlaps the output in a different arrangement", op,
+                            i + 1);
+    ddpl_tensor *ins[2] = {&k[0].hdr, &k[1].hdr};
+    if (rc == 0) rc = run_into(DDPL_OP_MUL, out, dt, ins, NULL);
+    kin_release(&k[0]);
+    kin_release(&k[1]);
+    return rc;
 }

@@ -3,17 +3,30 @@
  * int64 view), broadcast and barrier; argument errors come back as NULL with a message; and when
  * one rank goes away, the other's collective fails within the timeout (no hang) and every later
  * one fails at once, naming the earlier failure. Both allreduce paths run: shared memory (the
- * default for ranks on one machine) and Gloo (DDPLUA_SHM=0).
+ * default for ranks on one machine) and Gloo (DDPLUA_SHM=0). Shared buffers (the reducer's
+ * buckets) reduce in place with the prescaled sum's exact rounding, in part or whole; ranks that
+ * disagree on what they reduce get an error; a rank without room for its part makes every rank
+ * fall back to ordinary memory; a waiter may run queued work itself, and the order
+ * of the work is kept.
  * defines: main. */
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check.h"
 #include "core/core.h"
 #include "dist/pg.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
 
 static int free_port(void)
 {
@@ -30,6 +43,106 @@ static int free_port(void)
 static double at(ddpl_tensor *t, int64_t i)
 {
     return ddpl_load_f64(ddpl_data_ptr(t) + i * (int64_t)ddpl_dtype_size(t->dtype), t->dtype);
+}
+
+/* (float)(a * f) + (float)(b * f), each product rounded on its own, as pre-dividing each rank's
+ * values and then summing them does */
+static float prescaled_sum(float a, float b, float f)
+{
+    volatile float pa = a * f, pb = b * f; /* no fused multiply-add */
+    return pa + pb;
+}
+
+/* rank r's value at i, rounded once (no fused multiply-add either) */
+static float value_at(int64_t i, int rank)
+{
+    volatile float p = 0.1f * (float)i;
+    return p + (float)rank;
+}
+
+/* ddpl_pg_shared_zeros + ddpl_pg_allreduce_prescaled: in place through shared memory (or an
+ * ordinary tensor and Gloo, with DDPLUA_SHM=0), the same values either way. */
+static void check_shared_buffers(ddpl_pg *pg, int rank)
+{
+    int64_t n = 3001; /* not a multiple of a cache line of floats: an uneven split */
+    int64_t before = ddpl_memory_allocated(DDPL_CPU);
+    ddpl_tensor *s = ddpl_pg_shared_zeros(pg, n, DDPL_FLOAT32);
+    CHECK(s != NULL && s->dtype == DDPL_FLOAT32 && ddpl_tensor_numel(s) == n);
+    if (!s) return;
+    CHECK(ddpl_memory_allocated(DDPL_CPU) - before >= n * 4); /* counted like any storage */
+    float *d = (float *)ddpl_data_ptr(s);
+    bool zero = true;
+    for (int64_t i = 0; i < n; i++) zero = zero && d[i] == 0.0f;
+    CHECK(zero);
+    /* a third: not a power of two, so pre-dividing and dividing the sum round differently */
+    float third = (float)(1.0 / 3.0);
+    for (int64_t i = 0; i < n; i++) d[i] = value_at(i, rank);
+    ddpl_work *w = ddpl_pg_allreduce_prescaled(pg, s, 1.0 / 3.0);
+    CHECK(w && ddpl_work_wait(w, -1) == 0);
+    ddpl_work_release(w);
+    bool exact = true;
+    for (int64_t i = 0; i < n; i++)
+        exact = exact && d[i] == prescaled_sum(value_at(i, 0), value_at(i, 1), third);
+    CHECK(exact);
+
+    /* a part of it: only that part changes */
+    for (int64_t i = 0; i < n; i++) d[i] = (float)(rank + 1);
+    ddpl_tensor *part = ddpl_narrow(s, 0, 100, 1000);
+    w = ddpl_pg_allreduce(pg, part, DDPL_REDUCE_SUM);
+    CHECK(w && ddpl_work_wait(w, -1) == 0);
+    ddpl_work_release(w);
+    CHECK(d[99] == (float)(rank + 1) && d[100] == 3.0f && d[1099] == 3.0f &&
+          d[1100] == (float)(rank + 1));
+
+    /* a second buffer, float64: separate memory, reduced independently */
+    ddpl_tensor *s2 = ddpl_pg_shared_zeros(pg, 5, DDPL_FLOAT64);
+    CHECK(s2 && ddpl_data_ptr(s2) != ddpl_data_ptr(s));
+    if (s2) {
+        double *e = (double *)ddpl_data_ptr(s2);
+        for (int i = 0; i < 5; i++) e[i] = rank ? 3.0 : 1.0;
+        w = ddpl_pg_allreduce_prescaled(pg, s2, 0.5);
+        CHECK(w && ddpl_work_wait(w, -1) == 0);
+        ddpl_work_release(w);
+        CHECK(e[0] == 2.0 && e[4] == 2.0);
+    }
+    /* the prescaled sum takes floating dtypes only */
+    ddpl_tensor *i64 = ddpl_zeros(1, &n, DDPL_INT64, ddpl_cpu());
+    CHECK(ddpl_pg_allreduce_prescaled(pg, i64, 0.5) == NULL);
+    CHECK(strstr(ddpl_last_error(), "needs float32 or float64, got int64") != NULL);
+    ddpl_tensor_release(i64);
+    ddpl_tensor_release(part);
+    ddpl_tensor_release(s2);
+    ddpl_tensor_release(s);
+    CHECK(ddpl_memory_allocated(DDPL_CPU) == before);
+}
+
+/* Waiting runs queued work on the waiting thread when the group's thread is idle; work still
+ * completes in issue order, whichever handle is waited for first, and work queued with
+ * ddpl_pg_wait_follows is run when it is only polled. */
+static void check_wait_runs_queued_work(ddpl_pg *pg, int rank)
+{
+    int64_t n = 64;
+    ddpl_tensor *t[3];
+    ddpl_work *w[3];
+    for (int k = 0; k < 3; k++) {
+        t[k] = ddpl_full(1, &n, (double)(rank + 1) * (k + 1), DDPL_FLOAT64, ddpl_cpu());
+        w[k] = ddpl_pg_allreduce(pg, t[k], DDPL_REDUCE_SUM);
+        CHECK(w[k] != NULL);
+    }
+    for (int k = 2; k >= 0; k--) CHECK(w[k] && ddpl_work_wait(w[k], -1) == 0);
+    for (int k = 0; k < 3; k++) {
+        CHECK(at(t[k], 0) == 3.0 * (k + 1) && at(t[k], n - 1) == 3.0 * (k + 1));
+        ddpl_work_release(w[k]);
+    }
+    ddpl_pg_wait_follows(pg);
+    ddpl_work *q = ddpl_pg_allreduce(pg, t[0], DDPL_REDUCE_SUM);
+    CHECK(q != NULL);
+    double t0 = now_s();
+    while (q && !ddpl_work_is_completed(q) && now_s() - t0 < 20.0) usleep(1000);
+    CHECK(q && ddpl_work_is_completed(q) && ddpl_work_error(q) == NULL);
+    CHECK(at(t[0], 0) == 6.0);
+    ddpl_work_release(q);
+    for (int k = 0; k < 3; k++) ddpl_tensor_release(t[k]);
 }
 
 static int rank_main(int rank, int port)
@@ -91,6 +204,9 @@ static int rank_main(int rank, int port)
     CHECK(w && ddpl_work_wait(w, -1) == 0);
     ddpl_work_release(w);
 
+    check_shared_buffers(pg, rank);
+    check_wait_runs_queued_work(pg, rank);
+
     /* rank 1 leaves; rank 0's next collective fails (reset or timeout), not hangs */
     if (rank == 0) {
         sleep(1);
@@ -113,8 +229,75 @@ static int rank_main(int rank, int port)
     return check_finish();
 }
 
-/* Runs both ranks once with DDPLUA_SHM=shm (shared memory or Gloo's TCP for allreduce). */
-static int run_job(const char *shm)
+/* Ranks that disagree about what they all-reduce through shared memory (rank 0 a shared
+ * buffer, rank 1 an ordinary tensor of the same size) both get an error naming both sides, not
+ * a sum of unrelated memory. */
+static int mismatch_main(int rank, int port)
+{
+    ddpl_pg_config cfg = {.backend = "gloo",
+                          .master_addr = "127.0.0.1",
+                          .master_port = port,
+                          .rank = rank,
+                          .world_size = 2,
+                          .timeout_s = 3.0};
+    ddpl_pg *pg = ddpl_pg_create(&cfg);
+    CHECK(pg != NULL);
+    if (!pg) return check_finish();
+    int64_t n = 100;
+    ddpl_tensor *s = ddpl_pg_shared_zeros(pg, n, DDPL_FLOAT32);
+    ddpl_tensor *plain = ddpl_zeros(1, &n, DDPL_FLOAT32, ddpl_cpu());
+    ddpl_work *w = ddpl_pg_allreduce(pg, rank == 0 ? s : plain, DDPL_REDUCE_SUM);
+    CHECK(w && ddpl_work_wait(w, -1) < 0);
+    const char *e = ddpl_last_error();
+    CHECK(strstr(e, "the ranks issued different collectives") != NULL);
+    CHECK(strstr(e, "100 elements at byte 0 of shared buffer 1") != NULL);
+    CHECK(strstr(e, "100 elements of a tensor") != NULL);
+    ddpl_work_release(w);
+    ddpl_pg_free(pg);
+    ddpl_tensor_release(s);
+    ddpl_tensor_release(plain);
+    return check_finish();
+}
+
+/* When one rank cannot get its part (no room in /dev/shm: a file size limit stands in for a
+ * full tmpfs here), every rank gets an ordinary tensor instead, and reducing it still works. */
+static int nospace_main(int rank, int port)
+{
+    ddpl_pg_config cfg = {.backend = "gloo",
+                          .master_addr = "127.0.0.1",
+                          .master_port = port,
+                          .rank = rank,
+                          .world_size = 2,
+                          .timeout_s = 3.0};
+    ddpl_pg *pg = ddpl_pg_create(&cfg);
+    CHECK(pg != NULL);
+    if (!pg) return check_finish();
+    int64_t n = 1 << 20; /* 4 MB */
+    ddpl_tensor *small = ddpl_pg_shared_zeros(pg, 16, DDPL_FLOAT32);
+    CHECK(small && small->storage->deleter != NULL); /* shared, while there is room */
+    if (rank == 1) {
+        signal(SIGXFSZ, SIG_IGN); /* EFBIG instead of a signal */
+        struct rlimit lim = {1 << 20, 1 << 20};
+        CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    }
+    ddpl_tensor *big = ddpl_pg_shared_zeros(pg, n, DDPL_FLOAT32);
+    CHECK(big && big->storage->deleter == NULL); /* ordinary memory, on both ranks */
+    if (big) {
+        ((float *)ddpl_data_ptr(big))[n - 1] = (float)(rank + 1);
+        ddpl_work *w = ddpl_pg_allreduce_prescaled(pg, big, 0.5);
+        CHECK(w && ddpl_work_wait(w, -1) == 0);
+        ddpl_work_release(w);
+        CHECK(((float *)ddpl_data_ptr(big))[n - 1] == 1.5f);
+    }
+    ddpl_pg_free(pg);
+    ddpl_tensor_release(small);
+    ddpl_tensor_release(big);
+    return check_finish();
+}
+
+/* Runs both ranks of job once with DDPLUA_SHM=shm (shared memory or Gloo's TCP for
+ * allreduce). */
+static int run_job(const char *shm, int (*job)(int rank, int port))
 {
     setenv("DDPLUA_SHM", shm, 1);
     int port = free_port();
@@ -123,7 +306,7 @@ static int run_job(const char *shm)
         pids[r] = fork();
         if (pids[r] == 0) {
             alarm(60); /* a hang is a failure, never a stuck ctest */
-            int rc = rank_main(r, port);
+            int rc = job(r, port);
             fflush(stdout);
             _exit(rc);
         }
@@ -145,7 +328,8 @@ static int run_job(const char *shm)
 
 int main(void)
 {
-    int failed = run_job("1") | run_job("0");
+    int failed = run_job("1", rank_main) | run_job("0", rank_main) | run_job("1", mismatch_main) |
+                 run_job("1", nospace_main);
     printf("test_pg: %s\n", failed ? "FAILED" : "ok");
     return failed;
 }

@@ -403,6 +403,40 @@ static void test_inplace(void)
     for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) ddpl_tensor_release(ts[k]);
 }
 
+/* out <- x * y in one pass (the DDP reducer's divide-while-copying) */
+static void test_mul_out(void)
+{
+    ddpl_tensor *out = ddpl_zeros(2, SZ(2, 2), DDPL_FLOAT32, cpu);
+    ddpl_tensor *x = T(2, SZ(2, 2), DDPL_FLOAT32, V(1, 2, 3, 4));
+    ddpl_tensor *row = T(1, SZ(2), DDPL_FLOAT32, V(10, 20));
+    ddpl_tensor *half = ddpl_scalar(0.5, DDPL_FLOAT64, cpu); /* 0-dim: computes in float32 */
+    unsigned v0 = atomic_load(&out->storage->version);
+    CHECK(ddpl_mul_out(out, x, half) == 0 && dtype_is(out, DDPL_FLOAT32));
+    CHECK(atomic_load(&out->storage->version) == v0 + 1);
+    CHECK(values_are(ddpl_clone(out), 4, V(0.5, 1, 1.5, 2), 0));
+    CHECK(values_are(ddpl_clone(x), 4, V(1, 2, 3, 4), 0)); /* the operand is untouched */
+    CHECK(ddpl_mul_out(out, row, x) == 0);                 /* the left operand broadcasts too */
+    CHECK(values_are(ddpl_clone(out), 4, V(10, 40, 30, 80), 0));
+    /* into a transposed view of out, and with out itself as an operand element for element */
+    ddpl_tensor *ot = ddpl_t(out);
+    CHECK(ddpl_mul_out(ot, x, half) == 0);
+    CHECK(values_are(ddpl_clone(out), 4, V(0.5, 1.5, 1, 2), 0));
+    CHECK(ddpl_mul_out(out, out, row) == 0);
+    CHECK(values_are(ddpl_clone(out), 4, V(5, 30, 10, 40), 0));
+    /* errors leave out untouched */
+    CHECK(ddpl_mul_out(out, ot, row) == -1 && error_mentions("mul_out", "overlaps", NULL));
+    ddpl_tensor *big = ddpl_ones(1, SZ(3), DDPL_FLOAT32, cpu);
+    CHECK(ddpl_mul_out(out, x, big) == -1 && error_mentions("mul_out", NULL, NULL));
+    ddpl_tensor *i = ddpl_zeros(1, SZ(2), DDPL_INT64, cpu);
+    CHECK(ddpl_mul_out(i, row, row) == -1 && error_mentions("mul_out", "float32", "int64"));
+    ddpl_tensor *leaf = ddpl_ones(2, SZ(2, 2), DDPL_FLOAT32, cpu);
+    ddpl_tensor_set_requires_grad(leaf, true);
+    CHECK(ddpl_mul_out(out, leaf, half) == -1 && error_mentions("mul_out", "require grad", NULL));
+    CHECK(values_are(ddpl_clone(out), 4, V(5, 30, 10, 40), 0));
+    ddpl_tensor *ts[] = {out, x, row, half, ot, big, i, leaf};
+    for (size_t k = 0; k < sizeof ts / sizeof *ts; k++) ddpl_tensor_release(ts[k]);
+}
+
 static void test_errors(void)
 {
     ddpl_tensor *a = ddpl_zeros(2, SZ(2, 3), DDPL_FLOAT32, cpu);
@@ -595,6 +629,7 @@ int main(void)
     test_gelu_accuracy();
     test_where_masked_fill();
     test_inplace();
+    test_mul_out();
     test_errors();
     test_gradients();
     test_gradient_conventions();

@@ -84,6 +84,9 @@ int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src); /* src broadcasts to dst; co
 int ddpl_add_(ddpl_tensor *x, ddpl_tensor *y, double alpha); /* x += alpha*y */
 int ddpl_mul_(ddpl_tensor *x, ddpl_tensor *y);
 int ddpl_div_(ddpl_tensor *x, ddpl_tensor *y);
+/* out <- x * y in one pass: x and y broadcast to out's shape (out is not resized; PyTorch's
+ * torch.mul(x, y, out=out)); neither may overlap out other than element for element. */
+int ddpl_mul_out(ddpl_tensor *out, ddpl_tensor *x, ddpl_tensor *y);
 int ddpl_clamp_(ddpl_tensor *x, bool has_min, double min, bool has_max, double max);
 int ddpl_uniform_(ddpl_tensor *x, double from, double to);
 int ddpl_normal_(ddpl_tensor *x, double mean, double std);
