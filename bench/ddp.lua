@@ -1,8 +1,9 @@
 -- bench/ddp.lua: the ddplua worker of bench/ddp (run as `ddplua bench/ddp.lua --nproc 2 -- ...`).
 -- DDP training throughput on Fashion-MNIST: per-rank batch 32, DistributedSampler (shuffle,
 -- set_epoch), SGD momentum 0.9, 1 thread per rank (the launcher's OMP_NUM_THREADS=1).
--- Modes, each for every round: "ddp" (synchronised steps) and "nosync" (the same steps with every
--- forward/backward inside model:no_sync: the step without gradient communication).
+-- Modes, each for every round: "ddp" (synchronised steps), "nosync" (the same steps with every
+-- forward/backward inside model:no_sync: the step without gradient communication) and "view" (a
+-- second replica, same initial weights, wrapped with gradient_as_bucket_view = true).
 -- Per round: `steps` timed steps after `warmup` untimed ones; a round's time is the longest of
 -- the ranks' (all_reduce max), global samples/s = world * batch * steps / time. Rank 0 prints
 --   RESULT engine=ddplua model=M mode=ddp sps=<median> rounds=<r1,r2,...>
@@ -11,7 +12,7 @@
 -- bucket being ready (how long the allreduce ran while backward still computed):
 --   BUCKET model=M bucket=b bytes=N allreduce_ms=X overlap_ms=Y
 --   WAIT model=M final_wait_ms=X backward_ms=Y
--- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N view=0|1 (1: gradient_as_bucket_view)
+-- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N
 local ddpl = require 'ddplua'
 local nn, F, dist, data = ddpl.nn, ddpl.F, ddpl.distributed, ddpl.data
 
@@ -30,12 +31,15 @@ local train = data.TensorDataset(x:view(x:size(0), 1, 28, 28), ds.targets)
 local sampler = data.DistributedSampler(train, {num_replicas = world, rank = rank, seed = 0})
 local loader = data.DataLoader(train, {batch_size = o.batch, sampler = sampler, drop_last = true})
 
-ddpl.manual_seed(0)
 local file = o.model == 'cnn' and 'lenet' or 'mlp'
-local net = assert(loadfile(root .. '/models/' .. file .. '.lua'))()()
-local model = nn.DDP(net, {gradient_as_bucket_view = o.view == 1})
-local opt = ddpl.optim.SGD(model:parameters(), {lr = o.model == 'cnn' and 0.02 or 0.05,
-    momentum = 0.9})
+local function replica(opts)
+    ddpl.manual_seed(0)
+    local m = nn.DDP(assert(loadfile(root .. '/models/' .. file .. '.lua'))()(), opts)
+    return m, ddpl.optim.SGD(m:parameters(), {lr = o.model == 'cnn' and 0.02 or 0.05,
+        momentum = 0.9})
+end
+local model, opt = replica({})
+local view_model, view_opt = replica({gradient_as_bucket_view = true})
 
 local epoch, it = 0, nil
 local function next_batch()
@@ -51,12 +55,14 @@ local function next_batch()
 end
 
 local per_bucket, waits = {}, {n = 0, wait = 0, backward = 0}
-local function step(sync, record)
+local function step(mode, record)
     local xb, yb = next_batch()
-    opt:zero_grad()
-    local function fb() F.cross_entropy(model(xb), yb):backward() end
-    if sync then fb() else model:no_sync(fb) end
-    opt:step()
+    local m, op = model, opt
+    if mode == 'view' then m, op = view_model, view_opt end
+    op:zero_grad()
+    local function fb() F.cross_entropy(m(xb), yb):backward() end
+    if mode == 'nosync' then m:no_sync(fb) else fb() end
+    op:step()
     if record and rank == 0 then
         local tl = model:_reducer():timeline()
         local last_ready = 0
@@ -84,14 +90,16 @@ local function median(t)
     return s[(#s + 1) // 2]
 end
 
-local results = {ddp = {}, nosync = {}}
-for _ = 1, o.warmup do step(true) end
-for _ = 1, o.warmup do step(false) end
+local modes = {'ddp', 'nosync', 'view'}
+local results = {ddp = {}, nosync = {}, view = {}}
+for _, mode in ipairs(modes) do
+    for _ = 1, o.warmup do step(mode) end
+end
 for _ = 1, o.rounds do
-    for _, mode in ipairs({'ddp', 'nosync'}) do
+    for _, mode in ipairs(modes) do
         dist.barrier()
         local t0 = ddpl.time()
-        for _ = 1, o.steps do step(mode == 'ddp', false) end
+        for _ = 1, o.steps do step(mode, false) end
         local t = ddpl.tensor({ddpl.time() - t0}, {dtype = 'float64'})
         dist.all_reduce(t, {op = dist.ReduceOp.MAX})
         table.insert(results[mode], world * o.batch * o.steps / t:item())
@@ -99,9 +107,9 @@ for _ = 1, o.rounds do
 end
 -- bucket timing from separate steps: reading the timeline from Lua costs time the timed ddp
 -- steps must not pay (the no_sync steps would not)
-for _ = 1, math.max(10, o.steps // 4) do step(true, true) end
+for _ = 1, math.max(10, o.steps // 4) do step('ddp', true) end
 if rank == 0 then
-    for _, mode in ipairs({'ddp', 'nosync'}) do
+    for _, mode in ipairs(modes) do
         local r = {}
         for i, v in ipairs(results[mode]) do r[i] = ('%.0f'):format(v) end
         print(('RESULT engine=ddplua model=%s mode=%s sps=%.0f rounds=%s'):format(o.model, mode,

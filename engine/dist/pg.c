@@ -174,7 +174,8 @@ static void run_if_next(ddpl_work *w)
 int ddpl_work_wait(ddpl_work *w, double timeout_s)
 {
     if (w->nccl) return nccl_work_wait(w, timeout_s); /* orders the compute stream instead */
-    run_if_next(w);
+    /* running it here may take as long as the operation's own timeout: not for shorter waits */
+    if (timeout_s < 0 || timeout_s >= w->timeout_s) run_if_next(w);
     if (timeout_s < 0) timeout_s = w->timeout_s + 10.0; /* the operation times out first */
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);

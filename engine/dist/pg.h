@@ -129,7 +129,10 @@ void ddpl_pg_wait_follows(ddpl_pg *pg);
 
 /* Blocks until the work is done or timeout_s passes (< 0: the group's timeout plus a margin,
  * since the operation itself is bounded by it). 0 on success; -1 with the error set when the
- * operation failed ("all_reduce: gloo: ... Timed out ...") or the wait timed out. */
+ * operation failed ("all_reduce: gloo: ... Timed out ...") or the wait timed out. A work that is
+ * next in its lane while nothing of the lane runs is run on the waiting thread itself (unless
+ * timeout_s is shorter than the group's timeout): the same result, without two thread
+ * switches. */
 int ddpl_work_wait(ddpl_work *w, double timeout_s);
 bool ddpl_work_is_completed(ddpl_work *w); /* done, successfully or not */
 /* The failure message, or NULL while pending or after success. Owned by w. */
