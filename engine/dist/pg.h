@@ -94,6 +94,17 @@ ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op);
  * reduction; otherwise t is scaled in place first (an ordinary op, on the caller's thread or the
  * CUDA compute stream), then all-reduced. */
 ddpl_work *ddpl_pg_allreduce_prescaled(ddpl_pg *pg, ddpl_tensor *t, double factor);
+/* Whether t is (a contiguous part of) a shared buffer that this group reduces in place. */
+bool ddpl_pg_is_shared(const ddpl_pg *pg, const ddpl_tensor *t);
+/* ddpl_pg_allreduce_prescaled of a shared buffer t whose values for elements
+ * [offsets[i], offsets[i] + numel(values[i])) this rank keeps in values[i] instead (contiguous
+ * CPU tensors of t's dtype, outside t, in increasing offset order, not overlapping): they are
+ * read from there and the results written back there. t then carries only what the other ranks
+ * read: on 2 ranks half of the copies that staging every value through t would take. The DDP
+ * reducer passes the gradients of a bucket's parameters. NULL with the error set when t is not
+ * shared (ddpl_pg_is_shared) or a value tensor does not fit. */
+ddpl_work *ddpl_pg_allreduce_prescaled_into(ddpl_pg *pg, ddpl_tensor *t, double factor, int n,
+                                            ddpl_tensor *const *values, const int64_t *offsets);
 /* t of rank src overwrites t on every rank. */
 ddpl_work *ddpl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src);
 /* outs[r] (size tensors of t's shape and dtype) receives rank r's t. */

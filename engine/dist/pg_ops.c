@@ -1,7 +1,7 @@
 /* dist/pg_ops.c: the operations of a process group: argument checks, reduction kernels, and
  * what each collective and point-to-point call runs on its lane.
- * defines: ddpl_reduce_op_name/parse, ddpl_pg_allreduce, ddpl_pg_allreduce_prescaled,
- *          ddpl_pg_broadcast, ddpl_pg_allgather,
+ * defines: ddpl_reduce_op_name/parse, ddpl_pg_allreduce, ddpl_pg_allreduce_prescaled(_into),
+ *          ddpl_pg_is_shared, ddpl_pg_broadcast, ddpl_pg_allgather,
  *          ddpl_pg_allgather_into, ddpl_pg_reduce_scatter, ddpl_pg_send, ddpl_pg_recv,
  *          ddpl_pg_barrier, ddpl_pg_shared_zeros (pg.h).
  *
@@ -177,10 +177,19 @@ static int run_allreduce(ddpl_work *w)
     /* only a shared buffer is prescaled here; ddpl_pg_allreduce_prescaled scales others first */
     ddpl_scale_fn scale = !w->prescaled ? NULL : dt == DDPL_FLOAT32 ? scale_f32 : scale_f64;
     int rc;
-    if (is_shared(w->pg, t))
+    if (is_shared(w->pg, t)) {
+        /* slots 1.. (ddpl_pg_allreduce_prescaled_into): where this rank keeps those values */
+        int nsegs = w->nslots - 1;
+        const int64_t *offsets = w->scratch;
+        ddpl_shm_seg *segs = nsegs ? ddpl_xcalloc((size_t)nsegs, sizeof *segs) : NULL;
+        for (int i = 0; i < nsegs; i++)
+            segs[i] = (ddpl_shm_seg){w->slots[1 + i].data, (size_t)offsets[i],
+                                     (size_t)ddpl_tensor_numel(w->slots[1 + i].t)};
         rc = ddpl_shm_buffer_allreduce(w->pg->shm, t->storage->deleter_ctx, (size_t)t->offset * es,
-                                       (size_t)n, es, reduce_fn(dt, w->op), scale, w->factor);
-    else
+                                       (size_t)n, es, reduce_fn(dt, w->op), scale, w->factor, segs,
+                                       nsegs);
+        free(segs);
+    } else
         rc = allreduce_buffer(w->pg, w->slots[0].data, (size_t)n, dt, w->op);
     if (rc < 0) return -1;
     if (w->op == DDPL_REDUCE_AVG) divide_by(w->slots[0].data, dt, n, w->pg->size);
@@ -220,6 +229,49 @@ ddpl_work *ddpl_pg_allreduce_prescaled(ddpl_pg *pg, ddpl_tensor *t, double facto
     int rc = f ? ddpl_mul_(t, f) : -1;
     ddpl_tensor_release(f);
     return rc < 0 ? NULL : ddpl_pg_allreduce(pg, t, DDPL_REDUCE_SUM);
+}
+
+bool ddpl_pg_is_shared(const ddpl_pg *pg, const ddpl_tensor *t)
+{
+    return t && !pg->nccl && is_shared(pg, t);
+}
+
+ddpl_work *ddpl_pg_allreduce_prescaled_into(ddpl_pg *pg, ddpl_tensor *t, double factor, int n,
+                                            ddpl_tensor *const *values, const int64_t *offsets)
+{
+    const char *fname = "all_reduce";
+    if (!ddpl_pg_is_shared(pg, t)) {
+        ddpl_error("%s: the tensor is not a shared buffer of this group (ddpl_pg_shared_zeros on "
+                   "a group that reduces through shared memory)",
+                   fname);
+        return NULL;
+    }
+    ddpl_dtype dt = (ddpl_dtype)t->dtype;
+    int64_t numel = ddpl_tensor_numel(t), end = 0;
+    for (int i = 0; i < n; i++) {
+        const ddpl_tensor *v = values[i];
+        int64_t k = v ? ddpl_tensor_numel(v) : 0;
+        if (!v || v->device.type != DDPL_CPU || v->dtype != dt || !ddpl_tensor_is_contiguous(v) ||
+            offsets[i] < end || offsets[i] + k > numel || v->storage == t->storage) {
+            ddpl_error("%s: value tensor %d must be a contiguous CPU %s tensor outside the shared "
+                       "buffer, at an offset after the previous one's end (%lld) and within its "
+                       "%lld elements (offset %lld, %lld elements)",
+                       fname, i, ddpl_dtype_name(dt), (long long)end, (long long)numel,
+                       (long long)offsets[i], (long long)k);
+            return NULL;
+        }
+        end = offsets[i] + k;
+    }
+    ddpl_work *w = pg_work_new(pg, fname, 1 + n, run_allreduce);
+    w->op = DDPL_REDUCE_SUM;
+    w->prescaled = true;
+    w->factor = factor;
+    pg_work_slot(w, 0, t, true, true);
+    for (int i = 0; i < n; i++) pg_work_slot(w, 1 + i, values[i], true, true);
+    w->scratch =
+        n ? memcpy(ddpl_xmalloc((size_t)n * sizeof *offsets), offsets, (size_t)n * sizeof *offsets)
+          : NULL;
+    return pg_lane_push(&pg->coll, w);
 }
 
 static int run_broadcast(ddpl_work *w)

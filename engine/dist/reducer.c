@@ -31,6 +31,7 @@ typedef struct bucket {
     int pending;           /* parameters not ready yet in this backward */
     ddpl_work *work;       /* the launched collective, until waited for */
     ddpl_tensor *gathered; /* fp16/bf16: world * numel compressed values (allgather) */
+    bool shared;           /* flat is a shared buffer of the group (ddpl_pg_is_shared) */
     double t_ready, t_start, t_end;
 } bucket;
 
@@ -59,6 +60,7 @@ struct ddpl_reducer {
     bool started;      /* a hook fired since prepare_backward */
     bool *ready;       /* per parameter */
     bool *used;        /* per parameter: reached by this forward's graph */
+    bool *in_grad;     /* per parameter: the allreduce reads and writes .grad itself */
     int next_launch;   /* buckets 0..next_launch-1 are launched */
     int n_ready_params;
     double t_begin, t_first, t_final_start, t_final_end;
@@ -165,6 +167,7 @@ static int buckets_build(ddpl_reducer *r, const int *order)
                        ? ddpl_pg_shared_zeros(r->pg, total, (ddpl_dtype)p0->dtype)
                        : ddpl_zeros(1, &total, (ddpl_dtype)p0->dtype, p0->device);
         if (!bk->flat) return -1;
+        bk->shared = ddpl_pg_is_shared(r->pg, bk->flat);
         for (int i = 0; i < bk->n; i++) {
             ddpl_tensor *p = r->params[bk->params[i]];
             ddpl_tensor *slice = ddpl_narrow(bk->flat, 0, bk->offsets[i], ddpl_tensor_numel(p));
@@ -213,10 +216,26 @@ static int launch(ddpl_reducer *r, int b)
     bucket *k = &r->buckets[b];
     k->t_start = now();
     switch (r->comm) {
-    case DDPL_COMM_ALLREDUCE:
-        k->work = r->world > 1 ? ddpl_pg_allreduce_prescaled(r->pg, k->flat, 1.0 / r->world)
-                               : ddpl_pg_allreduce(r->pg, k->flat, DDPL_REDUCE_SUM);
+    case DDPL_COMM_ALLREDUCE: {
+        /* the gradients left in .grad by mark_ready are reduced where they are */
+        ddpl_tensor **values = ddpl_xcalloc((size_t)k->n, sizeof *values);
+        int64_t *offsets = ddpl_xcalloc((size_t)k->n, sizeof *offsets);
+        int nv = 0;
+        for (int i = 0; i < k->n; i++) {
+            if (!r->in_grad[k->params[i]]) continue;
+            values[nv] = r->params[k->params[i]]->grad;
+            offsets[nv++] = k->offsets[i];
+        }
+        double inv = 1.0 / r->world;
+        if (nv)
+            k->work = ddpl_pg_allreduce_prescaled_into(r->pg, k->flat, inv, nv, values, offsets);
+        else
+            k->work = r->world > 1 ? ddpl_pg_allreduce_prescaled(r->pg, k->flat, inv)
+                                   : ddpl_pg_allreduce(r->pg, k->flat, DDPL_REDUCE_SUM);
+        free(values);
+        free(offsets);
         break;
+    }
     case DDPL_COMM_FP16:
     case DDPL_COMM_BF16: {
         /* The group reduces only float32/float64/int64, so the compressed bucket travels by
@@ -336,6 +355,7 @@ static int finalize(ddpl_reducer *r)
         for (int p = 0; p < r->n; p++) {
             ddpl_tensor *param = r->params[p], *v = view_of(r, p);
             if (!r->used[p] && !param->grad) continue; /* unused here: PyTorch leaves it None */
+            if (r->in_grad[p]) continue;               /* the allreduce wrote the average there */
             if (r->cfg.grad_as_bucket_view) {
                 if (!is_view_of(param->grad, v) && ddpl_tensor_set_grad(param, v) < 0) return -1;
             } else if (param->grad) {
@@ -352,6 +372,18 @@ static int finalize(ddpl_reducer *r)
     r->finished_once = true;
     r->t_final_end = now();
     return 0;
+}
+
+/* Whether the plain allreduce of a shared bucket can take gradient g (for slot v) where it is
+ * (ddpl_pg_allreduce_prescaled_into) instead of a copy in the bucket: only without
+ * gradient_as_bucket_view, whose .grad must end up in the bucket. On 2 ranks this halves the
+ * copies into and out of the bucket. */
+static bool reducible_in_place(const ddpl_reducer *r, const bucket *k, const ddpl_tensor *g,
+                               const ddpl_tensor *v)
+{
+    return k->shared && r->comm == DDPL_COMM_ALLREDUCE && r->world > 1 &&
+           !r->cfg.grad_as_bucket_view && g->device.type == DDPL_CPU && g->dtype == v->dtype &&
+           ddpl_tensor_is_contiguous(g) && ddpl_same_shape(g, v) && g->storage != v->storage;
 }
 
 /* Marks parameter p ready: its gradient (or zeros, for a parameter this rank did not use) goes
@@ -377,15 +409,17 @@ static int mark_ready(ddpl_reducer *r, int p)
      * 16-bit sum does not overflow), here, while copying; a custom hook averages itself. */
     bool divide = (r->comm == DDPL_COMM_FP16 || r->comm == DDPL_COMM_BF16) && r->world > 1;
     ddpl_tensor *g = param->grad;
+    bucket *k = &r->buckets[r->bucket_of[p]];
     if (!g) {
         if (ddpl_zero_(v) < 0) return -1;
+    } else if (reducible_in_place(r, k, g, v)) {
+        r->in_grad[p] = true; /* no copy: the allreduce reads g and writes the average into it */
     } else if (!is_view_of(g, v)) {
         if ((divide ? ddpl_mul_out(v, g, r->inv_world) : ddpl_copy_(v, g)) < 0) return -1;
         if (r->cfg.grad_as_bucket_view && ddpl_tensor_set_grad(param, v) < 0) return -1;
     } else if (divide && ddpl_mul_(v, r->inv_world) < 0) {
         return -1;
     }
-    bucket *k = &r->buckets[r->bucket_of[p]];
     if (--k->pending == 0) k->t_ready = now();
     poll_done(r);
     while (r->next_launch < r->nb && r->buckets[r->next_launch].pending == 0) {
@@ -462,6 +496,7 @@ ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
     r->slot_of = ddpl_xcalloc((size_t)n, sizeof(int));
     r->ready = ddpl_xcalloc((size_t)n, sizeof(bool));
     r->used = ddpl_xcalloc((size_t)n, sizeof(bool));
+    r->in_grad = ddpl_xcalloc((size_t)n, sizeof(bool));
     r->order = ddpl_xcalloc((size_t)n, sizeof(int));
     r->inv_world = ddpl_scalar(1.0 / r->world, DDPL_FLOAT64, params[0]->device);
     for (int i = 0; i < n; i++) {
@@ -500,6 +535,7 @@ void ddpl_reducer_free(ddpl_reducer *r)
     free(r->slot_of);
     free(r->ready);
     free(r->used);
+    free(r->in_grad);
     free(r->order);
     free(r);
 }
@@ -610,6 +646,7 @@ int ddpl_reducer_prepare_backward(ddpl_reducer *r, int n_outputs, ddpl_tensor *c
     if (!r->finished_once && !r->rebuilt) r->n_order = 0;
     for (int p = 0; p < r->n; p++) {
         r->ready[p] = false;
+        r->in_grad[p] = false;
         r->used[p] = !r->cfg.find_unused;
     }
     for (int b = 0; b < r->nb; b++) {

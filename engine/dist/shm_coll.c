@@ -404,33 +404,99 @@ static void share(int r, int size, size_t count, size_t elsize, size_t *lo, size
     if (*hi > count) *hi = count;
 }
 
+/* The pieces of elements [i, i + m) of a reduced range: each lies either in a segment (this
+ * rank's own memory) or, between segments, in the rank's part (own, the range's start in it).
+ * Copies the pieces into buf (get) or from it, and with `part_too` also between the segment
+ * pieces and the part (publish: segment -> part; gather: part -> segment), leaving buf NULL. */
+typedef struct seg_walk {
+    const ddpl_shm_seg *segs;
+    int nsegs;
+    char *own;
+    size_t es;
+} seg_walk;
+
+enum { GET, PUT, PUBLISH, GATHER };
+
+static void walk_range(const seg_walk *w, size_t i, size_t m, char *buf, int what)
+{
+    /* first segment ending after i (segments are sorted) */
+    int lo = 0, hi = w->nsegs;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (w->segs[mid].start + w->segs[mid].count <= i)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    size_t end = i + m;
+    for (int k = lo; i < end; k++) {
+        const ddpl_shm_seg *g = k < w->nsegs ? &w->segs[k] : NULL;
+        size_t gap_end = g && g->start < end ? g->start : end;
+        if (i < gap_end) { /* in the part */
+            size_t n = gap_end - i;
+            if (what == GET) memcpy(buf, w->own + i * w->es, n * w->es);
+            if (what == PUT) memcpy(w->own + i * w->es, buf, n * w->es);
+            if (buf) buf += n * w->es;
+            i = gap_end;
+        }
+        if (!g || i >= end) break;
+        size_t seg_end = g->start + g->count < end ? g->start + g->count : end;
+        char *mem = g->data + (i - g->start) * w->es, *part = w->own + i * w->es;
+        size_t bytes = (seg_end - i) * w->es;
+        if (what == GET) memcpy(buf, mem, bytes);
+        if (what == PUT) memcpy(mem, buf, bytes);
+        if (what == PUBLISH && mem != part) memcpy(part, mem, bytes);
+        if (what == GATHER && mem != part) memcpy(mem, part, bytes);
+        if (buf) buf += bytes;
+        i = seg_end;
+    }
+}
+
 int ddpl_shm_buffer_allreduce(ddpl_shm *s, ddpl_shm_buffer *b, size_t offset, size_t count,
-                              size_t elsize, ddpl_reduce_fn fn, ddpl_scale_fn scale, double factor)
+                              size_t elsize, ddpl_reduce_fn fn, ddpl_scale_fn scale, double factor,
+                              const ddpl_shm_seg *segs, int nsegs)
 {
     if (offset + count * elsize > b->nbytes)
         return ddpl_error("all_reduce: %zu elements at byte %zu overrun the shared buffer of %zu "
                           "bytes",
                           count, offset, b->nbytes);
-    if (agree(s, (shm_tag){b->id, offset, count}) < 0) return -1;
-    /* sum this rank's share over all parts, in blocks that stay in L1 (scaled inputs go through
-     * tmp), and write the sums into every part */
+    seg_walk w = {segs, nsegs, b->parts[s->rank] + offset, elsize};
     size_t lo, hi;
     share(s->rank, s->size, count, elsize, &lo, &hi);
-    _Alignas(64) char acc[4096], tmp[4096];
+    /* 1. the values the other ranks reduce go into the part; this rank's share stays put */
+    walk_range(&w, 0, lo, NULL, PUBLISH);
+    walk_range(&w, hi, count - hi, NULL, PUBLISH);
+    if (agree(s, (shm_tag){b->id, offset, count}) < 0) return -1;
+    /* 2. sum this rank's share over the ranks in rank order, in blocks that stay in L1, and
+     *    write the sums into the other ranks' parts and this rank's values */
+    _Alignas(64) char acc[4096], tmp[4096], mine[4096];
     size_t per_block = sizeof acc / elsize;
     for (size_t i = lo; i < hi; i += per_block) {
         size_t m = hi - i < per_block ? hi - i : per_block, at = offset + i * elsize;
-        if (scale) {
-            scale(acc, b->parts[0] + at, m, factor);
-            for (int q = 1; q < s->size; q++) {
-                scale(tmp, b->parts[q] + at, m, factor);
+        walk_range(&w, i, m, mine, GET);
+        for (int q = 0; q < s->size; q++) {
+            const char *in = q == s->rank ? mine : b->parts[q] + at;
+            if (q == 0) {
+                if (scale)
+                    scale(acc, in, m, factor);
+                else
+                    memcpy(acc, in, m * elsize);
+            } else if (scale) {
+                scale(tmp, in, m, factor);
                 fn(acc, acc, tmp, m);
+            } else {
+                fn(acc, acc, in, m);
             }
-        } else {
-            fn(acc, b->parts[0] + at, b->parts[1] + at, m);
-            for (int q = 2; q < s->size; q++) fn(acc, acc, b->parts[q] + at, m);
         }
-        for (int q = 0; q < s->size; q++) memcpy(b->parts[q] + at, acc, m * elsize);
+        for (int q = 0; q < s->size; q++)
+            if (q != s->rank) memcpy(b->parts[q] + at, acc, m * elsize);
+        walk_range(&w, i, m, acc, PUT);
     }
-    return ddpl_shm_barrier(s);
+    /* 3. every rank wrote its sums into this part: copy them where this rank's values live. The
+     *    next allreduce writes the parts only after its first barrier, which every rank reaches
+     *    after finishing this one: no third barrier. */
+    if (ddpl_shm_barrier(s) < 0) return -1;
+    walk_range(&w, 0, lo, NULL, GATHER);
+    walk_range(&w, hi, count - hi, NULL, GATHER);
+    return 0;
 }

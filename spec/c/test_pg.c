@@ -94,6 +94,49 @@ static void check_shared_buffers(ddpl_pg *pg, int rank)
     CHECK(d[99] == (float)(rank + 1) && d[100] == 3.0f && d[1099] == 3.0f &&
           d[1100] == (float)(rank + 1));
 
+    /* values kept outside the buffer (the DDP reducer's gradients): elements [10, 1010) and
+     * [1500, 3001) live in two tensors of this rank, the rest (a gap, and the head) in the
+     * buffer; results land where the values are */
+    CHECK(ddpl_pg_is_shared(pg, s) == (getenv("DDPLUA_SHM")[0] == '1'));
+    if (ddpl_pg_is_shared(pg, s)) {
+        int64_t n1 = 1000, n2 = n - 1500;
+        ddpl_tensor *v1 = ddpl_empty(1, &n1, DDPL_FLOAT32, ddpl_cpu());
+        ddpl_tensor *v2 = ddpl_empty(1, &n2, DDPL_FLOAT32, ddpl_cpu());
+        float *a = (float *)ddpl_data_ptr(v1), *c = (float *)ddpl_data_ptr(v2);
+        for (int64_t i = 0; i < n; i++) {
+            float x = value_at(i, rank);
+            if (i >= 10 && i < 1010)
+                a[i - 10] = x;
+            else if (i >= 1500)
+                c[i - 1500] = x;
+            else
+                d[i] = x;
+        }
+        ddpl_tensor *vals[2] = {v1, v2};
+        int64_t offs[2] = {10, 1500};
+        w = ddpl_pg_allreduce_prescaled_into(pg, s, 1.0 / 3.0, 2, vals, offs);
+        CHECK(w && ddpl_work_wait(w, -1) == 0);
+        ddpl_work_release(w);
+        exact = true;
+        for (int64_t i = 0; i < n; i++) {
+            float got = i >= 10 && i < 1010 ? a[i - 10] : i >= 1500 ? c[i - 1500] : d[i];
+            exact = exact && got == prescaled_sum(value_at(i, 0), value_at(i, 1), third);
+        }
+        CHECK(exact);
+        /* out of order, overlapping the buffer, or past its end: refused when issued */
+        int64_t back[2] = {1500, 10}, past[2] = {10, 1501};
+        CHECK(ddpl_pg_allreduce_prescaled_into(pg, s, 0.5, 2, vals, back) == NULL);
+        CHECK(strstr(ddpl_last_error(), "value tensor 1 must be a contiguous CPU float32") != NULL);
+        CHECK(ddpl_pg_allreduce_prescaled_into(pg, s, 0.5, 2, vals, past) == NULL);
+        ddpl_tensor *inside[1] = {part};
+        CHECK(ddpl_pg_allreduce_prescaled_into(pg, s, 0.5, 1, inside, offs) == NULL);
+        ddpl_tensor_release(v1);
+        ddpl_tensor_release(v2);
+    } else {
+        CHECK(ddpl_pg_allreduce_prescaled_into(pg, s, 0.5, 0, NULL, NULL) == NULL);
+        CHECK(strstr(ddpl_last_error(), "not a shared buffer") != NULL);
+    }
+
     /* a second buffer, float64: separate memory, reduced independently */
     ddpl_tensor *s2 = ddpl_pg_shared_zeros(pg, 5, DDPL_FLOAT64);
     CHECK(s2 && ddpl_data_ptr(s2) != ddpl_data_ptr(s));
