@@ -12,7 +12,7 @@
 -- bucket being ready (how long the allreduce ran while backward still computed):
 --   BUCKET model=M bucket=b bytes=N allreduce_ms=X overlap_ms=Y
 --   WAIT model=M final_wait_ms=X backward_ms=Y
--- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N
+-- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N modes=ddp,nosync,view (a subset)
 local ddpl = require 'ddplua'
 local nn, F, dist, data = ddpl.nn, ddpl.F, ddpl.distributed, ddpl.data
 
@@ -90,7 +90,8 @@ local function median(t)
     return s[(#s + 1) // 2]
 end
 
-local modes = {'ddp', 'nosync', 'view'}
+local modes = {}
+for m in (o.modes or 'ddp,nosync,view'):gmatch('[^,]+') do modes[#modes + 1] = m end
 local results = {ddp = {}, nosync = {}, view = {}}
 for _, mode in ipairs(modes) do
     for _ = 1, o.warmup do step(mode) end

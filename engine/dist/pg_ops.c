@@ -33,6 +33,29 @@ DEFINE_REDUCES(f32, float)
 DEFINE_REDUCES(f64, double)
 DEFINE_REDUCES(i64, int64_t)
 
+/* 2 ranks on a shared buffer: both values scaled, summed, and the sum stored to both places, in
+ * one pass. This file is compiled with -ffp-contract=off: a fused multiply-add would round
+ * a * f + b * f once instead of rounding each product as pre-dividing does. */
+static void pair_sum_f32(void *restrict a_, void *restrict b_, size_t n, double factor)
+{
+    float *restrict a = a_, *restrict b = b_, f = (float)factor;
+    for (size_t i = 0; i < n; i++) {
+        float sum = a[i] * f + b[i] * f;
+        a[i] = sum;
+        b[i] = sum;
+    }
+}
+
+static void pair_sum_f64(void *restrict a_, void *restrict b_, size_t n, double factor)
+{
+    double *restrict a = a_, *restrict b = b_;
+    for (size_t i = 0; i < n; i++) {
+        double sum = a[i] * factor + b[i] * factor;
+        a[i] = sum;
+        b[i] = sum;
+    }
+}
+
 static void scale_f32(void *out_, const void *in_, size_t n, double factor)
 {
     float *out = out_, f = (float)factor; /* float32 * 0-dim float64 computes in float32 */
@@ -174,8 +197,6 @@ static int run_allreduce(ddpl_work *w)
     ddpl_dtype dt = (ddpl_dtype)t->dtype;
     int64_t n = ddpl_tensor_numel(t);
     size_t es = ddpl_dtype_size(dt);
-    /* only a shared buffer is prescaled here; ddpl_pg_allreduce_prescaled scales others first */
-    ddpl_scale_fn scale = !w->prescaled ? NULL : dt == DDPL_FLOAT32 ? scale_f32 : scale_f64;
     int rc;
     if (is_shared(w->pg, t)) {
         /* slots 1.. (ddpl_pg_allreduce_prescaled_into): where this rank keeps those values */
@@ -185,9 +206,20 @@ static int run_allreduce(ddpl_work *w)
         for (int i = 0; i < nsegs; i++)
             segs[i] = (ddpl_shm_seg){w->slots[1 + i].data, (size_t)offsets[i],
                                      (size_t)ddpl_tensor_numel(w->slots[1 + i].t)};
+        /* only a shared buffer is prescaled here; allreduce_prescaled scales others first */
+        bool f32 = dt == DDPL_FLOAT32, sum = w->op == DDPL_REDUCE_SUM || w->op == DDPL_REDUCE_AVG;
+        ddpl_shm_reduce how = {
+            .elsize = es,
+            .fn = reduce_fn(dt, w->op),
+            .scale = w->prescaled ? (f32 ? scale_f32 : scale_f64) : NULL,
+            .factor = w->prescaled ? w->factor : 1.0,
+            .pair = !sum                 ? NULL
+                    : f32                ? pair_sum_f32
+                    : dt == DDPL_FLOAT64 ? pair_sum_f64
+                                         : NULL,
+        };
         rc = ddpl_shm_buffer_allreduce(w->pg->shm, t->storage->deleter_ctx, (size_t)t->offset * es,
-                                       (size_t)n, es, reduce_fn(dt, w->op), scale, w->factor, segs,
-                                       nsegs);
+                                       (size_t)n, &how, segs, nsegs);
         free(segs);
     } else
         rc = allreduce_buffer(w->pg, w->slots[0].data, (size_t)n, dt, w->op);

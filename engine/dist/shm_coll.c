@@ -406,8 +406,9 @@ static void share(int r, int size, size_t count, size_t elsize, size_t *lo, size
 
 /* The pieces of elements [i, i + m) of a reduced range: each lies either in a segment (this
  * rank's own memory) or, between segments, in the rank's part (own, the range's start in it).
- * Copies the pieces into buf (get) or from it, and with `part_too` also between the segment
- * pieces and the part (publish: segment -> part; gather: part -> segment), leaving buf NULL. */
+ * walk_range visits them: GET copies them into buf, PUT from buf; PUBLISH copies the segment
+ * pieces into the part, GATHER back (buf NULL for both); PAIR runs the 2-rank fused step on
+ * each piece and the peer's part at the same elements. */
 typedef struct seg_walk {
     const ddpl_shm_seg *segs;
     int nsegs;
@@ -415,9 +416,16 @@ typedef struct seg_walk {
     size_t es;
 } seg_walk;
 
-enum { GET, PUT, PUBLISH, GATHER };
+enum { GET, PUT, PUBLISH, GATHER, PAIR };
 
-static void walk_range(const seg_walk *w, size_t i, size_t m, char *buf, int what)
+/* PAIR: the 2-rank fused step on each piece against the peer's part at the same elements. */
+typedef struct pair_arg {
+    const ddpl_shm_reduce *how;
+    char *peer; /* the peer's part, at the range's start */
+} pair_arg;
+
+static void walk_range(const seg_walk *w, size_t i, size_t m, char *buf, int what,
+                       const pair_arg *pair)
 {
     /* first segment ending after i (segments are sorted) */
     int lo = 0, hi = w->nsegs;
@@ -434,8 +442,10 @@ static void walk_range(const seg_walk *w, size_t i, size_t m, char *buf, int wha
         size_t gap_end = g && g->start < end ? g->start : end;
         if (i < gap_end) { /* in the part */
             size_t n = gap_end - i;
-            if (what == GET) memcpy(buf, w->own + i * w->es, n * w->es);
-            if (what == PUT) memcpy(w->own + i * w->es, buf, n * w->es);
+            char *part = w->own + i * w->es;
+            if (what == GET) memcpy(buf, part, n * w->es);
+            if (what == PUT) memcpy(part, buf, n * w->es);
+            if (what == PAIR) pair->how->pair(part, pair->peer + i * w->es, n, pair->how->factor);
             if (buf) buf += n * w->es;
             i = gap_end;
         }
@@ -447,56 +457,71 @@ static void walk_range(const seg_walk *w, size_t i, size_t m, char *buf, int wha
         if (what == PUT) memcpy(mem, buf, bytes);
         if (what == PUBLISH && mem != part) memcpy(part, mem, bytes);
         if (what == GATHER && mem != part) memcpy(mem, part, bytes);
+        if (what == PAIR)
+            pair->how->pair(mem, pair->peer + i * w->es, seg_end - i, pair->how->factor);
         if (buf) buf += bytes;
         i = seg_end;
     }
 }
 
-int ddpl_shm_buffer_allreduce(ddpl_shm *s, ddpl_shm_buffer *b, size_t offset, size_t count,
-                              size_t elsize, ddpl_reduce_fn fn, ddpl_scale_fn scale, double factor,
-                              const ddpl_shm_seg *segs, int nsegs)
+/* Step 2 for any number of ranks: in blocks that stay in L1, gather this rank's values into
+ * `mine`, combine all ranks' in rank order, write the result to the other parts and back. */
+static void reduce_share(ddpl_shm *s, ddpl_shm_buffer *b, const seg_walk *w, size_t offset,
+                         size_t lo, size_t hi, const ddpl_shm_reduce *how)
 {
-    if (offset + count * elsize > b->nbytes)
-        return ddpl_error("all_reduce: %zu elements at byte %zu overrun the shared buffer of %zu "
-                          "bytes",
-                          count, offset, b->nbytes);
-    seg_walk w = {segs, nsegs, b->parts[s->rank] + offset, elsize};
-    size_t lo, hi;
-    share(s->rank, s->size, count, elsize, &lo, &hi);
-    /* 1. the values the other ranks reduce go into the part; this rank's share stays put */
-    walk_range(&w, 0, lo, NULL, PUBLISH);
-    walk_range(&w, hi, count - hi, NULL, PUBLISH);
-    if (agree(s, (shm_tag){b->id, offset, count}) < 0) return -1;
-    /* 2. sum this rank's share over the ranks in rank order, in blocks that stay in L1, and
-     *    write the sums into the other ranks' parts and this rank's values */
     _Alignas(64) char acc[4096], tmp[4096], mine[4096];
-    size_t per_block = sizeof acc / elsize;
+    size_t es = how->elsize, per_block = sizeof acc / es;
     for (size_t i = lo; i < hi; i += per_block) {
-        size_t m = hi - i < per_block ? hi - i : per_block, at = offset + i * elsize;
-        walk_range(&w, i, m, mine, GET);
+        size_t m = hi - i < per_block ? hi - i : per_block, at = offset + i * es;
+        walk_range(w, i, m, mine, GET, NULL);
         for (int q = 0; q < s->size; q++) {
             const char *in = q == s->rank ? mine : b->parts[q] + at;
             if (q == 0) {
-                if (scale)
-                    scale(acc, in, m, factor);
+                if (how->scale)
+                    how->scale(acc, in, m, how->factor);
                 else
-                    memcpy(acc, in, m * elsize);
-            } else if (scale) {
-                scale(tmp, in, m, factor);
-                fn(acc, acc, tmp, m);
+                    memcpy(acc, in, m * es);
+            } else if (how->scale) {
+                how->scale(tmp, in, m, how->factor);
+                how->fn(acc, acc, tmp, m);
             } else {
-                fn(acc, acc, in, m);
+                how->fn(acc, acc, in, m);
             }
         }
         for (int q = 0; q < s->size; q++)
-            if (q != s->rank) memcpy(b->parts[q] + at, acc, m * elsize);
-        walk_range(&w, i, m, acc, PUT);
+            if (q != s->rank) memcpy(b->parts[q] + at, acc, m * es);
+        walk_range(w, i, m, acc, PUT, NULL);
+    }
+}
+
+int ddpl_shm_buffer_allreduce(ddpl_shm *s, ddpl_shm_buffer *b, size_t offset, size_t count,
+                              const ddpl_shm_reduce *how, const ddpl_shm_seg *segs, int nsegs)
+{
+    size_t es = how->elsize;
+    if (offset + count * es > b->nbytes)
+        return ddpl_error("all_reduce: %zu elements at byte %zu overrun the shared buffer of %zu "
+                          "bytes",
+                          count, offset, b->nbytes);
+    seg_walk w = {segs, nsegs, b->parts[s->rank] + offset, es};
+    size_t lo, hi;
+    share(s->rank, s->size, count, es, &lo, &hi);
+    /* 1. the values the other ranks reduce go into the part; this rank's share stays put */
+    walk_range(&w, 0, lo, NULL, PUBLISH, NULL);
+    walk_range(&w, hi, count - hi, NULL, PUBLISH, NULL);
+    if (agree(s, (shm_tag){b->id, offset, count}) < 0) return -1;
+    /* 2. reduce this rank's share; the sums go to the other ranks' parts and to this rank's
+     *    values. On 2 ranks in one fused pass instead of the blocks' six passes through L1. */
+    if (s->size == 2 && how->pair) {
+        pair_arg pa = {how, b->parts[1 - s->rank] + offset};
+        walk_range(&w, lo, hi - lo, NULL, PAIR, &pa);
+    } else {
+        reduce_share(s, b, &w, offset, lo, hi, how);
     }
     /* 3. every rank wrote its sums into this part: copy them where this rank's values live. The
      *    next allreduce writes the parts only after its first barrier, which every rank reaches
      *    after finishing this one: no third barrier. */
     if (ddpl_shm_barrier(s) < 0) return -1;
-    walk_range(&w, 0, lo, NULL, GATHER);
-    walk_range(&w, hi, count - hi, NULL, GATHER);
+    walk_range(&w, 0, lo, NULL, GATHER, NULL);
+    walk_range(&w, hi, count - hi, NULL, GATHER, NULL);
     return 0;
 }

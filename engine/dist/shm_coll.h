@@ -47,6 +47,17 @@ size_t ddpl_shm_buffer_nbytes(const ddpl_shm_buffer *b);
 /* out[i] = in[i] * factor for n elements of the scaled dtype. */
 typedef void (*ddpl_scale_fn)(void *out, const void *in, size_t n, double factor);
 
+/* How an allreduce on a shared buffer combines values. */
+typedef struct ddpl_shm_reduce {
+    size_t elsize;
+    ddpl_reduce_fn fn;   /* out = a (op) b */
+    ddpl_scale_fn scale; /* each rank's values times factor before they are combined; NULL: no */
+    double factor;
+    /* Optional, used on 2 ranks: a[i] = b[i] = (a[i] * f) (op) (b[i] * f) in one pass (f = factor,
+     * or 1 without scale), the same values fn and scale give, for n elements. */
+    void (*pair)(void *restrict a, void *restrict b, size_t n, double factor);
+} ddpl_shm_reduce;
+
 /* Elements [start, start + count) of an allreduce on a shared buffer that live in this rank's own
  * memory (data) instead of its part of the buffer: read from there, and the result written
  * there. */
@@ -55,10 +66,10 @@ typedef struct ddpl_shm_seg {
     size_t start, count; /* in elements of the reduced range */
 } ddpl_shm_seg;
 
-/* Sums count elements of elsize bytes at byte offset `offset` across the ranks. Every rank must
- * pass the same buffer, offset and count (checked: a mismatch is an error, not a wrong sum).
- * With scale (else NULL), each rank's values are multiplied by factor before they are reduced,
- * as if every rank had scaled its values first, without a pass of its own.
+/* Reduces count elements at byte offset `offset` across the ranks, as `how` says. Every rank
+ * must pass the same buffer, offset and count (checked: a mismatch is an error, not a wrong
+ * sum). With how->scale, each rank's values are multiplied by how->factor before they are
+ * reduced, as if every rank had scaled its values first, without a pass of its own.
  *
  * Where this rank's values are: in its part of b, except the ranges of segs (nsegs of them,
  * sorted, not overlapping; NULL/0 for none), which are read from and written to their own
@@ -67,8 +78,7 @@ typedef struct ddpl_shm_seg {
  * values are in the part, it holds the result afterwards; elsewhere the part's contents are left
  * undefined. 0, or -1 with the error set. */
 int ddpl_shm_buffer_allreduce(ddpl_shm *s, ddpl_shm_buffer *b, size_t offset, size_t count,
-                              size_t elsize, ddpl_reduce_fn fn, ddpl_scale_fn scale, double factor,
-                              const ddpl_shm_seg *segs, int nsegs);
+                              const ddpl_shm_reduce *how, const ddpl_shm_seg *segs, int nsegs);
 /* Unmaps this rank's view of every part; the others keep theirs. NULL is fine. */
 void ddpl_shm_buffer_free(ddpl_shm_buffer *b);
 

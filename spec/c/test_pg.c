@@ -137,6 +137,16 @@ static void check_shared_buffers(ddpl_pg *pg, int rank)
         CHECK(strstr(ddpl_last_error(), "not a shared buffer") != NULL);
     }
 
+    /* max: no fused 2-rank kernel, the blocked path for any number of ranks */
+    for (int64_t i = 0; i < n; i++) d[i] = (float)(i % 7 == rank ? 100 + i : -i);
+    w = ddpl_pg_allreduce(pg, s, DDPL_REDUCE_MAX);
+    CHECK(w && ddpl_work_wait(w, -1) == 0);
+    ddpl_work_release(w);
+    exact = true;
+    for (int64_t i = 0; i < n; i++)
+        exact = exact && d[i] == (float)(i % 7 == 0 || i % 7 == 1 ? 100 + i : -i);
+    CHECK(exact);
+
     /* a second buffer, float64: separate memory, reduced independently */
     ddpl_tensor *s2 = ddpl_pg_shared_zeros(pg, 5, DDPL_FLOAT64);
     CHECK(s2 && ddpl_data_ptr(s2) != ddpl_data_ptr(s));
