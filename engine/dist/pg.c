@@ -171,11 +171,25 @@ static void run_if_next(ddpl_work *w)
     ddpl_work_release(w); /* the lane's reference */
 }
 
+/* A work queued quietly (ddpl_pg_wait_follows) that its caller polls, or waits for without
+ * running it, must still reach the lane's thread. */
+static void wake_lane_if_quiet(ddpl_work *w)
+{
+    pthread_mutex_lock(&w->mu);
+    pg_lane *ln = w->quiet && !w->done ? w->lane : NULL;
+    pthread_mutex_unlock(&w->mu);
+    if (!ln) return;
+    pthread_mutex_lock(&ln->mu);
+    pthread_cond_signal(&ln->cv);
+    pthread_mutex_unlock(&ln->mu);
+}
+
 int ddpl_work_wait(ddpl_work *w, double timeout_s)
 {
     if (w->nccl) return nccl_work_wait(w, timeout_s); /* orders the compute stream instead */
     /* running it here may take as long as the operation's own timeout: not for shorter waits */
     if (timeout_s < 0 || timeout_s >= w->timeout_s) run_if_next(w);
+    wake_lane_if_quiet(w);
     if (timeout_s < 0) timeout_s = w->timeout_s + 10.0; /* the operation times out first */
     struct timespec deadline;
     clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -201,16 +215,10 @@ int ddpl_work_wait(ddpl_work *w, double timeout_s)
 bool ddpl_work_is_completed(ddpl_work *w)
 {
     if (w->nccl) nccl_work_poll(w);
+    wake_lane_if_quiet(w);
     pthread_mutex_lock(&w->mu);
     bool d = w->done;
-    pg_lane *ln = w->quiet && !d ? w->lane : NULL;
     pthread_mutex_unlock(&w->mu);
-    if (ln) {
-        /* queued quietly, then polled instead of waited for: let the lane's thread run it */
-        pthread_mutex_lock(&ln->mu);
-        pthread_cond_signal(&ln->cv);
-        pthread_mutex_unlock(&ln->mu);
-    }
     return d;
 }
 

@@ -135,7 +135,8 @@ ddpl_tensor *ddpl_pg_shared_zeros(ddpl_pg *pg, int64_t numel, ddpl_dtype dt);
  * which the group's thread goes on to it): handing it to another thread and back costs two thread
  * switches, and on a busy machine the woken thread takes the caller's core meanwhile. A work
  * queued so is still run by the group's thread when another collective is issued after it, when
- * the group is freed, or when ddpl_work_is_completed polls it. */
+ * the group is freed, or when it is polled (ddpl_work_is_completed) or waited for without being
+ * run by the waiter. */
 void ddpl_pg_wait_follows(ddpl_pg *pg);
 
 /* Blocks until the work is done or timeout_s passes (< 0: the group's timeout plus a margin,

@@ -387,7 +387,8 @@ static bool reducible_in_place(const ddpl_reducer *r, const bucket *k, const ddp
 }
 
 /* Marks parameter p ready: its gradient (or zeros, for a parameter this rank did not use) goes
- * into its bucket slot divided by the world size; launches every bucket that can go, in order. */
+ * into its bucket slot, or stays in .grad to be reduced there; launches every bucket that can
+ * go, in order. */
 static int mark_ready(ddpl_reducer *r, int p)
 {
     ddpl_tensor *param = r->params[p], *v = view_of(r, p);

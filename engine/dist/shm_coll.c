@@ -20,7 +20,10 @@
  * sums into every part; one more barrier and every part holds the result. (Writing the sums
  * only into the own part and having every rank gather the other shares afterwards needs a
  * third barrier and measured twice as slow for 1 MB on 2 ranks: 78 vs 40 us, the gather's
- * writes to lines the peer still holds being the expensive part.)
+ * writes to lines the peer still holds being the expensive part.) Values a rank keeps outside
+ * its part (segments: the DDP gradients) are copied into the part only where other ranks read
+ * them (their shares), read in place for its own share, where the sums are also written, and
+ * the other shares' sums are copied back to them after the second barrier.
  * Before the first barrier of an allreduce each rank writes what it is about to reduce (buffer,
  * offset, count; buffer 0 for a staged tensor) into its tag slot; after it, every rank compares
  * the slots, so ranks that disagree (a bug, or ranks that issued collectives in different
@@ -517,9 +520,10 @@ int ddpl_shm_buffer_allreduce(ddpl_shm *s, ddpl_shm_buffer *b, size_t offset, si
     } else {
         reduce_share(s, b, &w, offset, lo, hi, how);
     }
-    /* 3. every rank wrote its sums into this part: copy them where this rank's values live. The
-     *    next allreduce writes the parts only after its first barrier, which every rank reaches
-     *    after finishing this one: no third barrier. */
+    /* 3. every rank wrote its sums into this part: copy them where this rank's values live. No
+     *    third barrier: before its first barrier the next allreduce writes only the rank's own
+     *    part (step 1), which nobody else reads after this barrier, and other ranks' parts only
+     *    after it, which every rank reaches after finishing this one. */
     if (ddpl_shm_barrier(s) < 0) return -1;
     walk_range(&w, 0, lo, NULL, GATHER, NULL);
     walk_range(&w, hi, count - hi, NULL, GATHER, NULL);

@@ -210,6 +210,12 @@ static void check_wait_runs_queued_work(ddpl_pg *pg, int rank)
     CHECK(q && ddpl_work_is_completed(q) && ddpl_work_error(q) == NULL);
     CHECK(at(t[0], 0) == 6.0);
     ddpl_work_release(q);
+    /* ... and when waited for with a timeout shorter than the group's (not run by the waiter) */
+    ddpl_pg_wait_follows(pg);
+    q = ddpl_pg_allreduce(pg, t[0], DDPL_REDUCE_SUM);
+    CHECK(q && ddpl_work_wait(q, 2.0) == 0);
+    CHECK(at(t[0], 0) == 12.0);
+    ddpl_work_release(q);
     for (int k = 0; k < 3; k++) ddpl_tensor_release(t[k]);
 }
 
