@@ -30,7 +30,10 @@ typedef struct cpu_loop_ctx {
 /* The typed loops are compiled twice on x86-64, for the build's baseline (AVX2) and for
  * x86-64-v4 (AVX-512), and the loader picks one (an ifunc): the transcendental activations are
  * compute-bound, and 16 lanes make GELU about 1.4x faster than 8 on Zen 4. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__)
+/* Not under ThreadSanitizer: the loader runs the ifunc resolvers before TSan is initialised, and
+ * their instrumentation crashes the program at start. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__AVX2__) &&        \
+    !defined(__SANITIZE_THREAD__)
 #define CPU_LOOP_CLONES __attribute__((target_clones("arch=x86-64-v4", "default")))
 #else
 #define CPU_LOOP_CLONES
