@@ -4,27 +4,12 @@
  * broadcast, an allgather and a barrier, refuses a CPU tensor, and its work handles order the
  * compute stream (the values read afterwards are the results).
  * defines: main. */
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "net_util.h"
 #include "core/core.h"
 #include "dist/pg.h"
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
-        if (fd >= 0) close(fd);
-        return 29500 + (int)(getpid() % 1000);
-    }
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static bool has(const char *s, const char *want)
 {
@@ -47,7 +32,7 @@ static void gpu_checks(void)
     CHECK(ddpl_cuda_set_device(0) == 0);
     ddpl_pg_config cfg = {.backend = "nccl",
                           .master_addr = "127.0.0.1",
-                          .master_port = free_port(),
+                          .master_port = free_port(29500),
                           .rank = 0,
                           .world_size = 1,
                           .timeout_s = 30};

@@ -9,15 +9,14 @@
  * fall back to ordinary memory; a waiter may run queued work itself, and the order
  * of the work is kept.
  * defines: main. */
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "net_util.h"
 #include "core/core.h"
 #include "dist/pg.h"
 
@@ -26,18 +25,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-        return 29000 + getpid() % 1000;
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 static double at(ddpl_tensor *t, int64_t i)
@@ -353,7 +340,7 @@ static int nospace_main(int rank, int port)
 static int run_job(const char *shm, int (*job)(int rank, int port))
 {
     setenv("DDPLUA_SHM", shm, 1);
-    int port = free_port();
+    int port = free_port(29000);
     pid_t pids[2];
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();

@@ -5,28 +5,15 @@
  * bucket's storage; the first finished iteration rebuilds the buckets (ready order, w2 first);
  * an iteration that leaves w2 without gradient makes the next prepare_forward fail naming it.
  * defines: main. */
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "check.h"
+#include "net_util.h"
 #include "core/core.h"
 #include "dist/reducer.h"
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) < 0)
-        return 31000 + getpid() % 1000;
-    close(fd);
-    return ntohs(a.sin_port);
-}
 
 static float at(ddpl_tensor *t, int64_t i)
 {
@@ -123,7 +110,7 @@ static int rank_main(int rank, int port, bool view)
 
 static int run_job(bool view)
 {
-    int port = free_port();
+    int port = free_port(31000);
     pid_t pids[2];
     for (int r = 0; r < 2; r++) {
         pids[r] = fork();

@@ -1,0 +1,27 @@
+/* spec/c/net_util.h: what the C tests of the distributed runtime share.
+ * defines: free_port. */
+#ifndef DDPL_SPEC_NET_UTIL_H
+#define DDPL_SPEC_NET_UTIL_H
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+/* A TCP port on loopback that was free a moment ago (the kernel's pick for port 0), for the
+ * store of a test's group; when even that fails, one derived from the pid (fallback_base +
+ * pid % 1000), so concurrent tests rarely collide. */
+static inline int free_port(int fallback_base)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) < 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &len) < 0) {
+        if (fd >= 0) close(fd);
+        return fallback_base + (int)(getpid() % 1000);
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+#endif
