@@ -9,19 +9,11 @@
 -- examples/ddp_train.lua with checkpoint and --resume. The checks
 -- themselves run inside the ranks (spec/ddp/train_equiv.lua, spec/ddp/features.lua); here we
 -- start them and read what they print.
-local bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
-local src = os.getenv('DDPLUA_SOURCE_DIR') or '.'
+local S = require 'shell_util'
+local bin, src = S.bin, S.src
+local q, sh = S.q, S.sh
 local equiv = src .. '/spec/ddp/train_equiv.lua'
 local features = src .. '/spec/ddp/features.lua'
-
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function sh(cmd)
-    local p = assert(io.popen(cmd .. ' 2>&1'))
-    local out = p:read('a')
-    local ok, _, code = p:close()
-    return out, ok and 0 or code
-end
 
 -- Runs script on n ranks with `-- args`; returns the combined output and exit status.
 local function launch(script, n, args, env)

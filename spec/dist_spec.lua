@@ -7,46 +7,12 @@
 -- others fail at the timeout, never hang); two "nodes" as network namespaces joined by a veth
 -- pair; and a one-rank group inside this very process (the stock lua5.4 C module).
 -- Every process runs under `timeout`, so no case can hang.
-local bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
-local src = os.getenv('DDPLUA_SOURCE_DIR') or '.'
+local S = require 'shell_util'
+local bin, src = S.bin, S.src
+local q, slurp, write, sh, free_port = S.q, S.slurp, S.write, S.sh, S.free_port
 local collectives = src .. '/spec/dist/collectives.lua'
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function slurp(path)
-    local f = io.open(path, 'rb')
-    if not f then return '' end
-    local s = f:read('a')
-    f:close()
-    return s
-end
-
-local function write(path, text)
-    local f = assert(io.open(path, 'wb'))
-    f:write(text)
-    f:close()
-end
-
-local function sh(cmd)
-    local p = assert(io.popen(cmd .. ' 2>&1'))
-    local out = p:read('a')
-    local ok, _, code = p:close()
-    return out, ok and 0 or code
-end
-
--- A free TCP port on loopback (the kernel picks it), else a random high one.
-local function free_port()
-    local out = sh("/usr/bin/python3 -c 'import socket; s=socket.socket(); "
-        .. 's.bind(("127.0.0.1",0)); print(s.getsockname()[1])\'')
-    local port = tonumber(out:match('^(%d+)'))
-    if port then return port end
-    math.randomseed(os.time())
-    return math.random(20000, 60000)
-end
-
-local tmpdir = os.tmpname()
-os.remove(tmpdir)
-assert(os.execute('mkdir -p ' .. q(tmpdir)))
+local tmpdir = S.new_tmpdir()
 
 -- Starts one process per entry of `ranks` ({rank=, script=, prefix= (e.g. 'ip netns exec X')})
 -- with the torchrun environment, waits for all; returns outputs[rank] and codes[rank].

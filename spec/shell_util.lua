@@ -1,0 +1,54 @@
+-- spec/shell_util.lua: what the specs that start processes share (dist, ddp, nccl).
+-- defines: bin, src, q, slurp, write, sh, free_port, new_tmpdir.
+-- Usage: local S = require 'shell_util'; local out, code = S.sh(S.q(S.bin) .. ' -e "print(1)"')
+local S = {}
+
+-- the ddplua executable under test, and the source tree
+S.bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
+S.src = os.getenv('DDPLUA_SOURCE_DIR') or '.'
+
+-- s quoted for sh
+function S.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- The file's contents, '' when it cannot be read.
+function S.slurp(path)
+    local f = io.open(path, 'rb')
+    if not f then return '' end
+    local s = f:read('a')
+    f:close()
+    return s
+end
+
+function S.write(path, text)
+    local f = assert(io.open(path, 'wb'))
+    f:write(text)
+    f:close()
+end
+
+-- Runs a shell command line; returns its stdout and stderr together, and the exit status.
+function S.sh(cmd)
+    local p = assert(io.popen(cmd .. ' 2>&1'))
+    local out = p:read('a')
+    local ok, _, code = p:close()
+    return out, ok and 0 or code
+end
+
+-- A free TCP port on loopback (the kernel picks it), else a random high one.
+function S.free_port()
+    local out = S.sh("/usr/bin/python3 -c 'import socket; s=socket.socket(); "
+        .. 's.bind(("127.0.0.1",0)); print(s.getsockname()[1])\'')
+    local port = tonumber(out:match('^(%d+)'))
+    if port then return port end
+    math.randomseed(os.time())
+    return math.random(20000, 60000)
+end
+
+-- A new empty directory.
+function S.new_tmpdir()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute('mkdir -p ' .. S.q(dir)))
+    return dir
+end
+
+return S
