@@ -37,16 +37,21 @@ end
 
 describe('DistributedDataParallel', function()
     describe('matches one process on the global batch after 10 SGD steps (rel 1e-5)', function()
-        -- cap 1e-6 MB forces one bucket per parameter; 0.002 MB splits the CNN in a few
+        -- cap 1e-6 MB forces one bucket per parameter; 0.002 MB splits the CNN in a few. Ranks
+        -- on one machine keep their buckets in shared memory (the 2-rank fused sum, the blocked
+        -- sum for 3 and 4 ranks); DDPLUA_SHM=0 takes Gloo's TCP path with ordinary buckets.
         local cases = {
             {2, 'model=mlp'}, {2, 'model=mlp cap=0.000001'}, {2, 'model=mlp view=1'},
             {2, 'model=cnn'}, {2, 'model=cnn cap=0.002'}, {2, 'model=cnn cap=0.000001 view=1'},
             {2, 'model=bn'}, {2, 'model=bn cap=0.000001'}, {2, 'model=bn view=1'},
+            {3, 'model=mlp'}, {3, 'model=cnn cap=0.002 view=1'},
             {4, 'model=mlp cap=0.000001'}, {4, 'model=cnn'}, {4, 'model=bn cap=0.000001 view=1'},
+            {2, 'model=mlp', 'DDPLUA_SHM=0'}, {2, 'model=cnn cap=0.002 view=1', 'DDPLUA_SHM=0'},
+            {3, 'model=bn cap=0.000001', 'DDPLUA_SHM=0'},
         }
         for _, c in ipairs(cases) do
-            it(('%d ranks, %s'):format(c[1], c[2]), function()
-                local out, code = launch(equiv, c[1], c[2])
+            it(('%d ranks, %s%s'):format(c[1], c[2], c[3] and ', ' .. c[3] or ''), function()
+                local out, code = launch(equiv, c[1], c[2], c[3])
                 expect_ok(out, code, 'DDP_OK', c[1])
                 if c[2]:find('cap=0.000001', 1, true) then
                     -- one bucket per parameter (6 in each of these models)
