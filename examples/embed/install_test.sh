@@ -5,6 +5,7 @@
 #   2. a stock lua5.4 loads the installed module, with LUA_PATH set and with LUA_CPATH alone
 #   3. a C consumer builds with pkg-config and runs
 #   4. the same consumer builds with CMake's find_package(ddplua) and runs
+#   5. the same consumer links the static library with `pkg-config --static` and runs
 set -eu
 build=$1
 consumer=$2
@@ -44,3 +45,12 @@ cmake -S "$consumer" -B "$prefix/consumer-build" -DCMAKE_PREFIX_PATH="$prefix" \
 cmake --build "$prefix/consumer-build" >"$prefix/build.log" 2>&1 || { cat "$prefix/build.log"; fail "find_package build"; }
 LD_LIBRARY_PATH="$prefix/lib" "$prefix/consumer-build/consumer" || fail "find_package consumer run"
 echo "ok 4 find_package consumer"
+
+# only the archive left: -lddplua can only mean libddplua.a, whose dependencies
+# `pkg-config --static` must name (Libs.private and the packages' own)
+rm -f "$prefix"/lib/libddplua.so*
+# shellcheck disable=SC2046
+"$cc" -std=c11 -o "$prefix/consumer_static" "$consumer/consumer.c" \
+    $(pkg-config --static --cflags --libs ddplua lua5.4) -lm || fail "pkg-config --static build"
+"$prefix/consumer_static" || fail "static consumer run"
+echo "ok 5 static consumer"
