@@ -12,6 +12,7 @@
 
 #include "cpu_blas.h"
 #include "cpu_kernels.h"
+#include "ops/gemm_layout.h"
 #include "ops/kernel_params.h"
 
 #include "cpu_threads.h"
@@ -127,41 +128,15 @@ void cpu_blas_parallel_for(int64_t n, void (*fn)(int64_t, int64_t, int, void *),
 }
 
 /* ---- operand layouts ---- */
-typedef enum { LAYOUT_ROW, LAYOUT_COL, LAYOUT_PACK } mat_layout;
-
 /* One operand: matrix b starts at base + b*bstride bytes; element (i, j) at i*rs + j*cs
  * elements from there. */
 typedef struct {
     char *base;
     int64_t bstride; /* bytes */
     int64_t rows, cols, rs, cs;
-    mat_layout layout;
+    gemm_layout layout;
     int64_t ld; /* leading dimension for LAYOUT_ROW / LAYOUT_COL */
 } mat_desc;
-
-/* How BLAS can read a (rows, cols) matrix with strides (rs, cs): row-major with leading
- * dimension rs, column-major (the transpose of a row-major (cols, rows)) with leading dimension
- * cs, or neither. A size-1 dim's stride is irrelevant, and BLAS wants ld >= max(1, width). */
-static mat_layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t *ld)
-{
-    int64_t wr = cols > 1 ? cols : 1, wc = rows > 1 ? rows : 1;
-    if (cs == 1 || cols <= 1) {
-        int64_t l = rows <= 1 ? wr : rs;
-        if (l >= wr && l <= INT_MAX) {
-            *ld = l;
-            return LAYOUT_ROW;
-        }
-    }
-    if (rs == 1 || rows <= 1) {
-        int64_t l = cols <= 1 ? wc : cs;
-        if (l >= wc && l <= INT_MAX) {
-            *ld = l;
-            return LAYOUT_COL;
-        }
-    }
-    *ld = wr; /* the packed copy is row-major */
-    return LAYOUT_PACK;
-}
 
 static void mat_desc_init(mat_desc *m, const ddpl_tensor *t)
 {
@@ -172,7 +147,7 @@ static void mat_desc_init(mat_desc *m, const ddpl_tensor *t)
     m->cols = t->sizes[2];
     m->rs = t->strides[1];
     m->cs = t->strides[2];
-    m->layout = layout_of(m->rows, m->cols, m->rs, m->cs, &m->ld);
+    m->layout = gemm_layout_of(m->rows, m->cols, m->rs, m->cs, &m->ld);
 }
 
 /* dst (rows, cols) row-major in dt_dst <- src with strides (rs, cs) in dt_src (to_src false), or

@@ -22,6 +22,7 @@
 #include "cuda_dynlib.h"
 #include "cuda_launch.h"
 #include "ops/autocast.h"
+#include "ops/gemm_layout.h"
 #include "ops/kernel_params.h"
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
@@ -77,39 +78,13 @@ static int gemm_handle(int dev, cublasHandle_t *out)
 }
 
 /* ---- operand layouts (as cpu_gemm.c) ---- */
-typedef enum { LAYOUT_ROW, LAYOUT_COL, LAYOUT_PACK } mat_layout;
-
 typedef struct {
     ddpl_tensor *t;    /* the tensor cuBLAS reads: the operand, or its contiguous copy */
     ddpl_tensor *copy; /* owned copy, or NULL */
     long long bstride; /* elements between consecutive matrices; 0 broadcasts */
-    mat_layout layout;
+    gemm_layout layout;
     int64_t ld;
 } gemm_operand;
-
-/* How a (rows, cols) matrix with strides (rs, cs) reads: row-major with ld rs, column-major
- * with ld cs, or neither. A size-1 dim's stride is irrelevant; cuBLAS wants ld >= max(1,
- * stored rows) and ld <= INT_MAX. */
-static mat_layout layout_of(int64_t rows, int64_t cols, int64_t rs, int64_t cs, int64_t *ld)
-{
-    int64_t wr = cols > 1 ? cols : 1, wc = rows > 1 ? rows : 1;
-    if (cs == 1 || cols <= 1) {
-        int64_t l = rows <= 1 ? wr : rs;
-        if (l >= wr && l <= INT_MAX) {
-            *ld = l;
-            return LAYOUT_ROW;
-        }
-    }
-    if (rs == 1 || rows <= 1) {
-        int64_t l = cols <= 1 ? wc : cs;
-        if (l >= wc && l <= INT_MAX) {
-            *ld = l;
-            return LAYOUT_COL;
-        }
-    }
-    *ld = wr;
-    return LAYOUT_PACK;
-}
 
 /* Describes t (B,rows,cols); packs it into a contiguous copy when cuBLAS cannot read it (only
  * one matrix when the batch is broadcast). With_values false skips copying the values (an
@@ -121,7 +96,7 @@ static int operand_init(gemm_operand *o, ddpl_tensor *t, bool with_values)
     o->t = t;
     o->copy = NULL;
     o->bstride = broadcast ? 0 : (long long)t->strides[0];
-    o->layout = layout_of(rows, cols, t->strides[1], t->strides[2], &o->ld);
+    o->layout = gemm_layout_of(rows, cols, t->strides[1], t->strides[2], &o->ld);
     if (o->layout != LAYOUT_PACK) return 0;
     int64_t sizes[3] = {broadcast ? 1 : B, rows, cols};
     ddpl_tensor *src =
