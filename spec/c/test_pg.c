@@ -32,21 +32,6 @@ static double at(ddpl_tensor *t, int64_t i)
     return ddpl_load_f64(ddpl_data_ptr(t) + i * (int64_t)ddpl_dtype_size(t->dtype), t->dtype);
 }
 
-/* This rank's member of a 2-rank gloo group on loopback (3 s timeout), or NULL (a failed
- * check). */
-static ddpl_pg *join(int rank, int port)
-{
-    ddpl_pg_config cfg = {.backend = "gloo",
-                          .master_addr = "127.0.0.1",
-                          .master_port = port,
-                          .rank = rank,
-                          .world_size = 2,
-                          .timeout_s = 3.0};
-    ddpl_pg *pg = ddpl_pg_create(&cfg);
-    CHECK(pg != NULL);
-    return pg;
-}
-
 /* (float)(a * f) + (float)(b * f), each product rounded on its own, as pre-dividing each rank's
  * values and then summing them does */
 static float prescaled_sum(float a, float b, float f)
@@ -208,7 +193,7 @@ static void check_wait_runs_queued_work(ddpl_pg *pg, int rank)
 
 static int rank_main(int rank, int port)
 {
-    ddpl_pg *pg = join(rank, port);
+    ddpl_pg *pg = join_group(rank, port, 3.0);
     if (!pg) return check_finish();
     CHECK(ddpl_pg_rank(pg) == rank && ddpl_pg_size(pg) == 2);
 
@@ -288,7 +273,7 @@ static int rank_main(int rank, int port)
  * a sum of unrelated memory. */
 static int mismatch_main(int rank, int port)
 {
-    ddpl_pg *pg = join(rank, port);
+    ddpl_pg *pg = join_group(rank, port, 3.0);
     if (!pg) return check_finish();
     int64_t n = 100;
     ddpl_tensor *s = ddpl_pg_shared_zeros(pg, n, DDPL_FLOAT32);
@@ -310,7 +295,7 @@ static int mismatch_main(int rank, int port)
  * full tmpfs here), every rank gets an ordinary tensor instead, and reducing it still works. */
 static int nospace_main(int rank, int port)
 {
-    ddpl_pg *pg = join(rank, port);
+    ddpl_pg *pg = join_group(rank, port, 3.0);
     if (!pg) return check_finish();
     int64_t n = 1 << 20; /* 4 MB */
     ddpl_tensor *small = ddpl_pg_shared_zeros(pg, 16, DDPL_FLOAT32);

@@ -44,14 +44,7 @@ static int step(ddpl_reducer *r, ddpl_tensor *w1, ddpl_tensor *w2, ddpl_tensor *
 
 static int rank_main(int rank, int port, bool view)
 {
-    ddpl_pg_config cfg = {.backend = "gloo",
-                          .master_addr = "127.0.0.1",
-                          .master_port = port,
-                          .rank = rank,
-                          .world_size = 2,
-                          .timeout_s = 10.0};
-    ddpl_pg *pg = ddpl_pg_create(&cfg);
-    CHECK(pg != NULL);
+    ddpl_pg *pg = join_group(rank, port, 10.0);
     if (!pg) return check_finish();
     int64_t s1[2] = {4, 3}, s2[1] = {3};
     ddpl_tensor *w1 = ddpl_zeros(2, s1, DDPL_FLOAT32, ddpl_cpu());
