@@ -12,6 +12,12 @@
 -- bucket being ready (how long the allreduce ran while backward still computed):
 --   BUCKET model=M bucket=b bytes=N allreduce_ms=X overlap_ms=Y
 --   WAIT model=M final_wait_ms=X backward_ms=Y
+-- and per mode the 10th percentile and the median of the timed steps' wall times (each rank's,
+-- then the slower rank's): the 10th percentile is the step on a quiet moment of this shared
+-- machine, where the gap between modes is the communication's own cost; the rest of the
+-- throughput gap is host noise, which a synchronised step pays on either rank and no_sync only
+-- on its own:
+--   STEP model=M mode=ddp p10_us=X p50_us=Y
 -- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N modes=ddp,nosync,view (a subset)
 local ddpl = require 'ddplua'
 local nn, F, dist, data = ddpl.nn, ddpl.F, ddpl.distributed, ddpl.data
@@ -93,6 +99,7 @@ end
 local modes = {}
 for m in (o.modes or 'ddp,nosync,view'):gmatch('[^,]+') do modes[#modes + 1] = m end
 local results = {ddp = {}, nosync = {}, view = {}}
+local step_times = {ddp = {}, nosync = {}, view = {}} -- seconds, every timed step of this rank
 for _, mode in ipairs(modes) do
     for _ = 1, o.warmup do step(mode) end
 end
@@ -100,7 +107,12 @@ for _ = 1, o.rounds do
     for _, mode in ipairs(modes) do
         dist.barrier()
         local t0 = ddpl.time()
-        for _ = 1, o.steps do step(mode, false) end
+        local times = step_times[mode]
+        for _ = 1, o.steps do
+            local s0 = ddpl.time()
+            step(mode, false)
+            times[#times + 1] = ddpl.time() - s0
+        end
         local t = ddpl.tensor({ddpl.time() - t0}, {dtype = 'float64'})
         dist.all_reduce(t, {op = dist.ReduceOp.MAX})
         table.insert(results[mode], world * o.batch * o.steps / t:item())
@@ -109,12 +121,24 @@ end
 -- bucket timing from separate steps: reading the timeline from Lua costs time the timed ddp
 -- steps must not pay (the no_sync steps would not)
 for _ = 1, math.max(10, o.steps // 4) do step('ddp', true) end
+local step_pct = {} -- mode -> {p10, p50} of the slower rank, seconds
+for _, mode in ipairs(modes) do
+    local s = {table.unpack(step_times[mode])}
+    table.sort(s)
+    local t = ddpl.tensor({s[math.max(1, #s // 10)], s[(#s + 1) // 2]}, {dtype = 'float64'})
+    dist.all_reduce(t, {op = dist.ReduceOp.MAX})
+    step_pct[mode] = {t[0]:item(), t[1]:item()}
+end
 if rank == 0 then
     for _, mode in ipairs(modes) do
         local r = {}
         for i, v in ipairs(results[mode]) do r[i] = ('%.0f'):format(v) end
         print(('RESULT engine=ddplua model=%s mode=%s sps=%.0f rounds=%s'):format(o.model, mode,
             median(results[mode]), table.concat(r, ',')))
+    end
+    for _, mode in ipairs(modes) do
+        print(('STEP model=%s mode=%s p10_us=%.0f p50_us=%.0f'):format(o.model, mode,
+            1e6 * step_pct[mode][1], 1e6 * step_pct[mode][2]))
     end
     local buckets = model:buckets()
     for b, pb in pairs(per_bucket) do
