@@ -303,6 +303,8 @@ describe('nn.Module modes and conversions', function()
         H.assert_close(net.fc1.weight.grad:abs():sum(), 0)
         net:zero_grad()
         for _, p in ipairs(net:parameters()) do assert.is_nil(p.grad) end
+        assert.has_error(function() net:zero_grad(0) end,
+            'zero_grad: expected a boolean or {set_to_none = boolean}, got number')
     end)
 
     it('apply visits children before their parent and returns the module', function()

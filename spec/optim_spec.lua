@@ -150,6 +150,13 @@ describe('zero_grad and step', function()
         p.grad = ddpl.ones(2)
         opt:zero_grad(false)
         H.assert_values(H.values(p.grad), {0, 0}, {2}, 0, 0)
+        p.grad = ddpl.ones(2)
+        opt:zero_grad({set_to_none = false}) -- the options-table form, as Module:zero_grad
+        H.assert_values(H.values(p.grad), {0, 0}, {2}, 0, 0)
+        opt:zero_grad({})
+        assert.is_nil(p.grad)
+        assert.has_error(function() opt:zero_grad('no') end,
+            'zero_grad: expected a boolean or {set_to_none = boolean}, got string')
     end)
 
     it('step with a closure returns the loss and uses its gradients', function()

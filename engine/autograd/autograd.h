@@ -54,10 +54,22 @@ typedef struct ddpl_node {
     ddpl_hook *pre_hooks;                                /* hooks of this node's output tensor */
     ddpl_tensor *retain_grad_of; /* weak: the output tensor that asked for retain_grad */
     ddpl_tensor *variable;       /* AccumulateGrad only: the leaf (owned) */
+    /* Gradient homes (ddpl_tensor_set_grad_home). A node whose backward can write an input's
+     * gradient into a given tensor sets that input's bit in dest_inputs and reads n->dest /
+     * n->dest_input while it runs (ddpl_node_dest). A view node that can pass the request on to
+     * the node producing its own gradient sets dest_through: given the tensor its input's
+     * gradient should be, it returns what its output's gradient must be for that (a new
+     * reference), or NULL. */
+    uint8_t dest_inputs;
+    ddpl_tensor *(*dest_through)(struct ddpl_node *n, ddpl_tensor *dest);
     /* scratch of the running backward pass */
     uint64_t visit_gen;
     int dependencies;
     ddpl_tensor *grad_buffer;
+    struct ddpl_node *producer; /* a node whose edge producer_input leads here: the only one */
+    int producer_input;         /* when dependencies is 1 */
+    ddpl_tensor *dest;          /* dest_inputs nodes: input dest_input's gradient goes here */
+    int dest_input;
 } ddpl_node;
 
 bool ddpl_grad_needed(int n, ddpl_tensor *const *inputs);
@@ -79,6 +91,11 @@ static inline bool ddpl_node_saved_is_null(const ddpl_node *n, int slot)
 static inline bool ddpl_node_needs_grad(const ddpl_node *n, int input)
 {
     return n->edges[input].node != NULL;
+}
+/* The tensor input's gradient should be written into (dest_inputs nodes), or NULL. */
+static inline ddpl_tensor *ddpl_node_dest(const ddpl_node *n, int input)
+{
+    return n->dest && n->dest_input == input ? n->dest : NULL;
 }
 /* out takes over the caller's reference to n and becomes a non-leaf requiring grad. */
 void ddpl_set_history(ddpl_tensor *out, ddpl_node *n);

@@ -5,7 +5,9 @@
  * 2. Run ready nodes (all their incoming gradients summed) highest sequence number first, so
  *    later operations are differentiated first and AccumulateGrad nodes run as soon as their
  *    leaf's gradient is complete.
- * 3. Without retain_graph, each node frees its saved tensors once it has run. */
+ * 3. Without retain_graph, each node frees its saved tensors once it has run.
+ * Before step 2, leaves with a gradient home (ddpl_tensor_set_grad_home) and no .grad ask the
+ * node that makes their gradient to write it there (plan_homes). */
 #include "autograd.h"
 
 typedef struct {
@@ -110,16 +112,25 @@ static ddpl_tensor *validate_grad(ddpl_node *n, int i, ddpl_tensor *g)
     return g;
 }
 
+/* Whether g lies exactly over the leaf's gradient home (it was computed into it). */
+static bool in_home(const ddpl_tensor *leaf, const ddpl_tensor *g)
+{
+    const ddpl_tensor *h = leaf->grad_home;
+    return h && g->storage == h->storage && g->offset == h->offset &&
+           ddpl_tensor_is_contiguous(g) && ddpl_same_shape(g, h);
+}
+
 static int accumulate_into_leaf(ddpl_node *n, ddpl_tensor *grad)
 {
     ddpl_tensor *leaf = n->variable;
     if (!leaf->grad) {
-        /* Keep the gradient itself when nothing else can see its memory; otherwise copy, since
-         * later accumulation writes into .grad in place. */
+        /* Keep the gradient itself when nothing else can see its memory, or when it was made
+         * in the leaf's home; otherwise copy, since later accumulation writes into .grad in
+         * place. */
         bool exclusive = atomic_load(&grad->refcount) == 1 &&
                          atomic_load(&grad->storage->refcount) == 1 &&
                          ddpl_tensor_is_contiguous(grad) && !grad->requires_grad;
-        if (exclusive) {
+        if (exclusive || in_home(leaf, grad)) {
             leaf->grad = grad;
         } else {
             leaf->grad = ddpl_clone(grad);
@@ -193,6 +204,8 @@ static int run_node(ddpl_node *n, ddpl_tensor *grad, const capture_set *cap, boo
     int rc = n->backward(n, grad, grads);
     ddpl_tensor_release(grad);
     grad = NULL;
+    ddpl_tensor_release(n->dest);
+    n->dest = NULL;
     for (int i = 0; i < n->n_inputs; i++) {
         ddpl_node *next = n->edges[i].node;
         if (!next) {
@@ -231,6 +244,7 @@ static void collect(ddpl_node **roots, int n_roots, node_vec *all)
         if (!roots[i] || roots[i]->visit_gen == gen) continue;
         roots[i]->visit_gen = gen;
         roots[i]->dependencies = 0;
+        roots[i]->producer = NULL;
         vec_push(&stack, roots[i]);
         vec_push(all, roots[i]);
     }
@@ -242,13 +256,51 @@ static void collect(ddpl_node **roots, int n_roots, node_vec *all)
             if (next->visit_gen != gen) {
                 next->visit_gen = gen;
                 next->dependencies = 0;
+                next->producer = NULL;
                 vec_push(&stack, next);
                 vec_push(all, next);
             }
             next->dependencies++;
+            next->producer = n;
+            next->producer_input = i;
         }
     }
     free(stack.items);
+}
+
+/* For every leaf in the graph with a gradient home, no .grad, no tensor hooks and one node
+ * feeding its gradient: follows that gradient's way back through view nodes that can pass
+ * the request on (a Linear weight's transpose) to a node that can compute into a given tensor
+ * (a matrix product), and hands it the home, reshaped as that node's input. */
+static void plan_homes(const node_vec *all)
+{
+    for (size_t i = 0; i < all->n; i++) {
+        ddpl_node *acc = all->items[i];
+        ddpl_tensor *leaf = acc->variable;
+        if (!leaf || !leaf->grad_home || leaf->grad || leaf->hooks || acc->pre_hooks ||
+            acc->dependencies != 1)
+            continue;
+        ddpl_node *p = acc->producer;
+        int input = acc->producer_input;
+        ddpl_tensor *dest = ddpl_tensor_retain(leaf->grad_home);
+        while (p && dest) {
+            if (p->dest_inputs & (1u << input)) {
+                if (!p->dest) { /* one home per node; a second asker gets new memory */
+                    p->dest = dest;
+                    p->dest_input = input;
+                    dest = NULL;
+                }
+                break;
+            }
+            if (!p->dest_through || p->dependencies != 1) break;
+            ddpl_tensor *up = p->dest_through(p, dest);
+            ddpl_tensor_release(dest);
+            dest = up;
+            input = p->producer_input;
+            p = p->producer;
+        }
+        ddpl_tensor_release(dest);
+    }
 }
 
 static ddpl_node *root_node(ddpl_tensor *t)
@@ -315,6 +367,7 @@ static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *r
             goto done;
         }
     }
+    if (!cap) plan_homes(&all); /* autograd.grad leaves .grad alone */
     for (size_t i = 0; i < all.n; i++)
         if (all.items[i]->dependencies == 0) heap_push(&ready, all.items[i]);
 
@@ -340,6 +393,8 @@ done:
     for (size_t i = 0; i < all.n; i++) {
         ddpl_tensor_release(all.items[i]->grad_buffer);
         all.items[i]->grad_buffer = NULL;
+        ddpl_tensor_release(all.items[i]->dest); /* nodes that never ran */
+        all.items[i]->dest = NULL;
     }
     for (int i = 0; i < n_roots; i++) ddpl_node_release(nodes[i]);
     if (nodes != stack_nodes) free(nodes);

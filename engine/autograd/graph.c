@@ -186,6 +186,7 @@ void ddpl_autograd_tensor_dying(ddpl_tensor *t)
     }
     free_hooks(t->hooks);
     free_hooks(t->ready_hooks);
+    ddpl_tensor_release(t->grad_home);
 }
 
 bool ddpl_tensor_requires_grad(const ddpl_tensor *t)
@@ -239,6 +240,29 @@ int ddpl_tensor_set_grad(ddpl_tensor *t, ddpl_tensor *grad)
     ddpl_tensor_retain(grad);
     ddpl_tensor_release(t->grad);
     t->grad = grad;
+    return 0;
+}
+
+int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home)
+{
+    if (home) {
+        char a[128], b[128];
+        if (leaf->grad_fn) return ddpl_error("set_grad_home: the tensor is not a leaf");
+        if (!ddpl_same_shape(leaf, home) || home->dtype != leaf->dtype ||
+            !ddpl_same_device(home->device, leaf->device) || !ddpl_tensor_is_contiguous(home))
+            return ddpl_error("set_grad_home: the home must be contiguous with the leaf's shape "
+                              "%s, dtype %s and device; got shape %s, dtype %s%s",
+                              ddpl_shape_str(leaf, a, sizeof a),
+                              ddpl_dtype_name((ddpl_dtype)leaf->dtype),
+                              ddpl_shape_str(home, b, sizeof b),
+                              ddpl_dtype_name((ddpl_dtype)home->dtype),
+                              ddpl_same_device(home->device, leaf->device)
+                                  ? (ddpl_tensor_is_contiguous(home) ? "" : ", not contiguous")
+                                  : ", another device");
+    }
+    ddpl_tensor_retain(home);
+    ddpl_tensor_release(leaf->grad_home);
+    leaf->grad_home = home;
     return 0;
 }
 

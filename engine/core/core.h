@@ -57,6 +57,7 @@ struct ddpl_tensor {
     struct ddpl_node *grad_accumulator; /* weak; the leaf's AccumulateGrad node if alive */
     ddpl_hook *hooks;                   /* leaf tensor hooks (non-leaf ones live on grad_fn) */
     ddpl_hook *ready_hooks;             /* gradient-ready hooks (leaves) */
+    ddpl_tensor *grad_home;             /* leaves: ddpl_tensor_set_grad_home's (owned) */
 };
 
 /* ---- memory ---- */

@@ -33,6 +33,7 @@ typedef struct bucket {
     ddpl_tensor *gathered; /* fp16/bf16: world * numel compressed values (allgather) */
     bool shared;           /* flat is a shared buffer of the group (ddpl_pg_is_shared) */
     double t_ready, t_start, t_end;
+    int64_t copied_bytes; /* gradients copied into flat in this backward (timeline) */
 } bucket;
 
 typedef struct hook_ud {
@@ -192,16 +193,35 @@ static bool is_view_of(const ddpl_tensor *g, const ddpl_tensor *v)
     return g && g->storage == v->storage && g->offset == v->offset;
 }
 
-/* gradient_as_bucket_view: point every existing .grad at its bucket slot (contents kept). */
+/* gradient_as_bucket_view: point every existing .grad at its bucket slot (contents kept), and
+ * make the slot each parameter's gradient home, so that backward computes the gradients it can
+ * (Linear weights) right there when .grad is empty, as after zero_grad() (set to nil), instead
+ * of in new memory that mark_ready then copies into the slot. CPU buckets only for now: the
+ * CUDA path has not run on a GPU yet. */
 static int grads_to_views(ddpl_reducer *r)
 {
     if (!r->cfg.grad_as_bucket_view) return 0;
     for (int p = 0; p < r->n; p++) {
         ddpl_tensor *g = r->params[p]->grad, *v = view_of(r, p);
+        if (v->device.type == DDPL_CPU && ddpl_tensor_set_grad_home(r->params[p], v) < 0)
+            return -1;
         if (!g || is_view_of(g, v)) continue;
         if (ddpl_copy_(v, g) < 0 || ddpl_tensor_set_grad(r->params[p], v) < 0) return -1;
     }
     return 0;
+}
+
+/* Takes back the gradient homes this reducer gave (grads_to_views). */
+static void drop_homes(ddpl_reducer *r)
+{
+    for (int p = 0; p < r->n; p++) {
+        ddpl_tensor *h = r->params[p]->grad_home;
+        for (int b = 0; h && b < r->nb; b++)
+            if (r->buckets[b].flat && h->storage == r->buckets[b].flat->storage) {
+                ddpl_tensor_set_grad_home(r->params[p], NULL);
+                break;
+            }
+    }
 }
 
 /* ---- launching and finishing collectives ---- */
@@ -417,6 +437,7 @@ static int mark_ready(ddpl_reducer *r, int p)
         r->in_grad[p] = true; /* no copy: the allreduce reads g and writes the average into it */
     } else if (!is_view_of(g, v)) {
         if ((divide ? ddpl_mul_out(v, g, r->inv_world) : ddpl_copy_(v, g)) < 0) return -1;
+        k->copied_bytes += param_bytes(param);
         if (r->cfg.grad_as_bucket_view && ddpl_tensor_set_grad(param, v) < 0) return -1;
     } else if (divide && ddpl_mul_(v, r->inv_world) < 0) {
         return -1;
@@ -522,6 +543,7 @@ ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
 void ddpl_reducer_free(ddpl_reducer *r)
 {
     if (!r) return;
+    drop_homes(r);
     for (int i = 0; i < r->n; i++) {
         ddpl_tensor_remove_hooks(r->params[i], &r->uds[i]);
         ddpl_tensor_release(r->params[i]);
@@ -654,6 +676,7 @@ int ddpl_reducer_prepare_backward(ddpl_reducer *r, int n_outputs, ddpl_tensor *c
         bucket *k = &r->buckets[b];
         k->pending = k->n;
         k->t_ready = k->t_start = k->t_end = 0;
+        k->copied_bytes = 0;
     }
     if (!r->cfg.find_unused) return 0;
     int cap = 64, nseen = 0;
@@ -718,15 +741,16 @@ int ddpl_reducer_timeline(const ddpl_reducer *r, ddpl_reducer_event *out, int ca
 {
     int k = 0;
     if (k < cap)
-        out[k] = (ddpl_reducer_event){"backward", -1, r->t_begin, r->t_first, r->t_final_start};
+        out[k] = (ddpl_reducer_event){"backward", -1, r->t_begin, r->t_first, r->t_final_start, 0};
     k++;
     for (int b = 0; b < r->nb; b++, k++) {
         const bucket *bk = &r->buckets[b];
         if (k < cap)
-            out[k] = (ddpl_reducer_event){"bucket", b, bk->t_ready, bk->t_start, bk->t_end};
+            out[k] = (ddpl_reducer_event){"bucket", b, bk->t_ready, bk->t_start, bk->t_end,
+                                          bk->copied_bytes};
     }
     if (k < cap)
         out[k] =
-            (ddpl_reducer_event){"wait", -1, r->t_final_start, r->t_final_start, r->t_final_end};
+            (ddpl_reducer_event){"wait", -1, r->t_final_start, r->t_final_start, r->t_final_end, 0};
     return k + 1;
 }

@@ -83,6 +83,8 @@ typedef struct ddpl_reducer_event {
     const char *name;         /* "backward", "bucket", "wait" */
     int bucket;               /* -1 unless name is "bucket" */
     double ready, start, end; /* bucket: ready, allreduce launched, allreduce seen done */
+    int64_t copied_bytes;     /* bucket: gradient bytes copied into it (0 where the gradients
+                                 were made in place or are reduced in .grad) */
 } ddpl_reducer_event;
 /* Fills up to cap events of the last iteration; returns how many there are. */
 int ddpl_reducer_timeline(const ddpl_reducer *r, ddpl_reducer_event *out, int cap);

@@ -219,7 +219,8 @@ static int m_rebuilt(lua_State *L)
     return 1;
 }
 
-/* timeline() -> { {name=, bucket=, ready=, start=, ['end']=}, ... } (seconds, monotonic) */
+/* timeline() -> { {name=, bucket=, ready=, start=, ['end']=, copied_bytes= (buckets)}, ... }
+ * (seconds, monotonic; bytes) */
 static int m_timeline(lua_State *L)
 {
     reducer_box *b = check_reducer(L, "timeline");
@@ -239,6 +240,10 @@ static int m_timeline(lua_State *L)
         lua_setfield(L, -2, "start");
         lua_pushnumber(L, ev[i].end);
         lua_setfield(L, -2, "end");
+        if (ev[i].bucket >= 0) {
+            lua_pushinteger(L, ev[i].copied_bytes);
+            lua_setfield(L, -2, "copied_bytes");
+        }
         lua_rawseti(L, -2, i + 1);
     }
     return 1;

@@ -45,10 +45,16 @@ static int run_gemm(ddpl_tensor *out3, ddpl_tensor *a3, ddpl_tensor *b3, double 
 }
 
 /* alpha * (a @ b) for 2-D a (n,k), b (k,m) already checked; no autograd. */
-static ddpl_tensor *mm_raw(ddpl_tensor *a, ddpl_tensor *b, double alpha)
+/* alpha * a @ b into `into` when it is given and fits (a contiguous (m, n) tensor of a's dtype
+ * and device, e.g. a gradient home), else into new memory; a new reference either way. */
+static ddpl_tensor *mm_raw_into(ddpl_tensor *into, ddpl_tensor *a, ddpl_tensor *b, double alpha)
 {
     int64_t sizes[2] = {a->sizes[0], b->sizes[1]};
-    ddpl_tensor *out = ddpl_tensor_new(2, sizes, (ddpl_dtype)a->dtype, a->device);
+    bool fits = into && into->ndim == 2 && into->sizes[0] == sizes[0] &&
+                into->sizes[1] == sizes[1] && into->dtype == a->dtype &&
+                ddpl_same_device(into->device, a->device) && ddpl_tensor_is_contiguous(into);
+    ddpl_tensor *out = fits ? ddpl_tensor_retain(into)
+                            : ddpl_tensor_new(2, sizes, (ddpl_dtype)a->dtype, a->device);
     if (!out) return NULL;
     ddpl_tensor *o3 = as_batch(out), *a3 = as_batch(a), *b3 = as_batch(b);
     int rc = run_gemm(o3, a3, b3, alpha, 0.0);
@@ -60,6 +66,11 @@ static ddpl_tensor *mm_raw(ddpl_tensor *a, ddpl_tensor *b, double alpha)
         return NULL;
     }
     return out;
+}
+
+static ddpl_tensor *mm_raw(ddpl_tensor *a, ddpl_tensor *b, double alpha)
+{
+    return mm_raw_into(NULL, a, b, alpha);
 }
 
 /* ---- autocast ----
@@ -86,15 +97,18 @@ typedef struct {
 /* p @ q laid out like `like` (a 2-D forward operand): when that operand is a transposed view
  * (column-major, e.g. a Linear weight used as W.t()), compute (q^T @ p^T) and return its
  * transpose, so the gradient reaching W arrives contiguous in W's own layout and AccumulateGrad
- * keeps it instead of copying it element by element (PyTorch's mm_mat2_backward does the same). */
+ * keeps it instead of copying it element by element (PyTorch's mm_mat2_backward does the same).
+ * dest (may be NULL): where the engine asks the result to go, in like's layout (a gradient
+ * home, ddpl_node_dest); used when it fits. */
 static ddpl_tensor *mm_in_layout_of(const ddpl_tensor *like, ddpl_tensor *p, ddpl_tensor *q,
-                                    double alpha)
+                                    double alpha, ddpl_tensor *dest)
 {
     bool column_major = like->ndim == 2 && like->strides[0] == 1 && like->strides[1] != 1 &&
                         like->sizes[0] > 1 && like->sizes[1] > 1;
-    if (!column_major) return mm_raw(p, q, alpha);
-    ddpl_tensor *qt = ddpl_t(q), *pt = ddpl_t(p);
-    ddpl_tensor *r = qt && pt ? mm_raw(qt, pt, alpha) : NULL;
+    if (!column_major) return mm_raw_into(dest, p, q, alpha);
+    ddpl_tensor *qt = ddpl_t(q), *pt = ddpl_t(p), *dest_t = dest ? ddpl_t(dest) : NULL;
+    ddpl_tensor *r = qt && pt ? mm_raw_into(dest_t, qt, pt, alpha) : NULL;
+    ddpl_tensor_release(dest_t);
     ddpl_tensor *out = r ? ddpl_t(r) : NULL;
     ddpl_tensor_release(qt);
     ddpl_tensor_release(pt);
@@ -109,13 +123,13 @@ static int mm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     if (!a || !b) return -1;
     if (ddpl_node_needs_grad(n, 0)) {
         ddpl_tensor *bt = ddpl_t(b);
-        gi[0] = bt ? mm_in_layout_of(a, grad, bt, c->alpha) : NULL;
+        gi[0] = bt ? mm_in_layout_of(a, grad, bt, c->alpha, ddpl_node_dest(n, 0)) : NULL;
         ddpl_tensor_release(bt);
         if (!gi[0]) return -1;
     }
     if (ddpl_node_needs_grad(n, 1)) {
         ddpl_tensor *at = ddpl_t(a);
-        gi[1] = at ? mm_in_layout_of(b, at, grad, c->alpha) : NULL;
+        gi[1] = at ? mm_in_layout_of(b, at, grad, c->alpha, ddpl_node_dest(n, 1)) : NULL;
         ddpl_tensor_release(at);
         if (!gi[1]) return -1;
     }
@@ -147,6 +161,7 @@ static ddpl_tensor *mm_named(const char *op, ddpl_tensor *a, ddpl_tensor *b)
     ddpl_tensor *ins[2] = {a, b};
     if (ddpl_grad_needed(2, ins)) {
         ddpl_node *n = ddpl_node_new("MmBackward", mm_backward, 2, ins);
+        n->dest_inputs = 3; /* a and b (mm_in_layout_of) */
         ddpl_node_save(n, a);
         ddpl_node_save(n, b);
         *DDPL_NODE_CTX(n, mm_ctx) = (mm_ctx){1.0, 0.0};
@@ -223,6 +238,7 @@ static ddpl_tensor *addmm_impl(ddpl_tensor *bias, ddpl_tensor *a, ddpl_tensor *b
     ddpl_tensor *ins[3] = {a, b, bias};
     if (ddpl_grad_needed(3, ins)) {
         ddpl_node *n = ddpl_node_new("AddmmBackward", mm_backward, 3, ins);
+        n->dest_inputs = 3; /* a and b (mm_in_layout_of) */
         ddpl_node_save(n, a);
         ddpl_node_save(n, b);
         *DDPL_NODE_CTX(n, mm_ctx) = (mm_ctx){alpha, beta};

@@ -25,6 +25,13 @@ static int permute_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     return gi[0] ? 0 : -1;
 }
 
+/* The output gradient whose inverse permutation is dest: dest permuted forward (a view). */
+static ddpl_tensor *permute_dest_through(ddpl_node *n, ddpl_tensor *dest)
+{
+    permute_ctx *c = DDPL_NODE_CTX(n, permute_ctx);
+    return ddpl_permute(dest, c->ndim, c->perm);
+}
+
 typedef struct {
     int dim;
     int64_t start;
@@ -264,6 +271,7 @@ ddpl_tensor *ddpl_permute(ddpl_tensor *x, int ndim, const int *dims)
         permute_ctx *c = DDPL_NODE_CTX(n, permute_ctx);
         c->ndim = ndim;
         memcpy(c->perm, perm, sizeof perm);
+        n->dest_through = permute_dest_through;
     }
     return y;
 }

@@ -1,6 +1,6 @@
 /* spec/c/test_autograd.c: the backward engine through the C API: accumulation, hooks,
  * gradient-ready signals (what the DDP reducer relies on), retain_graph, autograd_grad,
- * saved-tensor versioning, deep graphs, and memory returning to zero. */
+ * saved-tensor versioning, deep graphs, gradient homes, and memory returning to zero. */
 #include "check.h"
 
 static ddpl_tensor *leaf(double v)
@@ -202,9 +202,127 @@ static void test_linear_weight_grad_layout(void)
     for (int i = 0; i < 4; i++) ddpl_tensor_release(ts[i]);
 }
 
+
+/* Elements [at, at + rows*cols) of buf as a contiguous (rows, cols) view. */
+static ddpl_tensor *slot(ddpl_tensor *buf, int64_t at, int64_t rows, int64_t cols)
+{
+    ddpl_tensor *n = ddpl_narrow(buf, 0, at, rows * cols);
+    ddpl_tensor *v = ddpl_view(n, 2, (int64_t[]){rows, cols});
+    ddpl_tensor_release(n);
+    return v;
+}
+
+static bool all_close(ddpl_tensor *a, ddpl_tensor *b, double scale)
+{
+    int64_t n = ddpl_tensor_numel(a);
+    double av[64], bv[64];
+    if (n != ddpl_tensor_numel(b) || n > 64) return false;
+    ddpl_tensor_to_doubles(a, av);
+    ddpl_tensor_to_doubles(b, bv);
+    for (int64_t i = 0; i < n; i++)
+        if (fabs(av[i] - scale * bv[i]) > 1e-12) return false;
+    return true;
+}
+
+/* sum((x @ w^T + b)^2) through linear, or through mm when w is (in, out); backward. */
+static int linear_loss_backward(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *b, bool twice)
+{
+    ddpl_tensor *y = ddpl_tensor_size(w, 0) == ddpl_tensor_size(x, 1) ? ddpl_mm(x, w)
+                                                                       : ddpl_linear(x, w, b);
+    if (twice) {
+        ddpl_tensor *y2 = ddpl_linear(x, w, b), *s = ddpl_add(y, y2);
+        ddpl_tensor_release(y);
+        ddpl_tensor_release(y2);
+        y = s;
+    }
+    ddpl_tensor *sq = ddpl_mul(y, y), *s = ddpl_sum(sq);
+    int rc = ddpl_backward(s, NULL, false);
+    ddpl_tensor *ts[] = {s, sq, y};
+    for (int i = 0; i < 3; i++) ddpl_tensor_release(ts[i]);
+    return rc;
+}
+
+/* A leaf with a gradient home gets its gradient computed into the home (a Linear weight through
+ * its transpose, an mm operand directly) and .grad over that memory; the same values as
+ * without; new memory when the leaf has .grad already, is used twice, has a hook, or for
+ * autograd.grad. */
+static void test_grad_home(void)
+{
+    ddpl_device cpu = ddpl_cpu();
+    ddpl_tensor *x = ddpl_randn(2, (int64_t[]){4, 3}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *w = ddpl_randn(2, (int64_t[]){5, 3}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *b = ddpl_randn(1, (int64_t[]){5}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *w_ref = ddpl_clone(w), *b_ref = ddpl_clone(b);
+    ddpl_tensor *ps[] = {w, b, w_ref, b_ref};
+    for (int i = 0; i < 4; i++) ddpl_tensor_set_requires_grad(ps[i], true);
+    CHECK(linear_loss_backward(x, w_ref, b_ref, false) == 0);
+    ddpl_tensor *g_ref = ddpl_tensor_grad(w_ref);
+
+    ddpl_tensor *buf = ddpl_zeros(1, (int64_t[]){64}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *home = slot(buf, 7, 5, 3), *bhome = ddpl_narrow(buf, 0, 25, 5);
+    CHECK(ddpl_tensor_set_grad_home(w, home) == 0);
+    /* the bias's gradient (a sum, not a product) cannot go home; it must not keep the weight's
+     * from doing so, though both come from the same node */
+    CHECK(ddpl_tensor_set_grad_home(b, bhome) == 0);
+    CHECK(linear_loss_backward(x, w, b, false) == 0);
+    ddpl_tensor *g = ddpl_tensor_grad(w);
+    CHECK(g && ddpl_tensor_data(g) == ddpl_tensor_data(home) && ddpl_tensor_is_contiguous(g));
+    CHECK(all_close(g, g_ref, 1.0) && all_close(home, g_ref, 1.0));
+    CHECK(ddpl_tensor_data(ddpl_tensor_grad(b)) != ddpl_tensor_data(bhome));
+    CHECK(all_close(ddpl_tensor_grad(b), ddpl_tensor_grad(b_ref), 1.0));
+    CHECK(ddpl_tensor_set_grad_home(b, NULL) == 0);
+    ddpl_tensor_release(bhome);
+    /* .grad present: accumulated in place, where it is */
+    CHECK(linear_loss_backward(x, w, b, false) == 0);
+    CHECK(ddpl_tensor_grad(w) == g && all_close(home, g_ref, 2.0));
+
+    /* used twice (two gradients summed), a tensor hook, autograd.grad: new memory */
+    CHECK(ddpl_tensor_set_grad(w, NULL) == 0 && ddpl_fill_(buf, 0.0) == 0);
+    CHECK(linear_loss_backward(x, w, b, true) == 0);
+    CHECK(ddpl_tensor_data(ddpl_tensor_grad(w)) != ddpl_tensor_data(home));
+    int calls = 0;
+    CHECK(ddpl_tensor_set_grad(w, NULL) == 0);
+    CHECK(ddpl_tensor_register_hook(w, double_it, &calls, NULL) == 0);
+    CHECK(linear_loss_backward(x, w, b, false) == 0);
+    CHECK(calls == 1 && ddpl_tensor_data(ddpl_tensor_grad(w)) != ddpl_tensor_data(home));
+    CHECK(all_close(ddpl_tensor_grad(w), g_ref, 2.0));
+    CHECK(ddpl_tensor_remove_hooks(w, &calls) == 1);
+    CHECK(ddpl_tensor_set_grad(w, NULL) == 0);
+    ddpl_tensor *y = ddpl_linear(x, w, b), *s = ddpl_sum(y), *gs[1] = {NULL};
+    CHECK(ddpl_autograd_grad(1, &s, NULL, 1, &w, gs, false, false) == 0);
+    CHECK(gs[0] && ddpl_tensor_data(gs[0]) != ddpl_tensor_data(home));
+    CHECK(ddpl_tensor_grad(w) == NULL);
+    double hv[15];
+    ddpl_tensor_to_doubles(home, hv);
+    for (int i = 0; i < 15; i++) CHECK(hv[i] == 0.0);
+    ddpl_tensor_release(gs[0]);
+    ddpl_tensor_release(s);
+    ddpl_tensor_release(y);
+
+    /* an mm operand (in, out) without a transpose: straight into its home */
+    ddpl_tensor *v = ddpl_randn(2, (int64_t[]){3, 2}, DDPL_FLOAT64, cpu), *v_ref = ddpl_clone(v);
+    ddpl_tensor_set_requires_grad(v, true);
+    ddpl_tensor_set_requires_grad(v_ref, true);
+    ddpl_tensor *vhome = slot(buf, 40, 3, 2);
+    CHECK(ddpl_tensor_set_grad_home(v, vhome) == 0);
+    CHECK(linear_loss_backward(x, v, NULL, false) == 0);
+    CHECK(linear_loss_backward(x, v_ref, NULL, false) == 0);
+    CHECK(ddpl_tensor_data(ddpl_tensor_grad(v)) == ddpl_tensor_data(vhome));
+    CHECK(all_close(ddpl_tensor_grad(v), ddpl_tensor_grad(v_ref), 1.0));
+
+    /* a home must match the leaf */
+    ddpl_tensor *wrong = slot(buf, 0, 3, 5);
+    CHECK(ddpl_tensor_set_grad_home(w, wrong) == -1);
+    CHECK(strstr(ddpl_last_error(), "shape [5,3]") != NULL);
+    CHECK(ddpl_tensor_set_grad_home(w, NULL) == 0 && ddpl_tensor_set_grad_home(v, NULL) == 0);
+    ddpl_tensor *ts[] = {wrong, vhome, v_ref, v, home, buf, b_ref, w_ref, b, w, x};
+    for (int i = 0; i < 11; i++) ddpl_tensor_release(ts[i]);
+}
+
 int main(void)
 {
     test_linear_weight_grad_layout();
+    test_grad_home();
     test_accumulation();
     test_grad_ready_order();
     test_hooks();

@@ -112,7 +112,29 @@ elseif case == 'view' then
         local d = (p.grad - before[i] * 2):abs():max():item()
         if d > 1e-6 then fail('parameter %d: .grad is not a view of its bucket', i) end
     end
-    info = ('copy=%.2fx view=%.2fx'):format(copy_ratio, view_ratio)
+    -- after zero_grad() (gradients set to nil) backward computes each Linear weight's gradient
+    -- straight into its bucket slot (the slot is its gradient home): only the biases, made by
+    -- a sum, are copied in; every .grad is its slot again
+    local opt = ddpl.optim.SGD(model:parameters(), {lr = 0.01})
+    local x, y = batch(50 + rank)
+    opt:zero_grad()
+    F.cross_entropy(model(x), y):backward()
+    local copied, bias_bytes = 0, 0
+    for _, ev in ipairs(r:timeline()) do copied = copied + (ev.copied_bytes or 0) end
+    for name, p in model.module:named_parameters() do
+        if name:match('bias$') then bias_bytes = bias_bytes + p:numel() * 4 end
+    end
+    if copied ~= bias_bytes then
+        fail('backward copied %d gradient bytes into the buckets, expected the biases\' %d',
+            copied, bias_bytes)
+    end
+    for i, p in ipairs(model:parameters()) do before[i] = p.grad:clone() end
+    for b = 1, #model:buckets() do r:bucket_tensor(b):mul_(2) end
+    for i, p in ipairs(model:parameters()) do
+        local d = (p.grad - before[i] * 2):abs():max():item()
+        if d > 1e-6 then fail('parameter %d: after zero_grad(), .grad is not its bucket slot', i) end
+    end
+    info = ('copy=%.2fx view=%.2fx copied=%d'):format(copy_ratio, view_ratio, copied)
 elseif case == 'rebuild' then
     -- fc_late is registered first but used last in forward, so its gradient is ready last
     local Net = nn.Module:extend('Net')
@@ -171,7 +193,7 @@ elseif case == 'timeline' then
         -- while backward still had gradients to compute
         local last_ready = {}
         for ts, step in text:gmatch('"name":"bucket %d+ ready","ph":"i","s":"t","pid":0,'
-                .. '"tid":0,"ts":([%d.]+),"args":{"step":(%d+)}') do
+                .. '"tid":0,"ts":([%d.]+),"args":{"step":(%d+),"copied_bytes":%d+}') do
             step = tonumber(step)
             last_ready[step] = math.max(last_ready[step] or 0, tonumber(ts))
         end

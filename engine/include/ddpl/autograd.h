@@ -22,6 +22,14 @@ bool ddpl_tensor_is_leaf(const ddpl_tensor *t);
 ddpl_tensor *ddpl_tensor_grad(const ddpl_tensor *t);
 /* Replaces the gradient (NULL clears it); shape/dtype must match. */
 int ddpl_tensor_set_grad(ddpl_tensor *t, ddpl_tensor *grad);
+/* Gives a leaf a gradient home (NULL removes it): a contiguous tensor of its shape, dtype and
+ * device whose memory backward may compute the leaf's gradient straight into when .grad is
+ * empty, .grad then being a tensor over that memory. Meant for memory whose aliasing with .grad
+ * is the contract (gradient_as_bucket_view: the reducer's bucket slots), so no gradient is
+ * copied into its slot. Only gradients a matrix product makes go there (a Linear weight's,
+ * directly or through a transpose), and only when the leaf gets its gradient from that one
+ * place, without tensor hooks; the others arrive in new memory as before. */
+int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home);
 /* Name of the node that made t ("MulBackward"), or NULL for leaves. */
 const char *ddpl_tensor_grad_fn_name(const ddpl_tensor *t);
 /* Keep the gradient of a non-leaf in .grad after backward. */

@@ -391,8 +391,13 @@ end
 -- saves memory and a kernel; set_to_none=false zeroes them in place instead.
 function Module:zero_grad(opts)
     local to_none = true
-    if type(opts) == 'boolean' then to_none = opts end
-    if type(opts) == 'table' and opts.set_to_none ~= nil then to_none = opts.set_to_none end
+    if type(opts) == 'boolean' then
+        to_none = opts
+    elseif type(opts) == 'table' then
+        if opts.set_to_none ~= nil then to_none = opts.set_to_none end
+    elseif opts ~= nil then
+        error('zero_grad: expected a boolean or {set_to_none = boolean}, got ' .. type(opts), 2)
+    end
     for _, p in ipairs(self:parameters()) do
         if to_none then
             p.grad = nil

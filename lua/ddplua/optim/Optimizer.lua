@@ -1,7 +1,8 @@
 -- lua/ddplua/optim/Optimizer.lua: the base of every optimizer (torch.optim.Optimizer).
 -- defines: Optimizer:extend(name, defaults), Optimizer.new via Class(params, opts),
---          opt.param_groups, opt.state, opt:add_param_group(group), opt:zero_grad([set_to_none]),
---          opt:state_dict(), opt:load_state_dict(sd), opt:step([closure]) (calls
+--          opt.param_groups, opt.state, opt:add_param_group(group),
+--          opt:zero_grad([set_to_none | {set_to_none = b}]), opt:state_dict(),
+--          opt:load_state_dict(sd), opt:step([closure]) (calls
 --          self:_update(group) for each group).
 --
 -- `params` is a list of tensors or of groups ({params = {...}, lr = ..., ...}); each group
@@ -138,7 +139,12 @@ end
 
 -- Sets every gradient to nil (PyTorch 2's default), or zeroes it in place.
 function Optimizer:zero_grad(set_to_none)
+    if type(set_to_none) == 'table' then set_to_none = set_to_none.set_to_none end
     if set_to_none == nil then set_to_none = true end
+    if type(set_to_none) ~= 'boolean' then
+        error('zero_grad: expected a boolean or {set_to_none = boolean}, got '
+            .. type(set_to_none), 2)
+    end
     for _, g in ipairs(self.param_groups) do
         for _, p in ipairs(g.params) do
             local grad = p.grad

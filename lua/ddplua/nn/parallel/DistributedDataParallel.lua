@@ -145,7 +145,8 @@ end
 
 -- Adds the last synchronised step's reducer timeline (rank 0) to the trace: "backward" spans
 -- first to last gradient ready, one "allreduce bucket b" span per bucket on its own row (launch
--- to completion seen), the bucket's ready instant, and the final wait.
+-- to completion seen), the bucket's ready instant (with the gradient bytes copied into the
+-- bucket), and the final wait.
 local function trace_append(s)
     if not s.trace_pending then return end
     s.trace_pending = false
@@ -163,7 +164,8 @@ local function trace_append(s)
             span('backward', 0, ev.start, ev['end'])
         elseif ev.name == 'bucket' and ev.start > 0 then
             d[#d + 1] = ('{"name":"bucket %d ready","ph":"i","s":"t","pid":0,"tid":0,'
-                .. '"ts":%.1f,"args":{"step":%d}}'):format(ev.bucket, us(ev.ready), s.step)
+                .. '"ts":%.1f,"args":{"step":%d,"copied_bytes":%d}}'):format(ev.bucket,
+                us(ev.ready), s.step, ev.copied_bytes or 0)
             span('allreduce bucket ' .. ev.bucket, ev.bucket, ev.start, ev['end'])
         elseif ev.name == 'wait' and ev['end'] > 0 then
             span('final wait', 0, ev.start, ev['end'])
