@@ -88,7 +88,7 @@ describe('DistributedDataParallel', function()
         run_ok(equiv, 2, 'model=mlp hook=lua', 'DDP_OK')
     end)
 
-    for _, case in ipairs({'compress', 'luahook', 'view', 'rebuild', 'mismatch'}) do
+    for _, case in ipairs({'compress', 'luahook', 'view', 'homes', 'rebuild', 'mismatch'}) do
         it('feature: ' .. case, function()
             run_ok(features, 2, case, 'FEATURE_OK ' .. case)
         end)

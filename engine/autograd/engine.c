@@ -280,6 +280,8 @@ static void plan_homes(const node_vec *all)
         if (!leaf || !leaf->grad_home || leaf->grad || leaf->hooks || acc->pre_hooks ||
             acc->dependencies != 1)
             continue;
+        /* a sole-owner home is the gradient's alone: tensors kept from earlier steps move out */
+        if (leaf->grad_home_sole && ddpl_tensor_take_memory(leaf->grad_home) < 0) continue;
         ddpl_node *p = acc->producer;
         int input = acc->producer_input;
         ddpl_tensor *dest = ddpl_tensor_retain(leaf->grad_home);

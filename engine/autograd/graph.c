@@ -243,7 +243,7 @@ int ddpl_tensor_set_grad(ddpl_tensor *t, ddpl_tensor *grad)
     return 0;
 }
 
-int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home)
+int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home, bool sole_owner)
 {
     if (home) {
         char a[128], b[128];
@@ -260,9 +260,16 @@ int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home)
                                   ? (ddpl_tensor_is_contiguous(home) ? "" : ", not contiguous")
                                   : ", another device");
     }
+    if (home && sole_owner &&
+        (home->device.type != DDPL_CPU || home->offset != 0 ||
+         (size_t)ddpl_tensor_numel(home) * ddpl_dtype_size((ddpl_dtype)home->dtype) !=
+             home->storage->nbytes))
+        return ddpl_error("set_grad_home: a sole-owner home must be a CPU tensor over its whole "
+                          "storage");
     ddpl_tensor_retain(home);
     ddpl_tensor_release(leaf->grad_home);
     leaf->grad_home = home;
+    leaf->grad_home_sole = home && sole_owner;
     return 0;
 }
 

@@ -106,6 +106,14 @@ static char **worker_argv(char **argv, const cli_options *o)
     return w;
 }
 
+static void free_worker_argv(char **w, const cli_options *o)
+{
+    if (!w) return;
+    int first_action = 1 + o->no_env + o->warnings + o->version; /* as worker_argv lays it out */
+    for (int i = 0; i < o->n_actions && w[first_action + i]; i++) free(w[first_action + i]);
+    free(w);
+}
+
 static void signal_alive(supervisor *sv, int sig)
 {
     for (int i = 0; i < sv->n; i++)
@@ -313,12 +321,19 @@ int cli_launch_run(char **argv, const cli_options *o)
     supervisor sv = {.n = l->nproc, .failed = -1, .kill_at = -1, .log_dir = l->log_dir};
     sv.w = calloc((size_t)l->nproc, sizeof *sv.w);
     launch_out *out = NULL;
+    int setup = 0;
     if (l->log_dir || l->prefix_output) {
         out = launch_out_new(l->nproc, l->node_rank * l->nproc, l->log_dir, l->prefix_output);
-        if (!out) return 1;
+        if (!out) setup = -1;
     }
-    if (!wargv || !sv.w || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+    if (setup == 0 && (!wargv || !sv.w || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)) {
         fprintf(stderr, "%s: cannot set up the launcher (%s)\n", CLI_PROGNAME, strerror(errno));
+        setup = -1;
+    }
+    if (setup < 0) {
+        launch_out_free(out);
+        free_worker_argv(wargv, o);
+        free(sv.w);
         return 1;
     }
     install_signals();
@@ -348,6 +363,7 @@ int cli_launch_run(char **argv, const cli_options *o)
     close(sig_pipe[0]);
     close(sig_pipe[1]);
     free(sv.w);
+    free_worker_argv(wargv, o);
     if (sv.failed >= 0) return sv.status ? sv.status : 1;
     if (sv.stop_signal) return 128 + sv.stop_signal;
     return 0;

@@ -58,6 +58,7 @@ struct ddpl_tensor {
     ddpl_hook *hooks;                   /* leaf tensor hooks (non-leaf ones live on grad_fn) */
     ddpl_hook *ready_hooks;             /* gradient-ready hooks (leaves) */
     ddpl_tensor *grad_home;             /* leaves: ddpl_tensor_set_grad_home's (owned) */
+    bool grad_home_sole;                /* ... with sole_owner */
 };
 
 /* ---- memory ---- */
@@ -74,6 +75,15 @@ static inline void ddpl_storage_bump_version(ddpl_storage *s)
 /* Tensor over existing host memory; deleter(data, ctx) runs when the last view dies. */
 ddpl_tensor *ddpl_from_blob(void *data, int ndim, const int64_t *sizes, ddpl_dtype dt,
                             void (*deleter)(void *, void *), void *ctx);
+
+/* Exchanges the memory (data, deleter) of two storages of one size and device: every tensor
+ * over a sees b's bytes afterwards, and the other way round. */
+void ddpl_storage_swap_memory(ddpl_storage *a, ddpl_storage *b);
+/* Makes t the only tensor over its memory: when other tensors share t's storage (views, other
+ * headers), they keep that storage object, which now holds a private copy of the bytes, and t
+ * gets a new storage object over the original memory (with its deleter). t must cover its whole
+ * storage; CPU only. Nothing is copied when t is alone already. */
+int ddpl_tensor_take_memory(ddpl_tensor *t);
 
 /* ---- tensor headers ---- */
 /* New contiguous tensor header with fresh storage (values uninitialised). */

@@ -40,6 +40,33 @@ void ddpl_storage_release(ddpl_storage *s)
     free(s);
 }
 
+void ddpl_storage_swap_memory(ddpl_storage *a, ddpl_storage *b)
+{
+    void *data = a->data, *ctx = a->deleter_ctx;
+    void (*deleter)(void *, void *) = a->deleter;
+    a->data = b->data;
+    a->deleter = b->deleter;
+    a->deleter_ctx = b->deleter_ctx;
+    b->data = data;
+    b->deleter = deleter;
+    b->deleter_ctx = ctx;
+}
+
+int ddpl_tensor_take_memory(ddpl_tensor *t)
+{
+    ddpl_storage *s = t->storage;
+    if (atomic_load(&s->refcount) == 1) return 0;
+    if (s->device.type != DDPL_CPU || t->offset != 0)
+        return ddpl_error("internal error: take_memory needs a CPU tensor over a whole storage");
+    ddpl_storage *mine = ddpl_storage_new(s->nbytes, s->device); /* private, for the others */
+    if (!mine) return -1;
+    memcpy(mine->data, s->data, s->nbytes);
+    ddpl_storage_swap_memory(s, mine); /* the others keep the copy, t the original memory */
+    t->storage = mine;
+    ddpl_storage_release(s); /* t's reference; the others hold it still */
+    return 0;
+}
+
 int64_t ddpl_numel(int ndim, const int64_t *sizes)
 {
     int64_t n = 1;

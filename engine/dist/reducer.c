@@ -62,6 +62,7 @@ struct ddpl_reducer {
     bool *ready;       /* per parameter */
     bool *used;        /* per parameter: reached by this forward's graph */
     bool *in_grad;     /* per parameter: the allreduce reads and writes .grad itself */
+    ddpl_tensor **homes; /* per parameter: the gradient home set_homes gave it (borrowed) */
     int next_launch;   /* buckets 0..next_launch-1 are launched */
     int n_ready_params;
     double t_begin, t_first, t_final_start, t_final_end;
@@ -193,35 +194,117 @@ static bool is_view_of(const ddpl_tensor *g, const ddpl_tensor *v)
     return g && g->storage == v->storage && g->offset == v->offset;
 }
 
-/* gradient_as_bucket_view: point every existing .grad at its bucket slot (contents kept), and
- * make the slot each parameter's gradient home, so that backward computes the gradients it can
- * (Linear weights) right there when .grad is empty, as after zero_grad() (set to nil), instead
- * of in new memory that mark_ready then copies into the slot. CPU buckets only for now: the
- * CUDA path has not run on a GPU yet. */
+/* gradient_as_bucket_view: point every existing .grad at its bucket slot (contents kept). */
 static int grads_to_views(ddpl_reducer *r)
 {
     if (!r->cfg.grad_as_bucket_view) return 0;
     for (int p = 0; p < r->n; p++) {
         ddpl_tensor *g = r->params[p]->grad, *v = view_of(r, p);
-        if (v->device.type == DDPL_CPU && ddpl_tensor_set_grad_home(r->params[p], v) < 0)
-            return -1;
         if (!g || is_view_of(g, v)) continue;
         if (ddpl_copy_(v, g) < 0 || ddpl_tensor_set_grad(r->params[p], v) < 0) return -1;
     }
     return 0;
 }
 
-/* Takes back the gradient homes this reducer gave (grads_to_views). */
+/* ---- gradient homes ----
+ * Every parameter's bucket slot is its gradient home (ddpl_tensor_set_grad_home), so backward
+ * computes the gradients it can (Linear weights) in the slot when .grad is empty, as after
+ * zero_grad() (set to nil), and nothing copies them into the bucket or back:
+ * - gradient_as_bucket_view: the home is the slot view itself (.grad aliasing the bucket is the
+ *   contract);
+ * - default mode, on a shared bucket with the plain allreduce: the home is a tensor over the
+ *   slot's memory with a storage of its own, given as sole owner: a .grad kept from an earlier
+ *   step moves to a copy of its own before anything writes the slot (backward, or this rank's
+ *   allreduce: evict_kept), so it keeps its values as in PyTorch, where each step's gradient is
+ *   new memory. The allreduce then finds the gradient already in the shared part and moves
+ *   nothing (shm_coll.c's walk_range).
+ * CPU buckets only for now: the CUDA path has not run on a GPU yet. */
+
+/* Deleter of a default-mode home's storage: the slot's memory belongs to the bucket. */
+static void release_bucket(void *data, void *flat)
+{
+    (void)data;
+    ddpl_tensor_release(flat);
+}
+
+static int set_homes(ddpl_reducer *r)
+{
+    for (int b = 0; b < r->nb; b++) {
+        bucket *k = &r->buckets[b];
+        bool sole = !r->cfg.grad_as_bucket_view && k->shared && r->comm == DDPL_COMM_ALLREDUCE &&
+                    r->world > 1;
+        for (int i = 0; i < k->n; i++) {
+            int p = k->params[i];
+            ddpl_tensor *param = r->params[p], *v = k->views[i], *home = NULL;
+            if (v->device.type == DDPL_CPU && r->cfg.grad_as_bucket_view)
+                home = ddpl_tensor_retain(v);
+            else if (v->device.type == DDPL_CPU && sole)
+                home = ddpl_from_blob(ddpl_tensor_data(v), param->ndim, param->sizes,
+                                      (ddpl_dtype)param->dtype, release_bucket,
+                                      ddpl_tensor_retain(k->flat));
+            int rc = ddpl_tensor_set_grad_home(param, home, sole);
+            r->homes[p] = home; /* borrowed: the parameter holds it */
+            ddpl_tensor_release(home);
+            if (rc < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* Rebuild, default mode: the storages of gradients that live in their (old) slot, to move
+ * into the new slots once they exist (move_kept_grads); NULL where there is none. */
+static ddpl_storage **kept_grads(ddpl_reducer *r)
+{
+    ddpl_storage **kept = ddpl_xcalloc((size_t)r->n, sizeof *kept);
+    for (int p = 0; p < r->n; p++) {
+        ddpl_tensor *g = r->params[p]->grad, *home = r->homes[p];
+        if (home && r->params[p]->grad_home == home && r->params[p]->grad_home_sole && g &&
+            g->storage == home->storage) {
+            kept[p] = g->storage;
+            ddpl_storage_retain(kept[p]);
+        }
+    }
+    return kept;
+}
+
+/* ... and moves them: each such .grad (and whatever views it) now lies in its new slot, over the
+ * storage its new home shares, so the old bucket can go and nothing is copied per step. */
+static void move_kept_grads(ddpl_reducer *r, ddpl_storage **kept)
+{
+    for (int p = 0; p < r->n; p++) {
+        ddpl_tensor *home = r->homes[p];
+        if (kept[p] && home && home->storage->nbytes == kept[p]->nbytes) {
+            ddpl_storage *fresh = home->storage;
+            memcpy(fresh->data, kept[p]->data, kept[p]->nbytes);
+            ddpl_storage_swap_memory(kept[p], fresh); /* kept: the new slot; fresh: the old */
+            ddpl_storage_retain(kept[p]);
+            home->storage = kept[p];
+            ddpl_storage_release(fresh); /* lets go of the old slot (and its bucket) */
+        }
+        ddpl_storage_release(kept[p]);
+    }
+    free(kept);
+}
+
+/* Takes back the gradient homes set_homes gave (those still in place). */
 static void drop_homes(ddpl_reducer *r)
 {
     for (int p = 0; p < r->n; p++) {
-        ddpl_tensor *h = r->params[p]->grad_home;
-        for (int b = 0; h && b < r->nb; b++)
-            if (r->buckets[b].flat && h->storage == r->buckets[b].flat->storage) {
-                ddpl_tensor_set_grad_home(r->params[p], NULL);
-                break;
-            }
+        if (r->homes[p] && r->params[p]->grad_home == r->homes[p])
+            ddpl_tensor_set_grad_home(r->params[p], NULL, false);
+        r->homes[p] = NULL;
     }
+}
+
+/* Before this rank writes parameter p's slot: a default-mode home's memory must hold nothing
+ * but .grad (see above), so anything else over it moves to a copy of its own. */
+static int evict_kept(ddpl_reducer *r, int p)
+{
+    ddpl_tensor *home = r->homes[p], *g = r->params[p]->grad;
+    if (!home || r->params[p]->grad_home != home || !r->params[p]->grad_home_sole) return 0;
+    long expected = 1 + (g && g->storage == home->storage);
+    if (atomic_load(&home->storage->refcount) <= expected) return 0;
+    return ddpl_tensor_take_memory(home);
 }
 
 /* ---- launching and finishing collectives ---- */
@@ -418,6 +501,7 @@ static int mark_ready(ddpl_reducer *r, int p)
                           "without a forward in between, or with find_unused_parameters on a "
                           "parameter the graph does reach?)",
                           r->rank, r->names[p], p);
+    if (evict_kept(r, p) < 0) return -1;
     double t = now();
     if (!r->started) r->t_first = t;
     r->started = true;
@@ -519,6 +603,7 @@ ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
     r->ready = ddpl_xcalloc((size_t)n, sizeof(bool));
     r->used = ddpl_xcalloc((size_t)n, sizeof(bool));
     r->in_grad = ddpl_xcalloc((size_t)n, sizeof(bool));
+    r->homes = ddpl_xcalloc((size_t)n, sizeof *r->homes);
     r->order = ddpl_xcalloc((size_t)n, sizeof(int));
     r->inv_world = ddpl_scalar(1.0 / r->world, DDPL_FLOAT64, params[0]->device);
     for (int i = 0; i < n; i++) {
@@ -531,6 +616,7 @@ ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
     int rc = r->inv_world ? buckets_build(r, rev) : -1;
     free(rev);
     if (rc == 0) rc = grads_to_views(r);
+    if (rc == 0) rc = set_homes(r);
     for (int i = 0; rc == 0 && i < n; i++)
         rc = ddpl_tensor_register_grad_ready_hook(r->params[i], on_grad_ready, &r->uds[i], NULL);
     if (rc < 0) {
@@ -559,6 +645,7 @@ void ddpl_reducer_free(ddpl_reducer *r)
     free(r->ready);
     free(r->used);
     free(r->in_grad);
+    free(r->homes);
     free(r->order);
     free(r);
 }
@@ -589,9 +676,13 @@ static int rebuild(ddpl_reducer *r)
         const int64_t *g = ddpl_tensor_data(got);
         int *order = ddpl_xcalloc((size_t)r->n, sizeof(int));
         for (int i = 0; i < r->n; i++) order[i] = (int)g[i];
+        ddpl_storage **kept = kept_grads(r);
+        drop_homes(r);
         buckets_free(r);
         rc = buckets_build(r, order);
         if (rc == 0) rc = grads_to_views(r);
+        if (rc == 0) rc = set_homes(r);
+        move_kept_grads(r, kept); /* releases what it does not move */
         free(order);
     }
     ddpl_tensor_release(got);
@@ -706,6 +797,7 @@ void ddpl_reducer_set_comm_hook(ddpl_reducer *r, ddpl_comm_kind kind, ddpl_comm_
     r->comm = kind;
     r->comm_fn = fn;
     r->comm_ud = userdata;
+    set_homes(r); /* sole-owner homes only serve the plain allreduce; cannot fail but on OOM */
 }
 
 int ddpl_reducer_num_buckets(const ddpl_reducer *r)

@@ -18,6 +18,15 @@
 local ddpl = require 'ddplua.core'
 require 'ddplua.autograd'
 
+-- Closes every tensor of list (their __close): each lets go of its memory now instead of at
+-- the next garbage collection, and cannot be used afterwards. For library code that reads
+-- gradients (every `p.grad` is a new tensor holding the gradient): DDP computes the next
+-- gradient into the memory of the last one only when nothing else holds that (gradient
+-- homes, docs/internals.md), and copies it away first otherwise.
+function ddpl._release(list)
+    for i = 1, #list do getmetatable(list[i]).__close(list[i]) end
+end
+
 -- field of ddpl -> module name
 local submodules = {
     nn = 'ddplua.nn',

@@ -260,17 +260,17 @@ static void test_grad_home(void)
 
     ddpl_tensor *buf = ddpl_zeros(1, (int64_t[]){64}, DDPL_FLOAT64, cpu);
     ddpl_tensor *home = slot(buf, 7, 5, 3), *bhome = ddpl_narrow(buf, 0, 25, 5);
-    CHECK(ddpl_tensor_set_grad_home(w, home) == 0);
+    CHECK(ddpl_tensor_set_grad_home(w, home, false) == 0);
     /* the bias's gradient (a sum, not a product) cannot go home; it must not keep the weight's
      * from doing so, though both come from the same node */
-    CHECK(ddpl_tensor_set_grad_home(b, bhome) == 0);
+    CHECK(ddpl_tensor_set_grad_home(b, bhome, false) == 0);
     CHECK(linear_loss_backward(x, w, b, false) == 0);
     ddpl_tensor *g = ddpl_tensor_grad(w);
     CHECK(g && ddpl_tensor_data(g) == ddpl_tensor_data(home) && ddpl_tensor_is_contiguous(g));
     CHECK(all_close(g, g_ref, 1.0) && all_close(home, g_ref, 1.0));
     CHECK(ddpl_tensor_data(ddpl_tensor_grad(b)) != ddpl_tensor_data(bhome));
     CHECK(all_close(ddpl_tensor_grad(b), ddpl_tensor_grad(b_ref), 1.0));
-    CHECK(ddpl_tensor_set_grad_home(b, NULL) == 0);
+    CHECK(ddpl_tensor_set_grad_home(b, NULL, false) == 0);
     ddpl_tensor_release(bhome);
     /* .grad present: accumulated in place, where it is */
     CHECK(linear_loss_backward(x, w, b, false) == 0);
@@ -304,7 +304,7 @@ static void test_grad_home(void)
     ddpl_tensor_set_requires_grad(v, true);
     ddpl_tensor_set_requires_grad(v_ref, true);
     ddpl_tensor *vhome = slot(buf, 40, 3, 2);
-    CHECK(ddpl_tensor_set_grad_home(v, vhome) == 0);
+    CHECK(ddpl_tensor_set_grad_home(v, vhome, false) == 0);
     CHECK(linear_loss_backward(x, v, NULL, false) == 0);
     CHECK(linear_loss_backward(x, v_ref, NULL, false) == 0);
     CHECK(ddpl_tensor_data(ddpl_tensor_grad(v)) == ddpl_tensor_data(vhome));
@@ -312,17 +312,53 @@ static void test_grad_home(void)
 
     /* a home must match the leaf */
     ddpl_tensor *wrong = slot(buf, 0, 3, 5);
-    CHECK(ddpl_tensor_set_grad_home(w, wrong) == -1);
+    CHECK(ddpl_tensor_set_grad_home(w, wrong, false) == -1);
     CHECK(strstr(ddpl_last_error(), "shape [5,3]") != NULL);
-    CHECK(ddpl_tensor_set_grad_home(w, NULL) == 0 && ddpl_tensor_set_grad_home(v, NULL) == 0);
+    CHECK(ddpl_tensor_set_grad_home(w, NULL, false) == 0 &&
+          ddpl_tensor_set_grad_home(v, NULL, false) == 0);
     ddpl_tensor *ts[] = {wrong, vhome, v_ref, v, home, buf, b_ref, w_ref, b, w, x};
     for (int i = 0; i < 11; i++) ddpl_tensor_release(ts[i]);
+}
+
+/* A sole-owner home belongs to the gradient alone: a .grad kept from the step before moves to a
+ * copy of its own (same values) before backward computes the new gradient into the home. */
+static void test_grad_home_sole_owner(void)
+{
+    ddpl_device cpu = ddpl_cpu();
+    ddpl_tensor *x1 = ddpl_randn(2, (int64_t[]){4, 3}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *x2 = ddpl_randn(2, (int64_t[]){4, 3}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *w = ddpl_randn(2, (int64_t[]){5, 3}, DDPL_FLOAT64, cpu), *w_ref = ddpl_clone(w);
+    ddpl_tensor_set_requires_grad(w, true);
+    ddpl_tensor_set_requires_grad(w_ref, true);
+    ddpl_tensor *home = ddpl_zeros(2, (int64_t[]){5, 3}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *big = ddpl_zeros(1, (int64_t[]){20}, DDPL_FLOAT64, cpu), *part = slot(big, 0, 5, 3);
+    CHECK(ddpl_tensor_set_grad_home(w, part, true) == -1); /* not its whole storage */
+    CHECK(strstr(ddpl_last_error(), "whole storage") != NULL);
+    ddpl_tensor_release(part);
+    ddpl_tensor_release(big);
+    CHECK(ddpl_tensor_set_grad_home(w, home, true) == 0);
+    CHECK(linear_loss_backward(x1, w, NULL, false) == 0);
+    ddpl_tensor *kept = ddpl_tensor_retain(ddpl_tensor_grad(w)), *kept_view = ddpl_t(kept);
+    CHECK(ddpl_tensor_data(kept) == ddpl_tensor_data(home));
+    ddpl_tensor *first = ddpl_clone(kept);
+    CHECK(ddpl_tensor_set_grad(w, NULL) == 0);
+    CHECK(linear_loss_backward(x2, w, NULL, false) == 0);
+    CHECK(linear_loss_backward(x2, w_ref, NULL, false) == 0);
+    ddpl_tensor *g = ddpl_tensor_grad(w);
+    CHECK(ddpl_tensor_data(g) == ddpl_tensor_data(home) && all_close(g, ddpl_tensor_grad(w_ref), 1.0));
+    CHECK(ddpl_tensor_data(kept) != ddpl_tensor_data(home) && all_close(kept, first, 1.0));
+    ddpl_tensor *kept_view_t = ddpl_t(kept_view); /* the view moved with it */
+    CHECK(all_close(kept_view_t, first, 1.0));
+    CHECK(ddpl_tensor_set_grad_home(w, NULL, false) == 0);
+    ddpl_tensor *ts[] = {kept_view_t, first, kept_view, kept, home, w_ref, w, x2, x1};
+    for (int i = 0; i < 9; i++) ddpl_tensor_release(ts[i]);
 }
 
 int main(void)
 {
     test_linear_weight_grad_layout();
     test_grad_home();
+    test_grad_home_sole_owner();
     test_accumulation();
     test_grad_ready_order();
     test_hooks();

@@ -24,12 +24,18 @@ ddpl_tensor *ddpl_tensor_grad(const ddpl_tensor *t);
 int ddpl_tensor_set_grad(ddpl_tensor *t, ddpl_tensor *grad);
 /* Gives a leaf a gradient home (NULL removes it): a contiguous tensor of its shape, dtype and
  * device whose memory backward may compute the leaf's gradient straight into when .grad is
- * empty, .grad then being a tensor over that memory. Meant for memory whose aliasing with .grad
- * is the contract (gradient_as_bucket_view: the reducer's bucket slots), so no gradient is
- * copied into its slot. Only gradients a matrix product makes go there (a Linear weight's,
- * directly or through a transpose), and only when the leaf gets its gradient from that one
- * place, without tensor hooks; the others arrive in new memory as before. */
-int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home);
+ * empty, .grad then being a tensor over that memory; the DDP reducer points homes at its bucket
+ * slots so that gradients are not copied into the buckets. Only gradients a matrix product
+ * makes go there (a Linear weight's, directly or through a transpose), and only when the leaf
+ * gets its gradient from that one place, without tensor hooks; the others arrive in new memory
+ * as before.
+ * sole_owner false: the home's memory may be shared with anything (gradient_as_bucket_view,
+ * where .grad aliasing the bucket is the contract). sole_owner true: the home must be a CPU
+ * tensor over a whole storage of its own, and its memory belongs to the gradient alone: before
+ * backward computes into it, any other tensor over it (a .grad kept from an earlier step, a view
+ * of one) is moved to a copy of its own (ddpl_tensor_take_memory), so it keeps its values, as
+ * gradients in new memory would. */
+int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home, bool sole_owner);
 /* Name of the node that made t ("MulBackward"), or NULL for leaves. */
 const char *ddpl_tensor_grad_fn_name(const ddpl_tensor *t);
 /* Keep the gradient of a non-leaf in .grad after backward. */

@@ -401,8 +401,9 @@ function Module:zero_grad(opts)
     for _, p in ipairs(self:parameters()) do
         if to_none then
             p.grad = nil
-        elseif p.grad ~= nil then
-            p.grad:zero_()
+        else
+            local g <close> = p.grad -- let go of it now (ddpl._release says why)
+            if g ~= nil then g:zero_() end
         end
     end
 end

@@ -58,6 +58,7 @@ function utils.clip_grad_norm_(params, max_norm, opts)
         end
         local scale = (max_norm / (total + 1e-6)):clamp(nil, 1.0)
         for _, g in ipairs(grads) do g:mul_(scale) end
+        ddpl._release(grads)
         return total
     end)
 end
@@ -70,6 +71,7 @@ function utils.clip_grad_value_(params, clip_value)
     local grads = grads_of('clip_grad_value_', params)
     ddpl.no_grad(function()
         for _, g in ipairs(grads) do g:clamp_(-clip_value, clip_value) end
+        ddpl._release(grads)
     end)
 end
 

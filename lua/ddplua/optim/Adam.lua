@@ -57,6 +57,7 @@ function Adam.run_group(self, g, decoupled)
         decoupled = decoupled,
         maximize = g.maximize,
     })
+    ddpl._release(gs)
 end
 
 function Adam:_update(g) Adam.run_group(self, g, false) end

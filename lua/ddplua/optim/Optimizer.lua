@@ -147,9 +147,14 @@ function Optimizer:zero_grad(set_to_none)
     end
     for _, g in ipairs(self.param_groups) do
         for _, p in ipairs(g.params) do
-            local grad = p.grad
-            if grad ~= nil then
-                if set_to_none then p.grad = nil else grad:detach():zero_() end
+            if set_to_none then
+                p.grad = nil -- without reading it first (ddpl._release says why)
+            else
+                local grad <close> = p.grad
+                if grad ~= nil then
+                    local d <close> = grad:detach()
+                    d:zero_()
+                end
             end
         end
     end
@@ -244,7 +249,8 @@ function Optimizer:load_state_dict(sd)
     end
 end
 
--- Each group's parameters that have a gradient, with their state tables (created empty).
+-- Each group's parameters that have a gradient, with their state tables (created empty). The
+-- caller closes the gradients once done (ddpl._release: DDP reuses memory nothing holds).
 function Optimizer:_with_grads(group)
     local ps, gs, ss = {}, {}, {}
     for _, p in ipairs(group.params) do

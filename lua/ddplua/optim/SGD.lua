@@ -44,6 +44,7 @@ function SGD:_update(g)
         end
     end
     ddpl._fused_sgd_(ps, gs, bufs, init, g)
+    ddpl._release(gs)
 end
 
 return SGD
