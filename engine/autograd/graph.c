@@ -250,15 +250,14 @@ int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home, bool sole_ow
         if (leaf->grad_fn) return ddpl_error("set_grad_home: the tensor is not a leaf");
         if (!ddpl_same_shape(leaf, home) || home->dtype != leaf->dtype ||
             !ddpl_same_device(home->device, leaf->device) || !ddpl_tensor_is_contiguous(home))
-            return ddpl_error("set_grad_home: the home must be contiguous with the leaf's shape "
-                              "%s, dtype %s and device; got shape %s, dtype %s%s",
-                              ddpl_shape_str(leaf, a, sizeof a),
-                              ddpl_dtype_name((ddpl_dtype)leaf->dtype),
-                              ddpl_shape_str(home, b, sizeof b),
-                              ddpl_dtype_name((ddpl_dtype)home->dtype),
-                              ddpl_same_device(home->device, leaf->device)
-                                  ? (ddpl_tensor_is_contiguous(home) ? "" : ", not contiguous")
-                                  : ", another device");
+            return ddpl_error(
+                "set_grad_home: the home must be contiguous with the leaf's shape "
+                "%s, dtype %s and device; got shape %s, dtype %s%s",
+                ddpl_shape_str(leaf, a, sizeof a), ddpl_dtype_name((ddpl_dtype)leaf->dtype),
+                ddpl_shape_str(home, b, sizeof b), ddpl_dtype_name((ddpl_dtype)home->dtype),
+                ddpl_same_device(home->device, leaf->device)
+                    ? (ddpl_tensor_is_contiguous(home) ? "" : ", not contiguous")
+                    : ", another device");
     }
     if (home && sole_owner &&
         (home->device.type != DDPL_CPU || home->offset != 0 ||

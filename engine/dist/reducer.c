@@ -56,14 +56,14 @@ struct ddpl_reducer {
     ddpl_comm_hook_fn comm_fn;
     void *comm_ud;
     /* per backward */
-    bool sync;         /* the coming backward reduces */
-    bool expect_hooks; /* prepare_backward(sync) ran, finalize has not */
-    bool started;      /* a hook fired since prepare_backward */
-    bool *ready;       /* per parameter */
-    bool *used;        /* per parameter: reached by this forward's graph */
-    bool *in_grad;     /* per parameter: the allreduce reads and writes .grad itself */
+    bool sync;           /* the coming backward reduces */
+    bool expect_hooks;   /* prepare_backward(sync) ran, finalize has not */
+    bool started;        /* a hook fired since prepare_backward */
+    bool *ready;         /* per parameter */
+    bool *used;          /* per parameter: reached by this forward's graph */
+    bool *in_grad;       /* per parameter: the allreduce reads and writes .grad itself */
     ddpl_tensor **homes; /* per parameter: the gradient home set_homes gave it (borrowed) */
-    int next_launch;   /* buckets 0..next_launch-1 are launched */
+    int next_launch;     /* buckets 0..next_launch-1 are launched */
     int n_ready_params;
     double t_begin, t_first, t_final_start, t_final_end;
     /* rebuild */
@@ -838,8 +838,12 @@ int ddpl_reducer_timeline(const ddpl_reducer *r, ddpl_reducer_event *out, int ca
     for (int b = 0; b < r->nb; b++, k++) {
         const bucket *bk = &r->buckets[b];
         if (k < cap)
-            out[k] = (ddpl_reducer_event){"bucket", b, bk->t_ready, bk->t_start, bk->t_end,
-                                          bk->copied_bytes};
+            out[k] = (ddpl_reducer_event){.name = "bucket",
+                                          .bucket = b,
+                                          .ready = bk->t_ready,
+                                          .start = bk->t_start,
+                                          .end = bk->t_end,
+                                          .copied_bytes = bk->copied_bytes};
     }
     if (k < cap)
         out[k] =

@@ -5,17 +5,19 @@
  *
  * Mirrors PyTorch's reducer (DESIGN.md, "DDP reducer"). Parameters are grouped into buckets in
  * reverse registration order (split by dtype; the first bucket closes at first_bucket_mb, the
- * others at bucket_cap_mb). A gradient-ready hook on every parameter copies its gradient into
- * the bucket's flat buffer (or, with grad_as_bucket_view, .grad already is a view of that
- * buffer); when all of a bucket's parameters are ready its allreduce is launched on the group's
- * thread, strictly in bucket order so every rank issues the same collectives in the same order.
- * The allreduce sums the gradients each divided by the world size, as PyTorch's pre-division,
- * with the division done inside the reduction (ddpl_pg_allreduce_prescaled). CPU buckets live in
- * memory every rank on the machine maps (ddpl_pg_shared_zeros), so their allreduce needs no
- * staging copies. When the last bucket has been launched (the last gradient of the backward
- * pass) the reducer waits for all of them, running the last one on its own thread when the
- * group's thread is idle, and writes the averages back into .grad.
- * After the first synchronised iteration the buckets are rebuilt in the order the gradients
+ * others at bucket_cap_mb). A gradient-ready hook on every parameter copies its gradient into the
+ * bucket's flat buffer (or, with grad_as_bucket_view, .grad already is a view of that buffer).
+ * Every slot of a CPU bucket is also its parameter's gradient home (ddpl_tensor_set_grad_home; in
+ * default mode only on shared buckets with the plain allreduce), so a gradient that a matrix
+ * product makes is computed in its slot and copied nowhere. When all of a bucket's parameters are
+ * ready its allreduce is launched on the group's thread, strictly in bucket order so every rank
+ * issues the same collectives in the same order. The allreduce sums the gradients each divided by
+ * the world size, as PyTorch's pre-division, with the division done inside the reduction
+ * (ddpl_pg_allreduce_prescaled). CPU buckets live in memory every rank on the machine maps
+ * (ddpl_pg_shared_zeros), so their allreduce needs no staging copies. When the last bucket has been
+ * launched (the last gradient of the backward pass) the reducer waits for all of them, running the
+ * last one on its own thread when the group's thread is idle, and writes the averages back into
+ * .grad. After the first synchronised iteration the buckets are rebuilt in the order the gradients
  * became ready on rank 0 (broadcast, so every rank uses the same layout).
  *
  * Call sequence per iteration (the Lua DistributedDataParallel does it):

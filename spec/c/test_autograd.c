@@ -202,7 +202,6 @@ static void test_linear_weight_grad_layout(void)
     for (int i = 0; i < 4; i++) ddpl_tensor_release(ts[i]);
 }
 
-
 /* Elements [at, at + rows*cols) of buf as a contiguous (rows, cols) view. */
 static ddpl_tensor *slot(ddpl_tensor *buf, int64_t at, int64_t rows, int64_t cols)
 {
@@ -227,8 +226,8 @@ static bool all_close(ddpl_tensor *a, ddpl_tensor *b, double scale)
 /* sum((x @ w^T + b)^2) through linear, or through mm when w is (in, out); backward. */
 static int linear_loss_backward(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *b, bool twice)
 {
-    ddpl_tensor *y = ddpl_tensor_size(w, 0) == ddpl_tensor_size(x, 1) ? ddpl_mm(x, w)
-                                                                       : ddpl_linear(x, w, b);
+    ddpl_tensor *y =
+        ddpl_tensor_size(w, 0) == ddpl_tensor_size(x, 1) ? ddpl_mm(x, w) : ddpl_linear(x, w, b);
     if (twice) {
         ddpl_tensor *y2 = ddpl_linear(x, w, b), *s = ddpl_add(y, y2);
         ddpl_tensor_release(y);
@@ -331,7 +330,8 @@ static void test_grad_home_sole_owner(void)
     ddpl_tensor_set_requires_grad(w, true);
     ddpl_tensor_set_requires_grad(w_ref, true);
     ddpl_tensor *home = ddpl_zeros(2, (int64_t[]){5, 3}, DDPL_FLOAT64, cpu);
-    ddpl_tensor *big = ddpl_zeros(1, (int64_t[]){20}, DDPL_FLOAT64, cpu), *part = slot(big, 0, 5, 3);
+    ddpl_tensor *big = ddpl_zeros(1, (int64_t[]){20}, DDPL_FLOAT64, cpu),
+                *part = slot(big, 0, 5, 3);
     CHECK(ddpl_tensor_set_grad_home(w, part, true) == -1); /* not its whole storage */
     CHECK(strstr(ddpl_last_error(), "whole storage") != NULL);
     ddpl_tensor_release(part);
@@ -345,7 +345,8 @@ static void test_grad_home_sole_owner(void)
     CHECK(linear_loss_backward(x2, w, NULL, false) == 0);
     CHECK(linear_loss_backward(x2, w_ref, NULL, false) == 0);
     ddpl_tensor *g = ddpl_tensor_grad(w);
-    CHECK(ddpl_tensor_data(g) == ddpl_tensor_data(home) && all_close(g, ddpl_tensor_grad(w_ref), 1.0));
+    CHECK(ddpl_tensor_data(g) == ddpl_tensor_data(home) &&
+          all_close(g, ddpl_tensor_grad(w_ref), 1.0));
     CHECK(ddpl_tensor_data(kept) != ddpl_tensor_data(home) && all_close(kept, first, 1.0));
     ddpl_tensor *kept_view_t = ddpl_t(kept_view); /* the view moved with it */
     CHECK(all_close(kept_view_t, first, 1.0));
