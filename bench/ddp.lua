@@ -17,7 +17,7 @@
 -- machine, where the gap between modes is the communication's own cost; the rest of the
 -- throughput gap is host noise, which a synchronised step pays on either rank and no_sync only
 -- on its own:
---   STEP model=M mode=ddp p10_us=X p50_us=Y
+--   STEP engine=ddplua model=M mode=ddp p10_us=X p50_us=Y
 -- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N modes=ddp,nosync,view (a subset)
 local ddpl = require 'ddplua'
 local nn, F, dist, data = ddpl.nn, ddpl.F, ddpl.distributed, ddpl.data
@@ -137,7 +137,7 @@ if rank == 0 then
             median(results[mode]), table.concat(r, ',')))
     end
     for _, mode in ipairs(modes) do
-        print(('STEP model=%s mode=%s p10_us=%.0f p50_us=%.0f'):format(o.model, mode,
+        print(('STEP engine=ddplua model=%s mode=%s p10_us=%.0f p50_us=%.0f'):format(o.model, mode,
             1e6 * step_pct[mode][1], 1e6 * step_pct[mode][2]))
     end
     local buckets = model:buckets()

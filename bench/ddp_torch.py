@@ -8,6 +8,9 @@ SGD momentum 0.9. Modes "ddp" and "nosync" (every forward/backward inside model.
 Per round: `steps` timed steps after `warmup`; a round's time is the longest of the ranks'.
 Prints, from rank 0:
     RESULT engine=torch model=M mode=ddp sps=<median> rounds=<r1,...>
+    STEP engine=torch model=M mode=ddp p10_us=X p50_us=Y
+(the 10th percentile and the median of the timed steps' wall times, each rank's, then the slower
+rank's, as bench/ddp.lua).
 
 usage: python3 bench/ddp_torch.py model=mlp steps=200 warmup=20 rounds=5 batch=32
 """
@@ -92,21 +95,33 @@ def worker(rank, world, port, o):
     for _ in range(o["warmup"]):
         step(False)
     results = {"ddp": [], "nosync": []}
+    step_times = {"ddp": [], "nosync": []}  # seconds, every timed step of this rank
     for _ in range(o["rounds"]):
         for mode in ("ddp", "nosync"):
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(o["steps"]):
+                s0 = time.perf_counter()
                 step(mode == "ddp")
+                step_times[mode].append(time.perf_counter() - s0)
             t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             results[mode].append(world * o["batch"] * o["steps"] / t.item())
+    pct = {}
+    for mode in ("ddp", "nosync"):
+        s = sorted(step_times[mode])
+        t = torch.tensor([s[max(0, len(s) // 10 - 1)], s[(len(s) + 1) // 2 - 1]],
+                         dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        pct[mode] = t.tolist()
     if rank == 0:
         for mode in ("ddp", "nosync"):
             r = results[mode]
             print(f"RESULT engine=torch model={o['model']} mode={mode} "
                   f"sps={statistics.median(r):.0f} rounds={','.join(f'{v:.0f}' for v in r)}",
                   flush=True)
+            print(f"STEP engine=torch model={o['model']} mode={mode} "
+                  f"p10_us={1e6 * pct[mode][0]:.0f} p50_us={1e6 * pct[mode][1]:.0f}", flush=True)
     # PyTorch 1.13's gloo teardown hangs now and then on this machine (a rank stuck in
     # destroy_process_group or at interpreter exit, seen in about half of the runs of one day):
     # the figures are out, so both ranks meet once more and leave without it.
