@@ -242,8 +242,16 @@ static int set_homes(ddpl_reducer *r)
                 home = ddpl_from_blob(ddpl_tensor_data(v), param->ndim, param->sizes,
                                       (ddpl_dtype)param->dtype, release_bucket,
                                       ddpl_tensor_retain(k->flat));
+            /* a sole home given up (a comm hook now: the slot will be written by copies) takes
+             * its memory back first, so nothing over it is overwritten */
+            ddpl_tensor *old = r->homes[p];
+            if (old && param->grad_home == old && param->grad_home_sole && old != home &&
+                ddpl_tensor_take_memory(old) < 0) {
+                ddpl_tensor_release(home);
+                return -1;
+            }
             int rc = ddpl_tensor_set_grad_home(param, home, sole);
-            r->homes[p] = home; /* borrowed: the parameter holds it */
+            r->homes[p] = rc == 0 ? home : NULL; /* borrowed: the parameter holds it */
             ddpl_tensor_release(home);
             if (rc < 0) return -1;
         }

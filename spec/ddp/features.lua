@@ -180,6 +180,15 @@ elseif case == 'homes' then
     handle:remove()
     step(5)
     if not in_bucket(w.grad) then fail('without the hook the gradient is not in its slot again') end
+    -- a compression hook copies gradients into the buckets: the slots stop being homes, and
+    -- what lay in them moves out first
+    local kept5, kept5_values = w.grad, w.grad:clone()
+    model:register_comm_hook('fp16_compress')
+    step(6)
+    if in_bucket(w.grad) or in_bucket(kept5) then fail('a gradient stayed in its slot under fp16') end
+    if (kept5 - kept5_values):abs():max():item() ~= 0 then
+        fail('a kept .grad changed when the compression hook wrote its slot')
+    end
     info = 'kept gradients unchanged'
 elseif case == 'rebuild' then
     -- fc_late is registered first but used last in forward, so its gradient is ready last
