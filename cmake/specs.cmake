@@ -44,3 +44,8 @@ foreach(pair cuda_pointwise_spec:DDPLUA_POINTWISE_DEVICE=cpu
   set_tests_properties(${name}_on_cpu PROPERTIES ENVIRONMENT "${DDPL_SPEC_ENV};${mode}"
                        TIMEOUT 600)
 endforeach()
+
+# The layer rules of docs/internals.md, from the sources' includes and the objects' symbols
+# (tools/check-layers.sh), and the checker itself on small trees that break them.
+add_test(NAME check_layers COMMAND ${CMAKE_SOURCE_DIR}/spec/check_layers_test.sh ${CMAKE_BINARY_DIR})
+set_tests_properties(check_layers PROPERTIES TIMEOUT 300)

@@ -18,7 +18,7 @@
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "ops/kernel_params.h"
-#include "ops/reduce_geom.h"
+#include "core/reduce_geom.h"
 
 typedef enum { RED_SUM, RED_PROD, RED_MAX, RED_MIN } red_kind;
 

@@ -19,7 +19,7 @@
 #include "cuda_blas.h"
 #include "cuda_dynlib.h"
 #include "cuda_launch.h"
-#include "ops/autocast.h"
+#include "core/matmul_precision.h"
 #include "ops/kernel_params.h"
 #include "ops/nn_params.h"
 

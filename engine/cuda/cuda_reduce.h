@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "cuda_launch.h"
-#include "ops/reduce_geom.h"
+#include "core/reduce_geom.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -26,7 +26,7 @@ typedef enum cuda_reduce_kind {
 /* Reducing in[0] over a set of dims: kept dims (which number the outputs, row-major) and
  * reduced dims (ordered outer to inner by stride, innermost last), each group coalesced.
  * Strides in elements. nr >= 1 (a reduction over nothing has one reduced dim of size 1). */
-typedef ddpl_reduce_geom cuda_reduce_geom; /* ops/reduce_geom.h: the CPU kernels' plan too */
+typedef ddpl_reduce_geom cuda_reduce_geom; /* core/reduce_geom.h: the CPU kernels' plan too */
 
 /* max/min along one dim: x's sizes and strides, values' and indices' strides (keepdim shape,
  * so every rank matches); nout = numel / sizes[dim]. */

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "core/core.h"
 #include "io/idx.h"
 
 /* deflate expands at most about 1032:1 (zlib's FAQ); a header announcing more than that from a
@@ -213,7 +214,7 @@ ddpl_tensor *ddpl_read_idx(const char *path)
         goto done;
     }
 
-    t = ddpl_empty(rank, sizes, ty->dtype, ddpl_cpu());
+    t = ddpl_tensor_new(rank, sizes, ty->dtype, ddpl_cpu());
     if (!t) goto done;
     void *out = ddpl_tensor_data(t);
     unsigned char *raw = out;

@@ -346,7 +346,8 @@ static int load_tensors(int fd, const char *path, const ddpl_json *hdr, uint64_t
         out->tensors = ddpl_xcalloc((size_t)n + 1, sizeof(ddpl_tensor *));
     }
     for (int i = 0; i < n && rc == 0; i++) {
-        ddpl_tensor *t = ddpl_empty(es[i].ndim, es[i].sizes, (ddpl_dtype)es[i].dtype, ddpl_cpu());
+        ddpl_tensor *t =
+            ddpl_tensor_new(es[i].ndim, es[i].sizes, (ddpl_dtype)es[i].dtype, ddpl_cpu());
         if (!t) {
             rc = ddpl_error("load: %s: cannot allocate tensor '%s': %s", path, es[i].name,
                             ddpl_last_error());

@@ -9,6 +9,7 @@
  * it comes back even when fn raises (and after the message handler has seen the error, as in
  * no_grad). */
 #include "binding.h"
+#include "core/matmul_precision.h"
 #include "ops/autocast.h"
 
 #define GUARD_MT "ddplua.AutocastGuard"

@@ -1,6 +1,6 @@
-/* ops/autocast.c: the autocast state (thread-local, per device type), its two casting policies,
- * and the float32 matmul precision switch.
- * defines: ddpl_autocast_* and ddpl_*_float32_matmul_precision, ddpl_allow_tf32 (autocast.h). */
+/* ops/autocast.c: the autocast state (thread-local, per device type) and its two casting
+ * policies.
+ * defines: ddpl_autocast_* (autocast.h). */
 #include "autocast.h"
 
 #include "op_util.h"
@@ -10,9 +10,6 @@ static _Thread_local ddpl_autocast_state autocast_state[DDPL_DEVICE_TYPE_COUNT] 
     {false, DDPL_BFLOAT16},
     {false, DDPL_BFLOAT16},
 };
-
-/* Read by every cuBLAS/cuDNN call, written by the script: a relaxed atomic is enough. */
-static atomic_int matmul_precision = DDPL_PRECISION_HIGHEST;
 
 static bool valid_type(ddpl_device_type type)
 {
@@ -98,29 +95,4 @@ int ddpl_autocast_lower_n(int n, ddpl_tensor *const *in, ddpl_tensor **out)
 int ddpl_autocast_upcast_n(int n, ddpl_tensor *const *in, ddpl_tensor **out)
 {
     return apply_n(n, in, out, ddpl_autocast_upcast);
-}
-
-/* ---- float32 matmul precision ---- */
-static const char *const precision_names[] = {"highest", "high", "medium"};
-
-int ddpl_set_float32_matmul_precision(const char *name)
-{
-    for (int i = 0; i < 3; i++)
-        if (strcmp(name, precision_names[i]) == 0) {
-            atomic_store_explicit(&matmul_precision, i, memory_order_relaxed);
-            return 0;
-        }
-    return ddpl_error("set_float32_matmul_precision: expected 'highest', 'high' or 'medium', "
-                      "got '%s'",
-                      name);
-}
-
-const char *ddpl_get_float32_matmul_precision(void)
-{
-    return precision_names[atomic_load_explicit(&matmul_precision, memory_order_relaxed)];
-}
-
-bool ddpl_allow_tf32(void)
-{
-    return atomic_load_explicit(&matmul_precision, memory_order_relaxed) != DDPL_PRECISION_HIGHEST;
 }

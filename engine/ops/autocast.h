@@ -1,10 +1,8 @@
-/* ops/autocast.h: automatic mixed precision (autocast) state and casting policy, and the
- * float32 matmul precision switch (TF32).
+/* ops/autocast.h: automatic mixed precision (autocast) state and casting policy (the float32
+ * matmul precision switch is core/matmul_precision.h).
  * defines: ddpl_autocast_state, ddpl_autocast_set, ddpl_autocast_get, ddpl_autocast_enabled,
  *          ddpl_autocast_dtype, ddpl_autocast_lower, ddpl_autocast_upcast,
- *          ddpl_autocast_lower_n, ddpl_autocast_upcast_n, ddpl_autocast_release_n,
- *          ddpl_matmul_precision, ddpl_set_float32_matmul_precision,
- *          ddpl_get_float32_matmul_precision, ddpl_allow_tf32.
+ *          ddpl_autocast_lower_n, ddpl_autocast_upcast_n, ddpl_autocast_release_n.
  *
  * Autocast follows PyTorch's op lists: the "lower precision" ops (matmul, mm, bmm, addmm,
  * linear, conv2d, scaled_dot_product_attention) cast their floating inputs other than float64
@@ -40,18 +38,5 @@ ddpl_tensor *ddpl_autocast_upcast(ddpl_tensor *x);
 int ddpl_autocast_lower_n(int n, ddpl_tensor *const *in, ddpl_tensor **out);
 int ddpl_autocast_upcast_n(int n, ddpl_tensor *const *in, ddpl_tensor **out);
 void ddpl_autocast_release_n(int n, ddpl_tensor **t);
-
-/* torch.set_float32_matmul_precision: 'highest' (float32 everywhere, the default), 'high'
- * and 'medium' (TF32 tensor cores allowed for float32 matmul and conv on CUDA; cuBLAS has no
- * bf16x3 mode, so 'medium' means TF32 too). Process-wide, as in PyTorch. */
-typedef enum ddpl_matmul_precision {
-    DDPL_PRECISION_HIGHEST,
-    DDPL_PRECISION_HIGH,
-    DDPL_PRECISION_MEDIUM
-} ddpl_matmul_precision;
-
-int ddpl_set_float32_matmul_precision(const char *name); /* -1 with error on a bad name */
-const char *ddpl_get_float32_matmul_precision(void);
-bool ddpl_allow_tf32(void); /* precision is 'high' or 'medium' */
 
 #endif

@@ -2,6 +2,7 @@
  * state set/restore per device type, the lower and float32 casting policies (float64 and
  * integers untouched, casts recorded by autograd), the n-ary helpers, and the float32 matmul
  * precision switch. */
+#include "core/matmul_precision.h"
 #include "ops/autocast.h"
 #include "ref_util.h"
 

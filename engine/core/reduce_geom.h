@@ -1,4 +1,4 @@
-/* ops/reduce_geom.h: the plan of a reduction over a set of dims, shared by the CPU and CUDA
+/* core/reduce_geom.h: the plan of a reduction over a set of dims, shared by the CPU and CUDA
  * reduction kernels: kept dims (sizes, input and output strides) and reduced dims (sizes, input
  * strides), size-1 dims dropped, reduced dims ordered outer to inner by stride, and neighbours
  * that step through memory as one dim coalesced. Plain C types only, so CUDA code can take it.

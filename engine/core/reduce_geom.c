@@ -1,8 +1,8 @@
-/* ops/reduce_geom.c: planning a reduction (see reduce_geom.h).
+/* core/reduce_geom.c: planning a reduction (see reduce_geom.h).
  * defines: ddpl_reduce_geom_init. */
 #include <stdlib.h>
 
-#include "core/core.h"
+#include "core.h"
 #include "reduce_geom.h"
 
 void ddpl_reduce_geom_init(ddpl_reduce_geom *g, const ddpl_tensor *in, const ddpl_tensor *out,
