@@ -59,7 +59,7 @@ struct ddpl_reducer {
     bool *ready;         /* per parameter */
     bool *used;          /* per parameter: reached by this forward's graph */
     bool *in_grad;       /* per parameter: the allreduce reads and writes .grad itself */
-    ddpl_tensor **homes; /* per parameter: the gradient home set_homes gave it (borrowed) */
+    ddpl_tensor **homes; /* per parameter: the home reducer_set_homes gave it (borrowed) */
     int next_launch;     /* buckets 0..next_launch-1 are launched */
     int n_ready_params;
     double t_begin, t_first, t_final_start, t_final_end;

@@ -25,7 +25,7 @@ static int launch(ddpl_reducer *r, int b)
     k->t_start = reducer_now();
     switch (r->comm) {
     case DDPL_COMM_ALLREDUCE: {
-        /* the gradients left in .grad by mark_ready are reduced where they are */
+        /* the gradients left in .grad by reducer_mark_ready are reduced where they are */
         ddpl_tensor **values = ddpl_xcalloc((size_t)k->n, sizeof *values);
         int64_t *offsets = ddpl_xcalloc((size_t)k->n, sizeof *offsets);
         int nv = 0;
