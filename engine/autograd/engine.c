@@ -1,5 +1,5 @@
-/* autograd/engine.c: the backward pass.
- * defines: ddpl_backward, ddpl_autograd_grad.
+/* autograd/engine.c: the backward pass, and the graph walk it starts with.
+ * defines: ddpl_backward, ddpl_autograd_grad, ddpl_leaves_reached.
  *
  * 1. Walk the graph from the roots, counting for every node how many edges lead into it.
  * 2. Run ready nodes (all their incoming gradients summed) highest sequence number first, so
@@ -8,7 +8,8 @@
  * 3. Without retain_graph, each node frees its saved tensors once it has run.
  * Before step 2, leaves with a gradient home (ddpl_tensor_set_grad_home) and no .grad ask the
  * node that makes their gradient to write it there (plan_homes). */
-#include "autograd.h"
+#include "graph.h"
+#include "leaves.h"
 
 typedef struct {
     ddpl_node **items;
@@ -115,7 +116,7 @@ static ddpl_tensor *validate_grad(ddpl_node *n, int i, ddpl_tensor *g)
 /* Whether g lies exactly over the leaf's gradient home (it was computed into it). */
 static bool in_home(const ddpl_tensor *leaf, const ddpl_tensor *g)
 {
-    const ddpl_tensor *h = leaf->grad_home;
+    const ddpl_tensor *h = leaf->autograd->grad_home;
     return h && g->storage == h->storage && g->offset == h->offset &&
            ddpl_tensor_is_contiguous(g) && ddpl_same_shape(g, h);
 }
@@ -123,26 +124,27 @@ static bool in_home(const ddpl_tensor *leaf, const ddpl_tensor *g)
 static int accumulate_into_leaf(ddpl_node *n, ddpl_tensor *grad)
 {
     ddpl_tensor *leaf = n->variable;
-    if (!leaf->grad) {
+    ddpl_autograd_meta *m = leaf->autograd;
+    if (!m->grad) {
         /* Keep the gradient itself when nothing else can see its memory, or when it was made
          * in the leaf's home; otherwise copy, since later accumulation writes into .grad in
          * place. */
         bool exclusive = atomic_load(&grad->refcount) == 1 &&
                          atomic_load(&grad->storage->refcount) == 1 &&
-                         ddpl_tensor_is_contiguous(grad) && !grad->requires_grad;
+                         ddpl_tensor_is_contiguous(grad) && !ddpl_requires_grad(grad);
         if (exclusive || in_home(leaf, grad)) {
-            leaf->grad = grad;
+            m->grad = grad;
         } else {
-            leaf->grad = ddpl_clone(grad);
+            m->grad = ddpl_clone(grad);
             ddpl_tensor_release(grad);
-            if (!leaf->grad) return -1;
+            if (!m->grad) return -1;
         }
     } else {
-        int rc = ddpl_add_(leaf->grad, grad, 1.0);
+        int rc = ddpl_add_(m->grad, grad, 1.0);
         ddpl_tensor_release(grad);
         if (rc < 0) return -1;
     }
-    for (ddpl_hook *h = leaf->ready_hooks; h; h = h->next)
+    for (ddpl_hook *h = m->ready_hooks; h; h = h->next)
         if (((ddpl_grad_ready_fn)h->fn)(leaf, h->userdata) < 0) return -1;
     return 0;
 }
@@ -167,19 +169,19 @@ static int run_node(ddpl_node *n, ddpl_tensor *grad, const capture_set *cap, boo
 {
     if (run_tensor_hooks(n->pre_hooks, &grad) < 0) goto fail;
     /* a leaf's own hooks see its gradient both in backward and in autograd.grad */
-    if (n->variable && run_tensor_hooks(n->variable->hooks, &grad) < 0) goto fail;
+    if (n->variable && run_tensor_hooks(n->variable->autograd->hooks, &grad) < 0) goto fail;
     if (n->retain_grad_of) {
-        ddpl_tensor *t = n->retain_grad_of;
+        ddpl_autograd_meta *m = n->retain_grad_of->autograd;
         ddpl_tensor *copy = ddpl_clone(grad);
         if (!copy) goto fail;
-        if (t->grad) {
-            ddpl_tensor *sum = ddpl_add(t->grad, copy);
+        if (m->grad) {
+            ddpl_tensor *sum = ddpl_add(m->grad, copy);
             ddpl_tensor_release(copy);
             if (!sum) goto fail;
             copy = sum;
         }
-        ddpl_tensor_release(t->grad);
-        t->grad = copy;
+        ddpl_tensor_release(m->grad);
+        m->grad = copy;
     }
     int ci = capture_index(cap, n);
     if (ci >= 0) {
@@ -235,8 +237,9 @@ fail:
     return -1;
 }
 
-/* Counts dependencies of every node reachable from roots; fills all. */
-static void collect(ddpl_node **roots, int n_roots, node_vec *all)
+/* Counts dependencies of every node reachable from roots; fills all. Returns the visit
+ * generation: a node is reachable iff its visit_gen equals it. */
+static uint64_t collect(ddpl_node **roots, int n_roots, node_vec *all)
 {
     uint64_t gen = atomic_fetch_add(&visit_generation, 1);
     node_vec stack = {0};
@@ -266,6 +269,7 @@ static void collect(ddpl_node **roots, int n_roots, node_vec *all)
         }
     }
     free(stack.items);
+    return gen;
 }
 
 /* For every leaf in the graph with a gradient home, no .grad, no tensor hooks and one node
@@ -276,15 +280,14 @@ static void plan_homes(const node_vec *all)
 {
     for (size_t i = 0; i < all->n; i++) {
         ddpl_node *acc = all->items[i];
-        ddpl_tensor *leaf = acc->variable;
-        if (!leaf || !leaf->grad_home || leaf->grad || leaf->hooks || acc->pre_hooks ||
-            acc->dependencies != 1)
+        ddpl_autograd_meta *m = acc->variable ? acc->variable->autograd : NULL;
+        if (!m || !m->grad_home || m->grad || m->hooks || acc->pre_hooks || acc->dependencies != 1)
             continue;
         /* a sole-owner home is the gradient's alone: tensors kept from earlier steps move out */
-        if (leaf->grad_home_sole && ddpl_tensor_take_memory(leaf->grad_home) < 0) continue;
+        if (m->grad_home_sole && ddpl_tensor_take_memory(m->grad_home) < 0) continue;
         ddpl_node *p = acc->producer;
         int input = acc->producer_input;
-        ddpl_tensor *dest = ddpl_tensor_retain(leaf->grad_home);
+        ddpl_tensor *dest = ddpl_tensor_retain(m->grad_home);
         while (p && dest) {
             if (p->dest_inputs & (1u << input)) {
                 if (!p->dest) { /* one home per node; a second asker gets new memory */
@@ -307,7 +310,40 @@ static void plan_homes(const node_vec *all)
 
 static ddpl_node *root_node(ddpl_tensor *t)
 {
-    return t->grad_fn ? t->grad_fn : t->grad_accumulator;
+    return t->autograd->grad_fn ? t->autograd->grad_fn : t->autograd->grad_accumulator;
+}
+
+/* The node a backward from t starts at (a new reference): its grad_fn, or for a leaf its
+ * accumulator, made if it has none yet; NULL when t does not require grad. */
+static ddpl_node *start_node(ddpl_tensor *t)
+{
+    if (!ddpl_requires_grad(t)) return NULL;
+    ddpl_node *n = ddpl_grad_fn(t);
+    if (!n) { /* a leaf: a node with t as its input has t's accumulator on its edge */
+        ddpl_node *root = ddpl_node_new("root", NULL, 1, &t);
+        n = root->edges[0].node;
+        ddpl_node_retain(n);
+        ddpl_node_release(root);
+        return n;
+    }
+    ddpl_node_retain(n);
+    return n;
+}
+
+void ddpl_leaves_reached(int n_roots, ddpl_tensor *const *roots, int n_leaves,
+                         ddpl_tensor *const *leaves, bool *reached)
+{
+    ddpl_node **nodes = ddpl_xcalloc((size_t)n_roots + 1, sizeof *nodes);
+    node_vec all = {0};
+    for (int i = 0; i < n_roots; i++) nodes[i] = start_node(roots[i]);
+    uint64_t gen = collect(nodes, n_roots, &all);
+    for (int i = 0; i < n_leaves; i++) {
+        ddpl_node *acc = leaves[i]->autograd ? leaves[i]->autograd->grad_accumulator : NULL;
+        reached[i] = acc && acc->visit_gen == gen;
+    }
+    for (int i = 0; i < n_roots; i++) ddpl_node_release(nodes[i]);
+    free(nodes);
+    free(all.items);
 }
 
 static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *root_grads,
@@ -321,22 +357,13 @@ static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *r
 
     for (int i = 0; i < n_roots; i++) nodes[i] = NULL;
     for (int i = 0; i < n_roots; i++) {
-        ddpl_tensor *r = roots[i];
-        if (!r->requires_grad) {
+        /* a leaf root: its gradient goes straight into its accumulator */
+        nodes[i] = start_node(roots[i]);
+        if (!nodes[i]) {
             rc = ddpl_error("backward: element %d of the outputs does not require grad and has "
                             "no grad_fn",
                             i);
             goto done;
-        }
-        if (!r->grad_fn) {
-            /* a leaf root: its gradient goes straight into its accumulator */
-            ddpl_node *acc = ddpl_node_new("root", NULL, 1, &r);
-            nodes[i] = acc->edges[0].node;
-            ddpl_node_retain(nodes[i]);
-            ddpl_node_release(acc);
-        } else {
-            nodes[i] = r->grad_fn;
-            ddpl_node_retain(nodes[i]);
         }
     }
     collect(nodes, n_roots, &all);
@@ -420,12 +447,12 @@ int ddpl_autograd_grad(int n_outputs, ddpl_tensor *const *outputs, ddpl_tensor *
     int rc = 0;
     for (int i = 0; i < n_inputs; i++) {
         grads_out[i] = NULL;
-        if (!inputs[i]->requires_grad) {
+        if (!ddpl_requires_grad(inputs[i])) {
             rc = ddpl_error("autograd.grad: input %d does not require grad", i);
             goto done;
         }
         /* a leaf needs its accumulator node to exist for the capture to see it */
-        if (!inputs[i]->grad_fn && !inputs[i]->grad_accumulator) {
+        if (!root_node(inputs[i])) {
             /* nothing in the graph can reach a leaf without an accumulator */
             continue;
         }

@@ -1,8 +1,8 @@
-/* autograd/graph.c: nodes, saved tensors, leaf accumulators, hooks and grad mode.
+/* autograd/graph.c: nodes, saved tensors, leaf accumulators, a tensor's autograd state, hooks
+ * and grad mode.
  * defines: ddpl_node_new/retain/release/save/saved, ddpl_set_history, ddpl_grad_needed,
- *          grad mode, requires_grad/grad accessors, hook registration,
- *          ddpl_autograd_tensor_dying, ddpl_grad_accumulator. */
-#include "autograd.h"
+ *          ddpl_autograd_meta_of, grad mode, requires_grad/grad accessors, hook registration. */
+#include "graph.h"
 
 static _Thread_local bool grad_disabled; /* default: recording on */
 static atomic_ullong next_seq = 1;
@@ -26,7 +26,7 @@ bool ddpl_grad_needed(int n, ddpl_tensor *const *inputs)
 {
     if (grad_disabled) return false;
     for (int i = 0; i < n; i++)
-        if (inputs[i] && inputs[i]->requires_grad) return true;
+        if (inputs[i] && ddpl_requires_grad(inputs[i])) return true;
     return false;
 }
 
@@ -54,9 +54,9 @@ static void node_destroy(ddpl_node *n)
     free(n->edges);
     for (int i = 0; i < n->n_saved; i++) ddpl_tensor_release(n->saved[i].t);
     free_hooks(n->pre_hooks);
-    if (n->retain_grad_of) n->retain_grad_of->retains_grad = false;
+    if (n->retain_grad_of) n->retain_grad_of->autograd->retains_grad = false;
     if (n->variable) {
-        n->variable->grad_accumulator = NULL;
+        n->variable->autograd->grad_accumulator = NULL;
         ddpl_tensor_release(n->variable);
     }
     ddpl_tensor_release(n->grad_buffer);
@@ -100,14 +100,15 @@ static ddpl_node *node_alloc(const char *name, ddpl_backward_fn fn, int n_inputs
  * communication with the rest of backward thanks to this. */
 static ddpl_node *grad_accumulator(ddpl_tensor *leaf)
 {
-    if (leaf->grad_accumulator) {
-        ddpl_node_retain(leaf->grad_accumulator);
-        return leaf->grad_accumulator;
+    ddpl_autograd_meta *m = leaf->autograd; /* a leaf that requires grad has one */
+    if (m->grad_accumulator) {
+        ddpl_node_retain(m->grad_accumulator);
+        return m->grad_accumulator;
     }
     ddpl_node *n = node_alloc("AccumulateGrad", NULL, 0);
     n->seq = UINT64_MAX;
     n->variable = ddpl_tensor_retain(leaf);
-    leaf->grad_accumulator = n;
+    m->grad_accumulator = n;
     return n;
 }
 
@@ -123,10 +124,10 @@ ddpl_node *ddpl_node_new(const char *name, ddpl_backward_fn fn, int n_inputs,
         e->dtype = t->dtype;
         e->device = t->device;
         memcpy(e->sizes, t->sizes, sizeof e->sizes);
-        if (!t->requires_grad) continue;
-        if (t->grad_fn) {
-            ddpl_node_retain(t->grad_fn);
-            e->node = t->grad_fn;
+        if (!ddpl_requires_grad(t)) continue;
+        if (t->autograd->grad_fn) {
+            ddpl_node_retain(t->autograd->grad_fn);
+            e->node = t->autograd->grad_fn;
         } else {
             e->node = grad_accumulator(t);
         }
@@ -171,44 +172,63 @@ ddpl_tensor *ddpl_node_saved(ddpl_node *n, int slot)
 
 void ddpl_set_history(ddpl_tensor *out, ddpl_node *n)
 {
-    ddpl_node_release(out->grad_fn);
-    out->grad_fn = n;
-    out->requires_grad = true;
+    ddpl_autograd_meta *m = ddpl_autograd_meta_of(out);
+    ddpl_node_release(m->grad_fn);
+    m->grad_fn = n;
+    m->requires_grad = true;
 }
 
-/* ---- tensor-side state ---- */
-void ddpl_autograd_tensor_dying(ddpl_tensor *t)
+/* ---- a tensor's autograd state ---- */
+
+/* core's free hook (ddpl_set_autograd_free): t dies with autograd state. */
+static void autograd_meta_free(ddpl_tensor *t)
 {
-    ddpl_tensor_release(t->grad);
-    if (t->grad_fn) {
-        if (t->grad_fn->retain_grad_of == t) t->grad_fn->retain_grad_of = NULL;
-        ddpl_node_release(t->grad_fn);
+    ddpl_autograd_meta *m = t->autograd;
+    ddpl_tensor_release(m->grad);
+    if (m->grad_fn) {
+        if (m->grad_fn->retain_grad_of == t) m->grad_fn->retain_grad_of = NULL;
+        ddpl_node_release(m->grad_fn);
     }
-    free_hooks(t->hooks);
-    free_hooks(t->ready_hooks);
-    ddpl_tensor_release(t->grad_home);
+    free_hooks(m->hooks);
+    free_hooks(m->ready_hooks);
+    ddpl_tensor_release(m->grad_home);
+    free(m);
+    t->autograd = NULL;
+}
+
+ddpl_autograd_meta *ddpl_autograd_meta_of(ddpl_tensor *t)
+{
+    static atomic_bool free_registered;
+    if (t->autograd) return t->autograd;
+    if (!atomic_load_explicit(&free_registered, memory_order_acquire)) {
+        ddpl_set_autograd_free(autograd_meta_free);
+        atomic_store(&free_registered, true);
+    }
+    t->autograd = ddpl_xcalloc(1, sizeof *t->autograd);
+    return t->autograd;
 }
 
 bool ddpl_tensor_requires_grad(const ddpl_tensor *t)
 {
-    return t->requires_grad;
+    return ddpl_requires_grad(t);
 }
 bool ddpl_tensor_is_leaf(const ddpl_tensor *t)
 {
-    return t->grad_fn == NULL;
+    return ddpl_grad_fn(t) == NULL;
 }
 ddpl_tensor *ddpl_tensor_grad(const ddpl_tensor *t)
 {
-    return t->grad;
+    return t->autograd ? t->autograd->grad : NULL;
 }
 const char *ddpl_tensor_grad_fn_name(const ddpl_tensor *t)
 {
-    return t->grad_fn ? t->grad_fn->name : NULL;
+    ddpl_node *fn = ddpl_grad_fn(t);
+    return fn ? fn->name : NULL;
 }
 
 int ddpl_tensor_set_requires_grad(ddpl_tensor *t, bool requires_grad)
 {
-    if (t->grad_fn) {
+    if (ddpl_grad_fn(t)) {
         if (requires_grad) return 0;
         return ddpl_error("requires_grad: can only change it on leaf tensors; use detach() to "
                           "get a tensor without history");
@@ -217,7 +237,7 @@ int ddpl_tensor_set_requires_grad(ddpl_tensor *t, bool requires_grad)
         return ddpl_error("requires_grad: only floating-point tensors can require gradients, "
                           "got %s",
                           ddpl_dtype_name((ddpl_dtype)t->dtype));
-    t->requires_grad = requires_grad;
+    if (requires_grad || t->autograd) ddpl_autograd_meta_of(t)->requires_grad = requires_grad;
     return 0;
 }
 
@@ -237,47 +257,21 @@ int ddpl_tensor_set_grad(ddpl_tensor *t, ddpl_tensor *grad)
                               ddpl_device_str(grad->device, a, sizeof a),
                               ddpl_device_str(t->device, b, sizeof b));
     }
+    if (!grad && !t->autograd) return 0;
+    ddpl_autograd_meta *m = ddpl_autograd_meta_of(t);
     ddpl_tensor_retain(grad);
-    ddpl_tensor_release(t->grad);
-    t->grad = grad;
-    return 0;
-}
-
-int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home, bool sole_owner)
-{
-    if (home) {
-        char a[128], b[128];
-        if (leaf->grad_fn) return ddpl_error("set_grad_home: the tensor is not a leaf");
-        if (!ddpl_same_shape(leaf, home) || home->dtype != leaf->dtype ||
-            !ddpl_same_device(home->device, leaf->device) || !ddpl_tensor_is_contiguous(home))
-            return ddpl_error(
-                "set_grad_home: the home must be contiguous with the leaf's shape "
-                "%s, dtype %s and device; got shape %s, dtype %s%s",
-                ddpl_shape_str(leaf, a, sizeof a), ddpl_dtype_name((ddpl_dtype)leaf->dtype),
-                ddpl_shape_str(home, b, sizeof b), ddpl_dtype_name((ddpl_dtype)home->dtype),
-                ddpl_same_device(home->device, leaf->device)
-                    ? (ddpl_tensor_is_contiguous(home) ? "" : ", not contiguous")
-                    : ", another device");
-    }
-    if (home && sole_owner &&
-        (home->device.type != DDPL_CPU || home->offset != 0 ||
-         (size_t)ddpl_tensor_numel(home) * ddpl_dtype_size((ddpl_dtype)home->dtype) !=
-             home->storage->nbytes))
-        return ddpl_error("set_grad_home: a sole-owner home must be a CPU tensor over its whole "
-                          "storage");
-    ddpl_tensor_retain(home);
-    ddpl_tensor_release(leaf->grad_home);
-    leaf->grad_home = home;
-    leaf->grad_home_sole = home && sole_owner;
+    ddpl_tensor_release(m->grad);
+    m->grad = grad;
     return 0;
 }
 
 int ddpl_tensor_retain_grad(ddpl_tensor *t)
 {
-    if (!t->requires_grad) return ddpl_error("retain_grad: the tensor does not require grad");
-    if (!t->grad_fn) return 0; /* leaves keep their gradient anyway */
-    t->retains_grad = true;
-    t->grad_fn->retain_grad_of = t;
+    if (!ddpl_requires_grad(t)) return ddpl_error("retain_grad: the tensor does not require grad");
+    ddpl_autograd_meta *m = t->autograd;
+    if (!m->grad_fn) return 0; /* leaves keep their gradient anyway */
+    m->retains_grad = true;
+    m->grad_fn->retain_grad_of = t;
     return 0;
 }
 
@@ -295,10 +289,11 @@ static void append_hook(ddpl_hook **list, void *fn, void *ud, void (*free_ud)(vo
 int ddpl_tensor_register_hook(ddpl_tensor *t, ddpl_tensor_hook_fn fn, void *userdata,
                               void (*free_userdata)(void *))
 {
-    if (!t->requires_grad)
+    if (!ddpl_requires_grad(t))
         return ddpl_error("register_hook: cannot register a hook on a tensor that does not "
                           "require grad");
-    append_hook(t->grad_fn ? &t->grad_fn->pre_hooks : &t->hooks, (void *)fn, userdata,
+    ddpl_autograd_meta *m = t->autograd;
+    append_hook(m->grad_fn ? &m->grad_fn->pre_hooks : &m->hooks, (void *)fn, userdata,
                 free_userdata);
     return 0;
 }
@@ -306,10 +301,10 @@ int ddpl_tensor_register_hook(ddpl_tensor *t, ddpl_tensor_hook_fn fn, void *user
 int ddpl_tensor_register_grad_ready_hook(ddpl_tensor *leaf, ddpl_grad_ready_fn fn, void *userdata,
                                          void (*free_userdata)(void *))
 {
-    if (leaf->grad_fn || !leaf->requires_grad)
+    if (ddpl_grad_fn(leaf) || !ddpl_requires_grad(leaf))
         return ddpl_error("register_grad_ready_hook: only leaf tensors that require grad have "
                           "a gradient-ready signal");
-    append_hook(&leaf->ready_hooks, (void *)fn, userdata, free_userdata);
+    append_hook(&leaf->autograd->ready_hooks, (void *)fn, userdata, free_userdata);
     return 0;
 }
 
@@ -332,7 +327,9 @@ static int remove_from(ddpl_hook **list, void *userdata)
 
 int ddpl_tensor_remove_hooks(ddpl_tensor *t, void *userdata)
 {
-    int n = remove_from(&t->hooks, userdata) + remove_from(&t->ready_hooks, userdata);
-    if (t->grad_fn) n += remove_from(&t->grad_fn->pre_hooks, userdata);
+    ddpl_autograd_meta *m = t->autograd;
+    if (!m) return 0;
+    int n = remove_from(&m->hooks, userdata) + remove_from(&m->ready_hooks, userdata);
+    if (m->grad_fn) n += remove_from(&m->grad_fn->pre_hooks, userdata);
     return n;
 }

@@ -1,5 +1,6 @@
 /* core/core.h: the engine-internal layout of tensors and storages, and helpers every layer uses.
- * defines: ddpl_storage, struct ddpl_tensor, element load/store, shape helpers, xmalloc.
+ * defines: ddpl_storage, struct ddpl_tensor, ddpl_set_autograd_free, ddpl_tensor_same_storage,
+ *          element load/store, shape helpers, xmalloc.
  *
  * Public code sees ddpl_tensor as opaque (ddpl/tensor.h); engine code includes this header. */
 #ifndef DDPL_CORE_H
@@ -14,7 +15,7 @@
 #include "ddpl/ops.h"
 #include "ddpl/tensor.h"
 
-struct ddpl_node;
+struct ddpl_autograd_meta; /* autograd/graph.h */
 
 /* A block of device memory shared by every view of it. version counts in-place writes, so the
  * backward pass can detect that a tensor it saved was modified after being saved. */
@@ -30,14 +31,6 @@ typedef struct ddpl_storage {
     void *deleter_ctx;
 } ddpl_storage;
 
-/* A hook list entry (tensor hooks and gradient-ready hooks share the shape). */
-typedef struct ddpl_hook {
-    struct ddpl_hook *next;
-    void *fn;
-    void *userdata;
-    void (*free_userdata)(void *);
-} ddpl_hook;
-
 struct ddpl_tensor {
     atomic_long refcount;
     ddpl_storage *storage;
@@ -47,19 +40,18 @@ struct ddpl_tensor {
     int8_t ndim;
     uint8_t dtype; /* ddpl_dtype */
     ddpl_device device;
-    /* Leaves: set by the user. Non-leaves: true iff grad_fn != NULL. */
-    bool requires_grad;
     /* A Lua/C number turned into a 0-dim tensor: it does not widen the result dtype. */
     bool wrapped_number;
-    bool retains_grad;
-    ddpl_tensor *grad;                  /* owned */
-    struct ddpl_node *grad_fn;          /* owned; NULL for leaves */
-    struct ddpl_node *grad_accumulator; /* weak; the leaf's AccumulateGrad node if alive */
-    ddpl_hook *hooks;                   /* leaf tensor hooks (non-leaf ones live on grad_fn) */
-    ddpl_hook *ready_hooks;             /* gradient-ready hooks (leaves) */
-    ddpl_tensor *grad_home;             /* leaves: ddpl_tensor_set_grad_home's (owned) */
-    bool grad_home_sole;                /* ... with sole_owner */
+    /* What autograd knows of the tensor (requires_grad, grad, grad_fn, hooks): NULL until
+     * autograd first needs it, as for most tensors; owned, freed by the hook autograd registers
+     * (ddpl_set_autograd_free). Core never looks inside. */
+    struct ddpl_autograd_meta *autograd;
 };
+
+/* Frees t->autograd (non-NULL) when t dies. Autograd registers it before it gives any tensor
+ * autograd state, so core calls into autograd without naming it. */
+typedef void (*ddpl_autograd_free_fn)(ddpl_tensor *t);
+void ddpl_set_autograd_free(ddpl_autograd_free_fn fn);
 
 /* ---- memory ---- */
 void *ddpl_xmalloc(size_t n); /* aborts on failure: only for small engine metadata */
@@ -71,6 +63,11 @@ void ddpl_storage_release(ddpl_storage *s);
 static inline void ddpl_storage_bump_version(ddpl_storage *s)
 {
     atomic_fetch_add(&s->version, 1);
+}
+/* Whether a and b are views of one storage object (two storages over one memory are not). */
+static inline bool ddpl_tensor_same_storage(const ddpl_tensor *a, const ddpl_tensor *b)
+{
+    return a->storage == b->storage;
 }
 /* Tensor over existing host memory; deleter(data, ctx) runs when the last view dies. */
 ddpl_tensor *ddpl_from_blob(void *data, int ndim, const int64_t *sizes, ddpl_dtype dt,

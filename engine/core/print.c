@@ -340,7 +340,7 @@ char *ddpl_tensor_format(const ddpl_tensor *t)
     if (grad_fn) {
         snprintf(suffix, sizeof suffix, "grad_fn=<%s>", grad_fn);
         add_suffix(&b, suffix, indent, &last_line);
-    } else if (t->requires_grad) {
+    } else if (ddpl_tensor_requires_grad(t)) {
         add_suffix(&b, "requires_grad=True", indent, &last_line);
     }
     put(&b, ")", 1);

@@ -1,14 +1,20 @@
 /* core/tensor.c: storages, tensor headers, refcounting, accessors and shape helpers.
- * defines: ddpl_storage_*, ddpl_tensor_new/alias/retain/release, ddpl_from_blob, accessors,
- *          ddpl_wrap_dim, ddpl_broadcast_shape, shape formatting, device names. */
+ * defines: ddpl_storage_*, ddpl_tensor_new/alias/retain/release, ddpl_set_autograd_free,
+ *          ddpl_from_blob, accessors, ddpl_wrap_dim, ddpl_broadcast_shape, shape formatting, device
+ * names. */
 #include <inttypes.h>
 
 #include "alloc.h"
 #include "core.h"
 #include "ddpl/cuda.h"
 
-/* autograd/ owns the graph; a dying tensor hands it its history and hooks */
-void ddpl_autograd_tensor_dying(ddpl_tensor *t);
+/* Set before any tensor has autograd state; read when one dies (ddpl_tensor_release). */
+static _Atomic(ddpl_autograd_free_fn) autograd_free;
+
+void ddpl_set_autograd_free(ddpl_autograd_free_fn fn)
+{
+    atomic_store(&autograd_free, fn);
+}
 
 ddpl_storage *ddpl_storage_new(size_t nbytes, ddpl_device dev)
 {
@@ -165,7 +171,7 @@ ddpl_tensor *ddpl_tensor_retain(ddpl_tensor *t)
 void ddpl_tensor_release(ddpl_tensor *t)
 {
     if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
-    ddpl_autograd_tensor_dying(t);
+    if (t->autograd) atomic_load_explicit(&autograd_free, memory_order_relaxed)(t);
     ddpl_storage_release(t->storage);
     free(t);
 }

@@ -4,14 +4,14 @@
 
 int ddpl_check_inplace(const char *op, const ddpl_tensor *x)
 {
-    if (!ddpl_is_grad_enabled() || !x->requires_grad) return 0;
-    if (!x->grad_fn)
+    if (!ddpl_is_grad_enabled() || !ddpl_requires_grad(x)) return 0;
+    if (!ddpl_grad_fn(x))
         return ddpl_error("%s: a leaf tensor that requires grad is being used in an in-place "
                           "operation; wrap it in ddpl.no_grad or use the out-of-place form",
                           op);
     return ddpl_error("%s: in-place operations on tensors that require grad are not supported "
                       "(the tensor has history %s); use the out-of-place form",
-                      op, x->grad_fn->name);
+                      op, ddpl_grad_fn(x)->name);
 }
 
 int ddpl_check_same_device(const char *op, const ddpl_tensor *a, const ddpl_tensor *b)

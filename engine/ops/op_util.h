@@ -4,7 +4,7 @@
 #ifndef DDPL_OP_UTIL_H
 #define DDPL_OP_UTIL_H
 
-#include "autograd/autograd.h"
+#include "autograd/graph.h"
 #include "dispatch.h"
 #include "kernel_params.h"
 

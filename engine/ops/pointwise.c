@@ -13,10 +13,7 @@
 static void view_broadcast(ddpl_tensor *hdr, const ddpl_tensor *src, int ndim, const int64_t *sizes)
 {
     memcpy(hdr, src, sizeof *hdr);
-    hdr->grad = NULL;
-    hdr->grad_fn = NULL;
-    hdr->grad_accumulator = NULL;
-    hdr->hooks = hdr->ready_hooks = NULL;
+    hdr->autograd = NULL; /* a kernel's operand: src's history is not the header's */
     int lead = ndim - src->ndim;
     for (int d = 0; d < ndim; d++) {
         int sd = d - lead;
@@ -263,8 +260,8 @@ ddpl_tensor *ddpl_mul(ddpl_tensor *a, ddpl_tensor *b)
     ddpl_tensor *ins[2] = {a, b};
     if (out && ddpl_grad_needed(2, ins)) {
         ddpl_node *n = ddpl_node_new("MulBackward", mul_backward, 2, ins);
-        ddpl_node_save(n, b->requires_grad ? a : NULL);
-        ddpl_node_save(n, a->requires_grad ? b : NULL);
+        ddpl_node_save(n, ddpl_requires_grad(b) ? a : NULL);
+        ddpl_node_save(n, ddpl_requires_grad(a) ? b : NULL);
         ddpl_set_history(out, n);
     }
     return out;
@@ -298,7 +295,7 @@ ddpl_tensor *ddpl_div(ddpl_tensor *a, ddpl_tensor *b)
     ddpl_tensor *ins[2] = {a, b};
     if (out && ddpl_grad_needed(2, ins)) {
         ddpl_node *n = ddpl_node_new("DivBackward", div_backward, 2, ins);
-        ddpl_node_save(n, b->requires_grad ? a : NULL);
+        ddpl_node_save(n, ddpl_requires_grad(b) ? a : NULL);
         ddpl_node_save(n, b);
         ddpl_set_history(out, n);
     }

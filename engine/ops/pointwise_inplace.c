@@ -150,7 +150,7 @@ int ddpl_mul_out(ddpl_tensor *out, ddpl_tensor *x, ddpl_tensor *y)
     const char *op = "mul_out";
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(x, y));
     if (check_target(op, out, x, dt) < 0 || check_target(op, out, y, dt) < 0) return -1;
-    if (ddpl_is_grad_enabled() && (x->requires_grad || y->requires_grad))
+    if (ddpl_is_grad_enabled() && (ddpl_requires_grad(x) || ddpl_requires_grad(y)))
         return ddpl_error("%s: the operands require grad, and writing into an existing tensor "
                           "does not record autograd history; use mul, or wrap in ddpl.no_grad",
                           op);

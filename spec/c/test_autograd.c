@@ -1,6 +1,8 @@
 /* spec/c/test_autograd.c: the backward engine through the C API: accumulation, hooks,
  * gradient-ready signals (what the DDP reducer relies on), retain_graph, autograd_grad,
- * saved-tensor versioning, deep graphs, gradient homes, and memory returning to zero. */
+ * saved-tensor versioning, deep graphs, gradient homes, and memory returning to zero; and what
+ * the reducer asks through autograd/leaves.h (reachable leaves, replacing a sole-owner home). */
+#include "autograd/leaves.h"
 #include "check.h"
 
 static ddpl_tensor *leaf(double v)
@@ -355,11 +357,67 @@ static void test_grad_home_sole_owner(void)
     for (int i = 0; i < 9; i++) ddpl_tensor_release(ts[i]);
 }
 
+/* Leaves a backward from the roots would reach: through a graph, a leaf root itself; not a
+ * leaf outside the graph, nor anything from a root that requires no grad. */
+static void test_leaves_reached(void)
+{
+    ddpl_tensor *x = leaf(2.0), *y = leaf(3.0), *u = leaf(4.0);
+    ddpl_tensor *c = ddpl_scalar(5.0, DDPL_FLOAT64, ddpl_cpu()), *z = ddpl_mul(x, c);
+    ddpl_tensor *roots[] = {z, y, c}, *leaves[] = {x, y, u};
+    bool reached[3];
+    ddpl_leaves_reached(3, roots, 3, leaves, reached);
+    CHECK(reached[0] && reached[1] && !reached[2]);
+    ddpl_leaves_reached(1, &c, 3, leaves, reached);
+    CHECK(!reached[0] && !reached[1] && !reached[2]);
+    ddpl_tensor *ts[] = {z, c, u, y, x};
+    for (int i = 0; i < 5; i++) ddpl_tensor_release(ts[i]);
+}
+
+/* A sole-owner home replaced by another takes the .grad living in it along (views of it too),
+ * replaced by none it leaves what lies in it memory of its own; before a write from outside
+ * backward, tensors over a home other than .grad move out. Values never change. */
+static void test_grad_home_replace(void)
+{
+    ddpl_device cpu = ddpl_cpu();
+    ddpl_tensor *x = ddpl_randn(2, (int64_t[]){4, 3}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *w = ddpl_randn(2, (int64_t[]){5, 3}, DDPL_FLOAT64, cpu);
+    ddpl_tensor_set_requires_grad(w, true);
+    ddpl_tensor *old = ddpl_zeros(2, (int64_t[]){5, 3}, DDPL_FLOAT64, cpu);
+    ddpl_tensor *home = ddpl_zeros(2, (int64_t[]){5, 3}, DDPL_FLOAT64, cpu);
+    CHECK(ddpl_tensor_set_grad_home(w, old, true) == 0);
+    CHECK(linear_loss_backward(x, w, NULL, false) == 0);
+    ddpl_tensor *g = ddpl_tensor_grad(w), *g_view = ddpl_t(g), *values = ddpl_clone(g);
+    CHECK(ddpl_tensor_data(g) == ddpl_tensor_data(old));
+
+    CHECK(ddpl_grad_home_replace(w, home, true) == 0);
+    CHECK(ddpl_grad_home_of(w) == home && ddpl_tensor_grad(w) == g);
+    CHECK(ddpl_tensor_data(g) == ddpl_tensor_data(home) && all_close(g, values, 1.0));
+    ddpl_tensor *g_view_t = ddpl_t(g_view);
+    CHECK(ddpl_tensor_data(g_view) == ddpl_tensor_data(home) && all_close(g_view_t, values, 1.0));
+    ddpl_tensor_release(g_view_t);
+
+    CHECK(ddpl_grad_home_prepare_write(w) == 0); /* g_view besides .grad: both move out */
+    CHECK(ddpl_tensor_data(g) != ddpl_tensor_data(home) && all_close(g, values, 1.0));
+    CHECK(ddpl_tensor_data(g_view) == ddpl_tensor_data(g));
+
+    CHECK(ddpl_tensor_set_grad(w, NULL) == 0 && ddpl_fill_(home, 0.0) == 0);
+    CHECK(linear_loss_backward(x, w, NULL, false) == 0);
+    g = ddpl_tensor_grad(w);
+    CHECK(ddpl_tensor_data(g) == ddpl_tensor_data(home));
+    CHECK(ddpl_grad_home_replace(w, NULL, false) == 0 && ddpl_grad_home_of(w) == NULL);
+    CHECK(ddpl_tensor_data(g) != ddpl_tensor_data(home) && all_close(g, values, 1.0));
+    CHECK(ddpl_fill_(home, 0.0) == 0 && all_close(g, values, 1.0));
+    ddpl_tensor *ts[] = {values, g_view, home, old, w, x};
+    for (int i = 0; i < 6; i++) ddpl_tensor_release(ts[i]);
+}
+
 int main(void)
 {
     test_linear_weight_grad_layout();
     test_grad_home();
     test_grad_home_sole_owner();
+    test_grad_home_replace();
+    test_leaves_reached();
     test_accumulation();
     test_grad_ready_order();
     test_hooks();

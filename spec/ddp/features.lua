@@ -158,7 +158,14 @@ elseif case == 'homes' then
     end
     local function in_bucket(t) return in_buckets(model, t) end
     step(1)
-    step(2) -- after the rebuild
+    -- the rebuild (at the next forward) moves a .grad living in its old slot, and what views it,
+    -- into the new slot
+    local g1, g1_view = w.grad:clone(), w.grad:view(-1)
+    model((batch(20 + rank)))
+    if not in_bucket(w.grad) or (g1_view - g1:view(-1)):abs():max():item() ~= 0 then
+        fail('the rebuild did not move the .grad in its old slot, values kept, into the new one')
+    end
+    step(2)
     if not in_bucket(w.grad) then fail('the weight gradient is not in its bucket slot') end
     local kept = w.grad
     local kept_view, kept_values = kept:view(-1), kept:clone()

@@ -1,7 +1,8 @@
-/* autograd/autograd.h: graph nodes and the recording interface ops use.
- * defines: ddpl_node, ddpl_edge, ddpl_backward_fn, ddpl_grad_needed, ddpl_node_new,
- *          ddpl_node_save, ddpl_node_save_output, ddpl_node_saved, ddpl_set_history,
- *          ddpl_node_ctx.
+/* autograd/graph.h: graph nodes, a tensor's autograd state and the recording interface ops use.
+ * defines: ddpl_node, ddpl_edge, ddpl_hook, ddpl_autograd_meta, ddpl_requires_grad,
+ *          ddpl_grad_fn, ddpl_autograd_meta_of, ddpl_backward_fn, ddpl_grad_needed,
+ *          ddpl_node_new, ddpl_node_save, ddpl_node_save_output, ddpl_node_saved,
+ *          ddpl_set_history, DDPL_NODE_CTX.
  *
  * Recording an op (after its output is computed):
  *     ddpl_tensor *ins[2] = {a, b};
@@ -15,12 +16,48 @@
  * with a new reference for each input i whose edge has a node (ddpl_node_needs_grad); it may
  * leave others NULL. It runs with grad mode off and uses front-end ops, so it works on every
  * device. Gradients may come back in a wider dtype: the engine casts them to the input's. */
-#ifndef DDPL_AUTOGRAD_INTERNAL_H
-#define DDPL_AUTOGRAD_INTERNAL_H
+#ifndef DDPL_AUTOGRAD_GRAPH_H
+#define DDPL_AUTOGRAD_GRAPH_H
 
 #include "core/core.h"
 
 struct ddpl_node;
+
+/* A hook list entry (tensor hooks and gradient-ready hooks share the shape). */
+typedef struct ddpl_hook {
+    struct ddpl_hook *next;
+    void *fn;
+    void *userdata;
+    void (*free_userdata)(void *);
+} ddpl_hook;
+
+/* A tensor's autograd state (t->autograd), PyTorch's AutogradMeta: made by the first call that
+ * needs it (requires_grad, a grad_fn, .grad, a hook, a gradient home) and kept until the tensor
+ * dies. A tensor without it requires no grad and has no history. */
+typedef struct ddpl_autograd_meta {
+    /* Leaves: set by the user. Non-leaves: true iff grad_fn != NULL. */
+    bool requires_grad;
+    bool retains_grad;
+    bool grad_home_sole;                /* grad_home was given with sole_owner */
+    ddpl_tensor *grad;                  /* owned */
+    struct ddpl_node *grad_fn;          /* owned; NULL for leaves */
+    struct ddpl_node *grad_accumulator; /* weak; the leaf's AccumulateGrad node if alive */
+    ddpl_hook *hooks;                   /* leaf tensor hooks (non-leaf ones live on grad_fn) */
+    ddpl_hook *ready_hooks;             /* gradient-ready hooks (leaves) */
+    ddpl_tensor *grad_home;             /* leaves: ddpl_tensor_set_grad_home's (owned) */
+} ddpl_autograd_meta;
+
+/* The checks every op makes: a NULL test for tensors outside autograd. */
+static inline bool ddpl_requires_grad(const ddpl_tensor *t)
+{
+    return t->autograd && t->autograd->requires_grad;
+}
+static inline struct ddpl_node *ddpl_grad_fn(const ddpl_tensor *t)
+{
+    return t->autograd ? t->autograd->grad_fn : NULL;
+}
+/* t's autograd state, made (all false and NULL) if t has none yet. */
+ddpl_autograd_meta *ddpl_autograd_meta_of(ddpl_tensor *t);
 typedef int (*ddpl_backward_fn)(struct ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **grad_inputs);
 
 /* One forward input of a node: where its gradient goes and the input's geometry. */
