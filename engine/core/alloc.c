@@ -1,16 +1,11 @@
 /* core/alloc.c: host memory and the registry of device memory providers.
- * defines: ddpl_register_allocator, ddpl_device_alloc/free/copy, ddpl_memory_account,
- *          ddpl_memory_allocated,
- *          ddpl_memory_max_allocated, ddpl_memory_reset_peak, ddpl_set_oom_hook,
- *          ddpl_run_oom_hook. */
+ * defines: ddpl_host_allocator, ddpl_register_allocator, ddpl_set_device_starter,
+ *          ddpl_allocator_for, ddpl_device_alloc/free/copy, ddpl_memory_account,
+ *          ddpl_memory_allocated, ddpl_memory_max_allocated, ddpl_memory_reset_peak,
+ *          ddpl_set_oom_hook, ddpl_run_oom_hook. */
 #include <pthread.h>
 
 #include "alloc.h"
-#include "ddpl/config.h"
-
-#if DDPL_HAVE_CUDA
-int ddpl_cuda_init(void); /* cuda/cuda_backend.cu: registers the CUDA provider and kernels */
-#endif
 
 /* Bytes of storage alive per device type; read by the Lua binding to pace the GC and by tests. */
 static atomic_llong bytes_allocated[DDPL_DEVICE_TYPE_COUNT];
@@ -122,27 +117,46 @@ static int cpu_copy(void *dst, ddpl_device dd, const void *src, ddpl_device sd, 
     return 0;
 }
 
-static const ddpl_allocator cpu_allocator = {cpu_alloc, cpu_free, cpu_copy};
-static const ddpl_allocator *allocators[DDPL_DEVICE_TYPE_COUNT] = {[DDPL_CPU] = &cpu_allocator};
+const ddpl_allocator ddpl_host_allocator = {cpu_alloc, cpu_free, cpu_copy};
+
+/* Host memory is there from the start (storages over it exist before any backend registers);
+ * the other types' providers are registered by their backends when those start. Written under
+ * the starter's lock (release), read without one (acquire). */
+static const ddpl_allocator *_Atomic allocators[DDPL_DEVICE_TYPE_COUNT] = {
+    [DDPL_CPU] = &ddpl_host_allocator,
+};
+static ddpl_device_starter device_starter;
 
 void ddpl_register_allocator(ddpl_device_type type, const ddpl_allocator *a)
 {
-    allocators[type] = a;
+    atomic_store_explicit(&allocators[type], a, memory_order_release);
+}
+
+void ddpl_set_device_starter(ddpl_device_starter starter)
+{
+    device_starter = starter;
+}
+
+static const ddpl_allocator *registered_for(ddpl_device dev)
+{
+    return (unsigned)dev.type < DDPL_DEVICE_TYPE_COUNT
+               ? atomic_load_explicit(&allocators[dev.type], memory_order_acquire)
+               : NULL;
 }
 
 const ddpl_allocator *ddpl_allocator_for(ddpl_device dev)
 {
-#if DDPL_HAVE_CUDA
-    if (dev.type == DDPL_CUDA && !allocators[DDPL_CUDA] && ddpl_cuda_init() < 0) return NULL;
-#endif
-    const ddpl_allocator *a =
-        (unsigned)dev.type < DDPL_DEVICE_TYPE_COUNT ? allocators[dev.type] : NULL;
-    if (!a) {
-        char buf[32];
-        ddpl_error("device %s is not available in this build or on this machine",
-                   ddpl_device_str(dev, buf, sizeof buf));
+    const ddpl_allocator *a = registered_for(dev);
+    if (a) return a;
+    /* the type's backend registers its provider when it starts (the first use of its devices) */
+    if (device_starter && (unsigned)dev.type < DDPL_DEVICE_TYPE_COUNT) {
+        if (device_starter(dev) < 0) return NULL;
+        if ((a = registered_for(dev))) return a;
     }
-    return a;
+    char buf[32];
+    ddpl_error("device %s is not available in this build or on this machine",
+               ddpl_device_str(dev, buf, sizeof buf));
+    return NULL;
 }
 
 void *ddpl_device_alloc(size_t nbytes, ddpl_device dev)
@@ -157,7 +171,7 @@ void *ddpl_device_alloc(size_t nbytes, ddpl_device dev)
 void ddpl_device_free(void *p, size_t nbytes, ddpl_device dev)
 {
     if (!p) return;
-    allocators[dev.type]->free(p, nbytes, dev);
+    registered_for(dev)->free(p, nbytes, dev);
     ddpl_memory_account(dev.type, -(int64_t)nbytes);
 }
 

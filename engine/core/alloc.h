@@ -1,9 +1,11 @@
 /* core/alloc.h: per-device-type memory providers.
- * defines: ddpl_allocator, ddpl_register_allocator, ddpl_device_alloc, ddpl_device_free,
- *          ddpl_memory_account, ddpl_set_oom_hook, ddpl_run_oom_hook.
+ * defines: ddpl_allocator, ddpl_host_allocator, ddpl_register_allocator, ddpl_device_starter,
+ *          ddpl_set_device_starter, ddpl_allocator_for, ddpl_device_alloc, ddpl_device_free,
+ *          ddpl_memory_account, ddpl_device_copy, ddpl_set_oom_hook, ddpl_run_oom_hook.
  *
- * The CPU provider lives here (64-byte aligned host memory); the CUDA backend registers its
- * caching allocator at start-up. Core code never includes CUDA headers. */
+ * The host provider lives here (64-byte aligned host memory); every other device type's comes
+ * from its backend, registered from above (ops/dispatch.c) when the backend starts. Core names
+ * no device but the host, and calls nothing above it. */
 #ifndef DDPL_ALLOC_H
 #define DDPL_ALLOC_H
 
@@ -17,8 +19,17 @@ typedef struct ddpl_allocator {
                 size_t nbytes);
 } ddpl_allocator;
 
+extern const ddpl_allocator ddpl_host_allocator; /* DDPL_CPU's, registered from the start */
+
+/* a NULL unregisters (a backend being replaced) */
 void ddpl_register_allocator(ddpl_device_type type, const ddpl_allocator *a);
-const ddpl_allocator *ddpl_allocator_for(ddpl_device dev); /* NULL with error if none */
+/* Starts dev's backend, which registers its provider: 0, or -1 with an error (why the device
+ * is not available). Installed by the layer that owns the backends (ops/dispatch.c), so a
+ * device type is started on its first allocation without core knowing it. */
+typedef int (*ddpl_device_starter)(ddpl_device dev);
+void ddpl_set_device_starter(ddpl_device_starter starter);
+/* dev's provider, starting its backend if needed; NULL with an error if there is none. */
+const ddpl_allocator *ddpl_allocator_for(ddpl_device dev);
 void *ddpl_device_alloc(size_t nbytes, ddpl_device dev);
 void ddpl_device_free(void *p, size_t nbytes, ddpl_device dev);
 /* Adds delta bytes to the device type's allocated tally (and its peak): device_alloc/free do it;

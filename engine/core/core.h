@@ -159,9 +159,6 @@ static inline double ddpl_u32_pair_to_unit_double(uint32_t hi, uint32_t lo)
     return (double)(v & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
 }
 
-/* Contiguous host copy of the elements (malloc; caller frees); NULL with an error. */
-void *ddpl_tensor_host_copy(const ddpl_tensor *t);
-
 #define DDPL_UNUSED(x) (void)(x)
 
 #endif

@@ -6,7 +6,6 @@
 
 #include "alloc.h"
 #include "core.h"
-#include "ddpl/cuda.h"
 
 /* Set before any tensor has autograd state; read when one dies (ddpl_tensor_release). */
 static _Atomic(ddpl_autograd_free_fn) autograd_free;
@@ -295,32 +294,4 @@ const char *ddpl_device_str(ddpl_device d, char *buf, size_t n)
 void ddpl_device_format(ddpl_device d, char *buf, size_t n)
 {
     ddpl_device_str(d, buf, n);
-}
-
-int ddpl_device_parse(const char *s, ddpl_device *out)
-{
-    if (strcmp(s, "cpu") == 0) {
-        *out = ddpl_cpu();
-        return 0;
-    }
-    if (strncmp(s, "cuda", 4) == 0) {
-        int idx = 0;
-        if (!s[4]) {
-            /* 'cuda' alone is the calling thread's current device (ddpl.cuda.set_device), as in
-             * PyTorch; 0 where there is no CUDA (the tensor creation then says why) */
-            idx = ddpl_cuda_is_available() ? ddpl_cuda_current_device() : 0;
-            if (idx < 0) return -1;
-        } else if (s[4] == ':') {
-            char *end;
-            long v = strtol(s + 5, &end, 10);
-            if (end == s + 5 || *end || v < 0 || v > 255) goto bad;
-            idx = (int)v;
-        } else if (s[4]) {
-            goto bad;
-        }
-        *out = (ddpl_device){DDPL_CUDA, (int16_t)idx};
-        return 0;
-    }
-bad:
-    return ddpl_error("unknown device '%s' (expected 'cpu', 'cuda' or 'cuda:N')", s);
 }

@@ -1,10 +1,11 @@
-/* cpu/cpu_backend.c: the CPU kernel table.
+/* cpu/cpu_backend.c: the CPU backend's table: kernels, and core's host memory.
  * defines: ddpl_cpu_backend. */
 #include "cpu_attention.h"
 #include "cpu_kernels.h"
 
 const struct ddpl_backend ddpl_cpu_backend = {
     .name = "cpu",
+    .allocator = &ddpl_host_allocator,
     .kernels =
         {
             [DDPL_OP_FILL] = cpu_fill,

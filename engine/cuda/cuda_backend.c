@@ -1,38 +1,28 @@
-/* cuda/cuda_backend.c: the CUDA device as the engine sees it: memory provider (the caching
- * allocator of cuda_alloc.c over cuda_runtime.cu's raw calls), copies, kernel table, lazy
- * start-up and device queries.
- * defines: ddpl_cuda_init, cuda_tensor_record_stream and the ddpl_cuda_* functions of
- *          ddpl/cuda.h. */
-#include <pthread.h>
-
+/* cuda/cuda_backend.c: the CUDA device as the engine sees it, as one backend table for the
+ * registry (ops/dispatch.h): memory provider (the caching allocator of cuda_alloc.c over
+ * cuda_runtime.cu's raw calls), copies, kernel table, start-up and device hooks.
+ * defines: ddpl_cuda_backend, cuda_tensor_record_stream. */
 #include "core/alloc.h"
 #include "cuda_alloc.h"
 #include "cuda_device.h"
 #include "cuda_launch.h"
-#include "ddpl/cuda.h"
-#include "ops/dispatch.h"
 #include "cuda_registry.h"
 
-static atomic_int device_count = -1; /* -1: not asked yet */
+static atomic_int n_devices = -1; /* -1: not asked yet */
 
-int ddpl_cuda_device_count(void)
+static int cuda_device_count(void)
 {
-    int n = atomic_load(&device_count);
+    int n = atomic_load(&n_devices);
     if (n < 0) {
         n = cuda_rt_device_count();
-        atomic_store(&device_count, n);
+        atomic_store(&n_devices, n);
     }
     return n;
 }
 
-bool ddpl_cuda_is_available(void)
-{
-    return ddpl_cuda_device_count() > 0;
-}
-
 static int check_device(int index, const char *what)
 {
-    int n = ddpl_cuda_device_count();
+    int n = cuda_device_count();
     if (index >= 0 && index < n && index < CUDA_ALLOC_MAX_DEVICES) return 0;
     if (n == 0) return ddpl_error("%s: CUDA is not available (no GPU or driver found)", what);
     return ddpl_error("%s: device cuda:%d does not exist (%d CUDA device%s)", what, index, n,
@@ -81,108 +71,75 @@ static const cuda_alloc_raw raw_calls = {
     .mem_info = cuda_dev_mem_info,
 };
 
-/* ---- start-up ---- */
+/* ---- start-up and device hooks ---- */
 
-static struct ddpl_backend cuda_table = {.name = "cuda"};
-static pthread_mutex_t init_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Called the first time a CUDA device is named, so CPU-only programs never pay the CUDA
- * runtime's start-up time. Thread-safe: the first caller does the work under the lock. */
-int ddpl_cuda_init(void)
+/* The registry runs this once, the first time a CUDA device is named (ops/dispatch.c), so
+ * CPU-only programs never pay the CUDA runtime's start-up time. */
+static int cuda_start(void)
 {
-    if (ddpl_cuda_backend) return 0;
-    pthread_mutex_lock(&init_lock);
-    int rc = 0;
-    if (ddpl_cuda_backend) goto done;
-    if (!ddpl_cuda_is_available()) {
-        rc = ddpl_error("CUDA is not available: this build has the CUDA backend but no GPU or "
-                        "driver was found");
-        goto done;
-    }
+    if (cuda_device_count() == 0)
+        return ddpl_error("CUDA is not available: this build has the CUDA backend but no GPU or "
+                          "driver was found");
     /* No device is touched here: a stream (and the device's context, some 500 MiB) is made
-     * when a device is first used or chosen (ddpl_cuda_set_device, cuda_stream_for), so the
-     * ranks of a node, which each pick their own GPU, do not all create contexts on GPU 0. */
+     * when a device is first used or chosen (cuda_set_device, cuda_stream_for), so the ranks of
+     * a node, which each pick their own GPU, do not all create contexts on GPU 0. */
     cuda_alloc_setup(&raw_calls);
     void (*const families[])(ddpl_kernel *) = {
         cuda_register_pointwise, cuda_register_reduce, cuda_register_index, cuda_register_softmax,
         cuda_register_nn,        cuda_register_optim,  cuda_register_blas,  cuda_register_attention,
     };
-    for (size_t i = 0; i < sizeof families / sizeof *families; i++) families[i](cuda_table.kernels);
-    ddpl_register_allocator(DDPL_CUDA, &cuda_allocator);
-    ddpl_cuda_backend = &cuda_table;
-done:
-    pthread_mutex_unlock(&init_lock);
-    return rc;
+    for (size_t i = 0; i < sizeof families / sizeof *families; i++)
+        families[i](ddpl_cuda_backend.kernels);
+    return 0;
 }
 
-/* ---- device queries ---- */
-
-int ddpl_cuda_synchronize(void)
+static int cuda_synchronize(void)
 {
-    if (!ddpl_cuda_is_available()) return 0;
-    if (ddpl_cuda_init() < 0) return -1;
     return cuda_rt_synchronize("cuda.synchronize");
 }
 
 /* The CUDA runtime's current device is per thread, as PyTorch's; kernels launch on it. */
-int ddpl_cuda_set_device(int index)
+static int cuda_set_device(int index)
 {
     if (check_device(index, "cuda.set_device") < 0) return -1;
-    if (ddpl_cuda_init() < 0) return -1;
     return cuda_rt_set_device(index, "cuda.set_device");
 }
 
-int ddpl_cuda_current_device(void)
+static int cuda_current_device(void)
 {
-    if (!ddpl_cuda_is_available()) return ddpl_error("cuda.current_device: CUDA is not available");
+    if (cuda_device_count() == 0) return ddpl_error("cuda.current_device: CUDA is not available");
     return cuda_dev_current();
 }
 
-void ddpl_cuda_empty_cache(void)
+static void cuda_memory_stats(int device, ddpl_memory_stats *out)
 {
-    if (ddpl_cuda_backend) cuda_alloc_empty_cache();
+    cuda_alloc_stats s;
+    if (cuda_alloc_get_stats(device < 0 ? cuda_dev_current() : device, &s) < 0) return;
+    *out = (ddpl_memory_stats){s.allocated, s.peak_allocated, s.reserved, s.peak_reserved};
 }
 
-/* ---- memory statistics ---- */
-
-static cuda_alloc_stats stats_of(int device)
+static void cuda_reset_peak_memory_stats(int device)
 {
-    cuda_alloc_stats s = {0};
-    if (!ddpl_cuda_backend) return s; /* nothing was ever allocated */
-    if (device < 0) device = cuda_dev_current();
-    if (cuda_alloc_get_stats(device, &s) < 0) memset(&s, 0, sizeof s);
-    return s;
-}
-
-int64_t ddpl_cuda_memory_allocated(int device)
-{
-    return stats_of(device).allocated;
-}
-
-int64_t ddpl_cuda_max_memory_allocated(int device)
-{
-    return stats_of(device).peak_allocated;
-}
-
-int64_t ddpl_cuda_memory_reserved(int device)
-{
-    return stats_of(device).reserved;
-}
-
-int64_t ddpl_cuda_max_memory_reserved(int device)
-{
-    return stats_of(device).peak_reserved;
-}
-
-void ddpl_cuda_reset_peak_memory_stats(int device)
-{
-    if (!ddpl_cuda_backend) return;
     cuda_alloc_reset_peak(device < 0 ? cuda_dev_current() : device);
 }
 
-void ddpl_cuda_versions(ddpl_cuda_version_info *v)
+static void cuda_versions(ddpl_cuda_version_info *v)
 {
-    memset(v, 0, sizeof *v);
     cuda_dev_versions(&v->runtime, &v->driver);
     cuda_dev_lib_versions(&v->cudnn, &v->nccl);
 }
+
+/* The kernels are filled in by cuda_start. */
+struct ddpl_backend ddpl_cuda_backend = {
+    .name = "cuda",
+    .allocator = &cuda_allocator,
+    .start = cuda_start,
+    .device_count = cuda_device_count,
+    .current_device = cuda_current_device,
+    .set_device = cuda_set_device,
+    .synchronize = cuda_synchronize,
+    .empty_cache = cuda_alloc_empty_cache,
+    .memory_stats = cuda_memory_stats,
+    .reset_peak_memory_stats = cuda_reset_peak_memory_stats,
+    .versions = cuda_versions,
+};

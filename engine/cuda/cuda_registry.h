@@ -1,6 +1,6 @@
 /* cuda/cuda_registry.h: how the CUDA kernel table is assembled. Each op family lives in its own
  * pair of files (a .cu with kernels and launchers, a .c with the ddpl_kernel glue) and fills its
- * slots of the table once, at ddpl_cuda_init.
+ * slots of the table once, when the backend starts (cuda_start in cuda_backend.c).
  * defines: cuda_register_* (one per op family). */
 #ifndef DDPL_CUDA_REGISTRY_H
 #define DDPL_CUDA_REGISTRY_H

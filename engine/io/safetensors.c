@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "ops/op_util.h" /* ddpl_tensor_host_copy */
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors.c writes host memory as little-endian data: port it for big-endian hosts"

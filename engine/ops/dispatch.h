@@ -1,13 +1,24 @@
-/* ops/dispatch.h: the op enum and the per-device kernel tables.
- * defines: ddpl_op, ddpl_kernel, struct ddpl_backend, ddpl_run_kernel, ddpl_op_name.
+/* ops/dispatch.h: the op enum, the backend table each device type fills, and the registry of
+ * backends that runs kernels and answers device queries.
+ * defines: ddpl_op, ddpl_kernel, ddpl_memory_stats, struct ddpl_backend, ddpl_cpu_backend,
+ *          ddpl_cuda_backend, ddpl_backend_register, ddpl_backend_find, ddpl_backend_started,
+ *          ddpl_backend_start, ddpl_backend_supports, ddpl_run_kernel, ddpl_op_name.
  *
  * A kernel receives outputs already allocated with their final shapes and inputs already
  * validated (shapes, dtypes, same device); it only computes. It returns 0, or -1 with an error
- * set for conditions only the device can see (an index out of range, a CUDA failure). */
+ * set for conditions only the device can see (an index out of range, a CUDA failure).
+ *
+ * A backend is one table (ggml's backend interface): kernels indexed by op, the memory provider
+ * core allocates its storages with, and the device hooks dispatch and ddpl/cuda.h need. The
+ * registry holds one per device type; a backend with a start hook starts on the first use of
+ * its devices (ddpl_backend_start, the one place that happens), so CPU-only programs never pay
+ * the CUDA runtime's start-up. */
 #ifndef DDPL_DISPATCH_H
 #define DDPL_DISPATCH_H
 
+#include "core/alloc.h"
 #include "core/core.h"
+#include "ddpl/cuda.h"
 
 typedef enum ddpl_op {
 #define DDPL_OP(name, str) DDPL_OP_##name,
@@ -18,17 +29,52 @@ typedef enum ddpl_op {
 
 typedef int (*ddpl_kernel)(ddpl_tensor **out, ddpl_tensor **in, const void *params);
 
+/* Bytes a backend's allocator holds on one device (PyTorch's torch.cuda memory statistics). */
+typedef struct ddpl_memory_stats {
+    int64_t allocated, peak_allocated; /* what live tensors hold */
+    int64_t reserved, peak_reserved;   /* held from the driver: allocated plus cached */
+} ddpl_memory_stats;
+
 struct ddpl_backend {
     const char *name;
-    ddpl_kernel kernels[DDPL_OP_COUNT];
+    ddpl_kernel kernels[DDPL_OP_COUNT]; /* NULL: "not supported on <device>" */
+    /* The memory provider of the device type, registered with core when the backend starts. */
+    const ddpl_allocator *allocator;
+    /* Runs once, on the first use of the type's devices, under the registry's lock (NULL: ready
+     * from the start); fills what the table needs filled. 0, or -1 with an error. */
+    int (*start)(void);
+    /* Devices with numbers and a per-thread current device (CUDA) fill the rest; the CPU leaves
+     * them NULL. Each returning int gives 0 (or its value), or -1 with an error. */
+    int (*device_count)(void); /* usable devices; 0 without a driver or device */
+    int (*current_device)(void);
+    int (*set_device)(int index); /* the calling thread's device; kernels run on it */
+    int (*synchronize)(void);     /* waits for the current device's queued work */
+    /* These three run only on a started backend. device -1 is the current device. */
+    void (*empty_cache)(void);
+    void (*memory_stats)(int device, ddpl_memory_stats *out); /* left as it is if unknown */
+    void (*reset_peak_memory_stats)(int device);
+    void (*versions)(ddpl_cuda_version_info *out); /* runtime and libraries; left 0 if absent */
 };
 
-extern const struct ddpl_backend ddpl_cpu_backend;
-/* Registered by the CUDA backend at start-up when built with it. */
-extern const struct ddpl_backend *ddpl_cuda_backend;
+extern const struct ddpl_backend ddpl_cpu_backend; /* cpu/cpu_backend.c */
+extern struct ddpl_backend ddpl_cuda_backend;      /* cuda/cuda_backend.c, in CUDA builds */
+
+/* Makes b (NULL: none) the backend of device type `type` in place of the build's own, started
+ * on first use (tests register fakes). Call it before any tensor of that type exists. */
+void ddpl_backend_register(ddpl_device_type type, const struct ddpl_backend *b);
+/* The backend registered for type, started or not; NULL when this build has none. */
+const struct ddpl_backend *ddpl_backend_find(ddpl_device_type type);
+/* The backend of type if it has started, else NULL (nothing is started). */
+const struct ddpl_backend *ddpl_backend_started(ddpl_device_type type);
+/* Starts dev's backend unless it has started: the one place a backend starts. 0, or -1 with an
+ * error when no backend is registered for it or it cannot start (no GPU or driver). */
+int ddpl_backend_start(ddpl_device dev);
+/* Whether dev's backend has a kernel for op (ggml's supports_op); starts the backend. */
+bool ddpl_backend_supports(ddpl_device dev, ddpl_op op);
 
 const char *ddpl_op_name(ddpl_op op);
-/* Runs op's kernel for dev; a missing kernel is an error naming the op and device. */
+/* Runs op's kernel for dev on dev (switching the thread's current device for the call where
+ * the backend has one); a missing kernel is an error naming the op and device. */
 int ddpl_run_kernel(ddpl_op op, ddpl_device dev, ddpl_tensor **out, ddpl_tensor **in,
                     const void *params);
 

@@ -1,6 +1,6 @@
 /* ops/op_util.h: checks and small helpers shared by the op implementations.
  * defines: ddpl_check_inplace, ddpl_check_same_device, ddpl_check_floating, ddpl_as_dtype,
- *          OP_INPUTS. */
+ *          ddpl_tensor_host_copy, OP_INPUTS. */
 #ifndef DDPL_OP_UTIL_H
 #define DDPL_OP_UTIL_H
 
@@ -21,6 +21,9 @@ ddpl_tensor *ddpl_as_dtype(ddpl_tensor *x, ddpl_dtype dt);
 ddpl_tensor *ddpl_to_dtype(ddpl_tensor *x, ddpl_dtype dt);
 /* Gradient of a broadcast input: sums grad over the broadcast dims down to sizes (ndim dims). */
 ddpl_tensor *ddpl_sum_to(ddpl_tensor *grad, int ndim, const int64_t *sizes);
+/* Contiguous host copy of the elements (malloc; caller frees); NULL with an error
+ * (ops/readback.c). */
+void *ddpl_tensor_host_copy(const ddpl_tensor *t);
 
 #define OP_INPUTS(...) ((ddpl_tensor *[]){__VA_ARGS__})
 

@@ -1,4 +1,4 @@
-/* core/print.c: tensors as text, the way PyTorch 1.13 prints them (torch/_tensor_str.py).
+/* ops/print.c: tensors as text, the way PyTorch 1.13 prints them (torch/_tensor_str.py).
  * defines: ddpl_tensor_format.
  *
  * One formatter for the whole tensor, as in PyTorch: floats print as integers with a trailing
@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdarg.h>
 
-#include "core.h"
+#include "op_util.h"
 
 #define LINEWIDTH 80
 #define EDGEITEMS 3

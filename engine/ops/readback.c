@@ -1,8 +1,8 @@
-/* core/values.c: reading tensor values back to the host (item, to_doubles).
+/* ops/readback.c: reading tensor values back to the host (item, to_doubles); a device tensor is
+ * made contiguous there first (an op), then copied in one piece.
  * defines: ddpl_tensor_item, ddpl_tensor_item_int64, ddpl_tensor_to_doubles,
  *          ddpl_tensor_host_copy. */
-#include "alloc.h"
-#include "core.h"
+#include "op_util.h"
 
 /* Contiguous host copy of t's bytes (t may live on any device, with any strides); NULL with an
  * error on failure. Only the bytes of the elements are copied, in row-major order. */
