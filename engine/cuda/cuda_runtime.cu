@@ -203,14 +203,6 @@ extern "C" int cuda_dev_event_synchronize(void *event, int device)
     return check(cudaEventSynchronize((cudaEvent_t)event), "cuda event synchronize");
 }
 
-extern "C" int cuda_dev_stream_wait_event(void *stream, void *event, int device)
-{
-    device_guard g(device, "cuda stream wait");
-    if (g.rc < 0) return -1;
-    return check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0),
-                 "cuda stream wait");
-}
-
 extern "C" int cuda_dev_mem_info(int device, size_t *free_bytes, size_t *total_bytes)
 {
     device_guard g(device, "cuda memory info");
