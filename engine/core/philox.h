@@ -16,8 +16,9 @@
 #define DDPL_HOST_DEVICE
 #endif
 
-/* Double multiply and add that nvcc may not fuse into an FMA (it does by default; the CPU
- * build does not), so both sides round the same way. */
+/* Double multiply and add that nvcc may not fuse into an FMA (it does by default). Note: the
+ * CPU build (gnu11 with -mfma, where GCC contracts by default) does fuse them in
+ * cpu/cpu_memory.c, so float64 draws may differ in the last bit between CPU and CUDA. */
 DDPL_HOST_DEVICE static inline double philox_mul_rn(double a, double b)
 {
 #ifdef __CUDA_ARCH__
