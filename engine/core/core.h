@@ -140,24 +140,14 @@ ddpl_dtype ddpl_result_type(int n, ddpl_tensor *const *ts);
 ddpl_dtype ddpl_default_float_dtype(void); /* float32 */
 
 /* ---- random numbers: Philox4x32-10, counter-based, so CPU and CUDA kernels can draw the same
- * stream in parallel. A draw reserves `count` 32-bit values from the process generator and
- * returns the (seed, offset) pair to generate them from. ---- */
+ * stream in parallel (the block function is core/philox.h). A draw reserves `count` 32-bit
+ * values from the process generator and returns the (seed, offset) pair to generate them
+ * from. ---- */
 typedef struct ddpl_philox_state {
     uint64_t seed;
     uint64_t offset; /* in blocks of four 32-bit values */
 } ddpl_philox_state;
 ddpl_philox_state ddpl_rng_reserve(uint64_t count);
-/* Fills out[4] with the block at counter `block` of the stream. */
-void ddpl_philox4x32(uint64_t seed, uint64_t block, uint32_t out[4]);
-static inline float ddpl_u32_to_unit_float(uint32_t x)
-{
-    return (float)(x >> 8) * (1.0f / 16777216.0f); /* [0,1) with 24 bits */
-}
-static inline double ddpl_u32_pair_to_unit_double(uint32_t hi, uint32_t lo)
-{
-    uint64_t v = ((uint64_t)hi << 21) ^ (uint64_t)lo;
-    return (double)(v & ((1ull << 53) - 1)) * (1.0 / 9007199254740992.0);
-}
 
 #define DDPL_UNUSED(x) (void)(x)
 

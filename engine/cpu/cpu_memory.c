@@ -4,6 +4,7 @@
  *          ddpl_get_num_threads. */
 #include <math.h>
 
+#include "core/philox.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "ops/kernel_params.h"
@@ -186,19 +187,10 @@ static void random_range(int64_t begin, int64_t end, void *pctx)
             }
             u[j] = block[k % 4];
         }
-        if (!c->normal) {
-            double unit = dt == DDPL_FLOAT64
-                              ? ddpl_u32_pair_to_unit_double(u[0], u[0] * 2654435761u)
-                              : ddpl_u32_to_unit_float(u[0]);
-            v = p->a + (p->b - p->a) * unit;
-            /* rounding to float32 can land on the excluded upper bound */
-            if (dt == DDPL_FLOAT32 && (float)v >= (float)p->b)
-                v = nextafterf((float)p->b, -INFINITY);
-        } else {                                                     /* Box-Muller */
-            double u1 = ((double)u[0] + 1.0) * (1.0 / 4294967296.0); /* (0, 1] */
-            double u2 = (double)u[1] * (1.0 / 4294967296.0);
-            v = p->a + p->b * sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-        }
+        if (!c->normal)
+            v = ddpl_philox_uniform(u[0], p->a, p->b, dt == DDPL_FLOAT64, dt == DDPL_FLOAT32);
+        else
+            v = ddpl_philox_normal(u[0], u[1], p->a, p->b);
         if (dt == DDPL_FLOAT32)
             ((float *)o)[i] = (float)v;
         else if (dt == DDPL_FLOAT64)

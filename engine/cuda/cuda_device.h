@@ -30,8 +30,6 @@ int cuda_dev_event_record(void *event, void *stream, int device);
 int cuda_dev_event_query(void *event, int device); /* 1 done, 0 pending, -1 error */
 int cuda_dev_event_synchronize(void *event, int device);
 int cuda_dev_mem_info(int device, size_t *free_bytes, size_t *total_bytes);
-/* Makes stream wait (on the device) for event, without blocking the host. */
-int cuda_dev_stream_wait_event(void *stream, void *event, int device);
 
 /* CUDA runtime and driver versions as 1000*major + 10*minor (0 when unknown). */
 void cuda_dev_versions(int *runtime, int *driver);

@@ -1,7 +1,8 @@
-/* cuda/cuda_launch.h: the C face of the CUDA kernels and runtime calls (cuda_kernels.cu), so
- * the backend's C code never includes CUDA headers and the .cu file never includes engine
- * internals (core.h uses C11 atomics, which C++ does not have).
- * defines: cuda_geometry, cuda_copy_kind, cuda_rt_*, cuda_current_stream. */
+/* cuda/cuda_launch.h: the C face of the CUDA runtime calls (cuda_runtime.cu) and the operand
+ * geometry the kernels' headers share, so the backend's C code never includes CUDA headers and
+ * the .cu files never include engine internals (core.h uses C11 atomics, which C++ does not
+ * have).
+ * defines: cuda_geometry, cuda_rt_*, cuda_current_stream. */
 #ifndef DDPL_CUDA_LAUNCH_H
 #define DDPL_CUDA_LAUNCH_H
 
@@ -22,14 +23,8 @@ typedef struct cuda_geometry {
     int64_t strides[DDPL_MAX_DIMS];
 } cuda_geometry;
 
-typedef enum cuda_copy_kind { CUDA_H2D, CUDA_D2H, CUDA_D2D } cuda_copy_kind;
-
 /* runtime: each returns 0, or -1 with ddpl_error set naming `what` and the CUDA error */
 int cuda_rt_device_count(void); /* 0 when there is no driver or GPU */
-int cuda_rt_malloc(void **ptr, size_t nbytes, int device, const char *what);
-void cuda_rt_free(void *ptr, int device);
-int cuda_rt_memcpy(void *dst, const void *src, size_t nbytes, cuda_copy_kind kind,
-                   const char *what);
 int cuda_rt_synchronize(const char *what);
 int cuda_rt_set_device(int device, const char *what);
 /* The compute stream of the current device (a cudaStream_t): every kernel of the backend is

@@ -186,7 +186,7 @@ int cuda_pw_copy(int out_dtype, void *out, int in_dtype, const void *in, const c
 /* out[i * stride] <- start + i * step for i < n (integers: rounded to nearest) */
 int cuda_pw_arange(int dtype, void *out, int64_t n, int64_t stride, double start, double step);
 /* contiguous out of n floating elements from Philox stream (seed, offset): uniform in [a, b)
- * or normal (mean a, std b), the values the CPU kernel draws (cuda_philox.h) */
+ * or normal (mean a, std b), the values the CPU kernel draws (core/philox.h) */
 int cuda_pw_random(int normal, int dtype, void *out, int64_t n, uint64_t seed, uint64_t offset,
                    double a, double b);
 

@@ -5,7 +5,7 @@
  * (normal) elements it covers, so CPU and CUDA tensors are equal for one seed (normal: up to
  * the last-bit differences of double log/cos between glibc and CUDA).
  * defines: cuda_pw_random. */
-#include "cuda_philox.h"
+#include "core/philox.h"
 #include "cuda_pointwise.cuh"
 
 template <typename T>
@@ -16,12 +16,12 @@ __global__ static void uniform_kernel(T *out, int64_t n, uint64_t seed, uint64_t
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < nblocks;
          j += (int64_t)gridDim.x * blockDim.x) {
         uint32_t u[4];
-        cuda_philox4x32(seed, offset + (uint64_t)j, u);
+        ddpl_philox4x32(seed, offset + (uint64_t)j, u);
 #pragma unroll
         for (int w = 0; w < 4; w++) {
             int64_t i = 4 * j + w;
             if (i < n)
-                out[i] = pw_store<T>::from(cuda_random_uniform(u[w], a, b, is_f64, f32_guard));
+                out[i] = pw_store<T>::from(ddpl_philox_uniform(u[w], a, b, is_f64, f32_guard));
         }
     }
 }
@@ -34,9 +34,9 @@ __global__ static void normal_kernel(T *out, int64_t n, uint64_t seed, uint64_t 
     for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < nblocks;
          j += (int64_t)gridDim.x * blockDim.x) {
         uint32_t u[4];
-        cuda_philox4x32(seed, offset + (uint64_t)j, u);
-        out[2 * j] = pw_store<T>::from(cuda_random_normal(u[0], u[1], a, b));
-        if (2 * j + 1 < n) out[2 * j + 1] = pw_store<T>::from(cuda_random_normal(u[2], u[3], a, b));
+        ddpl_philox4x32(seed, offset + (uint64_t)j, u);
+        out[2 * j] = pw_store<T>::from(ddpl_philox_normal(u[0], u[1], a, b));
+        if (2 * j + 1 < n) out[2 * j + 1] = pw_store<T>::from(ddpl_philox_normal(u[2], u[3], a, b));
     }
 }
 

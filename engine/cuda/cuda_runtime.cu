@@ -1,9 +1,8 @@
 /* cuda/cuda_runtime.cu: devices, compute streams, raw memory and events (the CUDA runtime calls
  * behind cuda_launch.h's cuda_rt_* and cuda_device.h's cuda_dev_*).
- * defines: cuda_rt_device_count, cuda_rt_malloc, cuda_rt_free, cuda_rt_memcpy,
- *          cuda_rt_synchronize, cuda_rt_set_device, cuda_current_stream, cuda_stream_for,
- *          cuda_dev_* (current, stream_synchronize, malloc, free, events, mem_info, versions,
- *          lib_versions). */
+ * defines: cuda_rt_device_count, cuda_rt_synchronize, cuda_rt_set_device, cuda_current_stream,
+ *          cuda_stream_for, cuda_dev_* (current, stream_synchronize, malloc, free, events,
+ *          mem_info, versions, lib_versions). */
 #include <atomic>
 #include <mutex>
 
@@ -103,34 +102,6 @@ extern "C" int cuda_dev_stream_synchronize(int device, const char *what)
 
 /* ---- the cuda_launch.h runtime calls ---- */
 
-extern "C" int cuda_rt_malloc(void **ptr, size_t nbytes, int device, const char *what)
-{
-    device_guard g(device, what);
-    if (g.rc < 0) return -1;
-    return check(cudaMalloc(ptr, nbytes ? nbytes : 1), what);
-}
-
-extern "C" void cuda_rt_free(void *ptr, int device)
-{
-    device_guard g(device, "cuda free");
-    cudaFree(ptr);
-}
-
-/* Bytes on the current device's compute stream (so the copy is ordered after the kernels that
- * produced src); device-to-host waits for it, since the caller reads dst next. */
-extern "C" int cuda_rt_memcpy(void *dst, const void *src, size_t nbytes, cuda_copy_kind kind,
-                              const char *what)
-{
-    if (nbytes == 0) return 0;
-    cudaStream_t s = cuda_stream();
-    if (!s) return -1;
-    cudaMemcpyKind k = kind == CUDA_H2D   ? cudaMemcpyHostToDevice
-                       : kind == CUDA_D2H ? cudaMemcpyDeviceToHost
-                                          : cudaMemcpyDeviceToDevice;
-    if (check(cudaMemcpyAsync(dst, src, nbytes, k, s), what) < 0) return -1;
-    return kind == CUDA_D2H ? check(cudaStreamSynchronize(s), what) : 0;
-}
-
 extern "C" int cuda_rt_set_device(int device, const char *what)
 {
     if (check(cudaSetDevice(device), what) < 0) return -1;
@@ -201,14 +172,6 @@ extern "C" int cuda_dev_event_synchronize(void *event, int device)
 {
     (void)device;
     return check(cudaEventSynchronize((cudaEvent_t)event), "cuda event synchronize");
-}
-
-extern "C" int cuda_dev_stream_wait_event(void *stream, void *event, int device)
-{
-    device_guard g(device, "cuda stream wait");
-    if (g.rc < 0) return -1;
-    return check(cudaStreamWaitEvent((cudaStream_t)stream, (cudaEvent_t)event, 0),
-                 "cuda stream wait");
 }
 
 extern "C" int cuda_dev_mem_info(int device, size_t *free_bytes, size_t *total_bytes)

@@ -32,7 +32,7 @@ typedef struct lb_box {
     ddpl_tensor *t; /* owned reference; NULL once closed */
 } lb_box;
 
-/* ---- tensors (tensor.c) ---- */
+/* ---- tensors (bind_tensor.c) ---- */
 /* The box at idx when it is a ddplua.Tensor (open or closed), else NULL. Needs the upvalues. */
 LB_HIDDEN lb_box *lb_testbox(lua_State *L, int idx);
 /* The open tensor at idx, or an error: "fname: expected a tensor as argument N, got T". */
@@ -52,7 +52,7 @@ LB_HIDDEN void lb_push_borrowed(lua_State *L, ddpl_tensor *t);
 /* Tells the GC about tensor bytes allocated since the last call (DESIGN.md, Memory). */
 LB_HIDDEN void lb_gc_account(lua_State *L);
 
-/* ---- errors and arguments (args.c) ---- */
+/* ---- errors and arguments (bind_args.c) ---- */
 /* luaL_error(L, "%s", ddpl_last_error()) */
 LB_HIDDEN LB_NORETURN lb_error(lua_State *L);
 /* The engine's error named after fname, as lb_finish_in reports it. */
@@ -114,7 +114,7 @@ LB_HIDDEN lb_create_opts lb_parse_create_opts(lua_State *L, int opts, const char
 /* Applies requires_grad to a finished box (raises on a non-floating dtype). */
 LB_HIDDEN void lb_apply_requires_grad(lua_State *L, lb_box *box, const lb_create_opts *o);
 
-/* ---- hooks and backward (hooks.c) ----
+/* ---- hooks and backward (bind_hooks.c) ----
  * Lua hook functions run inside a backward pass started from Lua. The binding that starts it
  * marks its lua_State active (the hooks run on it, so coroutines work); a hook's error is kept
  * and re-raised unchanged by that binding once the engine has unwound. */
@@ -128,38 +128,40 @@ LB_HIDDEN void lb_backward_end(lua_State *L, lb_active prev, int rc);
 /* Creates the per-state record and the hook handle metatable (at luaopen). */
 LB_HIDDEN void lb_hooks_open(lua_State *L);
 
-/* ---- registration: each file exports its tables; module.c assembles the library ---- */
-LB_HIDDEN extern const luaL_Reg lb_tensor_meta[];        /* tensor.c: metamethods */
-LB_HIDDEN extern const luaL_Reg lb_value_methods[];      /* values.c: shape, values, conversion */
-LB_HIDDEN extern const luaL_Reg lb_view_methods[];       /* views.c */
-LB_HIDDEN extern const luaL_Reg lb_math_methods[];       /* math.c: pointwise, linalg, in place */
-LB_HIDDEN extern const luaL_Reg lb_math_functions[];     /* math.c: ddpl.where, ddpl.addmm */
-LB_HIDDEN extern const luaL_Reg lb_reduce_methods[];     /* reduce.c: reductions, indexing */
-LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];   /* reduce.c: ddpl.cat, ddpl.stack */
-LB_HIDDEN extern const luaL_Reg lb_create_functions[];   /* create.c: factories */
-LB_HIDDEN extern const luaL_Reg lb_hook_methods[];       /* hooks.c: register_hook */
-LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];   /* autograd.c: backward, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_functions[]; /* autograd.c: no_grad, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_table[];     /* autograd.c: ddpl.autograd.grad */
-LB_HIDDEN extern const luaL_Reg lb_functional[];         /* functional.c: F.* */
-LB_HIDDEN extern const luaL_Reg lb_functional_methods[]; /* functional.c: x:softmax(dim), ... */
-LB_HIDDEN extern const luaL_Reg lb_util_functions[];     /* util.c: time, threads, config, cuda */
-LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];     /* util.c: ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_dist_functions[];     /* dist_pg.c: ddplua.core.dist */
-LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];      /* ddp.c: ddplua.core.ddp */
-LB_HIDDEN extern const luaL_Reg lb_data_functions[];     /* data.c: ddpl.read_idx */
-LB_HIDDEN extern const luaL_Reg lb_io_functions[];       /* io.c: ddpl.save, ddpl.load */
-LB_HIDDEN extern const luaL_Reg lb_optim_functions[];    /* optim.c: ddpl._fused_sgd_, _adam_ */
-LB_HIDDEN extern const luaL_Reg lb_autocast_functions[]; /* autocast.c: ddpl.autocast, precision */
+/* ---- registration: each file exports its tables (the comments name the file bind_<name>.c);
+ * bind_module.c assembles the library ---- */
+LB_HIDDEN extern const luaL_Reg lb_tensor_meta[];    /* tensor: metamethods */
+LB_HIDDEN extern const luaL_Reg lb_value_methods[];  /* values: shape, values, conversion */
+LB_HIDDEN extern const luaL_Reg lb_view_methods[];   /* views */
+LB_HIDDEN extern const luaL_Reg lb_math_methods[];   /* pointwise_linalg: incl. in place, mm */
+LB_HIDDEN extern const luaL_Reg lb_math_functions[]; /* pointwise_linalg: ddpl.where, ddpl.addmm */
+LB_HIDDEN extern const luaL_Reg lb_reduce_methods[]; /* reduce: reductions, indexing */
+LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];   /* reduce: ddpl.cat, ddpl.stack */
+LB_HIDDEN extern const luaL_Reg lb_create_functions[];   /* create: factories */
+LB_HIDDEN extern const luaL_Reg lb_hook_methods[];       /* hooks: register_hook */
+LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];   /* autograd: backward, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_functions[]; /* autograd: no_grad, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_table[];     /* autograd: ddpl.autograd.grad */
+LB_HIDDEN extern const luaL_Reg lb_functional[];         /* functional: F.* */
+LB_HIDDEN extern const luaL_Reg lb_functional_methods[]; /* functional: x:softmax(dim), ... */
+LB_HIDDEN extern const luaL_Reg lb_util_functions[];     /* util: time, threads, config, cuda */
+LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];     /* util: ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_dist_functions[];     /* dist_pg: ddplua.core.dist */
+LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];      /* ddp: ddplua.core.ddp */
+LB_HIDDEN extern const luaL_Reg lb_data_functions[];     /* data: ddpl.read_idx */
+LB_HIDDEN extern const luaL_Reg lb_io_functions[];       /* io: ddpl.save, ddpl.load */
+LB_HIDDEN extern const luaL_Reg lb_optim_functions[];    /* optim: ddpl._fused_sgd_, _adam_ */
+LB_HIDDEN extern const luaL_Reg lb_autocast_functions[]; /* autocast: ddpl.autocast, precision */
 
-/* dist_store.c: sets ddpl._store = {TCPStore = ...} on the table at index ddpl (at luaopen). */
+/* bind_dist_store.c: sets ddpl._store = {TCPStore = ...} on the table at index ddpl (at
+ * luaopen). */
 LB_HIDDEN void lb_store_open(lua_State *L, int ddpl);
 
-/* util.c: makes an out-of-memory on a device run a full GC of this state (idempotent; at
+/* bind_util.c: makes an out-of-memory on a device run a full GC of this state (idempotent; at
  * luaopen, so every way of reaching CUDA has it). */
 LB_HIDDEN void lb_cuda_install_oom_hook(lua_State *L);
 
-/* autograd.c: creates the grad-mode restorers used by no_grad/enable_grad (at luaopen). */
+/* bind_autograd.c: creates the grad-mode restorers used by no_grad/enable_grad (at luaopen). */
 LB_HIDDEN void lb_autograd_open(lua_State *L);
 
 #endif

@@ -6,6 +6,7 @@
 #include <math.h>
 
 #include "core/alloc.h"
+#include "core/philox.h"
 #include "op_util.h"
 
 ddpl_tensor *ddpl_empty(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev)

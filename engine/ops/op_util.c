@@ -30,21 +30,6 @@ int ddpl_check_floating(const char *op, const ddpl_tensor *x)
                       ddpl_dtype_name((ddpl_dtype)x->dtype));
 }
 
-int ddpl_check_dtype(const char *op, const char *what, const ddpl_tensor *x, ddpl_dtype dt)
-{
-    if (x->dtype == dt) return 0;
-    return ddpl_error("%s: %s must be %s, got %s", op, what, ddpl_dtype_name(dt),
-                      ddpl_dtype_name((ddpl_dtype)x->dtype));
-}
-
-int ddpl_check_ndim(const char *op, const char *what, const ddpl_tensor *x, int ndim)
-{
-    if (x->ndim == ndim) return 0;
-    char b[128];
-    return ddpl_error("%s: %s must have %d dimensions, got shape %s", op, what, ndim,
-                      ddpl_shape_str(x, b, sizeof b));
-}
-
 ddpl_tensor *ddpl_as_dtype(ddpl_tensor *x, ddpl_dtype dt)
 {
     if (x->dtype == dt) return ddpl_tensor_retain(x);

@@ -13,8 +13,6 @@
 int ddpl_check_inplace(const char *op, const ddpl_tensor *x);
 int ddpl_check_same_device(const char *op, const ddpl_tensor *a, const ddpl_tensor *b);
 int ddpl_check_floating(const char *op, const ddpl_tensor *x);
-int ddpl_check_dtype(const char *op, const char *what, const ddpl_tensor *x, ddpl_dtype dt);
-int ddpl_check_ndim(const char *op, const char *what, const ddpl_tensor *x, int ndim);
 /* x converted to dt without autograd (x itself, retained, when it already has dt). */
 ddpl_tensor *ddpl_as_dtype(ddpl_tensor *x, ddpl_dtype dt);
 /* x converted to dt with autograd (for ops that compute in a promoted dtype). */

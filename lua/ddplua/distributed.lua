@@ -3,7 +3,7 @@
 --          destroy_process_group, all_reduce, broadcast, all_gather, all_gather_into_tensor,
 --          reduce_scatter_tensor, send, recv, ReduceOp, print0, default_group.
 --
--- One default process group per process, as in PyTorch. The C side (engine/lua/dist_pg.c over
+-- One default process group per process, as in PyTorch. The C side (engine/lua/bind_dist_pg.c over
 -- engine/dist/pg.h) runs every collective on the group's worker thread and returns a work
 -- handle; here a call without async_op waits for it, so a plain call returns once the tensor
 -- holds the result. Work handles have wait([timeout_s]), is_completed() and exception().

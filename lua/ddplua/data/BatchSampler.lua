@@ -4,10 +4,10 @@
 --
 -- A batch is a narrow() view of the pass's index tensor: no Lua list per batch.
 local ddpl = require 'ddplua'
-local class = require 'ddplua.data.class'
+local class = require 'ddplua.class'
 local random = require 'ddplua.data.random'
 
-local BatchSampler = class('BatchSampler')
+local BatchSampler = class.new('BatchSampler')
 
 function BatchSampler:init(sampler, batch_size, drop_last)
     if type(sampler) ~= 'table' or type(sampler.indices) ~= 'function' then

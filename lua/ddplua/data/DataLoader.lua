@@ -10,14 +10,14 @@
 -- and then collate_fn(items) or default_collate (stacking, as PyTorch's default_collate).
 -- Single process: PyTorch's worker processes have no counterpart (num_workers must be 0).
 local ddpl = require 'ddplua'
-local class = require 'ddplua.data.class'
+local class = require 'ddplua.class'
 local Sampler = require 'ddplua.data.Sampler'
 local SequentialSampler = require 'ddplua.data.SequentialSampler'
 local RandomSampler = require 'ddplua.data.RandomSampler'
 local BatchSampler = require 'ddplua.data.BatchSampler'
 local random = require 'ddplua.data.random'
 
-local DataLoader = class('DataLoader')
+local DataLoader = class.new('DataLoader')
 
 local OPTIONS = {
     batch_size = true, shuffle = true, sampler = true, batch_sampler = true, drop_last = true,

@@ -10,9 +10,9 @@
 -- may also define get_batch(idx) (idx an int64 tensor of indices) returning the collated batch
 -- directly; the DataLoader then fetches each batch with one call instead of one get per item,
 -- as PyTorch's __getitems__ does. TensorDataset and the MNIST data sets do.
-local class = require 'ddplua.data.class'
+local class = require 'ddplua.class'
 
-local Dataset = class('Dataset')
+local Dataset = class.new('Dataset')
 
 function Dataset:len()
     error(getmetatable(self).__name .. ': len() is not implemented (define it in the subclass)', 2)

@@ -5,9 +5,9 @@
 -- int64 tensor of this pass's indices, so the DataLoader can slice batches out of it and gather
 -- them natively. Each call to indices() is one pass (a shuffling sampler draws a new order).
 -- sampler:iter() still iterates the indices as Lua integers, for loops written PyTorch's way.
-local class = require 'ddplua.data.class'
+local class = require 'ddplua.class'
 
-local Sampler = class('Sampler')
+local Sampler = class.new('Sampler')
 
 function Sampler:len()
     error(getmetatable(self).__name .. ': len() is not implemented (define it in the subclass)', 2)

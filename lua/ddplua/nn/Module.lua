@@ -1,6 +1,6 @@
 -- lua/ddplua/nn/Module.lua: nn.Module, the base class of every layer and model.
--- defines: Module:extend(name) (a subclass), Cls(...) (an instance: runs Cls.init),
---          m(...) (runs m:forward with error locations), registration by assignment,
+-- defines: Module:extend(name) (a subclass: ddplua/class.lua), Cls(...) (an instance: runs
+--          Cls.init), m(...) (runs m:forward with error locations), registration by assignment,
 --          register_parameter/register_buffer/add_module, parameters, named_parameters,
 --          buffers, named_buffers, children, named_children, modules, named_modules, train,
 --          eval, zero_grad, requires_grad_, to/float/double/half/bfloat16/cpu/cuda, apply,
@@ -29,10 +29,110 @@
 local ddpl = require 'ddplua'
 local Parameter = require 'ddplua.nn.Parameter'
 local State = require 'ddplua.nn.module_state'
-
-local Module = {}
+local class = require 'ddplua.class'
 
 local is_module_mt = setmetatable({}, {__mode = 'k'}) -- instance metatables of every class
+
+-- ---------------------------------------------------------------------------------------
+-- Calls: m(...) runs m:forward(...). An error raised inside a child is rethrown once, by the
+-- innermost module that sees it, prefixed with where it happened; outer modules let that
+-- message through unchanged. `calling` is the chain of modules being called right now.
+
+local calling, depth, located = {}, 0, nil
+
+-- "fc1" or "layers.0": the path from parent to a module it called (a descendant).
+local function path_to(parent, m)
+    for _, pair in ipairs(parent:named_modules()) do
+        if pair[2] == m and pair[1] ~= '' then return pair[1] end
+    end
+    return '?' -- a module the parent keeps outside its registered children
+end
+
+local function locate(err, d)
+    -- a position inside the layer files adds nothing to the location given here
+    err = err:gsub('^[^\n]-ddplua/nn/[%w_]+%.lua:%d+: ', '', 1)
+    local parent, m = calling[d - 1], calling[d]
+    local where = {calling[1].__name}
+    for i = 2, d - 1 do where[#where + 1] = path_to(calling[i - 1], calling[i]) end
+    local name = path_to(parent, m)
+    if parent.__name == 'Sequential' and not name:find('.', 1, true) then
+        return string.format('In module %s (%s) of %s: %s', name, m.__name,
+                             table.concat(where, '.'), err)
+    end
+    where[#where + 1] = name
+    return string.format('in %s (%s): %s', table.concat(where, '.'), m.__name, err)
+end
+
+local function call(self, ...)
+    depth = depth + 1
+    local d = depth
+    calling[d] = self
+    local res = table.pack(pcall(self.forward, self, ...))
+    if res[1] then
+        calling[d], depth = nil, d - 1
+        return table.unpack(res, 2, res.n)
+    end
+    local err = res[2]
+    if d > 1 and type(err) == 'string' and err ~= located then
+        located = locate(err, d)
+        err = located
+    end
+    calling[d], depth = nil, d - 1
+    error(err, 0)
+end
+
+-- ---------------------------------------------------------------------------------------
+-- Classes
+
+local function make_instance_mt(cls)
+    local mt = {__name = cls.__name, __class = cls}
+    mt.__index = function(self, k)
+        local v, found = State.get(self, k)
+        if found then return v end
+        if math.type(k) == 'integer' and cls.getitem then return cls.getitem(self, k) end
+        return cls[k]
+    end
+    mt.__newindex = State.set
+    mt.__call = call
+    mt.__tostring = function(self) return self:repr_tree() end
+    mt.__len = function(self)
+        if cls.len then return cls.len(self) end
+        return #self:children()
+    end
+    is_module_mt[mt] = true
+    return mt
+end
+
+-- Each class's instance metatable, made when the class first constructs: classes come from
+-- Module:extend (ddplua/class.lua), which knows nothing of registration.
+local function instance_mt(cls)
+    local mt = rawget(cls, '__instance')
+    if not mt then
+        mt = make_instance_mt(cls)
+        cls.__instance = mt
+    end
+    return mt
+end
+
+-- Cls(...): a new instance with empty registries, training on, then Cls.init(self, ...).
+local function construct(cls, ...)
+    local self = State.new()
+    setmetatable(self, instance_mt(cls))
+    self.training = true
+    local ok, err = pcall(self.init, self, ...)
+    if not ok then
+        -- a constructor check of a layer file (or one without a position) is reported at the
+        -- caller's line; an error with a position in user code keeps it
+        if type(err) == 'string' then
+            local msg, n = err:gsub('^[^\n]-ddplua/nn/[%w_]+%.lua:%d+: ', '', 1)
+            if n > 0 or not msg:find('^[^\n:]+:%d+: ') then error(msg, 2) end
+        end
+        error(err, 0)
+    end
+    return self
+end
+
+local Module = class.new('Module', nil, construct)
 
 function Module.is(v)
     local mt = type(v) == 'table' and getmetatable(v)
@@ -113,114 +213,6 @@ function Module.check_int(cls_name, v, what, min)
     end
     return math.tointeger(v)
 end
-
--- ---------------------------------------------------------------------------------------
--- Calls: m(...) runs m:forward(...). An error raised inside a child is rethrown once, by the
--- innermost module that sees it, prefixed with where it happened; outer modules let that
--- message through unchanged. `calling` is the chain of modules being called right now.
-
-local calling, depth, located = {}, 0, nil
-
--- "fc1" or "layers.0": the path from parent to a module it called (a descendant).
-local function path_to(parent, m)
-    for _, pair in ipairs(parent:named_modules()) do
-        if pair[2] == m and pair[1] ~= '' then return pair[1] end
-    end
-    return '?' -- a module the parent keeps outside its registered children
-end
-
-local function locate(err, d)
-    -- a position inside the layer files adds nothing to the location given here
-    err = err:gsub('^[^\n]-ddplua/nn/[%w_]+%.lua:%d+: ', '', 1)
-    local parent, m = calling[d - 1], calling[d]
-    local where = {calling[1].__name}
-    for i = 2, d - 1 do where[#where + 1] = path_to(calling[i - 1], calling[i]) end
-    local name = path_to(parent, m)
-    if parent.__name == 'Sequential' and not name:find('.', 1, true) then
-        return string.format('In module %s (%s) of %s: %s', name, m.__name,
-                             table.concat(where, '.'), err)
-    end
-    where[#where + 1] = name
-    return string.format('in %s (%s): %s', table.concat(where, '.'), m.__name, err)
-end
-
-local function call(self, ...)
-    depth = depth + 1
-    local d = depth
-    calling[d] = self
-    local res = table.pack(pcall(self.forward, self, ...))
-    if res[1] then
-        calling[d], depth = nil, d - 1
-        return table.unpack(res, 2, res.n)
-    end
-    local err = res[2]
-    if d > 1 and type(err) == 'string' and err ~= located then
-        located = locate(err, d)
-        err = located
-    end
-    calling[d], depth = nil, d - 1
-    error(err, 0)
-end
-
--- ---------------------------------------------------------------------------------------
--- Classes
-
-local function make_instance_mt(cls)
-    local mt = {__name = cls.__name, __class = cls}
-    mt.__index = function(self, k)
-        local v, found = State.get(self, k)
-        if found then return v end
-        if math.type(k) == 'integer' and cls.getitem then return cls.getitem(self, k) end
-        return cls[k]
-    end
-    mt.__newindex = State.set
-    mt.__call = call
-    mt.__tostring = function(self) return self:repr_tree() end
-    mt.__len = function(self)
-        if cls.len then return cls.len(self) end
-        return #self:children()
-    end
-    is_module_mt[mt] = true
-    return mt
-end
-
--- Cls(...): a new instance with empty registries, training on, then Cls.init(self, ...).
-local function construct(cls, ...)
-    local self = State.new()
-    setmetatable(self, cls.__instance)
-    self.training = true
-    local ok, err = pcall(self.init, self, ...)
-    if not ok then
-        -- a constructor check of a layer file (or one without a position) is reported at the
-        -- caller's line; an error with a position in user code keeps it
-        if type(err) == 'string' then
-            local msg, n = err:gsub('^[^\n]-ddplua/nn/[%w_]+%.lua:%d+: ', '', 1)
-            if n > 0 or not msg:find('^[^\n:]+:%d+: ') then error(msg, 2) end
-        end
-        error(err, 0)
-    end
-    return self
-end
-
-function Module:extend(name)
-    if type(name) ~= 'string' or not name:match('^[%a_][%w_]*$') then
-        error('Module:extend: expected a class name (an identifier), got ' .. tostring(name), 2)
-    end
-    local cls = setmetatable({}, {
-        __index = self,
-        __call = construct,
-        __tostring = function() return name end,
-    })
-    cls.__name, cls.super = name, self
-    cls.__instance = make_instance_mt(cls)
-    return cls
-end
-
-Module.__name = 'Module'
-Module.__instance = make_instance_mt(Module)
-setmetatable(Module, {__call = construct, __tostring = function() return 'Module' end})
-
-function Module:init() end
 
 function Module:forward()
     error(self.__name .. ': forward is not defined (define ' .. self.__name .. ':forward)', 2)

@@ -3,7 +3,7 @@
 --          embedding dropout softmax log_softmax cross_entropy nll_loss mse_loss relu gelu silu
 --          sigmoid tanh scaled_dot_product_attention.
 --
--- The functions are C (engine/lua/functional.c): they run on every forward pass, so their
+-- The functions are C (engine/lua/bind_functional.c): they run on every forward pass, so their
 -- PyTorch-style option parsing is not paid in Lua. Arguments are PyTorch's, positionally or by
 -- name in a trailing options table:
 --     F.conv2d(x, w, b, {stride = 2, padding = 1})

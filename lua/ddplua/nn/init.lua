@@ -1,6 +1,7 @@
 -- lua/ddplua/nn/init.lua: the ddpl.nn namespace.
--- defines: nn.functional (the F.* functions), and lazy access to nn classes and helpers: nn.X
---          loads lua/ddplua/nn/X.lua on first use (nn.Module, nn.Linear, nn.utils, ...).
+-- defines: nn.functional (the F.* functions), and lazy access to nn classes and helpers:
+--          nn.<Name> loads lua/ddplua/nn/<Name>.lua on first use (nn.Module, nn.Linear,
+--          nn.utils, ...).
 --
 -- A few names live in a file of another name: nn.init is init_functions.lua (init.lua is this
 -- file, the package itself), BatchNorm1d and BatchNorm2d share BatchNorm.lua, nn.DDP is

@@ -1,9 +1,9 @@
 -- lua/ddplua/optim/Optimizer.lua: the base of every optimizer (torch.optim.Optimizer).
--- defines: Optimizer:extend(name, defaults), Optimizer.new via Class(params, opts),
---          opt.param_groups, opt.state, opt:add_param_group(group),
+-- defines: Optimizer:extend(name, defaults) (a subclass: ddplua/class.lua), Optimizer.new via
+--          Class(params, opts), opt.param_groups, opt.state, opt:add_param_group(group),
 --          opt:zero_grad([set_to_none | {set_to_none = b}]), opt:state_dict(),
---          opt:load_state_dict(sd), opt:step([closure]) (calls
---          self:_update(group) for each group).
+--          opt:load_state_dict(sd), opt:step([closure]) (calls self:_update(group) for each
+--          group).
 --
 -- `params` is a list of tensors or of groups ({params = {...}, lr = ..., ...}); each group
 -- gets the optimizer's options as defaults. `state` is keyed by the parameter tensor, as in
@@ -12,20 +12,17 @@
 -- tensors are the live buffers (save it, or clone, before stepping on). load_state_dict()
 -- copies the buffers (cast to each parameter's dtype and device), so the optimizer owns them.
 local ddpl = require 'ddplua'
+local class = require 'ddplua.class'
 
-local Optimizer = {}
-Optimizer.__index = Optimizer
-Optimizer.__name = 'Optimizer'
+-- Class(params, opts) runs cls.new, which a subclass may replace.
+local function construct(cls, ...) return cls.new(cls, ...) end
 
-local function class_call(cls, ...) return cls.new(cls, ...) end
+local Optimizer = class.new('Optimizer', nil, construct)
 
 -- A new optimizer class. defaults: option -> default value (ddpl.optim.REQUIRED: no default).
 function Optimizer:extend(name, defaults)
-    local cls = setmetatable({}, {__index = self, __call = class_call})
-    cls.__index = cls
-    cls.__name = name
+    local cls = class.new(name, self)
     cls.defaults = defaults
-    cls.__tostring = Optimizer.__tostring
     return cls
 end
 

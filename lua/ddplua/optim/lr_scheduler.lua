@@ -8,29 +8,24 @@
 -- the schedule's first value); step() advances last_epoch by one and writes each group's lr.
 -- StepLR, CosineAnnealingLR and LinearLR use PyTorch's recursive forms (each lr from the
 -- group's current lr), so a user's change to group.lr carries on as it does in PyTorch.
+local class = require 'ddplua.class'
+
 local M = {}
 
-local LRScheduler = {}
-LRScheduler.__index = LRScheduler
-M.LRScheduler = LRScheduler
-
-local function class(name, init)
-    local cls = setmetatable({}, {
-        __index = LRScheduler,
-        __call = function(cls, opt, opts)
-            local self = setmetatable({optimizer = opt, __name = name}, cls)
-            if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
-                error(name .. ': expected an optimizer as argument 1', 2)
-            end
-            init(self, opts)
-            self:_initial()
-            return self
-        end,
-    })
-    cls.__index = cls
-    cls.__name = name
-    return cls
+-- Sched(opt, opts): checks the optimizer, runs the class's init(opts), then takes step 0. The
+-- instance's own __name field is part of what state_dict() saves.
+local function construct(cls, opt, opts)
+    local self = setmetatable({optimizer = opt, __name = cls.__name}, cls)
+    if type(opt) ~= 'table' or type(opt.param_groups) ~= 'table' then
+        error(cls.__name .. ': expected an optimizer as argument 1', 2)
+    end
+    cls.init(self, opts)
+    self:_initial()
+    return self
 end
+
+local LRScheduler = class.new('LRScheduler', nil, construct)
+M.LRScheduler = LRScheduler
 
 -- opts[k] as a number (or default when nil), with an error naming the scheduler.
 local function num(name, opts, k, default, level)
@@ -111,7 +106,9 @@ function LRScheduler:load_state_dict(sd)
     end
 end
 
-M.StepLR = class('StepLR', function(self, opts)
+M.StepLR = LRScheduler:extend('StepLR')
+
+function M.StepLR:init(opts)
     opts = check_opts('StepLR', opts, {step_size = true, gamma = true})
     if opts.step_size == nil then error('StepLR: step_size is required', 4) end
     self.step_size = num('StepLR', opts, 'step_size')
@@ -119,7 +116,7 @@ M.StepLR = class('StepLR', function(self, opts)
         error('StepLR: step_size must be a positive integer, got ' .. tostring(self.step_size), 4)
     end
     self.gamma = num('StepLR', opts, 'gamma', 0.1)
-end)
+end
 
 function M.StepLR:get_lr()
     local e = self.last_epoch
@@ -127,13 +124,15 @@ function M.StepLR:get_lr()
     return self:_lrs(function(lr) return lr * self.gamma end)
 end
 
-M.CosineAnnealingLR = class('CosineAnnealingLR', function(self, opts)
+M.CosineAnnealingLR = LRScheduler:extend('CosineAnnealingLR')
+
+function M.CosineAnnealingLR:init(opts)
     opts = check_opts('CosineAnnealingLR', opts, {T_max = true, eta_min = true})
     if opts.T_max == nil then error('CosineAnnealingLR: T_max is required', 4) end
     self.T_max = num('CosineAnnealingLR', opts, 'T_max')
     if self.T_max <= 0 then error('CosineAnnealingLR: T_max must be positive', 4) end
     self.eta_min = num('CosineAnnealingLR', opts, 'eta_min', 0)
-end)
+end
 
 function M.CosineAnnealingLR:get_lr()
     local e, T, eta = self.last_epoch, self.T_max, self.eta_min
@@ -149,7 +148,9 @@ function M.CosineAnnealingLR:get_lr()
     end)
 end
 
-M.LinearLR = class('LinearLR', function(self, opts)
+M.LinearLR = LRScheduler:extend('LinearLR')
+
+function M.LinearLR:init(opts)
     opts = check_opts('LinearLR', opts, {start_factor = true, end_factor = true,
                                          total_iters = true})
     self.start_factor = num('LinearLR', opts, 'start_factor', 1.0 / 3)
@@ -161,7 +162,7 @@ M.LinearLR = class('LinearLR', function(self, opts)
     if self.end_factor > 1 or self.end_factor < 0 then
         error('LinearLR: end_factor must be in [0, 1], got ' .. tostring(self.end_factor), 4)
     end
-end)
+end
 
 function M.LinearLR:get_lr()
     local e, s, f, n = self.last_epoch, self.start_factor, self.end_factor, self.total_iters
@@ -172,7 +173,9 @@ function M.LinearLR:get_lr()
     end)
 end
 
-M.LambdaLR = class('LambdaLR', function(self, fn)
+M.LambdaLR = LRScheduler:extend('LambdaLR')
+
+function M.LambdaLR:init(fn)
     local n = #self.optimizer.param_groups
     if type(fn) == 'function' then
         self.lr_lambdas = {}
@@ -185,7 +188,7 @@ M.LambdaLR = class('LambdaLR', function(self, fn)
     else
         error('LambdaLR: expected a function (or a list, one per group) as argument 2', 4)
     end
-end)
+end
 
 function M.LambdaLR:get_lr()
     return self:_lrs(function(_, base, i) return base * self.lr_lambdas[i](self.last_epoch) end)

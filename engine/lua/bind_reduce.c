@@ -1,4 +1,4 @@
-/* lua/reduce.c: reductions, joining and indexing.
+/* lua/bind_reduce.c: reductions, joining and indexing.
  * defines: lb_reduce_methods (sum mean prod var std max min argmax argmin logsumexp norm
  *          index_select gather topk), lb_reduce_functions (cat concat stack).
  *

@@ -1,4 +1,4 @@
-/* lua/ddp.c: the C half of nn.parallel.DistributedDataParallel: the reducer box.
+/* lua/bind_ddp.c: the C half of nn.parallel.DistributedDataParallel: the reducer box.
  * defines: lb_ddp_functions (package.loaded['ddplua.core.ddp']): reducer(pg, params, names,
  *          opts); the "ddplua.Reducer" type with prepare_forward(), prepare_backward(outputs,
  *          sync), set_comm_hook(name_or_fn, state), buckets(), bucket_tensor(b), rebuilt(),
@@ -14,7 +14,7 @@
 #include "dist/reducer.h"
 
 #define REDUCER_MT "ddplua.Reducer"
-#define PG_MT      "ddplua.ProcessGroup" /* dist_pg.c's box: a single ddpl_pg pointer */
+#define PG_MT      "ddplua.ProcessGroup" /* bind_dist_pg.c's box: a single ddpl_pg pointer */
 
 typedef struct reducer_box {
     ddpl_reducer *r; /* NULL once closed */

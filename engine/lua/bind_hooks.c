@@ -1,4 +1,4 @@
-/* lua/hooks.c: Lua functions as tensor hooks, and the backward-pass bracket around them.
+/* lua/bind_hooks.c: Lua functions as tensor hooks, and the backward-pass bracket around them.
  * defines: lb_hooks_open, lb_backward_begin, lb_backward_end, lb_hook_methods
  *          (register_hook), the ddplua.HookHandle type (handle:remove()).
  *

@@ -1,4 +1,4 @@
-/* lua/autocast.c: mixed precision and the float32 matmul precision from Lua.
+/* lua/bind_autocast.c: mixed precision and the float32 matmul precision from Lua.
  * defines: lb_autocast_functions (autocast is_autocast_enabled get_autocast_dtype
  *          set_float32_matmul_precision get_float32_matmul_precision).
  *

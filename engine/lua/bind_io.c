@@ -1,4 +1,4 @@
-/* lua/io.c: ddpl.save and ddpl.load (safetensors checkpoints of nested Lua tables).
+/* lua/bind_io.c: ddpl.save and ddpl.load (safetensors checkpoints of nested Lua tables).
  * defines: lb_io_functions (save, load).
  *
  * ddpl.save(obj, path) stores every tensor of obj under its dotted path ("state.0.exp_avg";

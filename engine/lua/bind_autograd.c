@@ -1,4 +1,4 @@
-/* lua/autograd.c: backward, gradient mode and ddpl.autograd.grad from Lua.
+/* lua/bind_autograd.c: backward, gradient mode and ddpl.autograd.grad from Lua.
  * defines: lb_autograd_open, lb_autograd_methods (backward retain_grad requires_grad_
  *          is_leaf), lb_autograd_functions (no_grad enable_grad set_grad_enabled
  *          is_grad_enabled), lb_autograd_table (grad).

@@ -1,4 +1,4 @@
-/* lua/values.c: tensor methods about shape, values and conversion.
+/* lua/bind_values.c: tensor methods about shape, values and conversion.
  * defines: lb_value_methods: size shape dim numel nelement stride is_contiguous element_size
  *          is_floating_point item tolist to float double half bfloat16 long int bool byte
  *          cuda cpu clone detach contiguous type_as. */

@@ -1,4 +1,4 @@
-/* lua/math.c: pointwise, comparison, linear-algebra and in-place tensor methods.
+/* lua/bind_pointwise_linalg.c: pointwise, comparison, linear-algebra and in-place tensor methods.
  * defines: lb_math_methods (add sub mul div pow maximum minimum eq ne lt le gt ge neg exp log
  *          sqrt rsqrt abs sign sin cos tanh sigmoid relu gelu silu clamp masked_fill where
  *          matmul mm bmm and the in-place zero_ fill_ copy_ add_ sub_ mul_ div_ clamp_

@@ -1,4 +1,4 @@
-/* lua/create.c: the ddpl.* functions that make tensors.
+/* lua/bind_create.c: the ddpl.* functions that make tensors.
  * defines: lb_create_functions: tensor zeros ones empty full eye arange rand randn randint
  *          randperm zeros_like ones_like empty_like full_like rand_like randn_like frombytes
  *          manual_seed is_tensor.

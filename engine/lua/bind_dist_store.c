@@ -1,4 +1,4 @@
-/* lua/dist_store.c: the TCP store in Lua, PyTorch's TCPStore with its method names.
+/* lua/bind_dist_store.c: the TCP store in Lua, PyTorch's TCPStore with its method names.
  * defines: lb_store_open (ddplua.core._store.TCPStore and the "ddplua.TCPStore" type).
  *
  *   local store = core._store.TCPStore(host, port, {is_master=false, timeout=300, token=nil})

@@ -1,4 +1,4 @@
-/* lua/tensor.c: the ddplua.Tensor userdata: boxes, GC pacing, fields and metamethods.
+/* lua/bind_tensor.c: the ddplua.Tensor userdata: boxes, GC pacing, fields and metamethods.
  * defines: lb_testbox, lb_check, lb_opt, lb_newbox, lb_finish, lb_finish_in, lb_push_borrowed,
  *          lb_gc_account, ddpl_lua_push_tensor, ddpl_lua_check_tensor, ddpl_lua_test_tensor,
  *          lb_tensor_meta (__gc __close __index __newindex __len __tostring, + - * / ^ and

@@ -1,4 +1,4 @@
-/* lua/data.c: the data-loading functions of the C core, used by lua/ddplua/data.
+/* lua/bind_data.c: the data-loading functions of the C core, used by lua/ddplua/data.
  * defines: lb_data_functions (ddpl.read_idx).
  *
  * ddpl.read_idx(path) returns the IDX file's contents (gzip or plain) as a CPU tensor with the

@@ -1,4 +1,4 @@
-/* lua/args.c: argument checking and conversion for the bindings.
+/* lua/bind_args.c: argument checking and conversion for the bindings.
  * defines: lb_error, lb_error_in, lb_argerror, lb_opterror, lb_check_operand, lb_operand,
  *          lb_parse_args, lb_arg, lb_check_opts, lb_int, lb_num, lb_bool, lb_pair, lb_dim,
  *          lb_sizes, lb_sizes_table, lb_dtype, lb_device, lb_tensor_list, lb_parse_create_opts,

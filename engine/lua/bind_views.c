@@ -1,4 +1,4 @@
-/* lua/views.c: tensor methods that return views sharing the tensor's storage.
+/* lua/bind_views.c: tensor methods that return views sharing the tensor's storage.
  * defines: lb_view_methods: view reshape view_as reshape_as flatten unsqueeze squeeze t
  *          transpose permute narrow select expand expand_as as_strided chunk split unbind.
  *

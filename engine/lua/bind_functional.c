@@ -1,4 +1,4 @@
-/* lua/functional.c: ddpl.nn.functional (F.*) over the C API's neural-network functions.
+/* lua/bind_functional.c: ddpl.nn.functional (F.*) over the C API's neural-network functions.
  * defines: lb_functional (linear conv2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm
  *          layer_norm embedding dropout softmax log_softmax cross_entropy nll_loss mse_loss
  *          relu gelu silu sigmoid tanh scaled_dot_product_attention), lb_functional_methods

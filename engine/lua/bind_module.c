@@ -1,4 +1,4 @@
-/* lua/module.c: assembling the library and finding its Lua half.
+/* lua/bind_module.c: assembling the library and finding its Lua half.
  * defines: luaopen_ddplua_core, luaopen_ddplua, ddpl_lua_open.
  *
  * Two modules: 'ddplua.core' is the C table (tensor type, ops, autograd, F.* in

@@ -1,4 +1,4 @@
-/* lua/dist_pg.c: the C half of ddpl.distributed: process-group and work-handle boxes.
+/* lua/bind_dist_pg.c: the C half of ddpl.distributed: process-group and work-handle boxes.
  * defines: lb_dist_functions (package.loaded['ddplua.core.dist']): check_backend, init, destroy,
  *          rank, size, backend, timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
  *          reduce_scatter_tensor, send, recv, barrier; the "ddplua.Work" handle type with

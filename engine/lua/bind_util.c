@@ -1,4 +1,4 @@
-/* lua/util.c: utilities of the ddpl table and the ddpl.cuda queries.
+/* lua/bind_util.c: utilities of the ddpl table and the ddpl.cuda queries.
  * defines: lb_util_functions (time set_num_threads get_num_threads config memory_allocated),
  *          lb_cuda_functions (is_available device_count synchronize memory_allocated
  *          max_memory_allocated memory_reserved max_memory_reserved reset_peak_memory_stats
@@ -108,7 +108,7 @@ static int oom_sentinel_gc(lua_State *L)
 
 /* Registers this state's full GC as the engine's out-of-memory hook (engine/core/alloc.h), so a
  * device allocation that fails collects unreferenced tensors and retries. Installed when the
- * module opens (module.c); the hook runs on this thread only. */
+ * module opens (bind_module.c); the hook runs on this thread only. */
 LB_HIDDEN void lb_cuda_install_oom_hook(lua_State *L)
 {
     if (!DDPL_HAVE_CUDA) return;

@@ -1,4 +1,4 @@
-/* lua/optim.c: the native halves of lua/ddplua/optim (one C call per parameter group and
+/* lua/bind_optim.c: the native halves of lua/ddplua/optim (one C call per parameter group and
  * step, as torch._fused_adam_ is for PyTorch).
  * defines: lb_optim_functions (ddpl._fused_sgd_, ddpl._fused_adam_).
  *
