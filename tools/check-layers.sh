@@ -77,6 +77,7 @@ if [ ! -d "$objdir/engine" ]; then
 else
     calls=$(find "$objdir/engine" -name '*.o' | while IFS= read -r obj; do
         src=${obj#"$objdir"/}
+        [ -e "${src%.o}" ] || continue # left behind by a source since removed or renamed
         nm -g "$obj" 2>/dev/null | awk -v s="${src%.o}" '
             NF == 3 && $2 != "U" && $2 != "w" { print "D", $3, s }
             $1 == "U" { print "U", $2, s }'

@@ -1,7 +1,7 @@
 /* cuda/cuda_backend.c: the CUDA device as the engine sees it, as one backend table for the
  * registry (ops/dispatch.h): memory provider (the caching allocator of cuda_alloc.c over
  * cuda_runtime.cu's raw calls), copies, kernel table, start-up and device hooks.
- * defines: ddpl_cuda_backend, cuda_tensor_record_stream. */
+ * defines: ddpl_cuda_backend, cuda_tensor_record_stream, cuda_run_kernel. */
 #include "core/alloc.h"
 #include "cuda_alloc.h"
 #include "cuda_device.h"
@@ -143,3 +143,8 @@ struct ddpl_backend ddpl_cuda_backend = {
     .reset_peak_memory_stats = cuda_reset_peak_memory_stats,
     .versions = cuda_versions,
 };
+
+int cuda_run_kernel(ddpl_op op, ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return ddpl_cuda_backend.kernels[op](out, in, params);
+}

@@ -19,6 +19,7 @@
 #include "cuda_blas.h"
 #include "cuda_dynlib.h"
 #include "cuda_launch.h"
+#include "cuda_registry.h"
 #include "core/matmul_precision.h"
 #include "ops/kernel_params.h"
 #include "ops/nn_params.h"
@@ -339,7 +340,7 @@ static int add_bias(ddpl_tensor *y, ddpl_tensor *bias)
     if (!b4) return -1;
     ddpl_alpha_params p = {1.0};
     ddpl_tensor *ins[2] = {y, b4};
-    int rc = ddpl_run_kernel(DDPL_OP_ADD, y->device, &y, ins, &p);
+    int rc = cuda_run_kernel(DDPL_OP_ADD, &y, ins, &p);
     ddpl_tensor_release(b4);
     return rc;
 }
@@ -352,7 +353,7 @@ static int bias_grad(ddpl_tensor *db, ddpl_tensor *dy)
     ddpl_tensor *d4 = ddpl_tensor_alias(db, 4, sizes, strides, db->offset);
     if (!d4) return -1;
     ddpl_reduce_params p = {(1u << 0) | (1u << 2) | (1u << 3)};
-    int rc = ddpl_run_kernel(DDPL_OP_SUM, db->device, &d4, &dy, &p);
+    int rc = cuda_run_kernel(DDPL_OP_SUM, &d4, &dy, &p);
     ddpl_tensor_release(d4);
     return rc;
 }
@@ -380,7 +381,7 @@ int cuda_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params
         ddpl_fill_params f = {0.0};
         for (int i = 0; i < 3; i++)
             if (out[i] && ddpl_tensor_numel(out[i]) &&
-                ddpl_run_kernel(DDPL_OP_FILL, out[i]->device, &out[i], NULL, &f) < 0)
+                cuda_run_kernel(DDPL_OP_FILL, &out[i], NULL, &f) < 0)
                 return -1;
         return 0;
     }

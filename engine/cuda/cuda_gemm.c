@@ -21,6 +21,7 @@
 #include "cuda_blas.h"
 #include "cuda_dynlib.h"
 #include "cuda_launch.h"
+#include "cuda_registry.h"
 #include "core/matmul_precision.h"
 #include "ops/gemm_layout.h"
 #include "ops/kernel_params.h"
@@ -103,7 +104,7 @@ static int operand_init(gemm_operand *o, ddpl_tensor *t, bool with_values)
         broadcast ? ddpl_tensor_alias(t, 3, sizes, t->strides, t->offset) : ddpl_tensor_retain(t);
     o->copy = src ? ddpl_tensor_new(3, sizes, (ddpl_dtype)t->dtype, t->device) : NULL;
     int rc = o->copy ? 0 : -1;
-    if (rc == 0 && with_values) rc = ddpl_run_kernel(DDPL_OP_COPY, t->device, &o->copy, &src, NULL);
+    if (rc == 0 && with_values) rc = cuda_run_kernel(DDPL_OP_COPY, &o->copy, &src, NULL);
     ddpl_tensor_release(src);
     if (rc < 0) return -1;
     o->t = o->copy;
@@ -158,11 +159,11 @@ static int scale_output(ddpl_tensor *c, double beta)
 {
     if (beta == 0) {
         ddpl_fill_params f = {0.0};
-        return ddpl_run_kernel(DDPL_OP_FILL, c->device, &c, NULL, &f);
+        return cuda_run_kernel(DDPL_OP_FILL, &c, NULL, &f);
     }
     ddpl_alpha_params p = {beta - 1.0}; /* c + (beta-1)*c, elementwise in place */
     ddpl_tensor *ins[2] = {c, c};
-    return ddpl_run_kernel(DDPL_OP_ADD, c->device, &c, ins, &p);
+    return cuda_run_kernel(DDPL_OP_ADD, &c, ins, &p);
 }
 
 /* out[0] (B,M,N), in[0] (B,M,K), in[1] (B,K,N); params ddpl_gemm_params. */
@@ -209,7 +210,7 @@ int cuda_gemm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
             ty.type, (int)oc.ld, oc.bstride, (int)batches, ty.compute, CUBLAS_GEMM_DEFAULT);
         if (st != CUBLAS_STATUS_SUCCESS) rc = gemm_failed(st, a, b, dev);
     }
-    if (rc == 0 && oc.copy) rc = ddpl_run_kernel(DDPL_OP_COPY, c->device, &c, &oc.copy, NULL);
+    if (rc == 0 && oc.copy) rc = cuda_run_kernel(DDPL_OP_COPY, &c, &oc.copy, NULL);
     ddpl_tensor_release(oa.copy);
     ddpl_tensor_release(ob.copy);
     ddpl_tensor_release(oc.copy);

@@ -1,7 +1,7 @@
 /* cuda/cuda_registry.h: how the CUDA kernel table is assembled. Each op family lives in its own
  * pair of files (a .cu with kernels and launchers, a .c with the ddpl_kernel glue) and fills its
  * slots of the table once, when the backend starts (cuda_start in cuda_backend.c).
- * defines: cuda_register_* (one per op family). */
+ * defines: cuda_register_* (one per op family), cuda_run_kernel. */
 #ifndef DDPL_CUDA_REGISTRY_H
 #define DDPL_CUDA_REGISTRY_H
 
@@ -18,5 +18,10 @@ void cuda_register_nn(ddpl_kernel *k);        /* norms, pools */
 void cuda_register_optim(ddpl_kernel *k);     /* sgd_step adam_step */
 void cuda_register_blas(ddpl_kernel *k);      /* matmul (cuBLAS), conv2d (cuDNN) */
 void cuda_register_attention(ddpl_kernel *k); /* fused attention forward/backward */
+
+/* Runs another op's CUDA kernel from inside a kernel (conv2d's bias, the matmul epilogues):
+ * through the backend's own table, not dispatch, since the operands' device is current already
+ * and a kernel does not call up into ops. Only for ops every CUDA family registration fills. */
+int cuda_run_kernel(ddpl_op op, ddpl_tensor **out, ddpl_tensor **in, const void *params);
 
 #endif
