@@ -80,6 +80,7 @@ ddpl_work *ddpl_work_retain(ddpl_work *w)
 /* Drops the tensors and buffers (at completion, so a finished handle pins no memory). */
 static void work_drop_args(ddpl_work *w)
 {
+    if (w->backend->work_drop) w->backend->work_drop(w);
     for (int i = 0; i < w->nslots; i++) {
         ddpl_tensor_release(w->slots[i].t);
         free(w->slots[i].stage);
@@ -89,10 +90,6 @@ static void work_drop_args(ddpl_work *w)
     w->nslots = 0;
     free(w->scratch);
     w->scratch = NULL;
-    /* still posted when a broken group skipped the work: just free them */
-    if (w->p2p_hdr) ddpl_gloo_p2p_wait(w->p2p_hdr, 0.0);
-    if (w->p2p) ddpl_gloo_p2p_wait(w->p2p, 0.0);
-    w->p2p_hdr = w->p2p = NULL;
 }
 
 void ddpl_work_release(ddpl_work *w)
@@ -100,7 +97,6 @@ void ddpl_work_release(ddpl_work *w)
     if (!w || atomic_fetch_sub(&w->refcount, 1) != 1) return;
     if (w->backend->work_release) w->backend->work_release(w); /* before the tensors go */
     work_drop_args(w);
-    ddpl_shm_buffer_free(w->made);
     free(w->error);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);

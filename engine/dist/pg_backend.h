@@ -63,11 +63,16 @@ struct ddpl_pg_backend {
     ddpl_work *(*allreduce_shared)(ddpl_pg *pg, ddpl_tensor *t, double factor, int n,
                                    ddpl_tensor *const *values, const int64_t *offsets);
 
-    /* ---- work handles of this backend's operations (NULL: pg.c's lanes complete them) ---- */
-    /* Ordering instead of blocking where the backend can (a device stream); 0 or -1. */
+    /* ---- work handles of this backend's operations (each optional) ---- */
+    /* Ordering instead of blocking where the backend can (a device stream); 0 or -1. NULL:
+     * pg.c waits for the lane to complete it. */
     int (*work_wait)(ddpl_work *w, double timeout_s);
-    void (*work_poll)(ddpl_work *w);    /* marks w done when it has completed or failed */
-    void (*work_release)(ddpl_work *w); /* at the last reference, before the tensors go */
+    void (*work_poll)(ddpl_work *w); /* marks w done when it has completed or failed */
+    /* Frees what w holds besides its tensors and scratch when it completes (messages still
+     * posted when a broken group skipped it), before the tensors go. */
+    void (*work_drop)(ddpl_work *w);
+    /* At the last reference, before the tensors go (a result the caller never took). */
+    void (*work_release)(ddpl_work *w);
 };
 
 /* CPU tensors (dist/pg_host.c): Gloo over TCP, collectives through shared memory when every

@@ -515,6 +515,21 @@ static ddpl_work *host_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
     return p2p(pg, "recv", t, src, false);
 }
 
+/* ---------------------------------------------------------------------- work hooks ---- */
+/* Messages still posted when a broken group skipped the work: just free them. */
+static void host_work_drop(ddpl_work *w)
+{
+    if (w->p2p_hdr) ddpl_gloo_p2p_wait(w->p2p_hdr, 0.0);
+    if (w->p2p) ddpl_gloo_p2p_wait(w->p2p, 0.0);
+    w->p2p_hdr = w->p2p = NULL;
+}
+
+/* A shared buffer whose maker stopped waiting for it. */
+static void host_work_release(ddpl_work *w)
+{
+    ddpl_shm_buffer_free(w->made);
+}
+
 const struct ddpl_pg_backend pg_host_backend = {
     .name = "gloo",
     .connect = host_connect,
@@ -531,4 +546,6 @@ const struct ddpl_pg_backend pg_host_backend = {
     .shared_zeros = host_shared_zeros,
     .is_shared = host_is_shared,
     .allreduce_shared = host_allreduce_shared,
+    .work_drop = host_work_drop,
+    .work_release = host_work_release,
 };
