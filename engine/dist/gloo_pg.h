@@ -3,8 +3,9 @@
  *          point-to-point send/recv handles.
  *
  * Everything here works on contiguous host bytes; dtypes, shapes, staging copies and threads are
- * pg.c's business. Every int-returning call gives 0 or -1 with ddpl_error set (Gloo's exceptions
- * are caught and turned into messages); none blocks past the timeout given at connect. */
+ * the business of the host backend of process groups (pg_host.c). Every int-returning call gives 0
+ * or -1 with ddpl_error set (Gloo's exceptions are caught and turned into messages); none blocks
+ * past the timeout given at connect. */
 #ifndef DDPL_DIST_GLOO_PG_H
 #define DDPL_DIST_GLOO_PG_H
 

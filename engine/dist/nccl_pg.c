@@ -1,33 +1,46 @@
-/* dist/nccl_pg.c: the NCCL backend of process groups (see nccl_pg.h): the communicator (unique
- * id through the store, ncclCommInitRank), its stream and events, the operations, and the work
- * handles of NCCL operations.
- * defines: ddpl_nccl, ddpl_nccl_check_available, ddpl_nccl_connect/free, ddpl_nccl_device,
- *          nccl_check_tensor, nccl_pg_allreduce/broadcast/allgather/allgather_into/
- *          reduce_scatter/send/recv/barrier, nccl_work_wait/poll/release.
+/* dist/nccl_pg.c: the NCCL backend of process groups (backend='nccl', CUDA tensors), compiled
+ * only with the CUDA backend: the communicator (unique id through the store, ncclCommInitRank),
+ * its stream and events, the operations, and the work hooks of NCCL operations.
+ * defines: pg_nccl_backend (pg_backend.h); everything else is static.
  *
- * Built with DDPL_HAVE_CUDA only; otherwise every entry point says that this build has no NCCL.
+ * One communicator per group, bound to one device: the calling thread's current CUDA device at
+ * init (ddpl.cuda.set_device(LOCAL_RANK) first, as torchrun users do with PyTorch). Rank 0
+ * creates the ncclUniqueId and publishes it in the store under "<prefix>nccl/id"; every rank
+ * reads it and calls ncclCommInitRank on that device.
+ *
+ * Operations never block the host. Each one: records an event on the device's compute stream
+ * (cuda_stream_for, cuda_device.h), makes the communicator's own stream wait on it (inputs
+ * written by earlier kernels are ready), enqueues the NCCL call(s) on the communication stream,
+ * and records a "done" event there. The work handle's wait() makes the compute stream wait on
+ * that event (later kernels see the result; the host goes on); is_completed() queries it. The
+ * work keeps its tensors until the compute stream is ordered after the operation (wait, or
+ * release), so memory the caching allocator hands out again on the compute stream is never
+ * still in use by NCCL. barrier() is a one-element allreduce whose wait does block the host
+ * (bounded by the group's timeout).
+ *
+ * Tensors: contiguous CUDA tensors on the group's device (anything else is refused by name);
+ * reductions take float32/float64/float16/bfloat16/int64/int32/uint8, data movement every dtype.
+ * send/recv move raw bytes: the receiver's tensor must have the sender's byte size (as in
+ * PyTorch's NCCL backend, a mismatch is not detected), and a send blocks the communication stream
+ * until its peer posts the matching recv, so pair them in the same order on both ranks.
+ *
  * This C file includes nccl.h, which includes cuda_runtime.h (plain C declarations); it calls
- * the CUDA runtime for streams and events only, never launching kernels.
- *
- * Threads: operations and work handles are used from the thread that issued them (the Lua
- * thread); the communicator's mutex guards its failure state and the work's mutex its
- * completion, as pg.c does for Gloo work. */
+ * the CUDA runtime for streams and events only, never launching kernels. Threads: operations
+ * and work handles are used from the thread that issued them (the Lua thread); the
+ * communicator's mutex guards its failure state and the work's mutex its completion, as pg.c
+ * does for host work. */
 #define _GNU_SOURCE /* nanosleep */
-#include <time.h>
-
-#include "ddpl/config.h"
-#include "dist/pg_impl.h"
-
-#if DDPL_HAVE_CUDA
-
 #include <cuda_runtime.h>
 #include <nccl.h>
+#include <time.h>
 
+#include "cuda/cuda_device.h"
 #include "cuda/cuda_dynlib.h"
-#include "cuda/cuda_launch.h"
 #include "ddpl/cuda.h"
+#include "dist/pg_impl.h"
 
-struct ddpl_nccl {
+/* pg->comm of a group of this backend; w->comm of its works (one reference each) */
+typedef struct ddpl_nccl {
     atomic_long refcount; /* the group's and each pending work's */
     ncclComm_t comm;      /* NULL once destroyed or aborted */
     cudaStream_t stream;  /* the communication stream (non-blocking) */
@@ -37,7 +50,7 @@ struct ddpl_nccl {
     double timeout_s;
     pthread_mutex_t mu;
     char *broken; /* first failure at run time; later operations fail with it */
-};
+} ddpl_nccl;
 
 static char *xstrdup(const char *s)
 {
@@ -144,18 +157,13 @@ static int check_health(ddpl_nccl *c, const char *fname)
 }
 
 /* -------------------------------------------------------------------- availability ---- */
-int ddpl_nccl_check_available(const char *fname)
+static int nccl_available(const char *fname)
 {
     if (!ddpl_cuda_is_available())
         return ddpl_error("%s: backend 'nccl' needs a CUDA device, but CUDA is not available "
                           "here (no GPU or driver was found); use backend='gloo' for CPU tensors",
                           fname);
     return 0;
-}
-
-int ddpl_nccl_device(const ddpl_nccl *c)
-{
-    return c->device;
 }
 
 /* Makes c's device current; *prev receives the one to restore (CUDA's own current device: the
@@ -245,12 +253,14 @@ static int exchange_id(ddpl_store *st, const char *prefix, int rank, double time
 }
 
 static int comm_barrier_sync(ddpl_nccl *c, const char *fname);
+static void comm_free(ddpl_nccl *c);
 
-ddpl_nccl *ddpl_nccl_connect(ddpl_store *st, const char *prefix, int rank, int size,
-                             double timeout_s)
+/* Creates the communicator of a group (rank, size) through the store; blocks until every rank
+ * joined NCCL's bootstrap. NULL with the error set on failure. */
+static ddpl_nccl *comm_connect(ddpl_store *st, const char *prefix, int rank, int size,
+                               double timeout_s)
 {
     const char *f = "init_process_group";
-    if (ddpl_nccl_check_available(f) < 0) return NULL;
     if (cuda_lib_load(CUDA_LIB_NCCL) < 0) return NULL;
     int dev = ddpl_cuda_current_device();
     if (dev < 0) return NULL;
@@ -287,13 +297,15 @@ ddpl_nccl *ddpl_nccl_connect(ddpl_store *st, const char *prefix, int rank, int s
     /* a first collective proves the communicator works on every rank before init returns */
     if (rc == 0) rc = comm_barrier_sync(c, f);
     if (rc < 0) {
-        ddpl_nccl_free(c);
+        comm_free(c);
         return NULL;
     }
     return c;
 }
 
-void ddpl_nccl_free(ddpl_nccl *c)
+/* Waits (bounded by the timeout) for queued operations, then destroys the communicator (aborts
+ * it when they do not finish). Work handles stay valid. NULL is fine. */
+static void comm_free(ddpl_nccl *c)
 {
     if (!c) return;
     pthread_mutex_lock(&c->mu);
@@ -373,9 +385,12 @@ static ncclRedOp_t nccl_op(ddpl_reduce_op op)
     }
 }
 
-int nccl_check_tensor(const ddpl_nccl *c, int rank, const char *fname, const char *what,
-                      const ddpl_tensor *t, bool reduces)
+/* t is a contiguous CUDA tensor on the group's device, of a dtype NCCL reduces when `reduces`. */
+static int nccl_check_tensor(const ddpl_pg *pg, const char *fname, const char *what,
+                             const ddpl_tensor *t, bool reduces)
 {
+    const ddpl_nccl *c = pg->comm;
+    int rank = pg->rank;
     char dev[32], shape[96];
     if (t->device.type != DDPL_CUDA || t->device.index != c->device)
         return ddpl_error("%s: expected a CUDA tensor on cuda:%d for %s (the device of this "
@@ -405,7 +420,7 @@ typedef ncclResult_t (*enqueue_fn)(ddpl_work *w, ddpl_nccl *c, cudaStream_t s);
  * "done" event is recorded. Returns w, or NULL with the error set (w released). */
 static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
 {
-    ddpl_nccl *c = pg->nccl;
+    ddpl_nccl *c = pg->comm;
     const char *f = w->name;
     int prev = c->device;
     bool entered = false;
@@ -414,7 +429,7 @@ static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
     if (check_health(c, f) < 0) goto fail;
     if (enter(c, &prev, f) < 0) goto fail;
     entered = true;
-    cudaStream_t compute = (cudaStream_t)cuda_current_stream();
+    cudaStream_t compute = (cudaStream_t)cuda_stream_for(c->device);
     if (!compute) {
         ddpl_error("%s: no compute stream for cuda:%d", f, c->device);
         goto fail;
@@ -441,7 +456,7 @@ static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
         goto fail;
     }
     leave(prev);
-    w->nccl = comm_retain(c);
+    w->comm = comm_retain(c);
     w->done_event = done;
     w->pg = NULL; /* the work only needs the communicator from now on */
     /* outputs change now as far as autograd's version checks go (the write is queued) */
@@ -486,7 +501,7 @@ static ncclResult_t enq_allreduce(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
                                                  nccl_op(w->op), c->comm, s);
 }
 
-ddpl_work *nccl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
+static ddpl_work *nccl_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
 {
     ddpl_work *w = pg_work_new(pg, "all_reduce", 1, NULL);
     w->op = op;
@@ -501,7 +516,7 @@ static ncclResult_t enq_broadcast(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
                                                  ncclUint8, w->peer, c->comm, s);
 }
 
-ddpl_work *nccl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
+static ddpl_work *nccl_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
 {
     ddpl_work *w = pg_work_new(pg, "broadcast", 1, NULL);
     w->peer = src;
@@ -525,7 +540,7 @@ static ncclResult_t enq_allgather(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
     return r != ncclSuccess ? r : r2;
 }
 
-ddpl_work *nccl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t)
+static ddpl_work *nccl_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t)
 {
     ddpl_work *w = pg_work_new(pg, "all_gather", 1 + nouts, NULL);
     pg_work_slot(w, 0, t, true, false);
@@ -541,7 +556,7 @@ static ncclResult_t enq_allgather_into(ddpl_work *w, ddpl_nccl *c, cudaStream_t 
                                                  ncclUint8, c->comm, s);
 }
 
-ddpl_work *nccl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
+static ddpl_work *nccl_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
 {
     ddpl_work *w = pg_work_new(pg, "all_gather_into_tensor", 2, NULL);
     pg_work_slot(w, 0, out, false, true);
@@ -558,7 +573,8 @@ static ncclResult_t enq_reduce_scatter(ddpl_work *w, ddpl_nccl *c, cudaStream_t 
                                                      nccl_op(w->op), c->comm, s);
 }
 
-ddpl_work *nccl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in, ddpl_reduce_op op)
+static ddpl_work *nccl_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
+                                      ddpl_reduce_op op)
 {
     ddpl_work *w = pg_work_new(pg, "reduce_scatter_tensor", 2, NULL);
     w->op = op;
@@ -579,7 +595,7 @@ static ncclResult_t enq_recv(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
                                             s);
 }
 
-ddpl_work *nccl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
+static ddpl_work *nccl_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
 {
     ddpl_work *w = pg_work_new(pg, "send", 1, NULL);
     w->peer = dst;
@@ -588,7 +604,7 @@ ddpl_work *nccl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
     return issue(pg, w, enq_send, w->nbytes == 0);
 }
 
-ddpl_work *nccl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
+static ddpl_work *nccl_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
 {
     ddpl_work *w = pg_work_new(pg, "recv", 1, NULL);
     w->peer = src;
@@ -605,7 +621,7 @@ static ncclResult_t enq_barrier(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
                                                  s);
 }
 
-ddpl_work *nccl_pg_barrier(ddpl_pg *pg)
+static ddpl_work *nccl_barrier(ddpl_pg *pg)
 {
     ddpl_work *w = pg_work_new(pg, "barrier", 0, NULL);
     w->host_sync = true;
@@ -641,11 +657,11 @@ static int comm_barrier_sync(ddpl_nccl *c, const char *fname)
  * any later use of their memory on the compute stream is ordered after the operation. */
 static int order_compute(ddpl_work *w)
 {
-    ddpl_nccl *c = w->nccl;
+    ddpl_nccl *c = w->comm;
     if (w->ordered) return 0;
     int prev;
     if (enter(c, &prev, w->name) < 0) return -1;
-    cudaStream_t compute = (cudaStream_t)cuda_current_stream();
+    cudaStream_t compute = (cudaStream_t)cuda_stream_for(c->device);
     cudaError_t e = compute ? cudaStreamWaitEvent(compute, (cudaEvent_t)w->done_event, 0)
                             : cudaErrorInvalidResourceHandle;
     leave(prev);
@@ -672,12 +688,14 @@ static int fail_work(ddpl_work *w)
     return ddpl_error("%s", msg);
 }
 
-int nccl_work_wait(ddpl_work *w, double timeout_s)
+static void nccl_work_poll(ddpl_work *w);
+
+static int nccl_work_wait(ddpl_work *w, double timeout_s)
 {
     const char *err = NULL;
     nccl_work_poll(w); /* completed already (the host saw it), or failed: nothing to order */
     if (work_done(w, &err)) return err ? ddpl_error("%s", err) : 0;
-    ddpl_nccl *c = w->nccl;
+    ddpl_nccl *c = w->comm;
     if (order_compute(w) < 0) return fail_work(w);
     if (!w->host_sync) {
         /* the host goes on; tensors are safe to drop (see order_compute) */
@@ -704,22 +722,23 @@ int nccl_work_wait(ddpl_work *w, double timeout_s)
     return 0;
 }
 
-void nccl_work_poll(ddpl_work *w)
+static void nccl_work_poll(ddpl_work *w)
 {
     if (work_done(w, NULL)) return;
     cudaError_t e = cudaEventQuery((cudaEvent_t)w->done_event);
     if (e == cudaSuccess) {
         pg_work_finish(w, NULL);
     } else if (e != cudaErrorNotReady) {
-        cuda_fail(w->nccl, e, w->name, "cudaEventQuery");
+        cuda_fail(w->comm, e, w->name, "cudaEventQuery");
         fail_work(w);
-    } else if (check_health(w->nccl, w->name) < 0) {
+    } else if (check_health(w->comm, w->name) < 0) {
         fail_work(w);
     }
 }
 
-void nccl_work_release(ddpl_work *w)
+static void nccl_work_release(ddpl_work *w)
 {
+    if (!w->comm) return; /* issuing it failed: nothing was enqueued */
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", ddpl_last_error());
     /* dropped without a wait: order the compute stream anyway before the tensors go, so their
@@ -727,142 +746,40 @@ void nccl_work_release(ddpl_work *w)
     if (!work_done(w, NULL) && w->nslots > 0) (void)order_compute(w);
     if (w->done_event) cudaEventDestroy((cudaEvent_t)w->done_event); /* freed once it completes */
     w->done_event = NULL;
-    comm_release(w->nccl);
-    w->nccl = NULL;
+    comm_release(w->comm);
+    w->comm = NULL;
     ddpl_error("%s", saved); /* a release leaves the caller's error as it was */
 }
 
-#else /* no CUDA in this build */
-
-#define NO_NCCL                                                                                    \
-    "backend 'nccl' is not available: this build of ddplua has no NCCL (it was built without "     \
-    "CUDA; rebuild with the CUDA toolkit, cmake -DDDPL_CUDA=ON); use backend='gloo' for CPU "      \
-    "tensors"
-
-int ddpl_nccl_check_available(const char *fname)
+/* ------------------------------------------------------------------------- the group ---- */
+static int nccl_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
 {
-    return ddpl_error("%s: " NO_NCCL, fname);
+    DDPL_UNUSED(bind_host); /* NCCL's bootstrap picks its own interface */
+    pg->comm = comm_connect(pg->store, prefix, pg->rank, pg->size, pg->timeout_s);
+    return pg->comm ? 0 : -1;
 }
 
-ddpl_nccl *ddpl_nccl_connect(ddpl_store *st, const char *prefix, int rank, int size,
-                             double timeout_s)
+static void nccl_free(ddpl_pg *pg)
 {
-    DDPL_UNUSED(st);
-    DDPL_UNUSED(prefix);
-    DDPL_UNUSED(rank);
-    DDPL_UNUSED(size);
-    DDPL_UNUSED(timeout_s);
-    ddpl_nccl_check_available("init_process_group");
-    return NULL;
+    comm_free(pg->comm);
+    pg->comm = NULL;
 }
 
-/* Nothing below is reachable: no group of backend nccl can exist in this build. */
-void ddpl_nccl_free(ddpl_nccl *c)
-{
-    DDPL_UNUSED(c);
-}
-
-int ddpl_nccl_device(const ddpl_nccl *c)
-{
-    DDPL_UNUSED(c);
-    return -1;
-}
-
-int nccl_check_tensor(const ddpl_nccl *c, int rank, const char *fname, const char *what,
-                      const ddpl_tensor *t, bool reduces)
-{
-    DDPL_UNUSED(c);
-    DDPL_UNUSED(rank);
-    DDPL_UNUSED(what);
-    DDPL_UNUSED(t);
-    DDPL_UNUSED(reduces);
-    return ddpl_nccl_check_available(fname);
-}
-
-static ddpl_work *no_nccl(const char *fname)
-{
-    ddpl_nccl_check_available(fname);
-    return NULL;
-}
-
-ddpl_work *nccl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
-{
-    DDPL_UNUSED(pg);
-    DDPL_UNUSED(t);
-    DDPL_UNUSED(op);
-    return no_nccl("all_reduce");
-}
-
-ddpl_work *nccl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
-{
-    DDPL_UNUSED(pg);
-    DDPL_UNUSED(t);
-    DDPL_UNUSED(src);
-    return no_nccl("broadcast");
-}
-
-ddpl_work *nccl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t)
-{
-    DDPL_UNUSED(pg);
-    DDPL_UNUSED(outs);
-    DDPL_UNUSED(nouts);
-    DDPL_UNUSED(t);
-    return no_nccl("all_gather");
-}
-
-ddpl_work *nccl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
-{
-    DDPL_UNUSED(pg);
-    DDPL_UNUSED(out);
-    DDPL_UNUSED(t);
-    return no_nccl("all_gather_into_tensor");
-}
-
-ddpl_work *nccl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in, ddpl_reduce_op op)
-{
-    DDPL_UNUSED(pg);
-    DDPL_UNUSED(out);
-    DDPL_UNUSED(in);
-    DDPL_UNUSED(op);
-    return no_nccl("reduce_scatter_tensor");
-}
-
-ddpl_work *nccl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
-{
-    DDPL_UNUSED(pg);
-    DDPL_UNUSED(t);
-    DDPL_UNUSED(dst);
-    return no_nccl("send");
-}
-
-ddpl_work *nccl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
-{
-    DDPL_UNUSED(pg);
-    DDPL_UNUSED(t);
-    DDPL_UNUSED(src);
-    return no_nccl("recv");
-}
-
-ddpl_work *nccl_pg_barrier(ddpl_pg *pg)
-{
-    DDPL_UNUSED(pg);
-    return no_nccl("barrier");
-}
-
-int nccl_work_wait(ddpl_work *w, double timeout_s)
-{
-    DDPL_UNUSED(timeout_s);
-    return ddpl_error("%s: %s", w->name, "this build has no NCCL");
-}
-
-void nccl_work_poll(ddpl_work *w)
-{
-    DDPL_UNUSED(w);
-}
-
-void nccl_work_release(ddpl_work *w)
-{
-    DDPL_UNUSED(w);
-}
-
-#endif
+const struct ddpl_pg_backend pg_nccl_backend = {
+    .name = "nccl",
+    .available = nccl_available,
+    .connect = nccl_connect,
+    .free = nccl_free,
+    .check_tensor = nccl_check_tensor,
+    .allreduce = nccl_allreduce,
+    .broadcast = nccl_broadcast,
+    .allgather = nccl_allgather,
+    .allgather_into = nccl_allgather_into,
+    .reduce_scatter = nccl_reduce_scatter,
+    .send = nccl_send,
+    .recv = nccl_recv,
+    .barrier = nccl_barrier,
+    .work_wait = nccl_work_wait,
+    .work_poll = nccl_work_poll,
+    .work_release = nccl_work_release,
+};

@@ -1,8 +1,9 @@
-/* dist/pg.c: process groups: creation (rendezvous through the store, then the Gloo mesh or the
- * NCCL communicator), the lanes (worker threads) that run Gloo operations in issue order, and
- * work handles (those of NCCL operations defer to nccl_pg.c).
- * defines: ddpl_pg_create/free and the group queries, ddpl_work_*, pg_work_new, pg_work_slot,
- *          pg_lane_push, pg_strided_copy (pg_impl.h). The operations are in pg_ops.c.
+/* dist/pg.c: process groups: the backends of this build, creation (rendezvous through the
+ * store, then the backend's connect), the lanes (worker threads) that run host operations in
+ * issue order, and work handles (a backend with work hooks completes its own: NCCL's).
+ * defines: ddpl_pg_backend_check, ddpl_pg_create/free and the group queries, ddpl_work_*,
+ *          pg_work_new, pg_work_slot, pg_work_finish, pg_lane_push, pg_lanes_start,
+ *          pg_strided_copy (pg_impl.h). The operations are in pg_ops.c.
  *
  * A group has three lanes, each a FIFO queue with its own thread: the collective lane runs
  * collectives one by one (so every rank runs them in issue order); the send and receive lanes
@@ -55,6 +56,7 @@ ddpl_work *pg_work_new(ddpl_pg *pg, const char *name, int nslots, int (*run)(ddp
     w->name = name;
     w->run = run;
     w->pg = pg;
+    w->backend = pg->backend;
     w->timeout_s = pg->timeout_s;
     w->nslots = nslots;
     w->slots = nslots ? ddpl_xcalloc((size_t)nslots, sizeof *w->slots) : NULL;
@@ -78,6 +80,7 @@ ddpl_work *ddpl_work_retain(ddpl_work *w)
 /* Drops the tensors and buffers (at completion, so a finished handle pins no memory). */
 static void work_drop_args(ddpl_work *w)
 {
+    if (w->backend->work_drop) w->backend->work_drop(w);
     for (int i = 0; i < w->nslots; i++) {
         ddpl_tensor_release(w->slots[i].t);
         free(w->slots[i].stage);
@@ -87,18 +90,13 @@ static void work_drop_args(ddpl_work *w)
     w->nslots = 0;
     free(w->scratch);
     w->scratch = NULL;
-    /* still posted when a broken group skipped the work: just free them */
-    if (w->p2p_hdr) ddpl_gloo_p2p_wait(w->p2p_hdr, 0.0);
-    if (w->p2p) ddpl_gloo_p2p_wait(w->p2p, 0.0);
-    w->p2p_hdr = w->p2p = NULL;
 }
 
 void ddpl_work_release(ddpl_work *w)
 {
     if (!w || atomic_fetch_sub(&w->refcount, 1) != 1) return;
-    if (w->nccl) nccl_work_release(w); /* before the tensors go */
+    if (w->backend->work_release) w->backend->work_release(w); /* before the tensors go */
     work_drop_args(w);
-    ddpl_shm_buffer_free(w->made);
     free(w->error);
     pthread_mutex_destroy(&w->mu);
     pthread_cond_destroy(&w->cv);
@@ -186,7 +184,7 @@ static void wake_lane_if_quiet(ddpl_work *w)
 
 int ddpl_work_wait(ddpl_work *w, double timeout_s)
 {
-    if (w->nccl) return nccl_work_wait(w, timeout_s); /* orders the compute stream instead */
+    if (w->backend->work_wait) return w->backend->work_wait(w, timeout_s);
     /* running it here may take as long as the operation's own timeout: not for shorter waits */
     if (timeout_s < 0 || timeout_s >= w->timeout_s) run_if_next(w);
     wake_lane_if_quiet(w);
@@ -214,7 +212,7 @@ int ddpl_work_wait(ddpl_work *w, double timeout_s)
 
 bool ddpl_work_is_completed(ddpl_work *w)
 {
-    if (w->nccl) nccl_work_poll(w);
+    if (w->backend->work_poll) w->backend->work_poll(w);
     wake_lane_if_quiet(w);
     pthread_mutex_lock(&w->mu);
     bool d = w->done;
@@ -229,7 +227,7 @@ void ddpl_pg_wait_follows(ddpl_pg *pg)
 
 const char *ddpl_work_error(ddpl_work *w)
 {
-    if (w->nccl) nccl_work_poll(w);
+    if (w->backend->work_poll) w->backend->work_poll(w);
     pthread_mutex_lock(&w->mu);
     const char *e = w->done ? w->error : NULL;
     pthread_mutex_unlock(&w->mu);
@@ -260,6 +258,14 @@ static int lane_start(ddpl_pg *pg, pg_lane *ln)
         return ddpl_error("init_process_group: cannot start a worker thread");
     }
     ln->started = true;
+    return 0;
+}
+
+int pg_lanes_start(ddpl_pg *pg)
+{
+    if (lane_start(pg, &pg->coll) < 0 || lane_start(pg, &pg->send) < 0 ||
+        lane_start(pg, &pg->recv) < 0)
+        return -1;
     return 0;
 }
 
@@ -422,20 +428,50 @@ static int join_all(ddpl_store *st, const char *prefix, int rank, int size, doub
     return rc;
 }
 
+/* The backends of this build, by name; a backend that is not built is not compiled in. */
+static const struct ddpl_pg_backend *const backends[] = {
+    &pg_host_backend,
+#if DDPL_HAVE_CUDA
+    &pg_nccl_backend,
+#endif
+};
+
+/* A backend this build does not have, named so that asking for it says why. */
+static const struct {
+    const char *name, *why;
+} not_built[] = {
+    {"nccl", "this build of ddplua has no NCCL (it was built without CUDA; rebuild with the CUDA "
+             "toolkit, cmake -DDDPL_CUDA=ON)"},
+};
+
+/* The table named `name`, or NULL with the error init_process_group gives. */
+static const struct ddpl_pg_backend *find_backend(const char *name)
+{
+    const char *fname = "init_process_group";
+    for (size_t i = 0; i < sizeof backends / sizeof *backends; i++) {
+        if (strcmp(backends[i]->name, name) != 0) continue;
+        if (backends[i]->available && backends[i]->available(fname) < 0) return NULL;
+        return backends[i];
+    }
+    for (size_t i = 0; i < sizeof not_built / sizeof *not_built; i++) {
+        if (strcmp(not_built[i].name, name) != 0) continue;
+        ddpl_error("%s: backend '%s' is not available: %s; use backend='gloo' for CPU tensors",
+                   fname, name, not_built[i].why);
+        return NULL;
+    }
+    ddpl_error("%s: unknown backend '%s' (expected 'gloo' or 'nccl')", fname, name);
+    return NULL;
+}
+
 int ddpl_pg_backend_check(const char *backend)
 {
-    if (strcmp(backend, "nccl") == 0) return ddpl_nccl_check_available("init_process_group");
-    if (strcmp(backend, "gloo") != 0)
-        return ddpl_error("init_process_group: unknown backend '%s' (expected 'gloo' or 'nccl')",
-                          backend);
-    return 0;
+    return find_backend(backend) ? 0 : -1;
 }
 
 ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
 {
-    const char *backend = cfg->backend ? cfg->backend : "gloo";
-    if (ddpl_pg_backend_check(backend) < 0) return NULL;
-    bool nccl = strcmp(backend, "nccl") == 0;
+    const struct ddpl_pg_backend *backend = find_backend(cfg->backend ? cfg->backend : "gloo");
+    if (!backend) return NULL;
     if (cfg->world_size < 1 || cfg->rank < 0 || cfg->rank >= cfg->world_size) {
         ddpl_error("init_process_group: rank %d is out of range for world_size %d", cfg->rank,
                    cfg->world_size);
@@ -470,34 +506,11 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     }
     const char *prefix = "pg0/";
     if (join_all(pg->store, prefix, pg->rank, pg->size, timeout) < 0) goto fail;
-    if (nccl) {
-        /* every rank is known to be there (join_all names the missing ones on a timeout), so
-         * ncclCommInitRank, which waits for all ranks without a timeout, will not hang on one
-         * that never came; its id is published under the group's prefix */
-        pg->nccl = ddpl_nccl_connect(pg->store, prefix, pg->rank, pg->size, timeout);
-        if (!pg->nccl) goto fail;
-        return pg;
-    }
-    pg->gloo = ddpl_gloo_connect(pg->store, "pg0/gloo/", pg->rank, pg->size, bind, timeout);
-    if (!pg->gloo) {
-        char e[768];
-        snprintf(e, sizeof e, "%s", ddpl_last_error());
-        ddpl_error("init_process_group: connecting the gloo mesh failed on rank %d: %s", pg->rank,
-                   e);
-        goto fail;
-    }
-    pg->shm = ddpl_shm_connect(pg->store, "pg0/shm/", pg->rank, pg->size, timeout);
-    /* Once every rank passed this barrier nobody reads rendezvous keys any more, so rank 0 may
-     * free the store whenever it likes. */
-    if (ddpl_gloo_barrier(pg->gloo) < 0) {
-        char e[768];
-        snprintf(e, sizeof e, "%s", ddpl_last_error());
-        ddpl_error("init_process_group: %s", e);
-        goto fail;
-    }
-    if (lane_start(pg, &pg->coll) < 0 || lane_start(pg, &pg->send) < 0 ||
-        lane_start(pg, &pg->recv) < 0)
-        goto fail;
+    /* every rank is known to be there (join_all names the missing ones on a timeout), so a
+     * backend whose own rendezvous waits without a timeout (ncclCommInitRank) cannot hang on
+     * one that never came */
+    pg->backend = backend;
+    if (backend->connect(pg, prefix, bind) < 0) goto fail;
     return pg;
 fail:
     ddpl_pg_free(pg);
@@ -515,9 +528,7 @@ void ddpl_pg_free(ddpl_pg *pg)
     stopped = lane_stop(&pg->send, stopped ? wait_s : 0.0) && stopped;
     stopped = lane_stop(&pg->recv, stopped ? wait_s : 0.0) && stopped;
     if (!stopped) return;
-    ddpl_nccl_free(pg->nccl);
-    ddpl_gloo_free(pg->gloo);
-    ddpl_shm_free(pg->shm);
+    if (pg->backend) pg->backend->free(pg);
     if (pg->store) ddpl_store_free(pg->store);
     free(pg->broken);
     pthread_mutex_destroy(&pg->broken_mu);
@@ -534,13 +545,9 @@ int ddpl_pg_size(const ddpl_pg *pg)
 }
 const char *ddpl_pg_backend(const ddpl_pg *pg)
 {
-    return pg->nccl ? "nccl" : "gloo";
+    return pg->backend->name;
 }
 double ddpl_pg_timeout(const ddpl_pg *pg)
 {
     return pg->timeout_s;
-}
-ddpl_store *ddpl_pg_store(ddpl_pg *pg)
-{
-    return pg->store;
 }

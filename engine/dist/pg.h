@@ -11,15 +11,18 @@
  * pairs issued in any order on two ranks cannot deadlock; a blocking send completes once the
  * peer has posted the matching recv, as in PyTorch.
  *
- * Transport: Gloo (TCP); when all ranks share one machine, every collective (not send/recv) goes
- * through a shared mapping instead (dist/shm_coll.h; DDPLUA_SHM=0 turns that off), decided once
- * per group, identically on every rank.
+ * Backends fill one table of functions (dist/pg_backend.h), chosen by name at creation.
+ * Backend gloo (dist/pg_host.c) moves bytes through Gloo (TCP); when all ranks share one
+ * machine, every collective (not send/recv) goes through a shared mapping instead
+ * (dist/shm_coll.h; DDPLUA_SHM=0 turns that off), decided once per group, identically on every
+ * rank.
  *
- * Backend nccl (dist/nccl_pg.h) takes CUDA tensors instead and has no worker threads: each
- * operation is enqueued at once on the communicator's CUDA stream, ordered after the compute
- * stream; wait() makes the compute stream wait for it rather than blocking the host (barrier
- * excepted). Each rank uses its current CUDA device: ddpl.cuda.set_device(LOCAL_RANK) before
- * init, as with PyTorch. The paragraphs below describe gloo unless nccl_pg.h says otherwise.
+ * Backend nccl (dist/nccl_pg.c, CUDA builds only) takes CUDA tensors instead and has no worker
+ * threads: each operation is enqueued at once on the communicator's CUDA stream, ordered after
+ * the compute stream; wait() makes the compute stream wait for it rather than blocking the host
+ * (barrier excepted). Each rank uses its current CUDA device: ddpl.cuda.set_device(LOCAL_RANK)
+ * before init, as with PyTorch. The paragraphs below describe gloo unless nccl_pg.c says
+ * otherwise.
  *
  * Tensors: CPU, any strides (a non-contiguous tensor is packed into a contiguous buffer when the
  * call is made and unpacked when the operation completes). Reductions take float32, float64 and
@@ -28,7 +31,8 @@
  * them before the work completes is a race, as in PyTorch.
  *
  * Errors: issuing returns NULL with ddpl_error set when the arguments are wrong ("all_reduce:
- * expected a CPU tensor of float32/float64/int64, got int32"); a failure while running (a
+ * expected a CPU tensor of float32/float64/int64, got int32") or the backend lacks the operation
+ * ("<op>: not supported by backend <name>"); a failure while running (a
  * timeout, a peer that died) is reported by the handle and makes the group unusable: later
  * operations fail at once with the first error instead of hanging. Nothing blocks past the
  * group's timeout.
@@ -42,7 +46,6 @@
 #define DDPL_DIST_PG_H
 
 #include "core/core.h"
-#include "dist/store.h"
 
 typedef struct ddpl_pg ddpl_pg;
 typedef struct ddpl_work ddpl_work;
@@ -83,7 +86,6 @@ int ddpl_pg_rank(const ddpl_pg *pg);
 int ddpl_pg_size(const ddpl_pg *pg);
 const char *ddpl_pg_backend(const ddpl_pg *pg);
 double ddpl_pg_timeout(const ddpl_pg *pg);
-ddpl_store *ddpl_pg_store(ddpl_pg *pg); /* borrowed; valid until ddpl_pg_free */
 
 /* In place on t. */
 ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op);

@@ -1,19 +1,17 @@
-/* dist/pg_impl.h: what pg.c (groups, lanes, work handles), pg_ops.c (the operations) and
- * nccl_pg.c (the NCCL backend) share.
+/* dist/pg_impl.h: what pg.c (groups, lanes, work handles), pg_ops.c (the operations) and the
+ * backends (pg_host.c, nccl_pg.c) share.
  * defines: pg_slot, pg_p2p_header, struct ddpl_work, pg_lane, struct ddpl_pg, pg_work_new,
- *          pg_work_slot, pg_work_finish, pg_lane_push, pg_strided_copy. Internal to engine/dist. */
+ *          pg_work_slot, pg_work_finish, pg_lane_push, pg_lanes_start, pg_strided_copy.
+ *          Internal to engine/dist. */
 #ifndef DDPL_DIST_PG_IMPL_H
 #define DDPL_DIST_PG_IMPL_H
 
 #include <pthread.h>
 
 #include "dist/gloo_pg.h"
-#include "dist/nccl_pg.h"
-#include "dist/pg.h"
+#include "dist/pg_backend.h"
 #include "dist/shm_coll.h"
-
-/* engine-internal: not exported from libddplua.so */
-#define PG_HIDDEN __attribute__((visibility("hidden")))
+#include "dist/store.h"
 
 typedef struct pg_slot {
     ddpl_tensor *t;  /* owned view of the caller's tensor (same storage) */
@@ -33,6 +31,8 @@ struct ddpl_work {
     const char *name; /* API name, for messages */
     int (*run)(ddpl_work *w);
     ddpl_pg *pg; /* valid until the work completes (ddpl_pg_free drains the lanes first) */
+    const struct ddpl_pg_backend
+        *backend; /* the group's, for the work hooks (static: outlives pg) */
     ddpl_reduce_op op;
     bool prescaled; /* allreduce: each rank's values are multiplied by factor before the sum */
     double factor;
@@ -46,10 +46,11 @@ struct ddpl_work {
     ddpl_gloo_p2p *p2p;     /* posted payload send/receive, until waited for */
     double timeout_s;
     bool harmless; /* set by run when its failure leaves the group in step (a size mismatch) */
-    /* NCCL operations (run is NULL; see nccl_pg.h): the communicator (one reference), the
-     * cudaEvent_t recorded on its stream after the operation, and whether the compute stream
-     * was already made to wait on it (after which the tensors may go) */
-    ddpl_nccl *nccl;
+    /* operations a backend enqueues on a device stream (run is NULL; nccl_pg.c): its
+     * communicator (one reference, dropped by work_release), the event recorded on its stream
+     * after the operation, and whether the compute stream was already made to wait on it (after
+     * which the tensors may go) */
+    void *comm;
     void *done_event;
     bool ordered;
     bool host_sync;        /* barrier: wait blocks the host until the event completes */
@@ -59,7 +60,7 @@ struct ddpl_work {
     bool done;
     char *error;
     ddpl_work *next;      /* queue link */
-    struct pg_lane *lane; /* where it was queued (Gloo operations) */
+    struct pg_lane *lane; /* where it was queued (host operations) */
     bool quiet;           /* queued without waking the lane's thread (ddpl_pg_wait_follows) */
 };
 
@@ -80,9 +81,8 @@ struct ddpl_pg {
     int rank, size;
     double timeout_s;
     ddpl_store *store;
-    ddpl_gloo *gloo; /* backend gloo */
-    ddpl_nccl *nccl; /* backend nccl (then gloo, shm and the lanes are unused) */
-    ddpl_shm *shm;   /* allreduce through shared memory when all ranks share this machine */
+    const struct ddpl_pg_backend *backend; /* chosen by name at creation */
+    void *comm; /* the backend's connection (pg_host.c: Gloo and shared memory; NCCL's) */
     /* sends and receives wait on separate lanes: a send completes only once the peer's receive
      * lane has posted the payload, which must not queue behind our own sends (deadlock) */
     pg_lane coll, send, recv;
@@ -103,6 +103,8 @@ PG_HIDDEN void pg_work_slot(ddpl_work *w, int i, ddpl_tensor *t, bool reads, boo
 PG_HIDDEN void pg_work_finish(ddpl_work *w, const char *error);
 /* Queues w (the lane takes its own reference) and returns w to the caller. */
 PG_HIDDEN ddpl_work *pg_lane_push(pg_lane *ln, ddpl_work *w);
+/* Starts the threads of the three lanes (a backend whose operations run on them, at connect). */
+PG_HIDDEN int pg_lanes_start(ddpl_pg *pg);
 /* Copies t's elements in row-major order into buf (to_buf) or back from it. */
 PG_HIDDEN void pg_strided_copy(const ddpl_tensor *t, char *buf, bool to_buf);
 

@@ -7,7 +7,7 @@
  * buckets) reduce in place with the prescaled sum's exact rounding, in part or whole; ranks that
  * disagree on what they reduce get an error; a rank without room for its part makes every rank
  * fall back to ordinary memory; a waiter may run queued work itself, and the order
- * of the work is kept.
+ * of the work is kept. A collective the group's backend table lacks is refused by name.
  * defines: main. */
 #include <signal.h>
 #include <sys/resource.h>
@@ -19,6 +19,7 @@
 #include "net_util.h"
 #include "core/core.h"
 #include "dist/pg.h"
+#include "dist/pg_impl.h" /* the backend table, to take an entry out of it */
 
 static double now_s(void)
 {
@@ -351,8 +352,42 @@ static int run_job(const char *shm, int (*job)(int rank, int port))
     return failed;
 }
 
+/* A one-rank group whose backend table lacks reduce_scatter: the call fails with the operation
+ * and the backend named, and the group goes on working. */
+static void check_missing_entry(void)
+{
+    ddpl_pg_config cfg = {.master_addr = "127.0.0.1",
+                          .master_port = free_port(29300),
+                          .rank = 0,
+                          .world_size = 1,
+                          .timeout_s = 10};
+    ddpl_pg *pg = ddpl_pg_create(&cfg);
+    CHECK(pg != NULL);
+    if (!pg) return;
+    const struct ddpl_pg_backend *full = pg->backend;
+    struct ddpl_pg_backend partial = *full;
+    partial.reduce_scatter = NULL;
+    pg->backend = &partial;
+    int64_t n = 4;
+    ddpl_tensor *in = ddpl_ones(1, &n, DDPL_FLOAT32, ddpl_cpu());
+    ddpl_tensor *out = ddpl_zeros(1, &n, DDPL_FLOAT32, ddpl_cpu());
+    CHECK(ddpl_pg_reduce_scatter(pg, out, in, DDPL_REDUCE_SUM) == NULL);
+    CHECK(strcmp(ddpl_last_error(), "reduce_scatter_tensor: not supported by backend gloo") == 0);
+    ddpl_work *w = ddpl_pg_allreduce(pg, in, DDPL_REDUCE_SUM);
+    CHECK(w && ddpl_work_wait(w, -1) == 0);
+    ddpl_work_release(w);
+    pg->backend = full;
+    ddpl_tensor_release(in);
+    ddpl_tensor_release(out);
+    ddpl_pg_free(pg);
+}
+
 int main(void)
 {
+    check_missing_entry();
+    int missing_failed = check_finish();
+    fflush(stdout); /* not again from the forked ranks */
+    if (missing_failed) return 1;
     int failed = run_job("1", rank_main) | run_job("0", rank_main) | run_job("1", mismatch_main) |
                  run_job("1", nospace_main);
     printf("test_pg: %s\n", failed ? "FAILED" : "ok");

@@ -1,0 +1,86 @@
+/* dist/pg_backend.h: the interface a process-group backend fills (a table of functions).
+ * defines: struct ddpl_pg_backend, PG_HIDDEN, the tables of this build: pg_host_backend ("gloo",
+ * always) and pg_nccl_backend ("nccl", CUDA builds only). Internal to engine/dist.
+ *
+ * pg.c owns what every backend shares: rendezvous, the group's timeout and its failure state,
+ * work handles, the lanes (worker threads) that run host operations in issue order. pg_ops.c
+ * checks what it can without the backend (reduce ops, ranks, shapes, list lengths), asks the
+ * backend to check each tensor, then calls the backend's entry for the operation. A backend is
+ * chosen once, by name, at group creation; nothing else branches on it.
+ *
+ * Entries follow the ops layer's kernel tables: designated initialisers, and a NULL operation
+ * entry is reported ("reduce_scatter_tensor: not supported by backend X"), never called; name,
+ * connect, free and check_tensor are required.
+ * Adding a collective is one entry here, one function in pg_ops.c and one per backend.
+ * The shared-buffer entries are optional features instead: without them shared_zeros makes an
+ * ordinary tensor and a prescaled allreduce scales the tensor first (pg.h). */
+#ifndef DDPL_DIST_PG_BACKEND_H
+#define DDPL_DIST_PG_BACKEND_H
+
+#include "ddpl/config.h"
+#include "dist/pg.h"
+
+/* engine-internal: not exported from libddplua.so */
+#define PG_HIDDEN __attribute__((visibility("hidden")))
+
+struct ddpl_pg_backend {
+    const char *name; /* as init_process_group takes it: "gloo", "nccl" */
+
+    /* ---- the group ---- */
+    /* 0 when the backend can run here, else -1 with why, for fname; NULL: always. */
+    int (*available)(const char *fname);
+    /* Connects pg (rank, size, timeout and store are set; every rank has joined) and sets
+     * pg->comm; keys go under prefix; bind_host is the local address that routes to the master.
+     * 0, or -1 with the error set (what was made is left for free). */
+    int (*connect)(ddpl_pg *pg, const char *prefix, const char *bind_host);
+    /* Called once the lanes are stopped: finishes what is queued (bounded by the timeout),
+     * aborts what is stuck, frees pg->comm. Work handles stay valid. */
+    void (*free)(ddpl_pg *pg);
+
+    /* ---- arguments ---- */
+    /* t (non-NULL) is a tensor this backend takes: device, layout, and a dtype it reduces when
+     * `reduces`. 0, or -1 with the error naming fname, `what` ("the input", "output 2") and t. */
+    int (*check_tensor)(const ddpl_pg *pg, const char *fname, const char *what,
+                        const ddpl_tensor *t, bool reduces);
+
+    /* ---- operations: the contracts of pg.h, called once pg_ops.c's checks passed ---- */
+    ddpl_work *(*allreduce)(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op);
+    ddpl_work *(*broadcast)(ddpl_pg *pg, ddpl_tensor *t, int src);
+    ddpl_work *(*allgather)(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t);
+    ddpl_work *(*allgather_into)(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t);
+    ddpl_work *(*reduce_scatter)(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in, ddpl_reduce_op op);
+    ddpl_work *(*send)(ddpl_pg *pg, ddpl_tensor *t, int dst);
+    ddpl_work *(*recv)(ddpl_pg *pg, ddpl_tensor *t, int src);
+    ddpl_work *(*barrier)(ddpl_pg *pg);
+
+    /* ---- shared buffers (optional; the DDP reducer's buckets) ---- */
+    /* A zero-filled buffer the group reduces in place, or an ordinary tensor when it has none
+     * (ddpl_pg_shared_zeros; numel >= 0). */
+    ddpl_tensor *(*shared_zeros)(ddpl_pg *pg, int64_t numel, ddpl_dtype dt);
+    bool (*is_shared)(const ddpl_pg *pg, const ddpl_tensor *t); /* t non-NULL */
+    /* The sum over the ranks of factor * t on a shared buffer t (is_shared), with this rank's
+     * values of n ranges kept in values[i] (ddpl_pg_allreduce_prescaled_into; n may be 0). */
+    ddpl_work *(*allreduce_shared)(ddpl_pg *pg, ddpl_tensor *t, double factor, int n,
+                                   ddpl_tensor *const *values, const int64_t *offsets);
+
+    /* ---- work handles of this backend's operations (each optional) ---- */
+    /* Ordering instead of blocking where the backend can (a device stream); 0 or -1. NULL:
+     * pg.c waits for the lane to complete it. */
+    int (*work_wait)(ddpl_work *w, double timeout_s);
+    void (*work_poll)(ddpl_work *w); /* marks w done when it has completed or failed */
+    /* Frees what w holds besides its tensors and scratch when it completes (messages still
+     * posted when a broken group skipped it), before the tensors go. */
+    void (*work_drop)(ddpl_work *w);
+    /* At the last reference, before the tensors go (a result the caller never took). */
+    void (*work_release)(ddpl_work *w);
+};
+
+/* CPU tensors (dist/pg_host.c): Gloo over TCP, collectives through shared memory when every
+ * rank is on this machine. */
+PG_HIDDEN extern const struct ddpl_pg_backend pg_host_backend;
+#if DDPL_HAVE_CUDA
+/* CUDA tensors through NCCL (dist/nccl_pg.c), compiled only with the CUDA backend. */
+PG_HIDDEN extern const struct ddpl_pg_backend pg_nccl_backend;
+#endif
+
+#endif
