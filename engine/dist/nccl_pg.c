@@ -767,6 +767,7 @@ static void nccl_free(ddpl_pg *pg)
 
 const struct ddpl_pg_backend pg_nccl_backend = {
     .name = "nccl",
+    .device_type = DDPL_CUDA,
     .available = nccl_available,
     .connect = nccl_connect,
     .free = nccl_free,

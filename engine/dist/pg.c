@@ -547,6 +547,10 @@ const char *ddpl_pg_backend(const ddpl_pg *pg)
 {
     return pg->backend->name;
 }
+ddpl_device_type ddpl_pg_device_type(const ddpl_pg *pg)
+{
+    return pg->backend->device_type;
+}
 double ddpl_pg_timeout(const ddpl_pg *pg)
 {
     return pg->timeout_s;

@@ -85,6 +85,7 @@ void ddpl_pg_free(ddpl_pg *pg);
 int ddpl_pg_rank(const ddpl_pg *pg);
 int ddpl_pg_size(const ddpl_pg *pg);
 const char *ddpl_pg_backend(const ddpl_pg *pg);
+ddpl_device_type ddpl_pg_device_type(const ddpl_pg *pg); /* of the tensors the backend moves */
 double ddpl_pg_timeout(const ddpl_pg *pg);
 
 /* In place on t. */

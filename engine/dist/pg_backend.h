@@ -24,7 +24,8 @@
 #define PG_HIDDEN __attribute__((visibility("hidden")))
 
 struct ddpl_pg_backend {
-    const char *name; /* as init_process_group takes it: "gloo", "nccl" */
+    const char *name;             /* as init_process_group takes it: "gloo", "nccl" */
+    ddpl_device_type device_type; /* the tensors it moves: cpu for gloo, cuda for nccl */
 
     /* ---- the group ---- */
     /* 0 when the backend can run here, else -1 with why, for fname; NULL: always. */

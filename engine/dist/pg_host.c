@@ -532,6 +532,7 @@ static void host_work_release(ddpl_work *w)
 
 const struct ddpl_pg_backend pg_host_backend = {
     .name = "gloo",
+    .device_type = DDPL_CPU,
     .connect = host_connect,
     .free = host_free,
     .check_tensor = host_check_tensor,

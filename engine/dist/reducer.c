@@ -50,14 +50,14 @@ ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
             return NULL;
         }
     }
-    bool nccl = strcmp(ddpl_pg_backend(pg), "nccl") == 0;
-    if (nccl != (params[0]->device.type == DDPL_CUDA)) {
+    ddpl_device_type takes = ddpl_pg_device_type(pg);
+    if (params[0]->device.type != (int)takes) {
         char a[32];
         ddpl_error("DistributedDataParallel: the parameters are on %s, but the process group's "
                    "backend is %s, which takes %s tensors (move the module with :to('cuda') "
                    "after ddpl.cuda.set_device(LOCAL_RANK) for nccl; use gloo for CPU modules)",
                    ddpl_device_str(params[0]->device, a, sizeof a), ddpl_pg_backend(pg),
-                   nccl ? "CUDA" : "CPU");
+                   takes == DDPL_CUDA ? "CUDA" : "CPU");
         return NULL;
     }
     ddpl_reducer *r = ddpl_xcalloc(1, sizeof *r);
