@@ -49,3 +49,5 @@ endforeach()
 # (tools/check-layers.sh), and the checker itself on small trees that break them.
 add_test(NAME check_layers COMMAND ${CMAKE_SOURCE_DIR}/spec/check_layers_test.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(check_layers PROPERTIES TIMEOUT 300)
+# Comments name only files that exist (tools/check-file-refs.sh).
+add_test(NAME check_file_refs COMMAND ${CMAKE_SOURCE_DIR}/tools/check-file-refs.sh)

@@ -1,5 +1,5 @@
 /* cpu/cpu_iter.c: see cpu_iter.h.
- * defines: cpu_iter_init, cpu_iter_is_flat, cpu_iter_run, cpu_parallel_for. */
+ * defines: cpu_iter_init, cpu_iter_run, cpu_parallel_for. */
 #include "cpu_iter.h"
 
 #include "cpu_threads.h"
@@ -49,11 +49,6 @@ void cpu_iter_init(cpu_iter *it, int nops, ddpl_tensor *const *ops)
         }
     }
     it->ndim = m + 1;
-}
-
-bool cpu_iter_is_flat(const cpu_iter *it)
-{
-    return it->ndim == 1;
 }
 
 typedef struct {

@@ -28,9 +28,6 @@ typedef struct cpu_iter {
 typedef void (*cpu_loop_fn)(char **data, const int64_t *strides, int64_t n, void *ctx);
 
 void cpu_iter_init(cpu_iter *it, int nops, ddpl_tensor *const *ops);
-/* True when every operand is contiguous (stride = element size) or a broadcast scalar
- * (stride 0) along a single merged dimension. */
-bool cpu_iter_is_flat(const cpu_iter *it);
 /* Runs fn over every inner segment, in parallel chunks when the work is large. */
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, void *ctx);
 

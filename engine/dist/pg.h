@@ -59,8 +59,7 @@ typedef enum ddpl_reduce_op {
     DDPL_REDUCE_OP_COUNT
 } ddpl_reduce_op;
 
-/* "sum", "avg", ... ; ddpl_reduce_op_parse returns -1 for an unknown name. */
-const char *ddpl_reduce_op_name(ddpl_reduce_op op);
+/* "sum", "avg", ... to the op; -1 for an unknown name. */
 int ddpl_reduce_op_parse(const char *name);
 
 typedef struct ddpl_pg_config {

@@ -1,6 +1,6 @@
 /* dist/pg_ops.c: the operations of a process group: what every backend shares (reduce op
  * names, the checks of ranks, shapes and list lengths), then the call into the group's backend.
- * defines: ddpl_reduce_op_name/parse, ddpl_pg_allreduce, ddpl_pg_allreduce_prescaled(_into),
+ * defines: ddpl_reduce_op_parse, ddpl_pg_allreduce, ddpl_pg_allreduce_prescaled(_into),
  *          ddpl_pg_is_shared, ddpl_pg_broadcast, ddpl_pg_allgather,
  *          ddpl_pg_allgather_into, ddpl_pg_reduce_scatter, ddpl_pg_send, ddpl_pg_recv,
  *          ddpl_pg_barrier, ddpl_pg_shared_zeros (pg.h).
@@ -11,11 +11,6 @@
 #include "dist/pg_impl.h"
 
 static const char *const op_names[DDPL_REDUCE_OP_COUNT] = {"sum", "avg", "max", "min", "product"};
-
-const char *ddpl_reduce_op_name(ddpl_reduce_op op)
-{
-    return (unsigned)op < DDPL_REDUCE_OP_COUNT ? op_names[op] : "?";
-}
 
 int ddpl_reduce_op_parse(const char *name)
 {
@@ -162,22 +157,31 @@ ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, d
     return CALL_BACKEND(pg, f, allgather, pg, outs, nouts, t);
 }
 
+/* One side of a gather or scatter holds world_size times the other's elements, in one dtype:
+ * the output for all_gather (output_larger), the input for reduce_scatter. */
+static int check_world_sized(const ddpl_pg *pg, const char *f, const ddpl_tensor *out,
+                             const ddpl_tensor *in, bool output_larger)
+{
+    const ddpl_tensor *large = output_larger ? out : in, *small = output_larger ? in : out;
+    if (out->dtype == in->dtype &&
+        ddpl_tensor_numel(large) == ddpl_tensor_numel(small) * (int64_t)pg->size)
+        return 0;
+    char a[96], b[96];
+    return ddpl_error("%s: the %s must hold world_size (%d) x the %s's elements of its dtype, "
+                      "got output %s %s and input %s %s",
+                      f, output_larger ? "output" : "input", pg->size,
+                      output_larger ? "input" : "output", ddpl_shape_str(out, a, sizeof a),
+                      ddpl_dtype_name((ddpl_dtype)out->dtype), ddpl_shape_str(in, b, sizeof b),
+                      ddpl_dtype_name((ddpl_dtype)in->dtype));
+}
+
 ddpl_work *ddpl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
 {
     const char *f = "all_gather_into_tensor";
     if (check_tensor(pg, f, "the input", t, false) < 0 ||
         check_tensor(pg, f, "the output", out, false) < 0)
         return NULL;
-    if (out->dtype != t->dtype ||
-        ddpl_tensor_numel(out) != ddpl_tensor_numel(t) * (int64_t)pg->size) {
-        char a[96], b[96];
-        ddpl_error("%s: the output must hold world_size (%d) x the input's elements of its dtype, "
-                   "got output %s %s and input %s %s",
-                   f, pg->size, ddpl_shape_str(out, a, sizeof a),
-                   ddpl_dtype_name((ddpl_dtype)out->dtype), ddpl_shape_str(t, b, sizeof b),
-                   ddpl_dtype_name((ddpl_dtype)t->dtype));
-        return NULL;
-    }
+    if (check_world_sized(pg, f, out, t, true) < 0) return NULL;
     return CALL_BACKEND(pg, f, allgather_into, pg, out, t);
 }
 
@@ -187,16 +191,7 @@ ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in
     if (check_tensor(pg, f, "the input", in, true) < 0 ||
         check_tensor(pg, f, "the output", out, true) < 0 || check_op(f, in, op) < 0)
         return NULL;
-    if (out->dtype != in->dtype ||
-        ddpl_tensor_numel(in) != ddpl_tensor_numel(out) * (int64_t)pg->size) {
-        char a[96], b[96];
-        ddpl_error("%s: the input must hold world_size (%d) x the output's elements of its dtype, "
-                   "got output %s %s and input %s %s",
-                   f, pg->size, ddpl_shape_str(out, a, sizeof a),
-                   ddpl_dtype_name((ddpl_dtype)out->dtype), ddpl_shape_str(in, b, sizeof b),
-                   ddpl_dtype_name((ddpl_dtype)in->dtype));
-        return NULL;
-    }
+    if (check_world_sized(pg, f, out, in, false) < 0) return NULL;
     return CALL_BACKEND(pg, f, reduce_scatter, pg, out, in, op);
 }
 

@@ -29,11 +29,6 @@ int ddpl_autocast_set(ddpl_device_type type, ddpl_autocast_state s, ddpl_autocas
     return 0;
 }
 
-ddpl_autocast_state ddpl_autocast_get(ddpl_device_type type)
-{
-    return valid_type(type) ? autocast_state[type] : (ddpl_autocast_state){false, DDPL_BFLOAT16};
-}
-
 bool ddpl_autocast_enabled(ddpl_device_type type)
 {
     return valid_type(type) && autocast_state[type].enabled;

@@ -1,6 +1,6 @@
 /* ops/autocast.h: automatic mixed precision (autocast) state and casting policy (the float32
  * matmul precision switch is core/matmul_precision.h).
- * defines: ddpl_autocast_state, ddpl_autocast_set, ddpl_autocast_get, ddpl_autocast_enabled,
+ * defines: ddpl_autocast_state, ddpl_autocast_set, ddpl_autocast_enabled,
  *          ddpl_autocast_dtype, ddpl_autocast_lower, ddpl_autocast_upcast,
  *          ddpl_autocast_lower_n, ddpl_autocast_upcast_n, ddpl_autocast_release_n.
  *
@@ -23,7 +23,6 @@ typedef struct ddpl_autocast_state {
 /* Sets the state for device type `type` and returns the previous one (to restore later).
  * Refuses (-1, error set) a dtype other than bfloat16/float16, and float16 on the CPU. */
 int ddpl_autocast_set(ddpl_device_type type, ddpl_autocast_state s, ddpl_autocast_state *prev);
-ddpl_autocast_state ddpl_autocast_get(ddpl_device_type type);
 bool ddpl_autocast_enabled(ddpl_device_type type);
 ddpl_dtype ddpl_autocast_dtype(ddpl_device_type type);
 

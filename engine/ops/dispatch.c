@@ -7,7 +7,7 @@
 #include "dispatch.h"
 #include "ddpl/config.h"
 
-/* The backends this build has, by device type: the one list of them (as ggml-backend-reg.cpp's
+/* The backends this build has, by device type: the one list of them (as ggml's backend
  * registry constructor), so adding a backend is a table and a line here, never a branch. */
 static const struct ddpl_backend *_Atomic registered[DDPL_DEVICE_TYPE_COUNT] = {
     [DDPL_CPU] = &ddpl_cpu_backend,
