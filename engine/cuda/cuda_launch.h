@@ -25,7 +25,7 @@ typedef struct cuda_geometry {
 typedef enum cuda_copy_kind { CUDA_H2D, CUDA_D2H, CUDA_D2D } cuda_copy_kind;
 
 /* runtime: each returns 0, or -1 with ddpl_error set naming `what` and the CUDA error */
-int cuda_rt_device_count(void); /* 0 when there is no driver or GPU */
+int cuda_rt_device_count(void); /* 0 without a GPU or driver (other failures: warned on stderr) */
 int cuda_rt_malloc(void **ptr, size_t nbytes, int device, const char *what);
 void cuda_rt_free(void *ptr, int device);
 int cuda_rt_memcpy(void *dst, const void *src, size_t nbytes, cuda_copy_kind kind,
