@@ -28,7 +28,9 @@ describe('gpu-check.sh where nvidia-smi lists a GPU that CUDA cannot use', funct
     local tmp
 
     before_each(function()
-        if real_gpu() then pending('a real GPU is present: the dry run is for GPU-less machines') end
+        if real_gpu() then
+            pending('a real GPU is present: the dry run is for GPU-less machines')
+        end
         tmp = S.new_tmpdir()
         assert(os.execute('mkdir -p ' .. S.q(tmp .. '/bin')))
         S.write(tmp .. '/bin/nvidia-smi', fake_smi)
@@ -56,7 +58,8 @@ describe('gpu-check.sh where nvidia-smi lists a GPU that CUDA cannot use', funct
         assert.truthy(summary:find('gpus listed: 1; CUDA architectures: 90', 1, true), summary)
         -- the probe ran and said why, in CUDA's words
         assert.truthy(summary:find('gpu-check: probe: runtime: CUDA', 1, true), summary)
-        local reason = summary:match('FAILED: the GPU is unusable %(probe rc 1 after %d+ s%): ([^\n]+)')
+        local reason = summary:match(
+            'FAILED: the GPU is unusable %(probe rc 1 after %d+ s%): ([^\n]+)')
         assert.truthy(reason, summary)
         assert.truthy(reason:find('^cuda%a+: .+ %(cudaError%a+%)$'), reason)
         -- nothing was configured or built
