@@ -11,12 +11,25 @@ set(DDPL_SPEC_ENV
   "DDPLUA_BUILD_DIR=${CMAKE_BINARY_DIR}"
   "DDPLUA_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
   "OMP_NUM_THREADS=2")
+
+# Tests that may run on a GPU take the "gpu" lock, so ctest -j never runs two at once: one of
+# them (cuda_runtime_spec's garbage collection case) fills the device's memory on purpose, and
+# would give any other GPU test real out-of-memory errors. A test may use the GPU when its source
+# names cuda (ddpl.cuda, device 'cuda', ddpl_cuda_*); without a GPU the lock costs nothing.
+function(ddpl_lock_gpu_if_cuda name src)
+  file(READ ${src} text)
+  if(text MATCHES "cuda")
+    set_tests_properties(${name} PROPERTIES RESOURCE_LOCK gpu)
+  endif()
+endfunction()
+
 foreach(spec ${DDPL_SPECS})
   get_filename_component(name ${spec} NAME_WE)
   add_test(NAME ${name}
            COMMAND ${LUA54} ${BUSTED} --output=TAP ${spec}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name} PROPERTIES ENVIRONMENT "${DDPL_SPEC_ENV}" TIMEOUT 600)
+  ddpl_lock_gpu_if_cuda(${name} ${spec})
 endforeach()
 
 file(GLOB DDPL_C_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/c/*.c)
@@ -27,6 +40,7 @@ foreach(src ${DDPL_C_TESTS})
   target_link_libraries(${name} PRIVATE ddplua_static)
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES TIMEOUT 300)
+  ddpl_lock_gpu_if_cuda(${name} ${src})
 endforeach()
 
 # The GPU specs compare cuda against cpu and are pending without a device; each also has a mode

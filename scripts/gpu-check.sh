@@ -2,24 +2,34 @@
 # scripts/gpu-check.sh: the one-command GPU check. Builds ddplua from this tree with the Debian
 # packages carried in .gpu-debs/ (tools/fetch-gpu-debs.sh), runs the whole ctest suite (CPU and
 # GPU specs; the GPU ones run for real where a device is visible) and the GPU benchmark
-# (bench/gpu), then prints a summary. Meant for a machine with a GPU, a compiler, CMake, the CUDA
-# toolkit and PyTorch but no package registry; it also runs on a machine without a GPU (the GPU
-# specs are then pending and the benchmark says there is no device).
+# (bench/gpu), then prints a summary. Meant for a machine with a GPU, a compiler, the CUDA
+# toolkit and PyTorch but no package registry (CMake too, or carried in .gpu-debs); it also runs
+# on a machine without a GPU (the GPU specs are then pending and the benchmark says there is no
+# device).
+#
+# Where nvidia-smi lists a GPU, the check cannot pass having tested nothing: it first builds and
+# runs scripts/gpu-probe.cu (driver and runtime versions, one kernel per device) and stops within
+# a minute or two with CUDA's reason if the GPU is unusable; it builds with DDPL_CUDA=ON (no
+# silent CPU-only build); and it fails if any spec case was skipped for want of a CUDA device.
 #
 # usage: scripts/gpu-check.sh [--build-dir DIR] [--arch 90] [--jobs N] [--tests REGEX]
 #                             [--skip-tests] [--skip-bench] [--bench-args '...'] [--system]
 #                             [--budget 540]
 #   --build-dir   default build-gpu (gitignored)
-#   --arch        CMAKE_CUDA_ARCHITECTURES (default 90: H100/H200; 80 for A100)
+#   --arch        CMAKE_CUDA_ARCHITECTURES (default: the first GPU's compute capability as
+#                 nvidia-smi reports it, else 90: H100/H200; 80 for A100)
 #   --tests       only the ctest tests matching REGEX (ctest -R)
 #   --bench-args  extra arguments for bench/gpu/run (e.g. '--quick' or '--no-torch')
 #   --system      use the machine's installed packages, not .gpu-debs
 #   --budget      seconds for the whole check (default 540, under the device tool's 600 per
 #                 command): the specs stop in time to leave the benchmark 200 s, and the
 #                 benchmark stops before the budget runs out, so the logs always come back
+# Environment: NVCC (the nvcc to use; default nvcc on PATH, else /usr/local/cuda/bin/nvcc).
 # Logs, the summary and the benchmark's figures go to $OUT when it is set (the device tool
-# returns what is written there), else to <build-dir>/gpu-check/. Budget: about 2 min to build
-# on 16 cores, 2-4 min of specs, 2-3 min of benchmark.
+# returns what is written there), else to <build-dir>/gpu-check/. Budget: under a minute for
+# the probe, about 2 min to build on 16 cores, 2-4 min of specs, 2-3 min of benchmark.
+# Exit status: 0 all passed; 1 a step failed (the summary's FAILED line says which);
+# 2 bad arguments; 3 a GPU is listed but unusable (the probe's reason is in the summary).
 set -uo pipefail
 # The whole script is one { } block: bash parses it before running any of it, so editing this
 # file (a pull, a rebuild of the tree) while a check runs cannot change what the check does.
@@ -28,7 +38,7 @@ set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 1
 build="build-gpu"
-arch=90
+arch=""
 jobs=$(nproc 2>/dev/null || echo 4)
 tests=""
 skip_tests=0
@@ -64,17 +74,58 @@ elapsed() { echo $(($(date +%s) - t_start)); }
 left() { local l=$((budget - $(elapsed) - $1)); [ $l -lt 60 ] && l=60; echo $l; }
 
 say "started $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), $jobs jobs, tree $root"
+# ---- 0. is there a GPU, and can CUDA use it? ----
+gpus=0
 if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 |
-        sed 's/^/gpu-check: gpu: /' | tee -a "$summary"
+    gpus=$(timeout 30 nvidia-smi -L 2>/dev/null | grep -c '^GPU [0-9]')
+    timeout 30 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap \
+        --format=csv,noheader 2>&1 | sed 's/^/gpu-check: gpu: /' | tee -a "$summary"
+    if [ -z "$arch" ] && [ "$gpus" -gt 0 ]; then # "9.0" -> 90
+        arch=$(timeout 30 nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null |
+            head -1 | tr -d ' .' | grep -xE '[0-9]{2,3}')
+    fi
 else
     say "gpu: nvidia-smi not found"
 fi
-nvcc_bin=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+arch=${arch:-90}
+say "gpus listed: $gpus; CUDA architectures: $arch"
+nvcc_bin=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 if [ -x "$nvcc_bin" ]; then
-    say "nvcc: $("$nvcc_bin" --version | grep -o 'release [0-9.]*' | head -1)"
+    say "nvcc: $nvcc_bin, $("$nvcc_bin" --version | grep -o 'release [0-9.]*' | head -1)"
+elif [ "$gpus" -gt 0 ]; then
+    say "FAILED: nvidia-smi lists $gpus GPU(s) but there is no nvcc at $nvcc_bin (set NVCC):" \
+        "nothing on the GPU could be tested"
+    exit 3
 else
     say "warning: no nvcc on PATH or in /usr/local/cuda/bin: the CUDA backend will not be built"
+fi
+cuda_arg=()
+if [ "$gpus" -gt 0 ]; then
+    # The probe, compiled for the build's architectures: a driver older than the toolkit, a
+    # device in use or in a bad state, or an architecture the build would not cover all show
+    # here, in seconds, with CUDA's words.
+    probe_dir=$build/gpu-probe
+    mkdir -p "$probe_dir"
+    gencode=()
+    for a in ${arch//[;,]/ }; do gencode+=(-gencode "arch=compute_$a,code=[sm_$a,compute_$a]"); done
+    t0=$(date +%s)
+    if ! timeout -k 5 90 "$nvcc_bin" "${gencode[@]}" -o "$probe_dir/gpu-probe" \
+        "$root/scripts/gpu-probe.cu" >"$logs/probe.log" 2>&1; then
+        cat "$logs/probe.log"
+        say "FAILED: nvcc could not build the probe (scripts/gpu-probe.cu), see probe.log"
+        exit 3
+    fi
+    timeout -k 5 60 "$probe_dir/gpu-probe" >>"$logs/probe.log" 2>&1
+    rc=$?
+    sed -n 's/^probe: /gpu-check: probe: /p' "$logs/probe.log" | tee -a "$summary"
+    if [ $rc -ne 0 ]; then
+        [ $rc -eq 124 ] && say "probe: stopped after 60 s (a hung driver?)"
+        say "FAILED: the GPU is unusable (probe rc $rc after $(($(date +%s) - t0)) s):" \
+            "$(grep -m1 'FAILED' "$logs/probe.log" | sed 's/^probe: FAILED: //')"
+        exit 3
+    fi
+    say "probe ok in $(($(date +%s) - t0)) s"
+    cuda_arg=(-DDDPL_CUDA=ON) # never a silent CPU-only build on a GPU machine
 fi
 say "python3: $(python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
     "gpu", torch.cuda.is_available())' 2>&1 | tail -1)"
@@ -166,7 +217,31 @@ if [ -z "${FASHION_MNIST_DIR:-}" ]; then
         [ -f "$d/t10k-labels-idx1-ubyte.gz" ] && { export FASHION_MNIST_DIR=$d; break; }
     done
 fi
-for tool in cmake pkg-config lua5.4 busted; do
+# CMake: the machine's; else one pip put in python3's packages (an image with PyTorch often has
+# it, no pip run needed); else the carried Debian one. Run by its real path: CMake finds its
+# modules beside its executable.
+cmake_bin=$(command -v cmake || true)
+if [ -z "$cmake_bin" ]; then
+    cmake_bin=$(python3 -c 'import cmake, os; print(os.path.join(cmake.CMAKE_BIN_DIR, "cmake"))' \
+        2>/dev/null)
+    [ -x "$cmake_bin" ] || cmake_bin=""
+fi
+if [ -z "$cmake_bin" ] && [ -n "$prefix" ] && [ -x "$prefix/usr/bin/cmake" ]; then
+    cmake_bin=$prefix/usr/bin/cmake
+fi
+if [ -z "$cmake_bin" ]; then
+    say "FAILED: no cmake on PATH, in python3's packages or in .gpu-debs" \
+        "(tools/fetch-gpu-debs.sh carries one)"
+    exit 1
+fi
+if ! cmake_version=$("$cmake_bin" --version 2>&1 | head -1); then
+    say "FAILED: $cmake_bin does not run here: $cmake_version" \
+        "$(ldd "$cmake_bin" 2>/dev/null | grep 'not found' | tr -s ' \t\n' ' ')"
+    exit 1
+fi
+ctest_bin=$(dirname "$cmake_bin")/ctest
+say "tool: cmake = $cmake_bin ($cmake_version)"
+for tool in pkg-config lua5.4 busted; do
     say "tool: $tool = $(command -v $tool || echo MISSING)"
 done
 say "lua5.4.pc: $(pkg-config --variable=pcfiledir lua5.4 2>&1)"
@@ -184,18 +259,18 @@ if [ -f "$build/CMakeCache.txt" ]; then
         rm -f "$build/CMakeCache.txt"
     fi
 fi
-cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
-    "${gloo_arg[@]}" >"$logs/configure.log" 2>&1
+"$cmake_bin" -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="$arch" \
+    "${cuda_arg[@]}" "${gloo_arg[@]}" >"$logs/configure.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
     tail -40 "$logs/configure.log"
     say "FAILED: configure (rc $rc), see configure.log"
     exit 1
 fi
-grep -E 'ddplua: CUDA backend' "$logs/configure.log" | sed 's/^-- /gpu-check: /' | tee -a "$summary"
+grep -E 'ddplua: |CMake Warning' "$logs/configure.log" | sed 's/^-- /gpu-check: /' | tee -a "$summary"
 grep -E '^(LUA_INCLUDEDIR|OPENBLAS_LIBDIR|Gloo_DIR|BUSTED|LUA54)[:=]' "$build/CMakeCache.txt" |
     sed 's/^/gpu-check: cache: /' | tee -a "$summary"
-cmake --build "$build" -j"$jobs" >"$logs/build.log" 2>&1
+"$cmake_bin" --build "$build" -j"$jobs" >"$logs/build.log" 2>&1
 rc=$?
 if [ $rc -ne 0 ]; then
     grep -E 'error|Error' "$logs/build.log" | head -40
@@ -218,7 +293,7 @@ if [ "$skip_tests" -eq 0 ]; then
     fi
     limit=$(left 200)
     [ "$skip_bench" -eq 1 ] && limit=$(left 10)
-    timeout -k 10 "$limit" ctest "${ctest_args[@]}" >"$logs/ctest.log" 2>&1
+    timeout -k 10 "$limit" "$ctest_bin" "${ctest_args[@]}" >"$logs/ctest.log" 2>&1
     rc=$?
     [ $rc -eq 124 ] && say "specs: stopped after $limit s (budget); the log has what finished"
     grep -E 'tests passed|tests failed' "$logs/ctest.log" | sed 's/^/gpu-check: ctest: /' | tee -a "$summary"
@@ -228,6 +303,13 @@ if [ "$skip_tests" -eq 0 ]; then
     nodev=$(grep -c '# SKIP.*[Nn]o CUDA' "$logs/ctest.log")
     say "specs: rc $rc in $(($(date +%s) - t0)) s; $skips pending cases, $nodev of them for" \
         "want of a CUDA device; log ctest.log"
+    if [ "$gpus" -gt 0 ] && [ "$nodev" -gt 0 ]; then # the probe passed, yet ddplua saw no GPU
+        say "FAILED: $nodev GPU cases were skipped for want of a CUDA device on a machine with" \
+            "$gpus GPU(s); the first:"
+        grep -m5 '# SKIP.*[Nn]o CUDA' "$logs/ctest.log" | tee -a "$summary"
+        grep -m3 'ddplua: warning: CUDA' "$logs/ctest.log" | tee -a "$summary"
+        status=1
+    fi
     if [ $rc -ne 0 ]; then # each failing busted case and C check, with its test's number
         grep -E '^[0-9]+: (not ok|# Failure message|.*check failed)' "$logs/ctest.log" | head -60 |
             tee -a "$summary"

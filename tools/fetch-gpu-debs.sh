@@ -3,7 +3,14 @@
 # scripts/gpu-check.sh unpacks on a GPU machine that has a compiler, CMake, the CUDA toolkit and
 # PyTorch but no package registry: Lua 5.4, OpenBLAS (the pthread variant, as tools/install-deps.sh
 # gets through libopenblas-dev's first alternative), Gloo, readline, zlib, busted and its Lua
-# modules, pkg-config, and the shared libraries those link against that a CUDA image may lack.
+# modules, pkg-config, CMake (scripts/gpu-check.sh uses it only where the machine has no cmake of
+# its own, on PATH or in python3's packages), and the shared libraries those link against that a
+# CUDA image may lack.
+#
+# The one command, on a Debian 12 machine with apt (this one), before a GPU session:
+#   tools/fetch-gpu-debs.sh && du -sh .gpu-debs
+# then carry .gpu-debs with the tree (the device tool's `carry: [".gpu-debs"]`) and run
+# scripts/gpu-check.sh there.
 #
 # usage: tools/fetch-gpu-debs.sh [--with-data] [DIR]
 #   DIR          where the .deb files go (default .gpu-debs/ at the repository root, gitignored);
@@ -50,6 +57,10 @@ packages=(
     lua-say lua-system lua-term lua-inifile lua-yaml libyaml-0-2
     # pkg-config, for CMake's pkg_check_modules where the machine has none
     pkgconf pkgconf-bin libpkgconf3
+    # CMake 3.25 (an image with nvcc and PyTorch may have none) and the libraries it links that
+    # a CUDA image is likeliest to lack; the loader is given only those the machine lacks
+    cmake cmake-data libjsoncpp25 librhash0 libuv1 libarchive13 libcurl4 libnghttp2-14 libpsl5
+    librtmp1 libssh2-1 libbrotli1 libldap-2.5-0 libsasl2-2 libsasl2-modules-db
 )
 [ "$with_data" -eq 1 ] && packages+=(dataset-fashion-mnist)
 

@@ -4,12 +4,12 @@
  *
  * x (N,C,H,W), w (O,C/groups,kh,kw), y (N,O,OH,OW), all contiguous (the op ensures it), in
  * float32, float64, float16 or bfloat16 (16-bit data computes in float). Algorithms come from
- * cudnnGet*Algorithm_v7 (cuDNN's heuristics, fastest first) and are cached per shape key; the
- * workspace comes from the engine's allocator for the duration of the call. float32 uses
- * TF32 tensor cores only when float32 matmul precision is 'high' or 'medium' (FMA math
- * otherwise: cuDNN's default math would allow TF32). The bias is added and its gradient
- * summed with the engine's own ADD and SUM kernels (any dtype, same stream). One handle per
- * device, on that device's compute stream. */
+ * cudnnGet*Algorithm_v7 (cuDNN's heuristics, fastest first), or from cudnnFind* (measured) when
+ * the heuristics offer none that qualifies, and are cached per shape key; the workspace comes from
+ * the engine's allocator for the duration of the call. float32 uses TF32 tensor cores only when
+ * float32 matmul precision is 'high' or 'medium' (FMA math otherwise: cuDNN's default math would
+ * allow TF32). The bias is added and its gradient summed with the engine's own ADD and SUM kernels
+ * (any dtype, same stream). One handle per device, on that device's compute stream. */
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <limits.h>
@@ -42,6 +42,7 @@ static int conv_handle(int dev, cudnnHandle_t *out)
                           dev, CUDA_BLAS_MAX_DEVICES);
     conv_device *d = &conv_devices[dev];
     cudaStream_t s = (cudaStream_t)cuda_current_stream();
+    if (!s) return -1; /* not the legacy default stream: it is not ordered with ours */
     int rc = 0;
     pthread_mutex_lock(&conv_lock);
     if (!d->handle && cuda_lib_load(CUDA_LIB_CUDNN) < 0) {
@@ -232,6 +233,47 @@ static void cache_store(const conv_choice *c)
 
 enum { CONV_MAX_ALGOS = 16 };
 
+/* Ranks the algorithms of the pass in s->key.pass and picks one into c; *found says whether
+ * one qualified. exhaustive: cudnnFind* (runs each candidate on scratch buffers cuDNN allocates,
+ * slow, once per shape) instead of cudnnGet*_v7 (heuristics, instant). */
+static cudnnStatus_t rank_algos(conv_setup *s, conv_choice *c, bool exhaustive, bool *found_out)
+{
+    int count = 0;
+    bool found = false;
+    cudnnStatus_t st = CUDNN_STATUS_SUCCESS;
+    switch ((conv_pass)s->key.pass) {
+    case PASS_FWD: {
+        cudnnConvolutionFwdAlgoPerf_t perf[CONV_MAX_ALGOS];
+        st = exhaustive ? CUDA_DL(CUDA_LIB_CUDNN, cudnnFindConvolutionForwardAlgorithm)(
+                              s->h, s->x, s->w, s->conv, s->y, CONV_MAX_ALGOS, &count, perf)
+                        : CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionForwardAlgorithm_v7)(
+                              s->h, s->x, s->w, s->conv, s->y, CONV_MAX_ALGOS, &count, perf);
+        if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
+        break;
+    }
+    case PASS_BWD_DATA: {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[CONV_MAX_ALGOS];
+        st = exhaustive ? CUDA_DL(CUDA_LIB_CUDNN, cudnnFindConvolutionBackwardDataAlgorithm)(
+                              s->h, s->w, s->y, s->conv, s->x, CONV_MAX_ALGOS, &count, perf)
+                        : CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionBackwardDataAlgorithm_v7)(
+                              s->h, s->w, s->y, s->conv, s->x, CONV_MAX_ALGOS, &count, perf);
+        if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
+        break;
+    }
+    case PASS_BWD_FILTER: {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[CONV_MAX_ALGOS];
+        st = exhaustive ? CUDA_DL(CUDA_LIB_CUDNN, cudnnFindConvolutionBackwardFilterAlgorithm)(
+                              s->h, s->x, s->y, s->conv, s->w, CONV_MAX_ALGOS, &count, perf)
+                        : CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
+                              s->h, s->x, s->y, s->conv, s->w, CONV_MAX_ALGOS, &count, perf);
+        if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
+        break;
+    }
+    }
+    *found_out = found;
+    return st;
+}
+
 static int choose_algo(conv_setup *s, conv_choice *c)
 {
     if (cache_lookup(&s->key, c)) goto apply;
@@ -243,31 +285,11 @@ static int choose_algo(conv_setup *s, conv_choice *c)
                                                           : CUDNN_TENSOR_OP_MATH;
     cudnnStatus_t st = CUDA_DL(CUDA_LIB_CUDNN, cudnnSetConvolutionMathType)(s->conv, want);
     if (st != CUDNN_STATUS_SUCCESS) return cudnn_failed("math type", st, s);
-    int count = 0;
     bool found = false;
-    switch ((conv_pass)s->key.pass) {
-    case PASS_FWD: {
-        cudnnConvolutionFwdAlgoPerf_t perf[CONV_MAX_ALGOS];
-        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionForwardAlgorithm_v7)(
-            s->h, s->x, s->w, s->conv, s->y, CONV_MAX_ALGOS, &count, perf);
-        if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
-        break;
-    }
-    case PASS_BWD_DATA: {
-        cudnnConvolutionBwdDataAlgoPerf_t perf[CONV_MAX_ALGOS];
-        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionBackwardDataAlgorithm_v7)(
-            s->h, s->w, s->y, s->conv, s->x, CONV_MAX_ALGOS, &count, perf);
-        if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
-        break;
-    }
-    case PASS_BWD_FILTER: {
-        cudnnConvolutionBwdFilterAlgoPerf_t perf[CONV_MAX_ALGOS];
-        st = CUDA_DL(CUDA_LIB_CUDNN, cudnnGetConvolutionBackwardFilterAlgorithm_v7)(
-            s->h, s->x, s->y, s->conv, s->w, CONV_MAX_ALGOS, &count, perf);
-        if (st == CUDNN_STATUS_SUCCESS) PICK_ALGO(perf, count, s, c);
-        break;
-    }
-    }
+    st = rank_algos(s, c, false, &found);
+    /* cuDNN 9's heuristics may offer nothing that runs under FMA math for some shapes: then
+     * measure, as PyTorch's benchmark mode does (once per shape: the choice is cached) */
+    if (st == CUDNN_STATUS_SUCCESS && !found) st = rank_algos(s, c, true, &found);
     if (st != CUDNN_STATUS_SUCCESS) return cudnn_failed("algorithm search", st, s);
     if (!found) return ddpl_error("conv2d: cuDNN found no usable algorithm for %s", s->shapes);
     if (s->strict_fp32) c->math = CUDNN_FMA_MATH; /* DEFAULT_MATH would allow TF32 */

@@ -18,7 +18,9 @@ extern "C" {
 /* The compute stream of device (non-blocking, created on first use, thread-safe; it lives as
  * long as the process); NULL with an error. For the current device see cuda_current_stream. */
 void *cuda_stream_for(int device);
-int cuda_dev_current(void); /* the calling thread's CUDA device (0 if unknown) */
+/* the calling thread's CUDA device, or -1 with an error when CUDA cannot tell (never device 0
+ * by default: another device's stream and handles would be used) */
+int cuda_dev_current(void);
 int cuda_dev_stream_synchronize(int device, const char *what); /* its compute stream */
 
 /* raw calls of the caching allocator (cuda_alloc_raw) */
@@ -36,9 +38,10 @@ void cuda_dev_versions(int *runtime, int *driver);
 /* cuDNN and NCCL versions as 10000*major + 100*minor + patch (0 when unknown). */
 void cuda_dev_lib_versions(int *cudnn, int *nccl);
 
-/* Copies on the compute streams (cuda_host.cu). h2d returns once src may be reused (pageable
- * data is staged through pinned buffers); d2h returns once dst holds the bytes; d2d between
- * devices waits for both streams. */
+/* Copies on the compute streams (cuda_host.cu, under cuda_copy.h's contract). h2d returns once
+ * src may be reused (large pageable data is staged through pinned buffers; from pinned memory
+ * it waits for the DMA); d2h returns once dst holds the bytes; d2d between devices waits for
+ * both streams. */
 int cuda_copy_h2d(void *dst, int device, const void *src, size_t nbytes);
 int cuda_copy_d2h(void *dst, const void *src, int device, size_t nbytes);
 int cuda_copy_d2d(void *dst, int dst_device, const void *src, int src_device, size_t nbytes);

@@ -14,7 +14,8 @@ typedef enum cuda_lib { CUDA_LIB_CUBLAS, CUDA_LIB_CUDNN, CUDA_LIB_NCCL, CUDA_LIB
 extern "C" {
 #endif
 /* Opens lib once (thread-safe) and checks that every function the engine calls is there: 0, or
- * -1 with an error naming the library, the file tried and why. Call before CUDA_DL(lib, ...). */
+ * -1 with an error naming the library, the file tried and why (or that this build has no cuDNN
+ * or NCCL: ddpl/config.h's DDPL_HAVE_CUDNN / DDPL_HAVE_NCCL). Call before CUDA_DL(lib, ...). */
 int cuda_lib_load(cuda_lib lib);
 /* The address of `name` in lib, or NULL (lib not loaded, or no such symbol). */
 void *cuda_lib_sym(cuda_lib lib, const char *name);

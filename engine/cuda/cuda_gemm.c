@@ -46,6 +46,7 @@ static int gemm_handle(int dev, cublasHandle_t *out)
                           dev, CUDA_BLAS_MAX_DEVICES);
     gemm_device *d = &gemm_devices[dev];
     cudaStream_t s = (cudaStream_t)cuda_current_stream();
+    if (!s) return -1; /* not the legacy default stream: it is not ordered with ours */
     int rc = 0;
     pthread_mutex_lock(&gemm_lock);
     if (!d->handle && cuda_lib_load(CUDA_LIB_CUBLAS) < 0) {

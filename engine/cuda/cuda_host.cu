@@ -1,34 +1,12 @@
-/* cuda/cuda_host.cu: copies between host and device memory on the compute streams, with pinned
- * staging buffers for large host-to-device copies from pageable memory.
- * defines: cuda_copy_h2d, cuda_copy_d2h, cuda_copy_d2d.
- *
- * Why staging: a copy from pageable memory cannot be DMA'd directly; the driver bounces it
- * through its own pinned buffer, serially. We bounce it ourselves through two pinned chunks:
- * while chunk k is in flight on the stream, the CPU fills chunk k+1, and an event per chunk
- * says when its buffer may be refilled. The host data is fully read when the call returns, so
- * the caller may free or overwrite it at once, and the host does not wait for the last DMA. */
-#include <mutex>
-#include <string.h>
-
+/* cuda/cuda_host.cu: copies between host and device memory on the compute streams: the CUDA
+ * calls under cuda_copy.c's contract (which says when each copy may return, and stages large
+ * copies from pageable memory through pinned buffers), and copies between devices.
+ * defines: cuda_copy_h2d, cuda_copy_d2h, cuda_copy_d2d. */
 #include "cuda_common.cuh"
+#include "cuda_copy.h"
 #include "cuda_device.h"
 
 #define check cuda_check
-
-enum { MAX_DEVICES = 64 };
-static const size_t STAGE_MIN = (size_t)1 << 20;   /* smaller copies go straight */
-static const size_t STAGE_CHUNK = (size_t)4 << 20; /* bytes per pinned buffer */
-
-/* Two pinned buffers per device, used alternately; the mutex serialises copies to a device
- * (two threads must not refill the same buffer). */
-struct staging {
-    std::mutex m;
-    void *buf[2];
-    cudaEvent_t done[2]; /* recorded after the DMA out of buf[i] */
-    bool busy[2];        /* done[i] was recorded and not yet waited for */
-    bool failed;         /* cudaHostAlloc failed once: do not retry on every copy */
-};
-static staging stages[MAX_DEVICES];
 
 /* Scoped current device (as in cuda_runtime.cu): copies must not move the thread's device. */
 struct device_scope {
@@ -36,9 +14,11 @@ struct device_scope {
     int rc = 0;
     device_scope(int device, const char *what)
     {
-        if (cudaGetDevice(&prev) != cudaSuccess) {
-            cudaGetLastError();
+        cudaError_t e = cudaGetDevice(&prev);
+        if (e != cudaSuccess) { /* a broken context: say so rather than guess a device */
             prev = -1;
+            rc = check(e, what);
+            return;
         }
         if (prev != device) rc = check(cudaSetDevice(device), what);
     }
@@ -49,89 +29,104 @@ struct device_scope {
     }
 };
 
-static bool is_pinned(const void *p)
+/* ---- the raw calls of cuda_copy.c ---- */
+
+static int raw_copy_async(void *dst, const void *src, size_t nbytes, cuda_copy_kind kind,
+                          void *stream)
+{
+    cudaMemcpyKind k = kind == CUDA_H2D ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost;
+    return check(cudaMemcpyAsync(dst, src, nbytes, k, (cudaStream_t)stream),
+                 kind == CUDA_H2D ? "copy to cuda" : "copy from cuda");
+}
+
+static int raw_stream_synchronize(void *stream)
+{
+    return check(cudaStreamSynchronize((cudaStream_t)stream), "cuda copy (waiting for the stream)");
+}
+
+static int raw_is_pinned(const void *p)
 {
     cudaPointerAttributes a;
     if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
         cudaGetLastError();
-        return false;
+        return 0;
     }
     return a.type == cudaMemoryTypeHost;
 }
 
-/* The device's buffers, allocated on first use; false when pinned memory is not available. */
-static bool stage_ready(staging *st)
+static void *raw_host_alloc(size_t nbytes)
 {
-    if (st->failed) return false;
-    if (st->buf[0]) return true;
-    for (int i = 0; i < 2; i++) {
-        if (cudaHostAlloc(&st->buf[i], STAGE_CHUNK, cudaHostAllocDefault) != cudaSuccess ||
-            cudaEventCreateWithFlags(&st->done[i], cudaEventDisableTiming) != cudaSuccess) {
-            cudaGetLastError();
-            for (int j = 0; j <= i; j++) {
-                if (st->buf[j]) cudaFreeHost(st->buf[j]);
-                if (st->done[j]) cudaEventDestroy(st->done[j]);
-                st->buf[j] = NULL;
-                st->done[j] = NULL;
-            }
-            cudaGetLastError();
-            st->failed = true;
-            return false;
-        }
+    void *p = NULL;
+    if (cudaHostAlloc(&p, nbytes, cudaHostAllocDefault) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
     }
-    return true;
+    return p;
 }
+
+static void raw_host_free(void *p)
+{
+    if (cudaFreeHost(p) != cudaSuccess) cudaGetLastError();
+}
+
+static void *raw_event_create(void)
+{
+    cudaEvent_t ev = NULL;
+    if (cudaEventCreateWithFlags(&ev, cudaEventDisableTiming) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return ev;
+}
+
+static void raw_event_destroy(void *ev)
+{
+    if (cudaEventDestroy((cudaEvent_t)ev) != cudaSuccess) cudaGetLastError();
+}
+
+static int raw_event_record(void *ev, void *stream)
+{
+    return check(cudaEventRecord((cudaEvent_t)ev, (cudaStream_t)stream), "copy to cuda");
+}
+
+static int raw_event_synchronize(void *ev)
+{
+    return check(cudaEventSynchronize((cudaEvent_t)ev), "copy to cuda");
+}
+
+static const cuda_copy_raw raw = {
+    raw_copy_async,    raw_stream_synchronize, raw_is_pinned,
+    raw_host_alloc,    raw_host_free,          raw_event_create,
+    raw_event_destroy, raw_event_record,       raw_event_synchronize,
+};
+
+/* ---- cuda_device.h ---- */
 
 extern "C" int cuda_copy_h2d(void *dst, int device, const void *src, size_t nbytes)
 {
     static const char what[] = "copy to cuda";
     if (nbytes == 0) return 0;
-    if (device < 0 || device >= MAX_DEVICES) return ddpl_error("%s: bad device %d", what, device);
     device_scope g(device, what);
     if (g.rc < 0) return -1;
-    cudaStream_t s = (cudaStream_t)cuda_stream_for(device);
-    if (!s) return -1;
-    /* Small or pinned sources: one async copy. From pageable memory the driver has copied the
-     * bytes to its own staging memory when cudaMemcpyAsync returns, so src may be reused. */
-    if (nbytes < STAGE_MIN || is_pinned(src))
-        return check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s), what);
-    staging *st = &stages[device];
-    std::lock_guard<std::mutex> hold(st->m);
-    if (!stage_ready(st))
-        return check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyHostToDevice, s), what);
-    const char *from = (const char *)src;
-    char *to = (char *)dst;
-    for (size_t off = 0, k = 0; off < nbytes; off += STAGE_CHUNK, k++) {
-        int i = (int)(k & 1);
-        size_t len = nbytes - off < STAGE_CHUNK ? nbytes - off : STAGE_CHUNK;
-        if (st->busy[i] && check(cudaEventSynchronize(st->done[i]), what) < 0) return -1;
-        st->busy[i] = false;
-        memcpy(st->buf[i], from + off, len);
-        if (check(cudaMemcpyAsync(to + off, st->buf[i], len, cudaMemcpyHostToDevice, s), what) <
-                0 ||
-            check(cudaEventRecord(st->done[i], s), what) < 0)
-            return -1;
-        st->busy[i] = true;
-    }
-    return 0;
+    void *s = cuda_stream_for(device);
+    return s ? cuda_copy_h2d_via(&raw, dst, device, src, nbytes, s) : -1;
 }
 
-/* The stream is synchronised: the caller reads dst next (item, tolist, printing, saving). */
 extern "C" int cuda_copy_d2h(void *dst, const void *src, int device, size_t nbytes)
 {
     static const char what[] = "copy from cuda";
     if (nbytes == 0) return 0;
     device_scope g(device, what);
     if (g.rc < 0) return -1;
-    cudaStream_t s = (cudaStream_t)cuda_stream_for(device);
-    if (!s) return -1;
-    if (check(cudaMemcpyAsync(dst, src, nbytes, cudaMemcpyDeviceToHost, s), what) < 0) return -1;
-    return check(cudaStreamSynchronize(s), what);
+    void *s = cuda_stream_for(device);
+    return s ? cuda_copy_d2h_via(&raw, dst, src, nbytes, s) : -1;
 }
 
 /* Within a device: queued on its stream, no wait. Between devices: the source stream is drained
  * first (src is complete), the copy runs on the destination's stream, which is drained too (so
- * the source block may be reused by its stream as soon as we return). */
+ * the source block may be reused by its stream as soon as we return). Source and destination
+ * are distinct allocations here (ops stage copies between overlapping views of one storage
+ * through a temporary): cudaMemcpyAsync does not allow them to overlap. */
 extern "C" int cuda_copy_d2d(void *dst, int dst_device, const void *src, int src_device,
                              size_t nbytes)
 {

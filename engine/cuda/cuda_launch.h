@@ -24,7 +24,7 @@ typedef struct cuda_geometry {
 } cuda_geometry;
 
 /* runtime: each returns 0, or -1 with ddpl_error set naming `what` and the CUDA error */
-int cuda_rt_device_count(void); /* 0 when there is no driver or GPU */
+int cuda_rt_device_count(void); /* 0 without a GPU or driver (other failures: warned on stderr) */
 int cuda_rt_synchronize(const char *what);
 int cuda_rt_set_device(int device, const char *what);
 /* The compute stream of the current device (a cudaStream_t): every kernel of the backend is

@@ -364,10 +364,15 @@ extern "C" int cuda_pw_copy(int out_dtype, void *out, int in_dtype, const void *
     /* same dtype, both contiguous: one asynchronous device-to-device copy */
     if (out_dtype == in_dtype && cuda_pw_geom_is_flat(g)) {
         if (out == in) return 0;
-        size_t esz = ddpl_dtype_size((ddpl_dtype)out_dtype);
-        return cuda_check(
-            cudaMemcpyAsync(out, in, (size_t)g->n * esz, cudaMemcpyDeviceToDevice, cuda_stream()),
-            "copy");
+        size_t esz = ddpl_dtype_size((ddpl_dtype)out_dtype), bytes = (size_t)g->n * esz;
+        /* cudaMemcpyAsync's result is undefined for overlapping ranges; ops.copy_ stages such
+         * copies through a temporary, so reaching here with one is a bug upstream */
+        const char *o = (const char *)out, *i = (const char *)in;
+        if (o < i + bytes && i < o + bytes)
+            return ddpl_error("copy on cuda: source and destination overlap (an internal error: "
+                              "such copies must go through a temporary)");
+        return cuda_check(cudaMemcpyAsync(out, in, bytes, cudaMemcpyDeviceToDevice, cuda_stream()),
+                          "copy");
     }
     PW_DISPATCH_ALL(out_dtype, return pw_bad_dtype("copy", out_dtype),
                     return copy_from<scalar_t>(in_dtype, (scalar_t *)out, in, g))

@@ -5,9 +5,15 @@
  *          mem_info, versions, lib_versions). */
 #include <atomic>
 #include <mutex>
+#include <stdio.h>
 
+#include "ddpl/config.h"
+#if DDPL_HAVE_CUDNN
 #include <cudnn.h>
+#endif
+#if DDPL_HAVE_NCCL
 #include <nccl.h>
+#endif
 
 #include "cuda_common.cuh"
 #include "cuda_dynlib.h"
@@ -25,9 +31,11 @@ struct device_guard {
     int rc = 0;
     device_guard(int device, const char *what)
     {
-        if (cudaGetDevice(&prev) != cudaSuccess) {
-            cudaGetLastError();
+        cudaError_t e = cudaGetDevice(&prev);
+        if (e != cudaSuccess) { /* a broken context: say so rather than guess a device */
             prev = -1;
+            rc = check(e, what);
+            return;
         }
         if (prev != device) rc = check(cudaSetDevice(device), what);
     }
@@ -38,22 +46,41 @@ struct device_guard {
     }
 };
 
+/* No GPU, or no driver at all, is the ordinary CPU-only machine: 0 devices, quietly. Any other
+ * failure (a driver too old for this runtime, a broken installation, devices held exclusively
+ * elsewhere) also means 0 devices, but is said once on stderr with CUDA's reason, as PyTorch's
+ * "CUDA initialization" warning does: otherwise a GPU machine would silently run CPU-only. */
 extern "C" int cuda_rt_device_count(void)
 {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) { /* no driver or no GPU: none here */
-        cudaGetLastError();
-        return 0;
-    }
-    return n;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e == cudaSuccess) return n;
+    cudaGetLastError();
+    int runtime = 0, driver = 0;
+    cuda_dev_versions(&runtime, &driver);
+    bool quiet = e == cudaErrorNoDevice || (e == cudaErrorInsufficientDriver && driver == 0);
+    static std::once_flag warned;
+    if (!quiet)
+        std::call_once(warned, [&] {
+            fprintf(stderr,
+                    "ddplua: warning: CUDA is unusable, running without it: cudaGetDeviceCount "
+                    "failed: %s (%s; driver supports CUDA %d.%d, runtime is %d.%d)\n",
+                    cudaGetErrorString(e), cudaGetErrorName(e), driver / 1000, driver % 1000 / 10,
+                    runtime / 1000, runtime % 1000 / 10);
+        });
+    return 0;
 }
 
 extern "C" int cuda_dev_current(void)
 {
-    int dev = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) {
+    int dev = -1;
+    cudaError_t e = cudaGetDevice(&dev);
+    if (e != cudaSuccess) {
         cudaGetLastError();
-        return 0;
+        /* not device 0 by default: its handles and stream would be used for another device */
+        ddpl_error("cuda: cannot tell the current device (cudaGetDevice: %s)",
+                   cudaGetErrorString(e));
+        return -1;
     }
     return dev;
 }
@@ -90,7 +117,8 @@ extern "C" void *cuda_stream_for(int device)
 
 extern "C" void *cuda_current_stream(void)
 {
-    return cuda_stream_for(cuda_dev_current());
+    int dev = cuda_dev_current();
+    return dev < 0 ? NULL : cuda_stream_for(dev);
 }
 
 extern "C" int cuda_dev_stream_synchronize(int device, const char *what)
@@ -196,12 +224,17 @@ extern "C" void cuda_dev_versions(int *runtime, int *driver)
 
 extern "C" void cuda_dev_lib_versions(int *cudnn, int *nccl)
 {
-    /* opens the libraries (config() is the only caller): 0 when one cannot be opened */
-    *cudnn =
-        cuda_lib_load(CUDA_LIB_CUDNN) == 0 ? (int)CUDA_DL(CUDA_LIB_CUDNN, cudnnGetVersion)() : 0;
+    /* opens the libraries (config() is the only caller): 0 when one cannot be opened or this
+     * build has none */
+    *cudnn = *nccl = 0;
+#if DDPL_HAVE_CUDNN
+    if (cuda_lib_load(CUDA_LIB_CUDNN) == 0)
+        *cudnn = (int)CUDA_DL(CUDA_LIB_CUDNN, cudnnGetVersion)();
+#endif
+#if DDPL_HAVE_NCCL
     int v = 0;
-    *nccl = cuda_lib_load(CUDA_LIB_NCCL) == 0 &&
-                    CUDA_DL(CUDA_LIB_NCCL, ncclGetVersion)(&v) == ncclSuccess
-                ? v
-                : 0;
+    if (cuda_lib_load(CUDA_LIB_NCCL) == 0 &&
+        CUDA_DL(CUDA_LIB_NCCL, ncclGetVersion)(&v) == ncclSuccess)
+        *nccl = v;
+#endif
 }
