@@ -67,12 +67,14 @@ describe('ddpl.cuda queries', function()
   it('config reports what was built in, with versions', function()
     local c = ddpl.config()
     assert.are.equal('boolean', type(c.cuda))
-    assert.are.equal(c.cuda, c.cudnn)
-    assert.are.equal(c.cuda, c.nccl)
+    assert.are.equal('boolean', type(c.cudnn))
+    assert.are.equal('boolean', type(c.nccl))
+    -- cuDNN and NCCL are optional parts of a CUDA build, never there without it
+    if not c.cuda then assert.is_false(c.cudnn or c.nccl) end
     if c.cuda then
       assert.matches('^%d+%.%d+$', c.cuda_runtime)
-      assert.matches('^%d+%.%d+%.%d+$', c.cudnn_version)
-      assert.matches('^%d+%.%d+%.%d+$', c.nccl_version)
+      if c.cudnn then assert.matches('^%d+%.%d+%.%d+$', c.cudnn_version) end
+      if c.nccl then assert.matches('^%d+%.%d+%.%d+$', c.nccl_version) end
       if c.cuda_driver then assert.matches('^%d+%.%d+$', c.cuda_driver) end
     else
       assert.is_nil(c.cuda_runtime)

@@ -1,7 +1,7 @@
 /* cuda/cuda_copy.h: when a host<->device copy may return, and the pinned staging of large
  * host-to-device copies (plain C; the raw CUDA calls come in through a table, so
  * spec/c/test_cuda_copy.c checks the contract on the CPU with a fake stream).
- * defines: cuda_copy_raw, cuda_copy_h2d_via, cuda_copy_d2h_via.
+ * defines: cuda_copy_kind, cuda_copy_raw, cuda_copy_h2d_via, cuda_copy_d2h_via.
  *
  * The contract (cuda_device.h's cuda_copy_h2d / cuda_copy_d2h, which call these with the real
  * calls of cuda_host.cu): host-to-device returns once the source may be reused (the caller may
@@ -21,6 +21,8 @@
 #include <stddef.h>
 
 #include "cuda_launch.h"
+
+typedef enum cuda_copy_kind { CUDA_H2D, CUDA_D2H } cuda_copy_kind;
 
 /* The raw calls. `stream` and `event` are cudaStream_t / cudaEvent_t as void *. Each int call
  * returns 0, or -1 with ddpl_error set. */

@@ -431,18 +431,25 @@ static int join_all(ddpl_store *st, const char *prefix, int rank, int size, doub
 /* The backends of this build, by name; a backend that is not built is not compiled in. */
 static const struct ddpl_pg_backend *const backends[] = {
     &pg_host_backend,
-#if DDPL_HAVE_CUDA
+#if DDPL_HAVE_NCCL
     &pg_nccl_backend,
 #endif
 };
 
-/* A backend this build does not have, named so that asking for it says why. */
-static const struct {
-    const char *name, *why;
-} not_built[] = {
-    {"nccl", "this build of ddplua has no NCCL (it was built without CUDA; rebuild with the CUDA "
-             "toolkit, cmake -DDDPL_CUDA=ON)"},
-};
+/* Why this build lacks the backend `name` that another build has; NULL when it does not. */
+static const char *not_built(const char *name)
+{
+#if !DDPL_HAVE_NCCL
+    if (strcmp(name, "nccl") == 0)
+        return DDPL_HAVE_CUDA ? "this build of ddplua has no NCCL (configure found no nccl.h; set "
+                                "NCCL_ROOT to an NCCL installation, or install the nvidia-nccl "
+                                "Python package, and reconfigure)"
+                              : "this build of ddplua has no NCCL (it was built without CUDA; "
+                                "rebuild with the CUDA toolkit, cmake -DDDPL_CUDA=ON)";
+#endif
+    DDPL_UNUSED(name);
+    return NULL;
+}
 
 /* The table named `name`, or NULL with the error init_process_group gives. */
 static const struct ddpl_pg_backend *find_backend(const char *name)
@@ -453,10 +460,10 @@ static const struct ddpl_pg_backend *find_backend(const char *name)
         if (backends[i]->available && backends[i]->available(fname) < 0) return NULL;
         return backends[i];
     }
-    for (size_t i = 0; i < sizeof not_built / sizeof *not_built; i++) {
-        if (strcmp(not_built[i].name, name) != 0) continue;
+    const char *why = not_built(name);
+    if (why) {
         ddpl_error("%s: backend '%s' is not available: %s; use backend='gloo' for CPU tensors",
-                   fname, name, not_built[i].why);
+                   fname, name, why);
         return NULL;
     }
     ddpl_error("%s: unknown backend '%s' (expected 'gloo' or 'nccl')", fname, name);

@@ -1,6 +1,6 @@
 /* dist/pg_backend.h: the interface a process-group backend fills (a table of functions).
  * defines: struct ddpl_pg_backend, PG_HIDDEN, the tables of this build: pg_host_backend ("gloo",
- * always) and pg_nccl_backend ("nccl", CUDA builds only). Internal to engine/dist.
+ * always) and pg_nccl_backend ("nccl", CUDA builds with NCCL only). Internal to engine/dist.
  *
  * pg.c owns what every backend shares: rendezvous, the group's timeout and its failure state,
  * work handles, the lanes (worker threads) that run host operations in issue order. pg_ops.c
@@ -79,8 +79,8 @@ struct ddpl_pg_backend {
 /* CPU tensors (dist/pg_host.c): Gloo over TCP, collectives through shared memory when every
  * rank is on this machine. */
 PG_HIDDEN extern const struct ddpl_pg_backend pg_host_backend;
-#if DDPL_HAVE_CUDA
-/* CUDA tensors through NCCL (dist/nccl_pg.c), compiled only with the CUDA backend. */
+#if DDPL_HAVE_NCCL
+/* CUDA tensors through NCCL (dist/nccl_pg.c), compiled only with the CUDA backend and nccl.h. */
 PG_HIDDEN extern const struct ddpl_pg_backend pg_nccl_backend;
 #endif
 

@@ -46,8 +46,8 @@ static void set_version(lua_State *L, const char *key, int v, bool cuda_style)
     lua_setfield(L, -2, key);
 }
 
-/* ddpl.config(): what this build contains, for bug reports. cuDNN and NCCL are part of every
- * CUDA build (CMakeLists.txt requires them); their versions are read from the libraries. */
+/* ddpl.config(): what this build contains, for bug reports. cuDNN and NCCL are optional parts of
+ * a CUDA build (cmake/cuda_libs.cmake); their versions are read from the libraries. */
 static int f_config(lua_State *L)
 {
     lua_createtable(L, 0, 13);
@@ -55,9 +55,9 @@ static int f_config(lua_State *L)
     lua_setfield(L, -2, "version");
     lua_pushboolean(L, DDPL_HAVE_CUDA);
     lua_setfield(L, -2, "cuda");
-    lua_pushboolean(L, DDPL_HAVE_CUDA);
+    lua_pushboolean(L, DDPL_HAVE_NCCL);
     lua_setfield(L, -2, "nccl");
-    lua_pushboolean(L, DDPL_HAVE_CUDA);
+    lua_pushboolean(L, DDPL_HAVE_CUDNN);
     lua_setfield(L, -2, "cudnn");
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "gloo");
