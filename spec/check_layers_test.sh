@@ -39,6 +39,15 @@ grep -q 'engine/core/up.h (core) includes engine/ops/op.h (ops)' <<<"$out" ||
     fail "the include up is not named: $out"
 rm "$tmp/src/engine/core/up.h"
 
+# a public header belongs to the layer that implements it: core may not include ddpl/ops.h
+echo '#include "ddpl/ops.h"' >"$tmp/src/engine/core/up.h"
+if out=$("$check" "$tmp/build" "$tmp/src" 2>&1); then fail "core including ddpl/ops.h passed"; fi
+grep -q 'engine/core/up.h (core) includes engine/include/ddpl/ops.h (ops)' <<<"$out" ||
+    fail "the public include up is not named: $out"
+echo '#include "ddpl/tensor.h"' >"$tmp/src/engine/core/up.h"
+"$check" "$tmp/build" "$tmp/src" >/dev/null 2>&1 || fail "core including ddpl/tensor.h was refused"
+rm "$tmp/src/engine/core/up.h"
+
 # a call up through a prototype written by hand: no include shows it, the object does
 printf 'int op_run(void);\nint core_call(void) { return op_run(); }\n' >"$tmp/src/engine/core/call.c"
 cc -c -o "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/call.c.o" \

@@ -8,6 +8,7 @@
  * 3. Without retain_graph, each node frees its saved tensors once it has run.
  * Before step 2, leaves with a gradient home (ddpl_tensor_set_grad_home) and no .grad ask the
  * node that makes their gradient to write it there (plan_homes). */
+#include "ddpl/ops.h"
 #include "graph.h"
 #include "leaves.h"
 

@@ -20,6 +20,7 @@
 #define DDPL_AUTOGRAD_GRAPH_H
 
 #include "core/core.h"
+#include "ddpl/autograd.h"
 
 struct ddpl_node;
 

@@ -11,8 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ddpl/autograd.h"
-#include "ddpl/ops.h"
 #include "ddpl/tensor.h"
 
 struct ddpl_autograd_meta; /* autograd/graph.h */

@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 
+#include "ddpl/ops.h"
 #include "dist/gloo_pg.h"
 #include "dist/pg_backend.h"
 #include "dist/shm_coll.h"

@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include "core/core.h"
+#include "ddpl/autograd.h"
+#include "ddpl/ops.h"
 #include "dist/reducer.h"
 
 /* engine-internal: not exported from libddplua.so */

@@ -11,6 +11,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "ddpl/ops.h" /* ddpl_reduction */
+
 /* pairs are (h, w) */
 typedef struct ddpl_conv_params {
     int stride[2], padding[2], dilation[2];

@@ -5,6 +5,7 @@
 #define DDPL_OP_UTIL_H
 
 #include "autograd/graph.h"
+#include "ddpl/ops.h"
 #include "dispatch.h"
 #include "kernel_params.h"
 

@@ -9,6 +9,7 @@
 
 #include "optim.h"
 #include "dispatch.h"
+#include "op_util.h"
 
 /* The tensor `what` of parameter i must be a contiguous tensor like the parameter. */
 static int check_like(const char *name, int i, const char *what, const ddpl_tensor *p,
