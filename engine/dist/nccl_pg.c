@@ -68,13 +68,15 @@ static ddpl_nccl *comm_retain(ddpl_nccl *c)
 static void comm_release(ddpl_nccl *c)
 {
     if (atomic_fetch_sub(&c->refcount, 1) != 1) return;
-    int prev = 0;
-    cudaGetDevice(&prev);
+    /* restore the thread's device only when it could be read: restoring a guess (device 0)
+     * would move a thread that works on another GPU */
+    int prev = -1;
+    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
     cudaSetDevice(c->device);
     if (c->one) cudaFree(c->one);
     if (c->ready) cudaEventDestroy(c->ready);
     if (c->stream) cudaStreamDestroy(c->stream);
-    cudaSetDevice(prev);
+    if (prev >= 0) cudaSetDevice(prev);
     free(c->broken);
     pthread_mutex_destroy(&c->mu);
     free(c);
@@ -170,9 +172,9 @@ static int nccl_available(const char *fname)
  * engine's allocator may have changed it). */
 static int enter(const ddpl_nccl *c, int *prev, const char *fname)
 {
-    *prev = c->device;
-    cudaGetDevice(prev);
-    cudaError_t e = cudaSetDevice(c->device);
+    cudaError_t e = cudaGetDevice(prev);
+    if (e != cudaSuccess) return cuda_fail(c, e, fname, "cudaGetDevice");
+    e = cudaSetDevice(c->device);
     return e == cudaSuccess ? 0 : cuda_fail(c, e, fname, "cudaSetDevice");
 }
 
