@@ -378,13 +378,4 @@ describe('GC pacing', function()
         end
         assert.is_true(peak < 200 * 2 ^ 20, ('peak %.0f MiB of live tensors'):format(peak / 2 ^ 20))
     end)
-
-    it('keeps a tiny op under a microsecond or two (loose bound for a loaded machine)', function()
-        local a, b = ddpl.ones(1), ddpl.ones(1)
-        local n = 200000
-        local t0 = ddpl.time()
-        for _ = 1, n do local _ = a + b end
-        local us = (ddpl.time() - t0) / n * 1e6
-        assert.is_true(us < 3, ('%.2f us per a + b'):format(us))
-    end)
 end)
