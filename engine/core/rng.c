@@ -1,6 +1,6 @@
 /* core/rng.c: the process-wide random generator's state: the seed and the next Philox4x32-10
  * counter (the block function is core/philox.h).
- * defines: ddpl_manual_seed, ddpl_rng_reserve.
+ * defines: ddpl_manual_seed, ddpl_get_rng_state, ddpl_set_rng_state, ddpl_rng_reserve.
  *
  * Counter-based: a kernel that needs n numbers reserves ceil(n/4) blocks and computes block i
  * from (seed, offset + i) alone, so any thread or GPU lane can produce its part of the stream
@@ -17,6 +17,22 @@ void ddpl_manual_seed(uint64_t seed)
     pthread_mutex_lock(&rng_lock);
     generator.seed = seed;
     generator.offset = 0;
+    pthread_mutex_unlock(&rng_lock);
+}
+
+void ddpl_get_rng_state(uint64_t *seed, uint64_t *offset)
+{
+    pthread_mutex_lock(&rng_lock);
+    *seed = generator.seed;
+    *offset = generator.offset;
+    pthread_mutex_unlock(&rng_lock);
+}
+
+void ddpl_set_rng_state(uint64_t seed, uint64_t offset)
+{
+    pthread_mutex_lock(&rng_lock);
+    generator.seed = seed;
+    generator.offset = offset;
     pthread_mutex_unlock(&rng_lock);
 }
 

@@ -1,7 +1,7 @@
 /* lua/bind_create.c: the ddpl.* functions that make tensors.
  * defines: lb_create_functions: tensor zeros ones empty full eye arange rand randn randint
  *          randperm zeros_like ones_like empty_like full_like rand_like randn_like frombytes
- *          manual_seed is_tensor.
+ *          is_tensor.
  *
  * Every factory takes {dtype=, device=, requires_grad=} last. ddpl.tensor infers the dtype as
  * PyTorch does from Python values: all integers -> int64, any float -> float32, booleans ->
@@ -378,15 +378,6 @@ static int f_frombytes(lua_State *L)
     return lb_finish_in(L, box, "frombytes");
 }
 
-static int f_manual_seed(lua_State *L)
-{
-    int isint = 0;
-    lua_Integer s = lua_tointegerx(L, 1, &isint);
-    if (!isint) return lb_argerror(L, 1, "manual_seed", "an integer");
-    ddpl_manual_seed((uint64_t)s);
-    return 0;
-}
-
 static int f_is_tensor(lua_State *L)
 {
     lua_pushboolean(L, lb_testbox(L, 1) != NULL);
@@ -412,7 +403,6 @@ const luaL_Reg lb_create_functions[] = {
     {"rand_like", f_rand_like},
     {"randn_like", f_randn_like},
     {"frombytes", f_frombytes},
-    {"manual_seed", f_manual_seed},
     {"is_tensor", f_is_tensor},
     {NULL, NULL},
 };

@@ -12,9 +12,9 @@
  *   - integers and floats are JSON numbers (floats always with '.' or an exponent, so they
  *     come back as floats); inf and nan are {"$float": "inf" | "-inf" | "nan"};
  *   - strings and booleans are themselves.
- * ddpl.load(path [, {device}]) returns the table and, second, the file's other metadata
- * ({str = str}); a file without "ddplua.tree" (e.g. written by Python) loads as a flat
- * {name = tensor}. */
+ * ddpl.load(path [, {device | map_location}]) returns the table and, second, the file's
+ * other metadata ({str = str}); a file without "ddplua.tree" (e.g. written by Python) loads as a
+ * flat {name = tensor}. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -373,7 +373,7 @@ static int json_gc(lua_State *L)
     return 0;
 }
 
-static const char *const load_opts[] = {"device", NULL};
+static const char *const load_opts[] = {"device", "map_location", NULL};
 
 static int f_load(lua_State *L)
 {
@@ -382,9 +382,14 @@ static int f_load(lua_State *L)
     if (!lua_isnoneornil(L, 2)) {
         luaL_checktype(L, 2, LUA_TTABLE);
         lb_check_opts(L, 2, "load", load_opts);
+        /* map_location is PyTorch's name for it (a device name here, not a function) */
         lua_getfield(L, 2, "device");
+        lua_getfield(L, 2, "map_location");
+        if (!lua_isnil(L, -2) && !lua_isnil(L, -1))
+            return luaL_error(L, "load: give device or map_location, not both");
+        if (!lua_isnil(L, -2)) dev = lb_device(L, lua_gettop(L) - 1, "load");
         if (!lua_isnil(L, -1)) dev = lb_device(L, lua_gettop(L), "load");
-        lua_pop(L, 1);
+        lua_pop(L, 2);
     }
     lua_settop(L, 2);
     ddpl_st_file *f = lua_newuserdatauv(L, sizeof *f, 0);

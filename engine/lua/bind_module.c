@@ -70,9 +70,9 @@ int luaopen_ddplua_core(lua_State *L)
     for (size_t i = 0; i < sizeof method_sets / sizeof *method_sets; i++)
         register_into(L, methods, mt, methods, method_sets[i]);
     const luaL_Reg *function_sets[] = {
-        lb_create_functions,   lb_math_functions,  lb_reduce_functions,
-        lb_autograd_functions, lb_util_functions,  lb_data_functions,
-        lb_io_functions,       lb_optim_functions, lb_autocast_functions};
+        lb_create_functions,   lb_math_functions, lb_reduce_functions, lb_autograd_functions,
+        lb_util_functions,     lb_data_functions, lb_io_functions,     lb_optim_functions,
+        lb_autocast_functions, lb_rng_functions};
     for (size_t i = 0; i < sizeof function_sets / sizeof *function_sets; i++)
         register_into(L, ddpl, mt, methods, function_sets[i]);
     for (const char *const *name = function_forms; *name; name++) {
@@ -85,6 +85,9 @@ int luaopen_ddplua_core(lua_State *L)
     lua_setfield(L, ddpl, "autograd");
     lua_newtable(L);
     register_into(L, lua_gettop(L), mt, methods, lb_cuda_functions);
+    /* one generator serves both device types: ddpl.cuda.manual_seed/get_rng_state/set_rng_state
+     * are ddpl's */
+    register_into(L, lua_gettop(L), mt, methods, lb_rng_functions);
     lua_setfield(L, ddpl, "cuda");
     lb_store_open(L, ddpl); /* ddplua.core._store.TCPStore, for ddpl.distributed */
     lb_cuda_install_oom_hook(L);

@@ -145,6 +145,7 @@ LB_HIDDEN extern const luaL_Reg lb_autograd_table[];     /* autograd: ddpl.autog
 LB_HIDDEN extern const luaL_Reg lb_functional[];         /* functional: F.* */
 LB_HIDDEN extern const luaL_Reg lb_functional_methods[]; /* functional: x:softmax(dim), ... */
 LB_HIDDEN extern const luaL_Reg lb_util_functions[];     /* util: time, threads, config, cuda */
+LB_HIDDEN extern const luaL_Reg lb_rng_functions[];      /* rng: ddpl.* and ddpl.cuda.* */
 LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];     /* util: ddpl.cuda.* */
 LB_HIDDEN extern const luaL_Reg lb_dist_functions[];     /* dist_pg: ddplua.core.dist */
 LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];      /* ddp: ddplua.core.ddp */

@@ -84,6 +84,11 @@ ddpl_tensor *ddpl_randperm(int64_t n, ddpl_device dev); /* int64 */
 
 /* Seeds every generator of this process (CPU and CUDA). */
 void ddpl_manual_seed(uint64_t seed);
+/* The generator's state: its seed and the next Philox4x32-10 counter block. One generator
+ * serves the CPU and CUDA kernels; restoring a state makes the draws that followed it repeat
+ * (a resumed run draws the same numbers). */
+void ddpl_get_rng_state(uint64_t *seed, uint64_t *offset);
+void ddpl_set_rng_state(uint64_t seed, uint64_t offset);
 
 /* accessors */
 int ddpl_tensor_ndim(const ddpl_tensor *t);
