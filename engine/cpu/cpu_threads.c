@@ -26,7 +26,10 @@ enum { MAX_THREADS = 256, MAX_PARTS = 65535 };
 static struct {
     void (*fn)(int, int, void *);
     void *ctx;
-    int job_threads;             /* threads allowed on this job (ids >= it stay out) */
+    /* threads allowed on this job (ids >= it stay out); atomic because a worker that wakes late
+     * for a finished job reads it while the next job's caller writes it (the claim word then
+     * turns that worker away, whatever it read) */
+    atomic_int job_threads;
     _Atomic uint64_t claim;      /* generation << 32 | nparts << 16 | next unclaimed part */
     _Atomic uint32_t generation; /* futex word: bumped once per job */
     _Atomic int done;            /* parts finished in the current job */
@@ -105,7 +108,7 @@ static void *worker_main(void *arg)
             gen = atomic_load_explicit(&pool.generation, memory_order_acquire);
         }
         seen = gen;
-        if (id < pool.job_threads) run_parts(gen, id);
+        if (id < atomic_load_explicit(&pool.job_threads, memory_order_relaxed)) run_parts(gen, id);
     }
     return NULL;
 }
@@ -191,7 +194,7 @@ void cpu_threads_run(int nparts, void (*fn)(int part, int thread, void *ctx), vo
     uint32_t gen = atomic_load_explicit(&pool.generation, memory_order_relaxed) + 1;
     pool.fn = fn;
     pool.ctx = ctx;
-    pool.job_threads = nthreads;
+    atomic_store_explicit(&pool.job_threads, nthreads, memory_order_relaxed);
     atomic_store_explicit(&pool.done, 0, memory_order_relaxed);
     atomic_store_explicit(&pool.claim, (uint64_t)gen << 32 | (uint64_t)nparts << 16,
                           memory_order_release);
