@@ -1,8 +1,11 @@
 -- spec/store_spec.lua: the TCP key-value store (engine/dist/store.c) through its Lua binding:
--- in one process a server and clients (set/get/add/check/wait/delete_key, binary values,
+-- in one process a server and clients (set/get/add/check/wait/delete_key/num_keys, binary values,
 -- timeouts naming the keys, token refusal, unreachable server), and across processes started by
--- the launcher (concurrent add from 4 ranks, a get woken by another process's set).
+-- the launcher (concurrent add from 4 ranks, a get woken by another process's set);
+-- ddpl.distributed.TCPStore waiting for world_size stores.
 -- Every external command runs under `timeout`, every store call has a short timeout.
+local H = require 'helpers'
+local ddpl = H.ddpl
 local core = require 'ddplua.core'
 local TCPStore = core._store.TCPStore
 local bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
@@ -124,6 +127,49 @@ describe('TCPStore in one process', function()
         ok, err = pcall(TCPStore, '127.0.0.1', 0, {timeout = 1})
         assert.is_false(ok)
         has(err, 'port 0 is not valid for a client')
+    end)
+end)
+
+describe('TCPStore: num_keys and ddpl.distributed.TCPStore', function()
+    it('num_keys counts every key, add counters too; delete_key lowers it', function()
+        local master = TCPStore('127.0.0.1', 0, {is_master = true, timeout = 5, token = ''})
+        local client = TCPStore('127.0.0.1', master.port, {timeout = 5, token = ''})
+        local base = master:num_keys()
+        client:set('a', '1')
+        client:set('b', '2')
+        client:set('a', '3') -- the same key again
+        client:add('n', 4)
+        assert.are.equal(base + 3, master:num_keys())
+        assert.are.equal(base + 3, client:num_keys())
+        assert.is_true(client:delete_key('b'))
+        assert.are.equal(base + 2, client:num_keys())
+        client:close()
+        master:close()
+    end)
+
+    it('dist.TCPStore waits for world_size stores, and names the count on a timeout', function()
+        local dist = ddpl.distributed
+        local master = dist.TCPStore('127.0.0.1', 0, {is_master = true, world_size = 2,
+                                                      timeout = 5, wait_for_workers = false})
+        -- the second store completes the count, so it returns at once
+        local client = dist.TCPStore('127.0.0.1', master.port, {world_size = 2, timeout = 5})
+        assert.are.equal('1', master:get('ddplua/tcpstore/all_joined'))
+        client:set('k', 'v')
+        assert.are.equal('v', master:get('k'))
+        -- a gang of three whose third store never comes
+        local lone = dist.TCPStore('127.0.0.1', 0, {is_master = true, world_size = 3,
+                                                    timeout = 5, wait_for_workers = false})
+        local err = H.assert_error(function()
+            dist.TCPStore('127.0.0.1', lone.port, {world_size = 3, timeout = 0.2})
+        end, 'TCPStore: 2 of world_size 3 stores joined within the timeout')
+        has(err, '0.2 s')
+        lone:close()
+        H.assert_error(function() dist.TCPStore('127.0.0.1', master.port, {world_size = 0}) end,
+                       'TCPStore: world_size must be a positive integer, got 0')
+        H.assert_error(function() dist.TCPStore('127.0.0.1', master.port, {wrold_size = 2}) end,
+                       "TCPStore: unknown option 'wrold_size'")
+        client:close()
+        master:close()
     end)
 end)
 

@@ -2,7 +2,7 @@
  * hello with the token, and one request/reply round trip per call under a mutex.
  * defines: ddpl_store_create, ddpl_store_port, ddpl_store_timeout, ddpl_store_set_timeout,
  *          ddpl_store_set, ddpl_store_get, ddpl_store_add, ddpl_store_check, ddpl_store_wait,
- *          ddpl_store_delete, ddpl_store_free.
+ *          ddpl_store_delete, ddpl_store_num_keys, ddpl_store_free.
  *
  * The mutex is held for a whole round trip, so a thread blocked in get/wait delays the others
  * until its keys come or its timeout passes (as PyTorch's client). A connection that failed in
@@ -427,6 +427,28 @@ int ddpl_store_delete(ddpl_store *s, const char *key, bool *deleted)
             rc = reply_error(s, &rep, "delete of key", key, 0, 1);
         else if (deleted)
             *deleted = rep.fields[0].data[0] != 0;
+        done(s, &rep, n);
+    }
+    pthread_mutex_unlock(&s->mu);
+    store_buf_free(&req);
+    return rc;
+}
+
+int ddpl_store_num_keys(ddpl_store *s, int64_t *count)
+{
+    store_buf req = {0};
+    build(&req, STORE_OP_NUM_KEYS, 0, 0, NULL, NULL, 0, false);
+    pthread_mutex_lock(&s->mu);
+    store_msg rep;
+    size_t n;
+    int rc = roundtrip(s, &req, ddpl_store_timeout(s), &rep, &n, "num_keys");
+    if (rc == 0) {
+        int64_t v;
+        if (rep.code != STORE_ST_OK || rep.nfields != 1 || !store_field_i64(&rep.fields[0], &v) ||
+            v < 0)
+            rc = reply_error(s, &rep, "count of the keys", "num_keys", 0, 0);
+        else
+            *count = v;
         done(s, &rep, n);
     }
     pthread_mutex_unlock(&s->mu);

@@ -32,6 +32,9 @@ int ddpl_store_check(ddpl_store *s, int nkeys, const char *const *keys, bool *pr
 int ddpl_store_wait(ddpl_store *s, int nkeys, const char *const *keys, double timeout_s);
 /* *deleted = whether the key existed. */
 int ddpl_store_delete(ddpl_store *s, const char *key, bool *deleted);
+/* The number of keys the store holds (those of the engine's own rendezvous included, as
+ * PyTorch's TCPStore counts its own). */
+int ddpl_store_num_keys(ddpl_store *s, int64_t *count);
 /* Disconnects; the server (rank 0) stops once it is freed. */
 void ddpl_store_free(ddpl_store *s);
 

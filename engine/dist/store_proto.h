@@ -23,6 +23,7 @@ enum {
     STORE_OP_CHECK,     /* keys...; reply: one byte, 1 when all exist */
     STORE_OP_WAIT,      /* keys...; waits up to timeout_ms */
     STORE_OP_DELETE,    /* key; reply: one byte, 1 when it existed */
+    STORE_OP_NUM_KEYS,  /* no fields; reply: the number of keys (8 bytes) */
 };
 enum {
     STORE_ST_OK = 0,

@@ -225,17 +225,20 @@ static bool wait_keys(conn *c, const store_msg *m, kv_map *map, bool *all)
 /* Handles the request m of a greeted client: true when answered, false when it blocks. */
 static bool handle(store_server *s, conn *c, const store_msg *m)
 {
-    static const uint32_t nfields[] = {
-        [STORE_OP_SET] = 2, [STORE_OP_GET] = 1, [STORE_OP_ADD] = 2, [STORE_OP_DELETE] = 1};
-    if (m->code < STORE_OP_SET || m->code > STORE_OP_DELETE) {
+    /* the fields each request carries; -1: one or more (keys) */
+    static const int nfields[] = {
+        [STORE_OP_SET] = 2,   [STORE_OP_GET] = 1,    [STORE_OP_ADD] = 2,     [STORE_OP_CHECK] = -1,
+        [STORE_OP_WAIT] = -1, [STORE_OP_DELETE] = 1, [STORE_OP_NUM_KEYS] = 0};
+    if (m->code < STORE_OP_SET || m->code > STORE_OP_NUM_KEYS) {
         reply_text(c, STORE_ST_ERROR, "unknown request");
         return true;
     }
-    if ((nfields[m->code] && m->nfields != nfields[m->code]) || m->nfields == 0) {
+    int want = nfields[m->code];
+    if (want >= 0 ? m->nfields != (uint32_t)want : m->nfields == 0) {
         reply_text(c, STORE_ST_ERROR, "malformed request");
         return true;
     }
-    const store_field *key = &m->fields[0];
+    const store_field *key = m->nfields ? &m->fields[0] : NULL;
     bool all;
     switch (m->code) {
     case STORE_OP_SET:
@@ -284,6 +287,13 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
         if (!wait_keys(c, m, &s->map, &all)) return false;
         if (all) reply(c, STORE_ST_OK, 0, NULL);
         return true;
+    case STORE_OP_NUM_KEYS: {
+        uint8_t out[8];
+        store_put_i64(out, (int64_t)s->map.count);
+        store_field f = {out, 8};
+        reply(c, STORE_ST_OK, 1, &f);
+        return true;
+    }
     default: { /* STORE_OP_DELETE */
         uint8_t existed = map_delete(&s->map, key);
         store_field f = {&existed, 1};

@@ -8,6 +8,7 @@
  *   store:check(keys) -> boolean    keys: a string or a list of strings; never waits
  *   store:wait(keys [, timeout])    waits for all of them
  *   store:delete_key(key) -> boolean
+ *   store:num_keys() -> integer     every key, the rendezvous' own included (as PyTorch's)
  *   store:set_timeout(seconds); store.port, store.host, store.timeout, store.is_master
  *   store:close() (also __close and __gc)
  * ddpl.distributed.TCPStore (lua/ddplua/distributed.lua) is this constructor. The token defaults
@@ -143,6 +144,15 @@ static int store_get(lua_State *L)
     return 1;
 }
 
+static int store_num_keys(lua_State *L)
+{
+    store_box *b = check_box(L, "num_keys");
+    int64_t n;
+    if (ddpl_store_num_keys(b->s, &n) < 0) store_error(L);
+    lua_pushinteger(L, (lua_Integer)n);
+    return 1;
+}
+
 static int store_add(lua_State *L)
 {
     store_box *b = check_box(L, "add");
@@ -226,15 +236,11 @@ static int store_tostring(lua_State *L)
 }
 
 static const luaL_Reg store_methods[] = {
-    {"set", store_set},
-    {"get", store_get},
-    {"add", store_add},
-    {"check", store_check},
-    {"wait", store_wait},
-    {"delete_key", store_delete_key},
-    {"set_timeout", store_set_timeout},
-    {"close", store_close},
-    {NULL, NULL},
+    {"set", store_set},           {"get", store_get},
+    {"add", store_add},           {"check", store_check},
+    {"wait", store_wait},         {"delete_key", store_delete_key},
+    {"num_keys", store_num_keys}, {"set_timeout", store_set_timeout},
+    {"close", store_close},       {NULL, NULL},
 };
 
 /* Properties first (store.port ...), then the methods (upvalue 1). */

@@ -1,7 +1,7 @@
 -- lua/ddplua/distributed.lua: ddpl.distributed (also ddpl.dist), torch.distributed for ddplua.
 -- defines: init_process_group, is_initialized, get_rank, get_world_size, get_backend, barrier,
 --          destroy_process_group, all_reduce, broadcast, all_gather, all_gather_into_tensor,
---          reduce_scatter_tensor, send, recv, ReduceOp, print0, default_group.
+--          reduce_scatter_tensor, send, recv, ReduceOp, TCPStore, print0, default_group.
 --
 -- One default process group per process, as in PyTorch. The C side (engine/lua/bind_dist_pg.c over
 -- engine/dist/pg.h) runs every collective on the group's worker thread and returns a work
@@ -200,6 +200,38 @@ function dist.barrier(opts)
     local g = need('barrier')
     opts = options('barrier', opts, async_only)
     return finish(c_call(C.barrier, g), opts)
+end
+
+-- dist.TCPStore(host, port, {world_size, is_master, timeout, wait_for_workers}): PyTorch's
+-- TCPStore (set, get, add, wait, check, delete_key, num_keys; the engine's store). With
+-- world_size every store counts itself in on creation and, unless wait_for_workers is false,
+-- the constructor returns once world_size stores (the master's included) have joined, as
+-- PyTorch's does; the count lives under two keys of the store's own, which num_keys() counts
+-- as PyTorch counts its own.
+local JOINED, ALL_JOINED = 'ddplua/tcpstore/joined', 'ddplua/tcpstore/all_joined'
+local store_opts = {world_size = true, is_master = true, timeout = true, wait_for_workers = true}
+
+function dist.TCPStore(host, port, opts)
+    opts = options('TCPStore', opts, store_opts)
+    local ws = opts.world_size
+    if ws ~= nil and (math.type(ws) ~= 'integer' or ws < 1) then
+        error(('TCPStore: world_size must be a positive integer, got %s'):format(tostring(ws)), 2)
+    end
+    local ok, store = pcall(require('ddplua.core')._store.TCPStore, host, port,
+                            {is_master = opts.is_master, timeout = opts.timeout})
+    if not ok then error(bare(store), 2) end
+    if ws == nil then return store end
+    if store:add(JOINED, 1) == ws then store:set(ALL_JOINED, '1') end
+    if opts.wait_for_workers ~= false then
+        local joined = pcall(store.wait, store, ALL_JOINED)
+        if not joined then
+            local n, timeout = store:add(JOINED, 0), store.timeout
+            store:close()
+            error(('TCPStore: %d of world_size %d stores joined within the timeout (%g s)')
+                  :format(n, ws, timeout), 2)
+        end
+    end
+    return store
 end
 
 -- print on rank 0 only: logging in a script that every rank runs
