@@ -131,6 +131,31 @@ describe('launcher environment', function()
         assert.are.equal('--nproc,5', ranks[1].ARGS)
     end)
 
+    it("takes torchrun's --nproc-per-node and --standalone", function()
+        local out, err, code = ddplua(('--standalone --nproc-per-node 3 %s x'):format(q(env_script)))
+        assert.are.equal(0, code, err)
+        local ranks = parse_env(out)
+        assert.are.equal(3, count(ranks))
+        for r = 0, 2 do
+            assert.are.equal('3', ranks[r].WORLD_SIZE)
+            assert.are.equal('127.0.0.1', ranks[r].MASTER_ADDR)
+            assert.are.equal('x', ranks[r].ARGS)
+        end
+        out, err, code = ddplua(('%s --nproc-per-node=2'):format(q(env_script)))
+        assert.are.equal(0, code, err)
+        assert.are.equal(2, count(parse_env(out)))
+        out, err, code = ddplua(('--standalone --nnodes 2 --nproc 2 %s'):format(q(env_script)))
+        assert.are_not.equal(0, code)
+        assert.truthy(err:find('--standalone runs one machine; it cannot go with --nnodes 2', 1,
+                               true), err)
+        out, err, code = ddplua(('--standalone=yes --nproc 2 %s'):format(q(env_script)))
+        assert.are_not.equal(0, code)
+        assert.truthy(err:find('--standalone takes no value', 1, true), err)
+        out, err, code = ddplua(('--nproc-per-node 0 %s'):format(q(env_script)))
+        assert.are_not.equal(0, code)
+        assert.truthy(err:find('--nproc-per-node expects an integer from 1', 1, true), err)
+    end)
+
     it('computes ranks for --nnodes 2 --node-rank K, both nodes on one master port', function()
         -- a free port: a store picks one and lets it go
         local s = core._store.TCPStore('127.0.0.1', 0, {is_master = true, timeout = 5, token = ''})

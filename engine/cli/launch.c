@@ -298,6 +298,13 @@ int cli_launch_run(char **argv, const cli_options *o)
 {
     const cli_launch *l = &o->launch;
     if (check_command(o, argv) < 0) return 1;
+    if (l->standalone && (l->nnodes != 1 || l->node_rank != 0)) {
+        fprintf(stderr,
+                "%s: --standalone runs one machine; it cannot go with --nnodes %d or "
+                "--node-rank %d\n",
+                CLI_PROGNAME, l->nnodes, l->node_rank);
+        return 1;
+    }
     launch_job job = {.nproc = l->nproc, .nnodes = l->nnodes, .node_rank = l->node_rank};
     job.master_addr = l->master_addr ? l->master_addr : "127.0.0.1";
     /* one node: a free port, so two jobs on one machine never collide; several nodes must

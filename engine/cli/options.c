@@ -5,7 +5,8 @@
  *
  * Lua's options (-e -l -i -v -E -W -h, "-" for stdin, "--" to stop) as lua.c has them, plus the
  * launcher flags of API.md (--nproc, --nnodes, --node-rank, --master-addr, --master-port, and
- * --log-dir, --prefix-output; also as --flag=value), accepted before the script and right after it,
+ * --log-dir, --prefix-output; torchrun's --nproc-per-node and --standalone; also as
+ * --flag=value), accepted before the script and right after it,
  * as torchrun users write them. After the script the first argument that is not a launcher flag, or
  * "--", starts the script's own arguments. */
 #include <stdio.h>
@@ -35,13 +36,14 @@ void cli_usage(const char *badoption)
             "  --        stop handling options\n"
             "  -         stop handling options and execute stdin\n"
             "Launcher flags (before or right after the script):\n"
-            "  --nproc N            worker processes on this machine\n"
+            "  --nproc N            worker processes on this machine (or --nproc-per-node N)\n"
             "  --nnodes M           number of machines\n"
             "  --node-rank K        rank of this machine (0-based)\n"
             "  --master-addr HOST   address of the rank-0 machine\n"
             "  --master-port P      port of the rendezvous store\n"
             "  --log-dir DIR        also write each rank's output to DIR/rank<N>.stdout|stderr\n"
             "  --prefix-output      prefix each line of output with \"[rank<N>]: \"\n"
+            "  --standalone         one machine, rendezvous on a free local port (torchrun's)\n"
             "With no script and no -e, ddplua starts a REPL with 'ddpl' preloaded.\n",
             CLI_PROGNAME);
     fflush(stderr);
@@ -64,9 +66,30 @@ static int int_value(const char *flag, const char *s, int lo, int hi, int *out)
  * Returns 1 when consumed (advancing *i), 0 when argv[*i] is not a launcher flag, -1 on error. */
 static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
 {
-    static const char *const names[] = {
-        "--nproc",       "--nnodes",  "--node-rank",     "--master-addr",
-        "--master-port", "--log-dir", "--prefix-output", NULL};
+    /* the flags that take no value come last (from FIRST_SWITCH on) */
+    enum {
+        NPROC,
+        NNODES,
+        NODE_RANK,
+        MASTER_ADDR,
+        MASTER_PORT,
+        LOG_DIR,
+        NPROC_PER_NODE,
+        FIRST_SWITCH,
+        PREFIX_OUTPUT = FIRST_SWITCH,
+        STANDALONE
+    };
+    static const char *const names[] = {[NPROC] = "--nproc",
+                                        [NNODES] = "--nnodes",
+                                        [NODE_RANK] = "--node-rank",
+                                        [MASTER_ADDR] = "--master-addr",
+                                        [MASTER_PORT] = "--master-port",
+                                        [LOG_DIR] = "--log-dir",
+                                        [NPROC_PER_NODE] =
+                                            "--nproc-per-node", /* torchrun's name for --nproc */
+                                        [PREFIX_OUTPUT] = "--prefix-output",
+                                        [STANDALONE] = "--standalone",
+                                        NULL};
     const char *arg = argv[*i];
     int which = -1;
     size_t len = 0;
@@ -78,13 +101,17 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
         }
     }
     if (which < 0) return 0;
-    if (which == 6) { /* --prefix-output takes no value */
+    if (which >= FIRST_SWITCH) {
         if (arg[len] == '=') {
-            fprintf(stderr, "%s: --prefix-output takes no value\n", CLI_PROGNAME);
+            fprintf(stderr, "%s: %s takes no value\n", CLI_PROGNAME, names[which]);
             return -1;
         }
         (*i)++;
-        l->given = l->prefix_output = true;
+        l->given = true;
+        if (which == PREFIX_OUTPUT)
+            l->prefix_output = true;
+        else
+            l->standalone = true;
         return 1;
     }
     const char *value;
@@ -99,16 +126,17 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
     (*i)++;
     l->given = true;
     switch (which) {
-    case 0:
-        return int_value("--nproc", value, 1, 4096, &l->nproc) < 0 ? -1 : 1;
-    case 1:
+    case NPROC:
+    case NPROC_PER_NODE:
+        return int_value(names[which], value, 1, 4096, &l->nproc) < 0 ? -1 : 1;
+    case NNODES:
         return int_value("--nnodes", value, 1, 65536, &l->nnodes) < 0 ? -1 : 1;
-    case 2:
+    case NODE_RANK:
         return int_value("--node-rank", value, 0, 65535, &l->node_rank) < 0 ? -1 : 1;
-    case 3:
+    case MASTER_ADDR:
         l->master_addr = value;
         return 1;
-    case 4:
+    case MASTER_PORT:
         return int_value("--master-port", value, 1, 65535, &l->master_port) < 0 ? -1 : 1;
     default:
         l->log_dir = value;
