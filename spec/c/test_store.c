@@ -116,6 +116,12 @@ int main(void)
     CHECK(ddpl_store_delete(shared, "later", &deleted) == 0 && deleted);
     CHECK(ddpl_store_delete(shared, "later", &deleted) == 0 && !deleted);
     CHECK(ddpl_store_wait(shared, 0, keys, 1) < 0); /* no keys: refused, not sent */
+    int64_t before = -1, after = -1;
+    CHECK(ddpl_store_num_keys(shared, &before) == 0 && before >= 1); /* the add counter */
+    CHECK(ddpl_store_set(shared, "n1", "x", 1) == 0 && ddpl_store_set(shared, "n1", "y", 1) == 0);
+    CHECK(ddpl_store_num_keys(server, &after) == 0 && after == before + 1);
+    CHECK(ddpl_store_delete(shared, "n1", &deleted) == 0 && deleted);
+    CHECK(ddpl_store_num_keys(shared, &after) == 0 && after == before);
 
     /* freeing the server while a client waits long: the waiter hears at once why */
     ddpl_store_set_timeout(shared, 30);
