@@ -23,6 +23,7 @@ typedef struct cli_launch {
     const char *log_dir; /* --log-dir: per-rank stdout/stderr files there */
     bool prefix_output;  /* --prefix-output: "[rank1]: " before each line */
     bool standalone;     /* --standalone: one machine, a free local port (torchrun's) */
+    int max_restarts;    /* --max-restarts: gang restarts after a failure (torchrun's) */
 } cli_launch;
 
 typedef struct cli_options {

@@ -6,7 +6,15 @@
  * Lua options, without the launcher flags, and the torchrun environment (launch_env.c). The
  * launcher itself runs no Lua and touches no OpenMP or BLAS: it only forks, polls and waits.
  * Signals reach the poll loop through a self-pipe. A worker dies with the launcher
- * (PR_SET_PDEATHSIG), so a launcher killed with SIGKILL leaves no orphans behind. */
+ * (PR_SET_PDEATHSIG), so a launcher killed with SIGKILL leaves no orphans behind.
+ *
+ * --max-restarts N (torchrun's elastic restart): after a failure, once the whole gang has
+ * stopped, it is started again (a new generation: TORCHELASTIC_RESTART_COUNT 1, 2, ...), up to
+ * N times. The launcher then hosts the store itself (a server thread: dist/store_server.h) and
+ * keeps it across generations, as torchrun's agent does; each generation rendezvous under its
+ * own key prefix. Jobs on several machines are not restarted (their launchers would have to agree
+ * on each generation): --max-restarts is refused with --nnodes > 1. Without it the launcher runs
+ * no thread and rank 0 hosts the store, as before. */
 #define _GNU_SOURCE /* pipe2, sigabbrev_np */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ddpl/tensor.h" /* ddpl_last_error */
+#include "dist/store_server.h"
 #include "launch.h"
 
 /* Seconds between SIGTERM and SIGKILL when workers are stopped. */
@@ -39,6 +49,8 @@ typedef struct supervisor {
     int stop_signal; /* the signal that told the launcher to stop, 0 if none */
     double kill_at;  /* when the workers still alive get SIGKILL; < 0 while not stopping */
     bool killed;
+    bool start_failed; /* a fork failed: the job is not restarted */
+    char failure[96];  /* how the failed worker ended: "failed with exit code 1" */
     const char *log_dir;
 } supervisor;
 
@@ -130,13 +142,15 @@ static void stop_all(supervisor *sv, int sig)
 
 static void report_failure(supervisor *sv, int i, int st)
 {
-    char sn[32], how[96], where[300] = "";
+    char sn[32], where[300] = "";
+    char *how = sv->failure;
+    size_t nhow = sizeof sv->failure;
     worker *w = &sv->w[i];
     if (WIFSIGNALED(st)) {
-        snprintf(how, sizeof how, "was killed by signal %s", signame(WTERMSIG(st), sn, sizeof sn));
+        snprintf(how, nhow, "was killed by signal %s", signame(WTERMSIG(st), sn, sizeof sn));
         sv->status = 128 + WTERMSIG(st);
     } else {
-        snprintf(how, sizeof how, "failed with exit code %d", WEXITSTATUS(st));
+        snprintf(how, nhow, "failed with exit code %d", WEXITSTATUS(st));
         sv->status = WEXITSTATUS(st);
     }
     if (sv->log_dir)
@@ -188,6 +202,16 @@ static void on_stop_signal(supervisor *sv, int sig)
                      sig); /* a worker's own handling of SIGINT (Lua's "interrupted!") applies */
         sv->kill_at = now_s() + GRACE_S;
     }
+}
+
+/* Handles the signals waiting in the self-pipe (it is non-blocking: none waiting is fine). */
+static void take_signals(supervisor *sv)
+{
+    unsigned char sigs[64];
+    ssize_t got;
+    while ((got = read(sig_pipe[0], sigs, sizeof sigs)) > 0)
+        for (ssize_t i = 0; i < got; i++)
+            if (sigs[i] != SIGCHLD) on_stop_signal(sv, sigs[i]);
 }
 
 static void install_signals(void)
@@ -273,12 +297,7 @@ static void supervise(supervisor *sv, launch_out *out)
         if (drain_until >= 0 && drain_until < wake) wake = drain_until;
         int ms = wake <= now ? 0 : (int)((wake - now) * 1000.0) + 1;
         int rc = poll(pfds, (nfds_t)n, ms);
-        if (rc > 0 && (pfds[0].revents & POLLIN)) {
-            unsigned char sigs[64];
-            ssize_t got = read(sig_pipe[0], sigs, sizeof sigs);
-            for (ssize_t i = 0; i < got; i++)
-                if (sigs[i] != SIGCHLD) on_stop_signal(sv, sigs[i]);
-        }
+        if (rc > 0 && (pfds[0].revents & POLLIN)) take_signals(sv);
         reap(sv);
         if (rc > 0 && n > 1) open_out = launch_out_pump(out, pfds + 1, n - 1);
         if (sv->kill_at >= 0 && !sv->killed && now_s() >= sv->kill_at) {
@@ -294,6 +313,67 @@ static void supervise(supervisor *sv, launch_out *out)
     free(pfds);
 }
 
+/* Starts the gang of this node (generation job->restart_count) and supervises it until every
+ * worker has ended. false when it could not be set up (a message is printed). */
+static bool run_gang(supervisor *sv, const launch_job *job, char **wargv, const cli_launch *l)
+{
+    sv->failed = -1;
+    sv->status = 0;
+    sv->alive = 0;
+    sv->kill_at = -1;
+    sv->killed = false;
+    sv->failure[0] = '\0';
+    launch_out *out = NULL;
+    if (l->log_dir || l->prefix_output) {
+        out = launch_out_new(l->nproc, l->node_rank * l->nproc, l->log_dir, l->prefix_output,
+                             job->restart_count > 0);
+        if (!out) return false;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid_t self = getpid();
+    for (int i = 0; i < l->nproc; i++) {
+        sv->w[i] = (worker){.rank = l->node_rank * l->nproc + i};
+        pid_t pid = fork();
+        if (pid == 0) exec_worker(wargv, job, i, out, self);
+        if (pid < 0) {
+            fprintf(stderr, "%s: cannot start rank %d (%s); stopping the others\n", CLI_PROGNAME,
+                    sv->w[i].rank, strerror(errno));
+            sv->n = i;
+            sv->failed = i;
+            sv->status = 1;
+            sv->start_failed = true;
+            stop_all(sv, SIGTERM);
+            break;
+        }
+        sv->w[i].pid = pid;
+        sv->w[i].alive = true;
+        sv->alive++;
+    }
+    if (out) launch_out_parent_ready(out);
+    supervise(sv, out);
+    launch_out_free(out);
+    return true;
+}
+
+/* --max-restarts: the launcher hosts the store on the master port (a free one when none was
+ * given: the server binds port 0, so no other job can take it in between) and keeps it for the
+ * whole job; each generation's workers rendezvous under their own key prefix
+ * (lua/ddplua/distributed.lua). NULL with a message printed. */
+static store_server *host_store(launch_job *job, const cli_launch *l)
+{
+    const char *token = job->token[0] ? job->token : getenv("DDPLUA_STORE_TOKEN");
+    store_server *server = store_server_start(l->master_port, token);
+    if (!server) {
+        fprintf(stderr, "%s: cannot host the store for --max-restarts: %s\n", CLI_PROGNAME,
+                ddpl_last_error());
+        return NULL;
+    }
+    job->master_port = store_server_port(server);
+    job->agent_store = true;
+    return server;
+}
+
 int cli_launch_run(char **argv, const cli_options *o)
 {
     const cli_launch *l = &o->launch;
@@ -305,14 +385,19 @@ int cli_launch_run(char **argv, const cli_options *o)
                 CLI_PROGNAME, l->nnodes, l->node_rank);
         return 1;
     }
-    launch_job job = {.nproc = l->nproc, .nnodes = l->nnodes, .node_rank = l->node_rank};
+    if (l->max_restarts > 0 && l->nnodes > 1) {
+        /* the launchers of several machines would have to agree on each restart */
+        fprintf(stderr,
+                "%s: --max-restarts works for jobs on one machine only; it cannot go with "
+                "--nnodes %d\n",
+                CLI_PROGNAME, l->nnodes);
+        return 1;
+    }
+    launch_job job = {.nproc = l->nproc,
+                      .nnodes = l->nnodes,
+                      .node_rank = l->node_rank,
+                      .max_restarts = l->max_restarts};
     job.master_addr = l->master_addr ? l->master_addr : "127.0.0.1";
-    /* one node: a free port, so two jobs on one machine never collide; several nodes must
-     * agree without talking, hence torchrun's fixed default */
-    job.master_port = l->master_port   ? l->master_port
-                      : l->nnodes == 1 ? launch_pick_port(job.master_addr)
-                                       : 29500;
-    if (job.master_port < 0) return 1;
     const char *run_id = getenv("DDPLUA_RUN_ID");
     if (run_id && *run_id)
         snprintf(job.run_id, sizeof job.run_id, "%s", run_id);
@@ -323,54 +408,51 @@ int cli_launch_run(char **argv, const cli_options *o)
      * a random one: there DDPLUA_STORE_TOKEN is the user's to set. */
     if (l->nnodes == 1 && !getenv("DDPLUA_STORE_TOKEN") && !launch_random_hex(job.token, 16))
         job.token[0] = '\0';
+    store_server *server = NULL;
+    if (l->max_restarts > 0) {
+        if (!(server = host_store(&job, l))) return 1;
+    } else {
+        /* one node: a free port, so two jobs on one machine never collide; several nodes must
+         * agree without talking, hence torchrun's fixed default */
+        job.master_port = l->master_port   ? l->master_port
+                          : l->nnodes == 1 ? launch_pick_port(job.master_addr)
+                                           : 29500;
+        if (job.master_port < 0) return 1;
+    }
 
     char **wargv = worker_argv(argv, o);
     supervisor sv = {.n = l->nproc, .failed = -1, .kill_at = -1, .log_dir = l->log_dir};
     sv.w = calloc((size_t)l->nproc, sizeof *sv.w);
-    launch_out *out = NULL;
-    int setup = 0;
-    if (l->log_dir || l->prefix_output) {
-        out = launch_out_new(l->nproc, l->node_rank * l->nproc, l->log_dir, l->prefix_output);
-        if (!out) setup = -1;
-    }
-    if (setup == 0 && (!wargv || !sv.w || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0)) {
+    if (!wargv || !sv.w || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         fprintf(stderr, "%s: cannot set up the launcher (%s)\n", CLI_PROGNAME, strerror(errno));
-        setup = -1;
-    }
-    if (setup < 0) {
-        launch_out_free(out);
+        store_server_stop(server, 0);
         free_worker_argv(wargv, o);
         free(sv.w);
         return 1;
     }
     install_signals();
-    fflush(stdout);
-    fflush(stderr);
-    pid_t self = getpid();
-    for (int i = 0; i < l->nproc; i++) {
-        sv.w[i].rank = l->node_rank * l->nproc + i;
-        pid_t pid = fork();
-        if (pid == 0) exec_worker(wargv, &job, i, out, self);
-        if (pid < 0) {
-            fprintf(stderr, "%s: cannot start rank %d (%s); stopping the others\n", CLI_PROGNAME,
-                    sv.w[i].rank, strerror(errno));
-            sv.n = i;
-            sv.failed = i;
-            sv.status = 1;
-            stop_all(&sv, SIGTERM);
+    bool set_up = true;
+    for (;;) {
+        if (!(set_up = run_gang(&sv, &job, wargv, l))) break;
+        take_signals(&sv); /* one that came as the gang ended must not be missed */
+        if (sv.failed < 0 || sv.stop_signal || sv.start_failed) break;
+        if (job.restart_count == l->max_restarts) {
+            if (l->max_restarts > 0)
+                fprintf(stderr, "%s: rank %d %s; no restarts left (--max-restarts %d), giving up\n",
+                        CLI_PROGNAME, sv.w[sv.failed].rank, sv.failure, l->max_restarts);
             break;
         }
-        sv.w[i].pid = pid;
-        sv.w[i].alive = true;
-        sv.alive++;
+        job.restart_count++;
+        fprintf(stderr, "%s: rank %d %s; restarting all %d worker%s (restart %d of %d)\n",
+                CLI_PROGNAME, sv.w[sv.failed].rank, sv.failure, l->nproc, l->nproc == 1 ? "" : "s",
+                job.restart_count, l->max_restarts);
     }
-    if (out) launch_out_parent_ready(out);
-    supervise(&sv, out);
-    launch_out_free(out);
+    store_server_stop(server, 0);
     close(sig_pipe[0]);
     close(sig_pipe[1]);
     free(sv.w);
     free_worker_argv(wargv, o);
+    if (!set_up) return 1;
     if (sv.failed >= 0) return sv.status ? sv.status : 1;
     if (sv.stop_signal) return 128 + sv.stop_signal;
     return 0;

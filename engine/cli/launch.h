@@ -34,6 +34,8 @@ typedef struct launch_job {
     int master_port;
     char run_id[40];
     char token[72]; /* "" = none generated (DDPLUA_STORE_TOKEN is then inherited as it is) */
+    int restart_count, max_restarts; /* which start of the gang this is (0 = the first) */
+    bool agent_store; /* the launcher hosts the store (TORCHELASTIC_USE_AGENT_STORE) */
 } launch_job;
 
 /* A free TCP port on addr (bind port 0, read it back, close): -1 with a message printed. The
@@ -48,8 +50,10 @@ void launch_worker_env(const launch_job *job, int local);
 
 /* Per-rank output: prefixed lines ("[rank1]: ") and/or log files, pumped from pipes. */
 typedef struct launch_out launch_out;
-/* NULL with a message printed when a log file cannot be opened. log_dir may be NULL. */
-launch_out *launch_out_new(int nproc, int first_rank, const char *log_dir, bool prefix);
+/* NULL with a message printed when a log file cannot be opened. log_dir may be NULL. append:
+ * the log files get the output of a restarted gang after that of the one before. */
+launch_out *launch_out_new(int nproc, int first_rank, const char *log_dir, bool prefix,
+                           bool append);
 /* The pipe ends a worker writes to (stdout and stderr). */
 void launch_out_child_fds(const launch_out *o, int local, int *out_fd, int *err_fd);
 /* Closes the write ends in the launcher after every fork. */

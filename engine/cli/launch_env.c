@@ -36,6 +36,12 @@ void launch_worker_env(const launch_job *job, int local)
      * N-fold (torchrun sets 1 too); a value the user chose is kept. */
     setenv("OMP_NUM_THREADS", "1", 0);
     if (job->token[0]) setenv("DDPLUA_STORE_TOKEN", job->token, 1);
+    /* torchrun's elastic variables: which start of the gang this is, and whether the launcher
+     * hosts the store (then rank 0 joins it as a client, lua/ddplua/distributed.lua) */
+    set_int("TORCHELASTIC_RESTART_COUNT", job->restart_count);
+    set_int("TORCHELASTIC_MAX_RESTARTS", job->max_restarts);
+    setenv("TORCHELASTIC_USE_AGENT_STORE", job->agent_store ? "True" : "False", 1);
+    setenv("TORCHELASTIC_RUN_ID", job->run_id, 1);
 }
 
 /* The value of the first variable of names that is set to an integer, else -1. */

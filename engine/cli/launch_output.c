@@ -46,16 +46,16 @@ static void write_all(int fd, const char *p, size_t n)
     }
 }
 
-static int open_log(const char *dir, int rank, const char *which)
+static int open_log(const char *dir, int rank, const char *which, bool append)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/rank%d.%s", dir, rank, which);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | (append ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
     if (fd < 0) fprintf(stderr, "%s: cannot write %s (%s)\n", CLI_PROGNAME, path, strerror(errno));
     return fd;
 }
 
-launch_out *launch_out_new(int nproc, int first_rank, const char *log_dir, bool prefix)
+launch_out *launch_out_new(int nproc, int first_rank, const char *log_dir, bool prefix, bool append)
 {
     if (log_dir && mkdir(log_dir, 0755) < 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create the log directory %s (%s)\n", CLI_PROGNAME, log_dir,
@@ -85,7 +85,7 @@ launch_out *launch_out_new(int nproc, int first_rank, const char *log_dir, bool 
         s[i].rfd = p[0];
         s[i].wfd = p[1];
         if (log_dir &&
-            (s[i].log_fd = open_log(log_dir, s[i].rank, i % 2 ? "stderr" : "stdout")) < 0) {
+            (s[i].log_fd = open_log(log_dir, s[i].rank, i % 2 ? "stderr" : "stdout", append)) < 0) {
             launch_out_free(o);
             return NULL;
         }

@@ -5,7 +5,7 @@
  *
  * Lua's options (-e -l -i -v -E -W -h, "-" for stdin, "--" to stop) as lua.c has them, plus the
  * launcher flags of API.md (--nproc, --nnodes, --node-rank, --master-addr, --master-port, and
- * --log-dir, --prefix-output; torchrun's --nproc-per-node and --standalone; also as
+ * --log-dir, --prefix-output; torchrun's --nproc-per-node, --standalone, --max-restarts; also as
  * --flag=value), accepted before the script and right after it,
  * as torchrun users write them. After the script the first argument that is not a launcher flag, or
  * "--", starts the script's own arguments. */
@@ -44,6 +44,8 @@ void cli_usage(const char *badoption)
             "  --log-dir DIR        also write each rank's output to DIR/rank<N>.stdout|stderr\n"
             "  --prefix-output      prefix each line of output with \"[rank<N>]: \"\n"
             "  --standalone         one machine, rendezvous on a free local port (torchrun's)\n"
+            "  --max-restarts N     when a worker fails, stop all and start them again, up to N\n"
+            "                       times (TORCHELASTIC_RESTART_COUNT tells them which start)\n"
             "With no script and no -e, ddplua starts a REPL with 'ddpl' preloaded.\n",
             CLI_PROGNAME);
     fflush(stderr);
@@ -75,6 +77,7 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
         MASTER_PORT,
         LOG_DIR,
         NPROC_PER_NODE,
+        MAX_RESTARTS,
         FIRST_SWITCH,
         PREFIX_OUTPUT = FIRST_SWITCH,
         STANDALONE
@@ -87,6 +90,7 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
                                         [LOG_DIR] = "--log-dir",
                                         [NPROC_PER_NODE] =
                                             "--nproc-per-node", /* torchrun's name for --nproc */
+                                        [MAX_RESTARTS] = "--max-restarts",
                                         [PREFIX_OUTPUT] = "--prefix-output",
                                         [STANDALONE] = "--standalone",
                                         NULL};
@@ -138,6 +142,8 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
         return 1;
     case MASTER_PORT:
         return int_value("--master-port", value, 1, 65535, &l->master_port) < 0 ? -1 : 1;
+    case MAX_RESTARTS:
+        return int_value("--max-restarts", value, 0, 1000000, &l->max_restarts) < 0 ? -1 : 1;
     default:
         l->log_dir = value;
         return 1;

@@ -501,16 +501,18 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     pg->size = cfg->world_size;
     pg->timeout_s = timeout;
     pthread_mutex_init(&pg->broken_mu, NULL);
-    pg->store =
-        ddpl_store_create(cfg->master_addr, cfg->master_port, cfg->rank == 0, timeout, cfg->token);
+    pg->store = ddpl_store_create(cfg->master_addr, cfg->master_port,
+                                  cfg->rank == 0 && !cfg->agent_store, timeout, cfg->token);
     if (!pg->store) {
         char e[768];
         snprintf(e, sizeof e, "%s", ddpl_last_error());
-        ddpl_error("init_process_group: %s (rank %d could not reach the store that rank 0 "
-                   "hosts at %s:%d)",
-                   e, cfg->rank, cfg->master_addr, cfg->master_port);
+        ddpl_error("init_process_group: %s (rank %d could not reach the store that %s hosts at "
+                   "%s:%d)",
+                   e, cfg->rank, cfg->agent_store ? "the launcher" : "rank 0", cfg->master_addr,
+                   cfg->master_port);
         goto fail;
     }
+    if (ddpl_store_set_prefix(pg->store, cfg->key_prefix) < 0) goto fail;
     const char *prefix = "pg0/";
     if (join_all(pg->store, prefix, pg->rank, pg->size, timeout) < 0) goto fail;
     /* every rank is known to be there (join_all names the missing ones on a timeout), so a

@@ -69,13 +69,19 @@ typedef struct ddpl_pg_config {
     int rank, world_size;
     double timeout_s;  /* rendezvous, store calls and every collective; <= 0: 1800 as PyTorch */
     const char *token; /* store secret (DDPLUA_STORE_TOKEN), NULL for none */
+    /* Elastic jobs (the launcher's --max-restarts): the launcher hosts the store and keeps it
+     * across restarts, so rank 0 connects to it as a client too (TORCHELASTIC_USE_AGENT_STORE),
+     * and every key of the group goes under key_prefix ("/worker/attempt_<restart>/", as
+     * PyTorch's), so a restarted gang never meets the keys of the one before. NULL: none. */
+    bool agent_store;
+    const char *key_prefix;
 } ddpl_pg_config;
 
 /* 0 when `backend` exists and can run in this build and on this machine, else -1 with the
  * error init_process_group gives ("... this build has no NCCL ..."). */
 int ddpl_pg_backend_check(const char *backend);
-/* Rank 0 hosts the store; every rank joins, waits for all others (the timeout error names the
- * ranks that never came), then connects the backend. Blocks up to the timeout. */
+/* Rank 0 hosts the store (unless agent_store); every rank joins, waits for all others (the timeout
+ * error names the ranks that never came), then connects the backend. Blocks up to the timeout. */
 ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg);
 /* Finishes queued operations (each bounded by the timeout), stops the threads, frees the group
  * (and the store it hosts). A lane still stuck after the timeout is left running and the group

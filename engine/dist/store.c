@@ -1,8 +1,8 @@
 /* dist/store.c: the store's client, one per process (store.h): connecting with retries, the
  * hello with the token, and one request/reply round trip per call under a mutex.
- * defines: ddpl_store_create, ddpl_store_port, ddpl_store_timeout, ddpl_store_set_timeout,
- *          ddpl_store_set, ddpl_store_get, ddpl_store_add, ddpl_store_check, ddpl_store_wait,
- *          ddpl_store_delete, ddpl_store_num_keys, ddpl_store_free.
+ * defines: ddpl_store_create, ddpl_store_set_prefix, ddpl_store_port, ddpl_store_timeout,
+ *          ddpl_store_set_timeout, ddpl_store_set, ddpl_store_get, ddpl_store_add,
+ * ddpl_store_check, ddpl_store_wait, ddpl_store_delete, ddpl_store_num_keys, ddpl_store_free.
  *
  * The mutex is held for a whole round trip, so a thread blocked in get/wait delays the others
  * until its keys come or its timeout passes (as PyTorch's client). A connection that failed in
@@ -34,6 +34,8 @@
  * rank 0's exit) before the server stops. Short, because a rank 0 that fails must exit promptly
  * for the launcher to stop the job; every rank's own timeout covers the rest. Seconds. */
 #define DRAIN_MAX_S 3.0
+/* Longest key prefix (ddpl_store_set_prefix), bytes: a prefix names a generation or a group. */
+#define MAX_PREFIX 4096
 
 struct ddpl_store {
     pthread_mutex_t mu;
@@ -42,8 +44,10 @@ struct ddpl_store {
     int port;
     _Atomic double timeout_s;
     store_server *server; /* rank 0 only */
-    store_buf in;         /* bytes received and not yet consumed */
-    char broken[200];     /* why the connection cannot be used, "" while it can */
+    char *prefix;         /* put in front of every key (ddpl_store_set_prefix), NULL for none */
+    size_t prefix_len;
+    store_buf in;     /* bytes received and not yet consumed */
+    char broken[200]; /* why the connection cannot be used, "" while it can */
 };
 
 /* strerror with a lower-case first letter, to sit inside our messages */
@@ -210,12 +214,24 @@ static int reply_error(ddpl_store *s, const store_msg *rep, const char *what, co
     return ddpl_error("store: %s '%s' failed: %.*s", what, key, len, msg);
 }
 
-/* A request whose fields are all C strings, plus an optional binary last field. */
-static void build(store_buf *b, uint8_t op, double timeout_s, int nkeys, const char *const *keys,
-                  const void *extra, size_t extra_len, bool has_extra)
+/* A request whose fields are all keys (C strings, each with the store's prefix put in front),
+ * plus an optional binary last field. */
+static void build(const ddpl_store *s, store_buf *b, uint8_t op, double timeout_s, int nkeys,
+                  const char *const *keys, const void *extra, size_t extra_len, bool has_extra)
 {
     size_t start = store_msg_begin(b, op, to_ms(timeout_s), (uint32_t)nkeys + (has_extra ? 1 : 0));
-    for (int i = 0; i < nkeys; i++) store_msg_add(b, keys[i], strlen(keys[i]));
+    for (int i = 0; i < nkeys; i++) {
+        size_t klen = strlen(keys[i]);
+        if (!s->prefix_len) {
+            store_msg_add(b, keys[i], klen);
+            continue;
+        }
+        char *k = ddpl_xmalloc(s->prefix_len + klen);
+        memcpy(k, s->prefix, s->prefix_len);
+        memcpy(k + s->prefix_len, keys[i], klen);
+        store_msg_add(b, k, s->prefix_len + klen);
+        free(k);
+    }
     if (has_extra) store_msg_add(b, extra, extra_len);
     store_msg_end(b, start);
 }
@@ -286,6 +302,18 @@ fail:;
     return NULL;
 }
 
+int ddpl_store_set_prefix(ddpl_store *s, const char *prefix)
+{
+    size_t n = prefix ? strlen(prefix) : 0;
+    if (n > MAX_PREFIX)
+        return ddpl_error("store: the key prefix is %zu bytes, more than the %d allowed", n,
+                          MAX_PREFIX);
+    free(s->prefix);
+    s->prefix = n ? strdup(prefix) : NULL;
+    s->prefix_len = n;
+    return 0;
+}
+
 int ddpl_store_port(const ddpl_store *s)
 {
     return s->port;
@@ -308,7 +336,7 @@ int ddpl_store_set(ddpl_store *s, const char *key, const void *value, size_t len
         return ddpl_error("store: the value for key '%s' is %zu bytes, more than the %u allowed",
                           key, len, STORE_MAX_FRAME / 2);
     store_buf req = {0};
-    build(&req, STORE_OP_SET, 0, 1, &key, value, len, true);
+    build(s, &req, STORE_OP_SET, 0, 1, &key, value, len, true);
     pthread_mutex_lock(&s->mu);
     store_msg rep;
     size_t n;
@@ -327,7 +355,7 @@ int ddpl_store_get(ddpl_store *s, const char *key, void **value, size_t *len)
     if (check_keys("get", 1, &key) < 0) return -1;
     double t = ddpl_store_timeout(s);
     store_buf req = {0};
-    build(&req, STORE_OP_GET, t, 1, &key, NULL, 0, false);
+    build(s, &req, STORE_OP_GET, t, 1, &key, NULL, 0, false);
     pthread_mutex_lock(&s->mu);
     store_msg rep;
     size_t n;
@@ -354,7 +382,7 @@ int ddpl_store_add(ddpl_store *s, const char *key, int64_t delta, int64_t *resul
     uint8_t d[8];
     store_put_i64(d, delta);
     store_buf req = {0};
-    build(&req, STORE_OP_ADD, 0, 1, &key, d, 8, true);
+    build(s, &req, STORE_OP_ADD, 0, 1, &key, d, 8, true);
     pthread_mutex_lock(&s->mu);
     store_msg rep;
     size_t n;
@@ -376,7 +404,7 @@ int ddpl_store_check(ddpl_store *s, int nkeys, const char *const *keys, bool *pr
 {
     if (check_keys("check", nkeys, keys) < 0) return -1;
     store_buf req = {0};
-    build(&req, STORE_OP_CHECK, 0, nkeys, keys, NULL, 0, false);
+    build(s, &req, STORE_OP_CHECK, 0, nkeys, keys, NULL, 0, false);
     pthread_mutex_lock(&s->mu);
     store_msg rep;
     size_t n;
@@ -398,7 +426,7 @@ int ddpl_store_wait(ddpl_store *s, int nkeys, const char *const *keys, double ti
     if (check_keys("wait", nkeys, keys) < 0) return -1;
     double t = timeout_s < 0 ? ddpl_store_timeout(s) : timeout_s;
     store_buf req = {0};
-    build(&req, STORE_OP_WAIT, t, nkeys, keys, NULL, 0, false);
+    build(s, &req, STORE_OP_WAIT, t, nkeys, keys, NULL, 0, false);
     pthread_mutex_lock(&s->mu);
     store_msg rep;
     size_t n;
@@ -417,7 +445,7 @@ int ddpl_store_delete(ddpl_store *s, const char *key, bool *deleted)
 {
     if (check_keys("delete", 1, &key) < 0) return -1;
     store_buf req = {0};
-    build(&req, STORE_OP_DELETE, 0, 1, &key, NULL, 0, false);
+    build(s, &req, STORE_OP_DELETE, 0, 1, &key, NULL, 0, false);
     pthread_mutex_lock(&s->mu);
     store_msg rep;
     size_t n;
@@ -437,7 +465,7 @@ int ddpl_store_delete(ddpl_store *s, const char *key, bool *deleted)
 int ddpl_store_num_keys(ddpl_store *s, int64_t *count)
 {
     store_buf req = {0};
-    build(&req, STORE_OP_NUM_KEYS, 0, 0, NULL, NULL, 0, false);
+    build(s, &req, STORE_OP_NUM_KEYS, 0, 0, NULL, NULL, 0, false);
     pthread_mutex_lock(&s->mu);
     store_msg rep;
     size_t n;
@@ -465,5 +493,6 @@ void ddpl_store_free(ddpl_store *s)
     store_buf_free(&s->in);
     pthread_mutex_destroy(&s->mu);
     free(s->host);
+    free(s->prefix);
     free(s);
 }

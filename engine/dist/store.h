@@ -17,6 +17,12 @@ typedef struct ddpl_store ddpl_store;
  * with an error naming the reason. timeout_s bounds connecting and every blocking call. */
 ddpl_store *ddpl_store_create(const char *host, int port, bool is_server, double timeout_s,
                               const char *token);
+/* Puts prefix in front of every key this client sends from now on (PyTorch's PrefixStore): the
+ * rendezvous of each generation of an elastic job lives under its own prefix, so a restarted
+ * gang never sees the keys of the one before. The count of num_keys is still the whole
+ * store's. NULL or "" for none; -1 with the error set when it is too long. Call before the
+ * store is shared between threads. */
+int ddpl_store_set_prefix(ddpl_store *s, const char *prefix);
 int ddpl_store_port(const ddpl_store *s);
 double ddpl_store_timeout(const ddpl_store *s);
 void ddpl_store_set_timeout(ddpl_store *s, double timeout_s);

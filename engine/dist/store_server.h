@@ -1,4 +1,5 @@
-/* dist/store_server.h: the store's server thread (rank 0), internal to engine/dist.
+/* dist/store_server.h: the store's server thread (rank 0), internal to engine/dist and to the
+ * launcher, which hosts the store itself for --max-restarts (cli/launch.c).
  * defines: store_server, store_server_start, store_server_port, store_server_stop. */
 #ifndef DDPL_DIST_STORE_SERVER_H
 #define DDPL_DIST_STORE_SERVER_H

@@ -143,7 +143,8 @@ static lua_Integer opt_int(lua_State *L, int t, const char *field)
     return v;
 }
 
-/* init{backend, master_addr, master_port, rank, world_size, timeout, token} -> group box */
+/* init{backend, master_addr, master_port, rank, world_size, timeout, token, agent_store,
+ *      key_prefix} -> group box */
 static int d_init(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -151,6 +152,10 @@ static int d_init(lua_State *L)
     cfg.backend = opt_string(L, 1, "backend", "gloo");
     cfg.master_addr = opt_string(L, 1, "master_addr", NULL);
     cfg.token = opt_string(L, 1, "token", NULL);
+    cfg.key_prefix = opt_string(L, 1, "key_prefix", NULL);
+    lua_getfield(L, 1, "agent_store");
+    cfg.agent_store = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     cfg.master_port = (int)opt_int(L, 1, "master_port");
     cfg.rank = (int)opt_int(L, 1, "rank");
     cfg.world_size = (int)opt_int(L, 1, "world_size");

@@ -53,6 +53,17 @@ local function rendezvous_address(init_method)
     return host, math.tointeger(tonumber(port))
 end
 
+-- Under the launcher's --max-restarts the launcher hosts the store and keeps it across restarts
+-- (TORCHELASTIC_USE_AGENT_STORE=True, as torchrun's agent): rank 0 connects as a client, and the
+-- group's keys go under /worker/attempt_<TORCHELASTIC_RESTART_COUNT>/ (PyTorch's prefix), so a
+-- restarted gang rendezvous afresh. Only for env://, whose MASTER_PORT is the launcher's store.
+local function elastic_store(init_method)
+    if init_method ~= 'env://' or os.getenv('TORCHELASTIC_USE_AGENT_STORE') ~= 'True' then
+        return false, nil
+    end
+    return true, ('/worker/attempt_%d/'):format(env_int('TORCHELASTIC_RESTART_COUNT') or 0)
+end
+
 local known_opts = {backend = true, init_method = true, rank = true, world_size = true,
     timeout = true}
 
@@ -87,9 +98,11 @@ function dist.init_process_group(opts)
     if type(timeout) ~= 'number' or timeout <= 0 then
         error('init_process_group: timeout must be a positive number of seconds', 2)
     end
+    local agent_store, key_prefix = elastic_store(opts.init_method or 'env://')
     local ok, g = pcall(C.init, {backend = backend, master_addr = addr, master_port = port,
         rank = math.tointeger(rank), world_size = math.tointeger(world), timeout = timeout,
-        token = os.getenv('DDPLUA_STORE_TOKEN')})
+        token = os.getenv('DDPLUA_STORE_TOKEN'), agent_store = agent_store,
+        key_prefix = key_prefix})
     if not ok then error((tostring(g):gsub('^[^\n]-%.lua:%d+: ', '')), 2) end
     group = g
     backend_name = backend
