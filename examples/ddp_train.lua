@@ -3,7 +3,8 @@
 --
 --   ddplua examples/ddp_train.lua --nproc N [--model mlp|cnn] [--epochs 3] [--batch-size 32]
 --       [--lr L] [--momentum 0.9] [--seed 0] [--bucket-cap-mb 25] [--checkpoint PATH]
---       [--resume PATH] [--train-size N] [--test-size N] [--progress auto|on|off]
+--       [--checkpoint-every STEPS] [--resume PATH] [--train-size N] [--test-size N]
+--       [--progress auto|on|off] [--fail-at-step K [--fail-rank R]]
 --
 -- One process per rank (the launcher sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
 -- OMP_NUM_THREADS=1). --batch-size is per rank: the global batch is N times it, so
@@ -14,9 +15,24 @@
 --   * Model: the same seed on every rank, then DDP (which also broadcasts rank 0's weights).
 --   * Logging: rank 0 only; a progress bar when stdout is a terminal, one line per epoch with
 --     train loss, test accuracy and global samples/s.
---   * Checkpoints: rank 0 saves the module's state (no 'module.' prefix, loadable by
---     examples/train.lua), the optimizer and the epoch after every epoch, then all ranks meet at
---     a barrier, so nobody reads a half-written file. --resume PATH loads it on every rank.
+--   * Checkpoints (--checkpoint PATH): rank 0 saves the module's state (no 'module.' prefix,
+--     loadable by examples/train.lua), the optimizer, the epoch, the step within the next epoch,
+--     every rank's RNG state (gathered with all_gather) and the run id after every epoch and,
+--     with --checkpoint-every STEPS, every STEPS optimizer steps (counted over the whole run);
+--     then all ranks meet at a barrier, so nobody reads a half-written file (ddpl.save writes a
+--     temporary file and renames it, so a crash leaves the previous checkpoint whole).
+--     --resume PATH loads one on every rank; a checkpoint saved mid-epoch resumes at that very
+--     step (the batches of the epoch already done are skipped, in the same order: the sampler's
+--     shuffle depends on the seed and the epoch only) and needs the same number of ranks.
+--   * Elastic restarts (`ddplua ... --max-restarts N`): when a worker dies the launcher restarts
+--     the whole gang with TORCHELASTIC_RESTART_COUNT raised; a --checkpoint PATH that exists and
+--     was written by this same run (TORCHELASTIC_RUN_ID, kept across restarts; set DDPLUA_RUN_ID
+--     to resume a job started again by hand) is loaded at start, so the restarted gang goes on
+--     from the last checkpoint and ends with the parameters an uninterrupted run reaches, bit for
+--     bit. A checkpoint of another run is left alone (and overwritten by this run's first one).
+--   * Fault injection, for tests: --fail-at-step K makes rank --fail-rank R (default 1) kill
+--     itself with SIGKILL just before its K-th optimizer step, in the first start only
+--     (TORCHELASTIC_RESTART_COUNT 0 or unset), so a restarted gang runs through.
 local ddpl = require 'ddplua'
 local nn, F, optim, data, dist = ddpl.nn, ddpl.F, ddpl.optim, ddpl.data, ddpl.distributed
 
@@ -29,15 +45,18 @@ local MODELS = {mlp = {file = 'mlp', lr = 0.05}, cnn = {file = 'lenet', lr = 0.0
 
 local defaults = {model = 'mlp', epochs = 3, ['batch-size'] = 32, lr = false, momentum = 0.9,
     seed = 0, ['bucket-cap-mb'] = 25, checkpoint = false, resume = false, ['train-size'] = false,
-    ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000}
+    ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000, ['checkpoint-every'] = false,
+    ['fail-at-step'] = false, ['fail-rank'] = 1}
 local numeric = {epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
-    ['bucket-cap-mb'] = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true}
+    ['bucket-cap-mb'] = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
+    ['checkpoint-every'] = true, ['fail-at-step'] = true, ['fail-rank'] = true}
 
 local function usage(msg)
     io.stderr:write('ddp_train.lua: ', msg, '\nusage: ddplua examples/ddp_train.lua --nproc N ',
         '[--model mlp|cnn] [--epochs N] [--batch-size N (per rank)] [--lr X] [--momentum X] ',
-        '[--seed N] [--bucket-cap-mb X] [--checkpoint PATH] [--resume PATH] [--train-size N] ',
-        '[--test-size N] [--eval-batch N] [--progress auto|on|off]\n')
+        '[--seed N] [--bucket-cap-mb X] [--checkpoint PATH] [--checkpoint-every STEPS] ',
+        '[--resume PATH] [--train-size N] [--test-size N] [--eval-batch N] ',
+        '[--progress auto|on|off] [--fail-at-step K [--fail-rank R]]\n')
     os.exit(2)
 end
 
@@ -48,6 +67,19 @@ local spec = MODELS[opt.model] or usage('unknown model ' .. opt.model .. ' (mlp,
 local lr = opt.lr or spec.lr
 local batch = math.tointeger(opt['batch-size']) or usage('--batch-size must be an integer')
 opt.checkpoint = opt.checkpoint or opt.resume
+local function positive_int(name)
+    local v = opt[name]
+    if v and not (math.tointeger(v) and v > 0) then
+        usage(('--%s must be a positive integer, got %s'):format(name, v))
+    end
+    return v and math.tointeger(v)
+end
+local every, fail_at = positive_int('checkpoint-every'), positive_int('fail-at-step')
+if every and not opt.checkpoint then usage('--checkpoint-every needs --checkpoint PATH') end
+local fail_rank = math.tointeger(opt['fail-rank']) or usage('--fail-rank must be an integer')
+local restart_count = math.tointeger(tonumber(os.getenv('TORCHELASTIC_RESTART_COUNT') or '0'))
+    or usage('TORCHELASTIC_RESTART_COUNT is not an integer')
+local run_id = os.getenv('TORCHELASTIC_RUN_ID') or os.getenv('DDPLUA_RUN_ID') or ''
 
 ---------------------------------------------------------------------------------------------------
 -- process group (from the launcher's environment)
@@ -56,6 +88,13 @@ if not os.getenv('RANK') then usage('run me with the launcher: ddplua examples/d
 dist.init_process_group({backend = 'gloo'})
 local rank, world = dist.get_rank(), dist.get_world_size()
 local function log0(...) if rank == 0 then print(...) end end
+if fail_rank < 0 or fail_rank >= world then
+    usage(('--fail-rank %d is not a rank of this job (0 to %d)'):format(fail_rank, world - 1))
+end
+if restart_count > 0 then
+    log0(('TORCHELASTIC_RESTART_COUNT=%d: this gang is restart %d of the job'):format(
+        restart_count, restart_count))
+end
 
 ---------------------------------------------------------------------------------------------------
 -- data
@@ -86,32 +125,93 @@ local test_loader = data.DataLoader(test_set, {batch_size = opt['eval-batch'],
 ddpl.manual_seed(opt.seed)
 local chunk = assert(loadfile(root .. '/models/' .. spec.file .. '.lua'))
 local net = chunk()()
-local first_epoch = 1
-local ck
-if opt.resume then
-    local ok, res = pcall(ddpl.load, opt.resume)
+local steps_per_epoch = #train_loader
+
+local function file_exists(path)
+    local f = io.open(path, 'rb')
+    if f then f:close() end
+    return f ~= nil
+end
+
+local function load_checkpoint(path)
+    local ok, res = pcall(ddpl.load, path)
     if not ok then error('ddp_train.lua: cannot resume: ' .. tostring(res), 0) end
-    ck = res
+    return res
+end
+
+-- Which checkpoint to start from: this run's own --checkpoint after a restart (or a job started
+-- again with the same DDPLUA_RUN_ID), else --resume. Every rank decides alike: nobody writes a
+-- checkpoint before all ranks have got past the DDP constructor below.
+local ck, ck_path
+if opt.checkpoint and file_exists(opt.checkpoint) and run_id ~= '' then
+    local own = load_checkpoint(opt.checkpoint)
+    if own.run_id == run_id then
+        ck, ck_path = own, opt.checkpoint
+    elseif restart_count > 0 or not opt.resume then
+        log0(('%s is not this run\'s checkpoint (run id %s, not %s): starting afresh'):format(
+            opt.checkpoint, tostring(own.run_id), run_id))
+    end
+end
+if not ck and opt.resume then ck, ck_path = load_checkpoint(opt.resume), opt.resume end
+
+local first_epoch, skip_steps, global_step = 1, 0, 0
+if ck then
     if ck.model_name and ck.model_name ~= opt.model then
-        error(('ddp_train.lua: %s holds a %s model, not %s'):format(opt.resume, ck.model_name,
+        error(('ddp_train.lua: %s holds a %s model, not %s'):format(ck_path, ck.model_name,
             opt.model), 0)
     end
     net:load_state_dict(ck.model)
     first_epoch = math.tointeger(ck.epoch) + 1
+    skip_steps = math.tointeger(ck.step or 0)
+    if skip_steps > 0 and math.tointeger(ck.world_size) ~= world then
+        error(('ddp_train.lua: %s was saved in the middle of epoch %d by %d ranks; resume it '
+            .. 'with --nproc %d (each rank\'s share of the epoch depends on the number of '
+            .. 'ranks)'):format(ck_path, first_epoch, ck.world_size, ck.world_size), 0)
+    end
+    global_step = math.tointeger(ck.global_step or (first_epoch - 1) * steps_per_epoch)
+    -- each rank's generator as it was when the checkpoint was written (dropout, augmentation)
+    if ck.rng and #ck.rng == world then ddpl.set_rng_state(ck.rng[rank + 1]) end
 end
 local model = nn.DDP(net, {bucket_cap_mb = opt['bucket-cap-mb']})
 local optimizer = optim.SGD(model:parameters(), {lr = lr, momentum = opt.momentum})
 if ck then
     optimizer:load_state_dict(ck.optimizer)
-    log0(('resumed from %s after epoch %d'):format(opt.resume, first_epoch - 1))
+    if skip_steps > 0 then
+        log0(('resumed from %s at epoch %d, step %d of %d'):format(ck_path, first_epoch,
+            skip_steps, steps_per_epoch))
+    else
+        log0(('resumed from %s after epoch %d'):format(ck_path, first_epoch - 1))
+    end
 end
 
-local function save_checkpoint(path, epoch)
+-- Everything a resumed run needs to go on as if it had never stopped: `epoch` epochs done and
+-- `step` steps of the next one; loss_sum and seen are rank 0's running figures of that epoch
+-- (for its log line). Every rank calls this (the RNG states are gathered).
+local function save_checkpoint(path, epoch, step, loss_sum, seen)
+    local mine = ddpl.get_rng_state()
+    local rng = {}
+    for r = 1, world do rng[r] = ddpl.empty_like(mine) end
+    dist.all_gather(rng, mine)
     if rank == 0 then
         ddpl.save({model = model.module:state_dict(), optimizer = optimizer:state_dict(),
-            epoch = epoch, model_name = opt.model, seed = opt.seed}, path)
+            epoch = epoch, step = step, global_step = global_step, world_size = world,
+            loss_sum = loss_sum, seen = seen, rng = rng, run_id = run_id, model_name = opt.model,
+            seed = opt.seed}, path)
     end
     dist.barrier() -- nobody goes on (or resumes) before the file is complete
+end
+
+-- --fail-at-step: die like a crashed process (no cleanup, no error message of Lua's)
+local function maybe_fail()
+    if fail_at and global_step + 1 == fail_at and rank == fail_rank and restart_count == 0 then
+        io.stdout:flush()
+        io.stderr:write(('rank %d: --fail-at-step %d: killing myself with SIGKILL\n'):format(rank,
+            fail_at))
+        io.stderr:flush()
+        local pid = io.open('/proc/self/stat'):read('l'):match('^%d+')
+        os.execute('kill -KILL ' .. pid)
+        os.exit(1, false) -- not reached: the kill takes effect at once
+    end
 end
 
 local progress = rank == 0 and (opt.progress == 'on' or (opt.progress == 'auto'
@@ -143,37 +243,46 @@ local function evaluate()
     return s[1] / s[3], s[2] / s[3]
 end
 
-local steps_per_epoch = #train_loader
 for epoch = first_epoch, opt.epochs do
     sampler:set_epoch(epoch - 1)
     model:train()
     local t0 = ddpl.time()
     local loss_sum, seen, step, last_draw = 0, 0, 0, t0
+    local skip = epoch == first_epoch and skip_steps or 0
+    if skip > 0 then loss_sum, seen = ck.loss_sum or 0, math.tointeger(ck.seen) or 0 end
+    local trained = seen -- samples of this epoch seen before this start (for samples/s)
     for x, y in train_loader:iter() do
+        step = step + 1
+        if step <= skip then goto next_batch end -- done before the restart
+        maybe_fail()
         optimizer:zero_grad()
         local loss = F.cross_entropy(model(x), y)
         loss:backward()
         optimizer:step()
         local n = x:size(0)
-        loss_sum, seen, step = loss_sum + loss:item() * n, seen + n, step + 1
+        loss_sum, seen, global_step = loss_sum + loss:item() * n, seen + n, global_step + 1
         if progress then
             local now = ddpl.time()
             if now - last_draw > 0.1 or step == steps_per_epoch then
                 io.write(('\repoch %d [%-30s] %d/%d  loss %.4f  %.0f samples/s '):format(epoch,
                     ('='):rep(30 * step // steps_per_epoch), step, steps_per_epoch,
-                    loss_sum / seen, world * seen / (now - t0)))
+                    loss_sum / seen, world * (seen - trained) / (now - t0)))
                 io.flush()
                 last_draw = now
             end
         end
+        if every and global_step % every == 0 and step < steps_per_epoch then
+            save_checkpoint(opt.checkpoint, epoch - 1, step, loss_sum, seen)
+        end
+        ::next_batch::
     end
     local train_s = ddpl.time() - t0
     if progress then io.write('\n') end
     local acc, test_loss = evaluate()
     log0(('epoch %d/%d  train loss %.4f (rank 0)  test loss %.4f  test accuracy %.4f  ' ..
         '%.0f samples/s (global)  %.1f s'):format(epoch, opt.epochs, loss_sum / seen, test_loss,
-        acc, world * seen / train_s, train_s))
-    if opt.checkpoint then save_checkpoint(opt.checkpoint, epoch) end
+        acc, world * (seen - trained) / train_s, train_s))
+    if opt.checkpoint then save_checkpoint(opt.checkpoint, epoch, 0, 0, 0) end
 end
 
 model:write_timeline()

@@ -1,6 +1,6 @@
 /* spec/c/test_store.c: the TCP store's C interface (engine/dist/store.h) under threads: one client
  * shared by several threads (its mutex), clients of their own, a get woken by another client's
- * set, timeouts that name the keys, and a server freed while a client waits.
+ * set, timeouts that name the keys, key prefixes, and a server freed while a client waits.
  * defines: main. */
 #include <pthread.h>
 #include <time.h>
@@ -122,6 +122,41 @@ int main(void)
     CHECK(ddpl_store_num_keys(server, &after) == 0 && after == before + 1);
     CHECK(ddpl_store_delete(shared, "n1", &deleted) == 0 && deleted);
     CHECK(ddpl_store_num_keys(shared, &after) == 0 && after == before);
+
+    /* key prefixes (PyTorch's PrefixStore, one per generation of an elastic job): the same
+     * names under two prefixes never meet, and a client without one sees the whole keys */
+    ddpl_store *gen0 = ddpl_store_create("127.0.0.1", port, false, 10, "t0ken");
+    ddpl_store *gen1 = ddpl_store_create("127.0.0.1", port, false, 10, "t0ken");
+    CHECK(gen0 && gen1);
+    if (gen0 && gen1) {
+        CHECK(ddpl_store_set_prefix(gen0, "/worker/attempt_0/") == 0);
+        CHECK(ddpl_store_set_prefix(gen1, "/worker/attempt_1/") == 0);
+        CHECK(ddpl_store_set(gen0, "join/0", "old", 3) == 0);
+        const char *join0[] = {"join/0"};
+        CHECK(ddpl_store_check(gen1, 1, join0, &present) == 0 && !present);
+        CHECK(ddpl_store_set(gen1, "join/0", "new", 3) == 0);
+        CHECK(ddpl_store_get(gen1, "join/0", &v, &len) == 0 && len == 3 && !memcmp(v, "new", 3));
+        free(v);
+        CHECK(ddpl_store_get(server, "/worker/attempt_0/join/0", &v, &len) == 0 && len == 3 &&
+              !memcmp(v, "old", 3));
+        free(v);
+        int64_t c0 = 0, c1 = 0;
+        CHECK(ddpl_store_add(gen0, "n", 5, &c0) == 0 && ddpl_store_add(gen1, "n", 1, &c1) == 0);
+        CHECK(c0 == 5 && c1 == 1);
+        CHECK(ddpl_store_wait(gen1, 1, (const char *[]){"missing"}, 0.1) < 0);
+        CHECK(strstr(ddpl_last_error(), "'/worker/attempt_1/missing'") != NULL);
+        CHECK(ddpl_store_delete(gen0, "join/0", &deleted) == 0 && deleted);
+        CHECK(ddpl_store_check(gen1, 1, join0, &present) == 0 && present);
+        char *long_prefix = calloc(5000, 1);
+        memset(long_prefix, 'p', 4999);
+        CHECK(ddpl_store_set_prefix(gen1, long_prefix) < 0);
+        CHECK(strstr(ddpl_last_error(), "the key prefix is 4999 bytes") != NULL);
+        free(long_prefix);
+        CHECK(ddpl_store_set_prefix(gen1, NULL) == 0); /* none again */
+        CHECK(ddpl_store_check(gen1, 1, join0, &present) == 0 && !present);
+    }
+    ddpl_store_free(gen0);
+    ddpl_store_free(gen1);
 
     /* freeing the server while a client waits long: the waiter hears at once why */
     ddpl_store_set_timeout(shared, 30);
