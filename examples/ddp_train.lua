@@ -144,12 +144,15 @@ end
 -- checkpoint before all ranks have got past the DDP constructor below.
 local ck, ck_path
 if opt.checkpoint and file_exists(opt.checkpoint) and run_id ~= '' then
-    local own = load_checkpoint(opt.checkpoint)
-    if own.run_id == run_id then
+    -- a file that is no checkpoint (an empty one from mktemp) is not this run's either: this
+    -- run writes only whole checkpoints
+    local readable, own = pcall(ddpl.load, opt.checkpoint)
+    if readable and own.run_id == run_id then
         ck, ck_path = own, opt.checkpoint
-    elseif restart_count > 0 or not opt.resume then
-        log0(('%s is not this run\'s checkpoint (run id %s, not %s): starting afresh'):format(
-            opt.checkpoint, tostring(own.run_id), run_id))
+    elseif not opt.resume then
+        log0(('%s is not this run\'s checkpoint (%s): starting afresh'):format(opt.checkpoint,
+            readable and ('run id %s, not %s'):format(tostring(own.run_id), run_id)
+            or 'it cannot be read'))
     end
 end
 if not ck and opt.resume then ck, ck_path = load_checkpoint(opt.resume), opt.resume end

@@ -6,7 +6,7 @@
 -- Then examples/ddp_train.lua on the real Fashion-MNIST: a run killed mid-epoch (SIGKILL, on
 -- rank 1 of 2 and on rank 0 of 4) and restarted from its checkpoint ends with the parameters
 -- and optimizer state of an uninterrupted run, bit for bit; a checkpoint of another run is not
--- resumed; a mid-epoch checkpoint refuses another number of ranks.
+-- resumed (nor an empty file); a mid-epoch checkpoint refuses another number of ranks.
 -- Every command runs under `timeout`; the specs never wait on a worker that might hang.
 local S = require 'shell_util'
 local ddpl = require 'ddplua'
@@ -245,6 +245,7 @@ describe('examples/ddp_train.lua with --max-restarts', function()
         function()
         local dir = S.new_tmpdir()
         local ck = dir .. '/ck.st'
+        S.write(ck, '') -- as os.tmpname leaves it: no checkpoint
         local out1, code1 = train(2, ck, '--epochs 1', 'DDPLUA_RUN_ID=one')
         local out2, code2 = train(2, ck, '', 'DDPLUA_RUN_ID=two')
         local out3, code3 = train(2, ck, '', 'DDPLUA_RUN_ID=two') -- a job started again by hand
@@ -255,6 +256,7 @@ describe('examples/ddp_train.lua with --max-restarts', function()
         local out5, code5 = train(4, ck, '', 'DDPLUA_RUN_ID=three')
         os.execute('rm -rf ' .. q(dir))
         assert.are.equal(0, code1, out1)
+        has(out1, "is not this run's checkpoint (it cannot be read): starting afresh")
         assert.are.equal(0, code2, out2)
         has(out2, "is not this run's checkpoint (run id one, not two): starting afresh")
         has(out2, 'epoch 1/2')
