@@ -1,11 +1,13 @@
 -- spec/dist_groups_spec.lua: process subgroups on real processes (spec/dist/groups.lua: new_group
 -- of a subset, collectives in it with values checked, two disjoint groups in use at once,
 -- new_subgroups, the non-member's error, get_rank/get_world_size with a group, src as a global
--- rank, destroying one group), on 2 and 4 ranks, through shared memory and through Gloo; the
--- DDPLUA_DISTRIBUTED_DEBUG=INFO log of every group. A mismatch inside a subgroup is in
+-- rank, destroying one group), on 2 and 4 ranks, through shared memory and through Gloo; DDP
+-- over a subgroup (spec/dist/ddp_group.lua); the DDPLUA_DISTRIBUTED_DEBUG=INFO log of every
+-- group and of DDP's bucket layout. A mismatch inside a subgroup is in
 -- spec/dist_safety_spec.lua. Every process runs under `timeout` (spec/shell_util.lua).
 local S = require 'shell_util'
 local groups = S.src .. '/spec/dist/groups.lua'
+local ddp_group = S.src .. '/spec/dist/ddp_group.lua'
 
 local function assert_all_ok(outs, codes, n)
     for r = 0, n - 1 do
@@ -25,7 +27,37 @@ for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
     end
 end
 
+describe('DDP with process_group = a subgroup', function()
+    for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
+        it('averages within each pair (new_subgroups(2) of 4 ranks) through ' .. path[1],
+            function()
+                local outs, codes = S.run_world(4, ddp_group, {env = path[2]})
+                for r = 0, 3 do
+                    assert(codes[r] == 0 and outs[r]:find('DDP_GROUP_OK ' .. r, 1, true),
+                        ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
+                    assert(not outs[r]:find('DDP bucket layout', 1, true), 'logged without INFO')
+                end
+            end)
+    end
+end)
+
 describe('DDPLUA_DISTRIBUTED_DEBUG=INFO', function()
+    it("logs DDP's bucket layout at construction and after the rebuild", function()
+        local outs, codes = S.run_world(4, ddp_group, {env = 'DDPLUA_DISTRIBUTED_DEBUG=INFO'})
+        for r = 0, 3 do
+            assert(codes[r] == 0, outs[r])
+            for _, line in ipairs({
+                ('ddplua: rank %d: DDP bucket layout at construction (process group %d): '
+                    .. '1 bucket, 2 parameters'):format(r, r // 2 + 1),
+                ('ddplua: rank %d:   bucket 0: 32 bytes, 2 parameters: '):format(r),
+                ('ddplua: rank %d: DDP bucket layout rebuilt in gradient-ready order after the '
+                    .. 'first iteration (process group %d)'):format(r, r // 2 + 1)}) do
+                assert(outs[r]:find(line, 1, true), ('rank %d: %q not logged:\n%s'):format(r,
+                    line, outs[r]))
+            end
+        end
+    end)
+
     it('logs every group made: id, global ranks, backend, transport', function()
         local outs, codes = S.run_world(4, groups, {env = 'DDPLUA_DISTRIBUTED_DEBUG=INFO'})
         assert_all_ok(outs, codes, 4)

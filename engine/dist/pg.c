@@ -445,7 +445,7 @@ static int join_all(ddpl_pg *pg, const char *prefix, const char *fname)
 /* INFO: one line per group made: its id, global ranks, backend and transport. */
 static void log_group(const ddpl_pg *pg)
 {
-    if (pg_debug_level() < PG_DEBUG_INFO) return;
+    if (ddpl_pg_debug_level() < DDPL_PG_DEBUG_INFO) return;
     char ranks[512];
     size_t used = 0;
     ranks[0] = '\0';

@@ -111,6 +111,11 @@ int ddpl_pg_group_id(const ddpl_pg *pg); /* 0 for the world */
 /* The global rank of a group rank, and back; -1 when out of range / not in the group. */
 int ddpl_pg_global_rank(const ddpl_pg *pg, int group_rank);
 int ddpl_pg_group_rank(const ddpl_pg *pg, int global_rank);
+/* The level of DDPLUA_DISTRIBUTED_DEBUG (TORCH_DISTRIBUTED_DEBUG's): OFF (default; unset or
+ * unknown), INFO (log groups and DDP's buckets to stderr), DETAIL (INFO, and check every call
+ * of backends without an in-band check: nccl). Read once. */
+enum { DDPL_PG_DEBUG_OFF, DDPL_PG_DEBUG_INFO, DDPL_PG_DEBUG_DETAIL };
+int ddpl_pg_debug_level(void);
 /* "sum", "avg", ...; "?" for an unknown op. */
 const char *ddpl_reduce_op_name(ddpl_reduce_op op);
 

@@ -1,7 +1,7 @@
 /* dist/pg_agree.c: collective safety: membership, the fingerprint of each collective as it is
  * issued, the exchange through the store for backends without an in-band check, and the
  * DDPLUA_DISTRIBUTED_DEBUG level.
- * defines: pg_member, pg_expect, pg_agree_via_store, pg_debug_level (pg_impl.h).
+ * defines: pg_member, pg_expect, pg_agree_via_store, ddpl_pg_debug_level (pg_impl.h).
  *
  * Where the fingerprints are compared (see docs/distributed.md):
  *   - gloo through shared memory: always, in the tag slots the first barrier of every operation
@@ -16,17 +16,17 @@
 
 #include "dist/pg_impl.h"
 
-int pg_debug_level(void)
+int ddpl_pg_debug_level(void)
 {
     static atomic_int level = -1; /* read once: the environment of a job does not change */
     int l = atomic_load(&level);
     if (l >= 0) return l;
     const char *v = getenv("DDPLUA_DISTRIBUTED_DEBUG");
-    l = !v || !*v                       ? PG_DEBUG_OFF
-        : strcasecmp(v, "DETAIL") == 0 ? PG_DEBUG_DETAIL
-        : strcasecmp(v, "INFO") == 0   ? PG_DEBUG_INFO
-                                        : PG_DEBUG_OFF;
-    if (v && *v && l == PG_DEBUG_OFF && strcasecmp(v, "OFF") != 0)
+    l = !v || !*v                       ? DDPL_PG_DEBUG_OFF
+        : strcasecmp(v, "DETAIL") == 0 ? DDPL_PG_DEBUG_DETAIL
+        : strcasecmp(v, "INFO") == 0   ? DDPL_PG_DEBUG_INFO
+                                        : DDPL_PG_DEBUG_OFF;
+    if (v && *v && l == DDPL_PG_DEBUG_OFF && strcasecmp(v, "OFF") != 0)
         fprintf(stderr, "ddplua: DDPLUA_DISTRIBUTED_DEBUG=%s is not OFF, INFO or DETAIL; using OFF\n",
                 v);
     atomic_store(&level, l);
@@ -70,7 +70,7 @@ int pg_expect(ddpl_pg *pg, const char *name, int dtype, int64_t count, int reduc
     fp->root = root;
     fp->caller = pg->my_global;
     snprintf(fp->name, sizeof fp->name, "%s", name);
-    if (!pg->backend->agree && pg_debug_level() >= PG_DEBUG_DETAIL)
+    if (!pg->backend->agree && ddpl_pg_debug_level() >= DDPL_PG_DEBUG_DETAIL)
         return pg_agree_via_store(pg, fp);
     return 0;
 }

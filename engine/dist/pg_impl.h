@@ -2,7 +2,7 @@
  * pg_agree.c (fingerprints of collectives) and the backends (pg_host.c, nccl_pg.c) share.
  * defines: pg_slot, pg_p2p_header, struct ddpl_work, pg_lane, struct ddpl_pg, pg_work_new,
  *          pg_work_slot, pg_work_finish, pg_lane_push, pg_lanes_start, pg_strided_copy,
- *          pg_expect, pg_member, pg_agree_via_store, pg_debug_log.
+ *          pg_expect, pg_member, pg_agree_via_store.
  *          Internal to engine/dist. */
 #ifndef DDPL_DIST_PG_IMPL_H
 #define DDPL_DIST_PG_IMPL_H
@@ -137,8 +137,5 @@ PG_HIDDEN int pg_expect(ddpl_pg *pg, const char *name, int dtype, int64_t count,
 /* Exchanges fp through the group's store (keys <prefix>fp/<seq>/<rank>) and compares:
  * ddpl_pg_fp_check's result. Blocks up to the group's timeout. */
 PG_HIDDEN int pg_agree_via_store(ddpl_pg *pg, const ddpl_pg_fp *fp);
-/* The level of DDPLUA_DISTRIBUTED_DEBUG: 0 OFF (default), 1 INFO, 2 DETAIL. */
-enum { PG_DEBUG_OFF, PG_DEBUG_INFO, PG_DEBUG_DETAIL };
-PG_HIDDEN int pg_debug_level(void);
 
 #endif

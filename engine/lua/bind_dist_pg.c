@@ -1,6 +1,7 @@
 /* lua/bind_dist_pg.c: the C half of ddpl.distributed: process-group and work-handle boxes.
  * defines: lb_dist_functions (package.loaded['ddplua.core.dist']): check_backend, init, destroy,
- *          new_group, group_id, group_ranks, is_group, rank, size, backend, timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
+ *          new_group, group_id, group_ranks, is_group, debug_level, rank, size, backend,
+ *          timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
  *          reduce_scatter_tensor, send, recv, barrier; the "ddplua.Work" handle type with
  *          wait([timeout_s]), is_completed(), exception().
  *
@@ -223,6 +224,14 @@ static int d_group_ranks(lua_State *L)
     return 1;
 }
 
+/* debug_level() -> 'OFF', 'INFO' or 'DETAIL' (DDPLUA_DISTRIBUTED_DEBUG, as the engine reads it) */
+static int d_debug_level(lua_State *L)
+{
+    static const char *const names[] = {"OFF", "INFO", "DETAIL"};
+    lua_pushstring(L, names[ddpl_pg_debug_level()]);
+    return 1;
+}
+
 /* is_group(x) -> whether x is a process-group box (destroyed or not) */
 static int d_is_group(lua_State *L)
 {
@@ -364,6 +373,7 @@ const luaL_Reg lb_dist_functions[] = {
     {"group_id", d_group_id},
     {"group_ranks", d_group_ranks},
     {"is_group", d_is_group},
+    {"debug_level", d_debug_level},
     {"rank", d_rank},
     {"size", d_size},
     {"backend", d_backend},
