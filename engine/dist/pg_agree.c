@@ -70,9 +70,17 @@ int pg_expect(ddpl_pg *pg, const char *name, int dtype, int64_t count, int reduc
     fp->root = root;
     fp->caller = pg->my_global;
     snprintf(fp->name, sizeof fp->name, "%s", name);
-    if (!pg->backend->agree && ddpl_pg_debug_level() >= DDPL_PG_DEBUG_DETAIL)
-        return pg_agree_via_store(pg, fp);
-    return 0;
+    if (pg->backend->agree || ddpl_pg_debug_level() < DDPL_PG_DEBUG_DETAIL) return 0;
+    /* checked here, at issue: so is the failure state a mismatch leaves (lanes check it when
+     * they run a work item; a backend without lanes has only this place) */
+    pthread_mutex_lock(&pg->broken_mu);
+    int broken = pg->broken ? ddpl_error("%s: the process group is unusable after an earlier "
+                                         "failure (%s)",
+                                         name, pg->broken)
+                            : 0;
+    pthread_mutex_unlock(&pg->broken_mu);
+    if (broken < 0) return -1;
+    return pg_agree_via_store(pg, fp);
 }
 
 int pg_agree_via_store(ddpl_pg *pg, const ddpl_pg_fp *fp)
