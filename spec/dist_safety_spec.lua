@@ -2,7 +2,8 @@
 -- error on EVERY rank naming each side's call, with a non-zero exit and no signal, never a wrong
 -- result, a crash or a hang: all_reduce of float32 against float64, of 8 elements against 1000,
 -- all_reduce against broadcast, reduce op sum against max, broadcast from src 0 against src 1,
--- and a bucket-sized all_reduce against barrier; on 2 and 4 ranks (the last rank differs), through
+-- a bucket-sized all_reduce against barrier, and DDP's bucket allreduce (a shared buffer on the
+-- shared-memory path) against barrier; on 2 and 4 ranks (the last rank differs), through
 -- shared memory and through Gloo (DDPLUA_SHM=0), in the default group and in a subgroup.
 -- The scripts are spec/dist/mismatch.lua; every process runs under `timeout` (spec/shell_util.lua),
 -- and the group timeout is long (60 s) against a `timeout` of 90 s: a mismatch that were only
@@ -18,8 +19,10 @@ local cases = {
     reduce_op = {'all_reduce(float32, 8 elements, op sum)', 'all_reduce(float32, 8 elements, op max)'},
     root = {'broadcast(float32, 8 elements, root ', 'broadcast(float32, 8 elements, root '},
     barrier = {'all_reduce(float32, 262144 elements, op sum)', 'barrier()'},
+    -- DDP's bucket of a Linear(64, 64): 64 * 64 + 64 float32 gradients
+    bucket = {'all_reduce(float32, 4160 elements, op sum)', 'barrier()'},
 }
-local order = {'dtype', 'count', 'op', 'reduce_op', 'root', 'barrier'}
+local order = {'dtype', 'count', 'op', 'reduce_op', 'root', 'barrier', 'bucket'}
 
 local function assert_has(text, want, what)
     assert(text:find(want, 1, true), ('%s: %q not found in:\n%s'):format(what, want, text))
@@ -34,7 +37,7 @@ local function assert_mismatch(outs, codes, world, case, sub)
         local what = ('%s, rank %d'):format(case, r)
         assert(codes[r] == 3, ('%s: exit %s (3 expected: the error was raised; 124 is the '
             .. 'timeout, >128 a signal):\n%s'):format(what, tostring(codes[r]), outs[r]))
-        local m = outs[r]:match('MISMATCH_ERROR [%w_]+: (collective #%d+ of group %d+ differs '
+        local m = outs[r]:match('MISMATCH_ERROR [^\n]-(collective #%d+ of group %d+ differs '
             .. 'across ranks: [^\n]*)')
         assert(m, what .. ': no mismatch error:\n' .. outs[r])
         assert(not message or m == message, what .. ': another message than rank ' .. first
@@ -63,7 +66,7 @@ for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
     end
     describe('a mismatched collective in a subgroup of 3 of 4 ranks through ' .. path[1],
         function()
-            for _, case in ipairs({'dtype', 'barrier'}) do
+            for _, case in ipairs({'dtype', 'barrier', 'bucket'}) do
                 it('fails on every member naming both calls: ' .. case, function()
                     local outs, codes = S.run_world(4, mismatch, {
                         env = ('%s CASE=%s GROUP=sub PG_TIMEOUT=60'):format(path[2], case),

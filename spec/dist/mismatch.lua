@@ -7,6 +7,8 @@
 --   reduce_op all_reduce with op sum vs op max
 --   root      broadcast from src 0 vs src 1
 --   barrier   all_reduce of a bucket-sized tensor vs barrier
+--   bucket    DDP's backward (its bucket's allreduce, on a shared buffer through shared memory)
+--             vs barrier
 -- GROUP=sub runs the case in a subgroup of all ranks but rank 0 (world >= 3), listed backwards.
 -- A first matching all_reduce checks that the group works. Then every rank prints
 -- "MISMATCH_ERROR <message>" and exits 3 when its call raised, or "NO_ERROR" and exits 0.
@@ -41,6 +43,11 @@ local members = g and world - 1 or world
 assert(warm:sum():item() == 4 * members, 'the warm-up all_reduce gave a wrong sum')
 
 local odd = rank == differ
+local ddp_model
+if case == 'bucket' then
+    ddpl.manual_seed(1)
+    ddp_model = ddpl.nn.DDP(ddpl.nn.Linear(64, 64), {process_group = g})
+end
 local cases = {
     dtype = function()
         dist.all_reduce(ddpl.ones({8}, {dtype = odd and 'float64' or 'float32'}), opts())
@@ -62,6 +69,13 @@ local cases = {
     end,
     barrier = function()
         if odd then dist.barrier(opts()) else dist.all_reduce(ddpl.ones({1 << 18}), opts()) end
+    end,
+    bucket = function()
+        if odd then
+            dist.barrier(opts())
+        else
+            ddp_model(ddpl.ones({2, 64})):sum():backward()
+        end
     end,
 }
 local run = assert(cases[case], 'unknown CASE ' .. case)
