@@ -428,14 +428,14 @@ static int join_all(ddpl_pg *pg, const char *prefix, const char *fname)
         if (pg->group_id == 0)
             ddpl_error("%s: timed out after %g s waiting for %s %s to join "
                        "(rank %d of world_size %d)",
-                       fname, timeout_s, nmissing == 1 ? "rank" : "ranks",
-                       nmissing ? missing : "?", rank, size);
+                       fname, timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?",
+                       rank, size);
         else
             ddpl_error("%s: timed out after %g s waiting for %s %s to create process group %d "
                        "(every rank of the world must call new_group, in the same order; rank "
                        "%d)",
-                       fname, timeout_s, nmissing == 1 ? "rank" : "ranks",
-                       nmissing ? missing : "?", pg->group_id, pg->my_global);
+                       fname, timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?",
+                       pg->group_id, pg->my_global);
     }
     for (int r = 0; r < size; r++) free(keys[r]);
     free(keys);
@@ -592,8 +592,8 @@ ddpl_pg *ddpl_pg_new_group(ddpl_pg *world, int n, const int *ranks, double timeo
     pg->rank = me;
     pg->my_global = world->rank;
     pg->size = n;
-    pg->global_ranks = memcpy(ddpl_xmalloc((size_t)n * sizeof *ranks), ranks,
-                              (size_t)n * sizeof *ranks);
+    pg->global_ranks =
+        memcpy(ddpl_xmalloc((size_t)n * sizeof *ranks), ranks, (size_t)n * sizeof *ranks);
     pg->timeout_s = timeout_s > 0 ? timeout_s : world->timeout_s;
     pg->store = world->store;
     pg->backend = world->backend;

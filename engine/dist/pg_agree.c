@@ -22,13 +22,13 @@ int ddpl_pg_debug_level(void)
     int l = atomic_load(&level);
     if (l >= 0) return l;
     const char *v = getenv("DDPLUA_DISTRIBUTED_DEBUG");
-    l = !v || !*v                       ? DDPL_PG_DEBUG_OFF
+    l = !v || !*v                      ? DDPL_PG_DEBUG_OFF
         : strcasecmp(v, "DETAIL") == 0 ? DDPL_PG_DEBUG_DETAIL
         : strcasecmp(v, "INFO") == 0   ? DDPL_PG_DEBUG_INFO
-                                        : DDPL_PG_DEBUG_OFF;
+                                       : DDPL_PG_DEBUG_OFF;
     if (v && *v && l == DDPL_PG_DEBUG_OFF && strcasecmp(v, "OFF") != 0)
-        fprintf(stderr, "ddplua: DDPLUA_DISTRIBUTED_DEBUG=%s is not OFF, INFO or DETAIL; using OFF\n",
-                v);
+        fprintf(stderr,
+                "ddplua: DDPLUA_DISTRIBUTED_DEBUG=%s is not OFF, INFO or DETAIL; using OFF\n", v);
     atomic_store(&level, l);
     return l;
 }
@@ -120,8 +120,8 @@ int pg_agree_via_store(ddpl_pg *pg, const ddpl_pg_fp *fp)
     /* Every rank has read the keys of call seq - 2 once it set those of seq - 1, which this rank
      * has just waited for: its own key of seq - 2 can go (the store does not grow per call). */
     if (rc == 0 && fp->seq > 2) {
-        snprintf(key, sizeof key, "pg%d/fp/%llu/%d", pg->group_id,
-                 (unsigned long long)fp->seq - 2, pg->rank);
+        snprintf(key, sizeof key, "pg%d/fp/%llu/%d", pg->group_id, (unsigned long long)fp->seq - 2,
+                 pg->rank);
         bool deleted;
         ddpl_store_delete(pg->store, key, &deleted);
     }

@@ -43,8 +43,9 @@ int ddpl_pg_fp_check(const ddpl_pg_fp *mine, const ddpl_pg_fp *fps, int size)
     /* the distinct calls, in order of the first rank making each; a long list is cut short */
     char msg[1024];
     size_t used = (size_t)snprintf(
-        msg, sizeof msg, "%.*s: collective #%llu of group %d differs across ranks: ",
-        (int)sizeof mine->name, mine->name, (unsigned long long)mine->seq, (int)mine->group);
+        msg, sizeof msg,
+        "%.*s: collective #%llu of group %d differs across ranks: ", (int)sizeof mine->name,
+        mine->name, (unsigned long long)mine->seq, (int)mine->group);
     bool *done = ddpl_xcalloc((size_t)size, sizeof *done);
     for (int q = 0; q < size && used < sizeof msg; q++) {
         if (done[q]) continue;

@@ -95,13 +95,13 @@ struct ddpl_pg {
     bool quiet_next; /* ddpl_pg_wait_follows: the next work item is queued quietly */
 
     /* ---- groups (pg.c) and collective safety (pg_agree.c) ---- */
-    int group_id;      /* 0: the default group (the world); subgroups 1, 2, ... */
-    int *global_ranks; /* size entries: group rank -> global rank; NULL for the world */
-    int my_global;     /* this process's global rank */
-    bool owns_store;   /* the world's group; subgroups use the world's store */
-    int n_groups;      /* the world: subgroups created so far (the next id minus 1) */
-    char bind[256];    /* the world: the local address the backends listen on */
-    uint64_t seq;      /* collectives issued so far (the caller's thread) */
+    int group_id;       /* 0: the default group (the world); subgroups 1, 2, ... */
+    int *global_ranks;  /* size entries: group rank -> global rank; NULL for the world */
+    int my_global;      /* this process's global rank */
+    bool owns_store;    /* the world's group; subgroups use the world's store */
+    int n_groups;       /* the world: subgroups created so far (the next id minus 1) */
+    char bind[256];     /* the world: the local address the backends listen on */
+    uint64_t seq;       /* collectives issued so far (the caller's thread) */
     ddpl_pg_fp next_fp; /* pg_expect -> pg_work_new: the fingerprint of the work being issued */
 };
 

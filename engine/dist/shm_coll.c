@@ -71,7 +71,7 @@ typedef struct shm_header {
     _Atomic uint32_t arrived;    /* ranks at the current barrier */
     _Atomic uint32_t generation; /* bumped by the last rank to arrive; waiters sleep on it */
     int32_t pids[MAX_RANKS];     /* so a waiter notices a peer that exited, before the timeout */
-    shm_tag tags[2][MAX_RANKS]; /* [comparison % 2][rank] */
+    shm_tag tags[2][MAX_RANKS];  /* [comparison % 2][rank] */
     /* shared-buffer creation: 2 * id + 1 once rank r created (mapped) its parts, 2 * id if not */
     uint32_t created[MAX_RANKS], mapped[MAX_RANKS];
 } shm_header;
