@@ -118,6 +118,13 @@ end
 -- an error message without the "file.lua:12: " position that luaL_error put in front
 local function bare(err) return (tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')) end
 
+-- Calls a C function of the group; its error is raised again at the user's call site.
+local function c_call(f, ...)
+    local ok, r = pcall(f, ...)
+    if not ok then error(bare(r), 3) end
+    return r
+end
+
 -- The group box g selects (nil: the default group), checked to be one.
 local function group_of(fname, g)
     local d = need(fname)
@@ -131,26 +138,16 @@ end
 
 function dist.default_group() return need('default_group') end
 -- PyTorch: the rank within the group, -1 on a process that is not a member
-function dist.get_rank(g)
-    local pg = group_of('get_rank', g)
-    local ok, r = pcall(C.rank, pg)
-    if not ok then error(bare(r), 2) end
-    return r
-end
+function dist.get_rank(g) return c_call(C.rank, group_of('get_rank', g)) end
 function dist.get_world_size(g)
     local pg = group_of('get_world_size', g)
-    local ok, r = pcall(C.rank, pg)
-    if not ok then error(bare(r), 2) end
-    return r < 0 and -1 or C.size(pg)
+    return c_call(C.rank, pg) < 0 and -1 or C.size(pg)
 end
 function dist.get_backend(g) group_of('get_backend', g); return backend_name end
 
 -- the global ranks of the group's members, in group-rank order
 function dist.get_process_group_ranks(g)
-    local pg = group_of('get_process_group_ranks', g)
-    local ok, r = pcall(C.group_ranks, pg)
-    if not ok then error(bare(r), 2) end
-    return r
+    return c_call(C.group_ranks, group_of('get_process_group_ranks', g))
 end
 
 function dist.get_global_rank(g, group_rank)
@@ -260,12 +257,6 @@ local function options(fname, opts, allowed)
     return opts
 end
 
--- Calls a C function of the group; its error is raised again at the user's call site.
-local function c_call(f, ...)
-    local ok, r = pcall(f, ...)
-    if not ok then error(bare(r), 3) end
-    return r
-end
 
 -- Returns the work handle when async, else waits (raising the operation's error) and returns nil.
 local function finish(work, opts)
