@@ -27,6 +27,65 @@ for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
     end
 end
 
+describe('new_group called differently across ranks', function()
+    local function script(body)
+        local path = S.new_tmpdir() .. '/script.lua'
+        S.write(path, [[
+local ddpl = require 'ddplua'
+local dist = ddpl.dist
+dist.init_process_group({backend = 'gloo', timeout = 60})
+local r = dist.get_rank()
+]] .. body)
+        return path
+    end
+
+    it('other ranks on some rank: an error on both naming both lists', function()
+        local outs, codes = S.run_world(2, script([[
+local ok, err = pcall(dist.new_group, r == 0 and {0, 1} or {1, 0})
+print(ok and 'NO_ERROR' or ('ERR ' .. tostring(err)))
+]]))
+        for r = 0, 1 do
+            assert(codes[r] == 0, outs[r])
+            local want = ('ERR new_group: the ranks disagree on process group 1: rank %d was given '
+                .. 'ranks [%s], rank %d ranks [%s]'):format(r, r == 0 and '0, 1' or '1, 0', 1 - r,
+                r == 0 and '1, 0' or '0, 1')
+            assert(outs[r]:find(want, 1, true), want .. '\nnot in:\n' .. outs[r])
+        end
+    end)
+
+    it('a member that never calls it: the others fail at the timeout, naming it', function()
+        local outs, codes = S.run_world(2, script([[
+if r == 1 then os.execute('sleep 4'); os.exit(0) end -- alive, never creates the group
+local ok, err = pcall(dist.new_group, {0, 1}, {timeout = 1.5})
+print(ok and 'NO_ERROR' or ('ERR ' .. tostring(err)))
+os.exit(0)
+]]))
+        assert(codes[0] == 0, outs[0])
+        local want = 'ERR new_group: timed out after 1.5 s waiting for rank 1 to create process '
+            .. 'group 1'
+        assert(outs[0]:find(want, 1, true), want .. '\nnot in:\n' .. outs[0])
+    end)
+
+    it('bad ranks are refused by name on the calling rank', function()
+        local outs, codes = S.run_world(2, script([[
+for _, bad in ipairs({{0, 0}, {0, 2}, {}, {0.5}}) do
+    local ok, err = pcall(dist.new_group, bad)
+    print(ok and 'NO_ERROR' or ('ERR ' .. tostring(err)))
+end
+]]))
+        for r = 0, 1 do
+            assert(codes[r] == 0, outs[r])
+            for _, want in ipairs({'ERR new_group: rank 0 is listed twice',
+                'ERR new_group: rank 2 is out of range for world_size 2',
+                'ERR new_group: expected a list of 1 to 2 ranks (world_size), got 0',
+                'ERR new_group: rank 1 of the list is not an integer (number)'}) do
+                assert(outs[r]:find(want, 1, true), want .. '\nnot in:\n' .. outs[r])
+            end
+            assert(not outs[r]:find('NO_ERROR', 1, true), outs[r])
+        end
+    end)
+end)
+
 describe('DDP with process_group = a subgroup', function()
     for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
         it('averages within each pair (new_subgroups(2) of 4 ranks) through ' .. path[1],

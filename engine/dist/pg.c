@@ -395,23 +395,27 @@ static int local_address_towards(const char *host, int port, char *out, size_t n
     return 0;
 }
 
-/* Every member announces itself under prefix/join/<rank> and waits for the others; on a timeout
- * the error (for fname) lists the (global) ranks whose keys never appeared. */
+/* Every member announces itself under prefix/join/<global rank> with the member list it was given
+ * and waits for the others; on a timeout the error (for fname) lists the (global) ranks whose
+ * keys never appeared; members given other lists (new_group called with other ranks on some
+ * rank) are an error naming both lists, not a hang. */
 static int join_all(ddpl_pg *pg, const char *prefix, const char *fname)
 {
     ddpl_store *st = pg->store;
-    int rank = pg->rank, size = pg->size;
+    int size = pg->size;
     double timeout_s = pg->timeout_s;
-    char key[256];
-    snprintf(key, sizeof key, "%sjoin/%d", prefix, rank);
-    if (ddpl_store_set(st, key, "1", 1) < 0) return -1;
+    size_t list_n = (size_t)size * 12 + 32;
+    char *list = ddpl_xmalloc(list_n), key[256];
+    pg_ranks_str(pg, list, list_n, size);
+    snprintf(key, sizeof key, "%sjoin/%d", prefix, pg->my_global);
     char **keys = ddpl_xcalloc((size_t)size, sizeof *keys);
     for (int r = 0; r < size; r++) {
         keys[r] = ddpl_xmalloc(256);
-        snprintf(keys[r], 256, "%sjoin/%d", prefix, r);
+        snprintf(keys[r], 256, "%sjoin/%d", prefix, ddpl_pg_global_rank(pg, r));
     }
-    int rc = ddpl_store_wait(st, size, (const char *const *)keys, timeout_s);
-    if (rc < 0) {
+    int rc = ddpl_store_set(st, key, list, strlen(list));
+    if (rc == 0 && ddpl_store_wait(st, size, (const char *const *)keys, timeout_s) < 0) {
+        rc = -1;
         char missing[512] = "";
         size_t used = 0;
         int nmissing = 0;
@@ -422,14 +426,13 @@ static int join_all(ddpl_pg *pg, const char *prefix, const char *fname)
             nmissing++;
             if (used < sizeof missing - 16)
                 used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d",
-                                         nmissing > 1 ? ", " : "",
-                                         pg->global_ranks ? pg->global_ranks[r] : r);
+                                         nmissing > 1 ? ", " : "", ddpl_pg_global_rank(pg, r));
         }
         if (pg->group_id == 0)
             ddpl_error("%s: timed out after %g s waiting for %s %s to join "
                        "(rank %d of world_size %d)",
                        fname, timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?",
-                       rank, size);
+                       pg->rank, size);
         else
             ddpl_error("%s: timed out after %g s waiting for %s %s to create process group %d "
                        "(every rank of the world must call new_group, in the same order; rank "
@@ -437,8 +440,21 @@ static int join_all(ddpl_pg *pg, const char *prefix, const char *fname)
                        fname, timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?",
                        pg->group_id, pg->my_global);
     }
+    for (int r = 0; r < size && rc == 0; r++) {
+        void *v = NULL;
+        size_t len = 0;
+        rc = ddpl_store_get(st, keys[r], &v, &len);
+        if (rc == 0 && (len != strlen(list) || memcmp(v, list, len) != 0))
+            rc = ddpl_error("%s: the ranks disagree on process group %d: rank %d was given "
+                            "ranks [%.200s], rank %d ranks [%.*s] (every rank of the world must "
+                            "call new_group with the same ranks, in the same order)",
+                            fname, pg->group_id, pg->my_global, list, ddpl_pg_global_rank(pg, r),
+                            (int)(len < 200 ? len : 200), (const char *)v);
+        free(v);
+    }
     for (int r = 0; r < size; r++) free(keys[r]);
     free(keys);
+    free(list);
     return rc;
 }
 
@@ -447,11 +463,7 @@ static void log_group(const ddpl_pg *pg)
 {
     if (ddpl_pg_debug_level() < DDPL_PG_DEBUG_INFO) return;
     char ranks[512];
-    size_t used = 0;
-    ranks[0] = '\0';
-    for (int r = 0; r < pg->size && used < sizeof ranks; r++)
-        used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", r ? ", " : "",
-                                 pg->global_ranks ? pg->global_ranks[r] : r);
+    pg_ranks_str(pg, ranks, sizeof ranks, 64);
     const char *transport = pg->rank < 0             ? "none (not a member)"
                             : pg->backend->transport ? pg->backend->transport(pg)
                                                      : pg->backend->name;

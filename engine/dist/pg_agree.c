@@ -33,13 +33,12 @@ int ddpl_pg_debug_level(void)
     return l;
 }
 
-/* "0, 2, 3" (the first ranks of a long list) */
-static void ranks_str(const ddpl_pg *pg, char *out, size_t n)
+void pg_ranks_str(const ddpl_pg *pg, char *out, size_t n, int max_listed)
 {
     size_t used = 0;
     out[0] = '\0';
     for (int r = 0; r < pg->size && used < n; r++) {
-        if (r == 16) {
+        if (r == max_listed) {
             snprintf(out + used, n - used, ", ... (%d ranks)", pg->size);
             break;
         }
@@ -52,7 +51,7 @@ int pg_member(const ddpl_pg *pg, const char *fname)
 {
     if (pg->rank >= 0) return 0;
     char ranks[256];
-    ranks_str(pg, ranks, sizeof ranks);
+    pg_ranks_str(pg, ranks, sizeof ranks, 16);
     return ddpl_error("%s: rank %d is not a member of process group %d (ranks %s)", fname,
                       pg->my_global, pg->group_id, ranks);
 }

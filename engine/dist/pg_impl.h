@@ -2,7 +2,7 @@
  * pg_agree.c (fingerprints of collectives) and the backends (pg_host.c, nccl_pg.c) share.
  * defines: pg_slot, pg_p2p_header, struct ddpl_work, pg_lane, struct ddpl_pg, pg_work_new,
  *          pg_work_slot, pg_work_finish, pg_lane_push, pg_lanes_start, pg_strided_copy,
- *          pg_expect, pg_member, pg_agree_via_store.
+ *          pg_expect, pg_member, pg_agree_via_store, pg_ranks_str.
  *          Internal to engine/dist. */
 #ifndef DDPL_DIST_PG_IMPL_H
 #define DDPL_DIST_PG_IMPL_H
@@ -134,6 +134,9 @@ PG_HIDDEN int pg_member(const ddpl_pg *pg, const char *fname);
  * DDPLUA_DISTRIBUTED_DEBUG=DETAIL. 0, or -1 with the error (not a member; a mismatch). */
 PG_HIDDEN int pg_expect(ddpl_pg *pg, const char *name, int dtype, int64_t count, int reduce_op,
                         int root);
+/* "3, 1, 5": the group's global ranks in group-rank order, the first max_listed of them (then
+ * ", ... (N ranks)"), cut to fit n bytes. */
+PG_HIDDEN void pg_ranks_str(const ddpl_pg *pg, char *out, size_t n, int max_listed);
 /* Exchanges fp through the group's store (keys <prefix>fp/<seq>/<rank>) and compares:
  * ddpl_pg_fp_check's result. Blocks up to the group's timeout. */
 PG_HIDDEN int pg_agree_via_store(ddpl_pg *pg, const ddpl_pg_fp *fp);

@@ -79,11 +79,7 @@ static int check_rank(const char *fname, const char *what, const ddpl_pg *pg, in
                           pg->size);
     if (*out < 0) {
         char ranks[256];
-        size_t used = 0;
-        ranks[0] = '\0';
-        for (int i = 0; i < pg->size && used < sizeof ranks; i++)
-            used += (size_t)snprintf(ranks + used, sizeof ranks - used, "%s%d", i ? ", " : "",
-                                     pg->global_ranks[i]);
+        pg_ranks_str(pg, ranks, sizeof ranks, 16);
         return ddpl_error("%s: %s rank %d (a global rank) is not in process group %d (ranks %s)",
                           fname, what, r, pg->group_id, ranks);
     }
