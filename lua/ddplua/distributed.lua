@@ -271,8 +271,10 @@ local with_op = {async_op = true, group = true, op = true}
 local group_only = {group = true}
 
 -- The options table of fname checked against allowed, and the group box it selects.
+-- A group in place of the table stands for {group = g} (PyTorch's positional group argument).
 local function call_opts(fname, opts, allowed)
     need(fname)
+    if C.is_group(opts) then opts = {group = opts} end
     opts = options(fname, opts, allowed)
     local ok, g = pcall(group_of, fname, opts.group)
     if not ok then error(bare(g), 3) end

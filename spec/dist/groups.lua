@@ -3,8 +3,8 @@
 -- raises (exit status non-zero) on the first failure.
 --   - new_group of the odd ranks (rank 1 alone on 2 ranks) listed backwards: get_rank /
 --     get_world_size with the group (-1 on a non-member), all_reduce, broadcast from a GLOBAL src,
---     all_gather inside it; a non-member's collective on it is an error naming its rank and the
---     group's ranks;
+--     all_gather, send/recv between GLOBAL ranks inside it; a non-member's collective on it is an
+--     error naming its rank and the group's ranks;
 --   - two disjoint groups (the even and the odd ranks) in use at once, async, interleaved with
 --     the default group;
 --   - new_subgroups(2): the caller's group and the list of all;
@@ -66,6 +66,21 @@ if is_odd then
     check(not ok and tostring(err):find('src rank 0 (a global rank) is not in process group',
         1, true), 'broadcast from a non-member src: %s', tostring(err))
     dist.barrier({group = g_odd})
+    -- send/recv inside the group, the group given in place of the options (PyTorch's positional
+    -- argument); dst/src are global ranks
+    if #odd >= 2 then
+        local peer = rank == odd[1] and odd[2] or odd[1]
+        local box = ddpl.full({2}, rank)
+        if rank == odd[1] then
+            dist.send(box, peer, g_odd)
+            dist.recv(box, peer, g_odd)
+            check(box[0]:item() == peer, 'recv from global rank %d in g_odd: %s', peer, tostring(box))
+        elseif rank == odd[2] then
+            dist.recv(box, peer, g_odd)
+            check(box[0]:item() == peer, 'recv from global rank %d in g_odd: %s', peer, tostring(box))
+            dist.send(ddpl.full({2}, rank), peer, g_odd)
+        end
+    end
 else
     local ok, err = pcall(dist.all_reduce, ddpl.ones({2}), {group = g_odd})
     local want = ('all_reduce: rank %d is not a member of process group 1 (ranks %s)')
