@@ -397,16 +397,21 @@ static int local_address_towards(const char *host, int port, char *out, size_t n
 
 /* Every member announces itself under prefix/join/<global rank> with the member list it was given
  * and waits for the others; on a timeout the error (for fname) lists the (global) ranks whose
- * keys never appeared; members given other lists (new_group called with other ranks on some
- * rank) are an error naming both lists, not a hang. */
+ * keys never appeared. Members of a subgroup given other lists (new_group called with other
+ * ranks on some rank) are an error naming both lists, not a hang: each member reads every
+ * member's list (one store round trip per member, at creation only); the world's list is the
+ * same everywhere by construction and is not compared. */
 static int join_all(ddpl_pg *pg, const char *prefix, const char *fname)
 {
     ddpl_store *st = pg->store;
     int size = pg->size;
     double timeout_s = pg->timeout_s;
-    size_t list_n = (size_t)size * 12 + 32;
+    size_t list_n = pg->group_id ? (size_t)size * 12 + 32 : 2;
     char *list = ddpl_xmalloc(list_n), key[256];
-    pg_ranks_str(pg, list, list_n, size);
+    if (pg->group_id)
+        pg_ranks_str(pg, list, list_n, size);
+    else
+        strcpy(list, "1");
     snprintf(key, sizeof key, "%sjoin/%d", prefix, pg->my_global);
     char **keys = ddpl_xcalloc((size_t)size, sizeof *keys);
     for (int r = 0; r < size; r++) {
@@ -440,7 +445,7 @@ static int join_all(ddpl_pg *pg, const char *prefix, const char *fname)
                        fname, timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?",
                        pg->group_id, pg->my_global);
     }
-    for (int r = 0; r < size && rc == 0; r++) {
+    for (int r = 0; r < size && rc == 0 && pg->group_id != 0; r++) {
         void *v = NULL;
         size_t len = 0;
         rc = ddpl_store_get(st, keys[r], &v, &len);

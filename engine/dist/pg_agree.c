@@ -1,7 +1,8 @@
 /* dist/pg_agree.c: collective safety: membership, the fingerprint of each collective as it is
  * issued, the exchange through the store for backends without an in-band check, and the
  * DDPLUA_DISTRIBUTED_DEBUG level.
- * defines: pg_member, pg_expect, pg_agree_via_store, ddpl_pg_debug_level (pg_impl.h).
+ * defines: pg_member, pg_expect, pg_agree_via_store, pg_ranks_str (pg_impl.h),
+ *          ddpl_pg_debug_level (pg.h).
  *
  * Where the fingerprints are compared (see docs/distributed.md):
  *   - gloo through shared memory: always, in the tag slots the first barrier of every operation
