@@ -8,10 +8,14 @@ static _Thread_local char last_error[1024];
 
 int ddpl_error(const char *fmt, ...)
 {
+    /* formatted aside first: callers prefix the previous error, ddpl_error("f: %s",
+     * ddpl_last_error()), and vsnprintf into the buffer it reads from garbles the text */
+    char msg[sizeof last_error];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(last_error, sizeof last_error, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    memcpy(last_error, msg, sizeof msg);
     return -1;
 }
 

@@ -62,6 +62,8 @@ ddpl_work *pg_work_new(ddpl_pg *pg, const char *name, int nslots, int (*run)(ddp
     w->slots = nslots ? ddpl_xcalloc((size_t)nslots, sizeof *w->slots) : NULL;
     w->quiet = pg->quiet_next;
     pg->quiet_next = false;
+    w->fp = pg->next_fp; /* a collective's, set by pg_expect just before; else seq 0 */
+    memset(&pg->next_fp, 0, sizeof pg->next_fp);
     pthread_mutex_init(&w->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -296,9 +298,10 @@ static void lane_run(ddpl_pg *pg, ddpl_work *w)
         snprintf(msg, sizeof msg, "%s: the process group is unusable after an earlier failure (%s)",
                  w->name, pg->broken);
     pthread_mutex_unlock(&pg->broken_mu);
+    /* the fingerprint is compared before the operation touches data (pg_backend.h: agree) */
     if (broken) {
         error = msg;
-    } else if (w->run(w) < 0) {
+    } else if ((w->fp.seq && pg->backend->agree && pg->backend->agree(w) < 0) || w->run(w) < 0) {
         const char *e = ddpl_last_error();
         /* messages of the backend do not name the API call: prefix it */
         size_t n = strlen(w->name);
@@ -392,20 +395,32 @@ static int local_address_towards(const char *host, int port, char *out, size_t n
     return 0;
 }
 
-/* Every rank announces itself under prefix/join/<rank> and waits for the others; on a timeout
- * the error lists the ranks whose keys never appeared. */
-static int join_all(ddpl_store *st, const char *prefix, int rank, int size, double timeout_s)
+/* Every member announces itself under prefix/join/<global rank> with the member list it was given
+ * and waits for the others; on a timeout the error (for fname) lists the (global) ranks whose
+ * keys never appeared. Members of a subgroup given other lists (new_group called with other
+ * ranks on some rank) are an error naming both lists, not a hang: each member reads every
+ * member's list (one store round trip per member, at creation only); the world's list is the
+ * same everywhere by construction and is not compared. */
+static int join_all(ddpl_pg *pg, const char *prefix, const char *fname)
 {
-    char key[256];
-    snprintf(key, sizeof key, "%sjoin/%d", prefix, rank);
-    if (ddpl_store_set(st, key, "1", 1) < 0) return -1;
+    ddpl_store *st = pg->store;
+    int size = pg->size;
+    double timeout_s = pg->timeout_s;
+    size_t list_n = pg->group_id ? (size_t)size * 12 + 32 : 2;
+    char *list = ddpl_xmalloc(list_n), key[256];
+    if (pg->group_id)
+        pg_ranks_str(pg, list, list_n, size);
+    else
+        strcpy(list, "1");
+    snprintf(key, sizeof key, "%sjoin/%d", prefix, pg->my_global);
     char **keys = ddpl_xcalloc((size_t)size, sizeof *keys);
     for (int r = 0; r < size; r++) {
         keys[r] = ddpl_xmalloc(256);
-        snprintf(keys[r], 256, "%sjoin/%d", prefix, r);
+        snprintf(keys[r], 256, "%sjoin/%d", prefix, ddpl_pg_global_rank(pg, r));
     }
-    int rc = ddpl_store_wait(st, size, (const char *const *)keys, timeout_s);
-    if (rc < 0) {
+    int rc = ddpl_store_set(st, key, list, strlen(list));
+    if (rc == 0 && ddpl_store_wait(st, size, (const char *const *)keys, timeout_s) < 0) {
+        rc = -1;
         char missing[512] = "";
         size_t used = 0;
         int nmissing = 0;
@@ -416,16 +431,51 @@ static int join_all(ddpl_store *st, const char *prefix, int rank, int size, doub
             nmissing++;
             if (used < sizeof missing - 16)
                 used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d",
-                                         nmissing > 1 ? ", " : "", r);
+                                         nmissing > 1 ? ", " : "", ddpl_pg_global_rank(pg, r));
         }
-        ddpl_error("init_process_group: timed out after %g s waiting for %s %s to join "
-                   "(rank %d of world_size %d)",
-                   timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?", rank,
-                   size);
+        if (pg->group_id == 0)
+            ddpl_error("%s: timed out after %g s waiting for %s %s to join "
+                       "(rank %d of world_size %d)",
+                       fname, timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?",
+                       pg->rank, size);
+        else
+            ddpl_error("%s: timed out after %g s waiting for %s %s to create process group %d "
+                       "(every rank of the world must call new_group, in the same order; rank "
+                       "%d)",
+                       fname, timeout_s, nmissing == 1 ? "rank" : "ranks", nmissing ? missing : "?",
+                       pg->group_id, pg->my_global);
+    }
+    for (int r = 0; r < size && rc == 0 && pg->group_id != 0; r++) {
+        void *v = NULL;
+        size_t len = 0;
+        rc = ddpl_store_get(st, keys[r], &v, &len);
+        if (rc == 0 && (len != strlen(list) || memcmp(v, list, len) != 0))
+            rc = ddpl_error("%s: the ranks disagree on process group %d: rank %d was given "
+                            "ranks [%.200s], rank %d ranks [%.*s] (every rank of the world must "
+                            "call new_group with the same ranks, in the same order)",
+                            fname, pg->group_id, pg->my_global, list, ddpl_pg_global_rank(pg, r),
+                            (int)(len < 200 ? len : 200), (const char *)v);
+        free(v);
     }
     for (int r = 0; r < size; r++) free(keys[r]);
     free(keys);
+    free(list);
     return rc;
+}
+
+/* INFO: one line per group made: its id, global ranks, backend and transport. */
+static void log_group(const ddpl_pg *pg)
+{
+    if (ddpl_pg_debug_level() < DDPL_PG_DEBUG_INFO) return;
+    char ranks[512];
+    pg_ranks_str(pg, ranks, sizeof ranks, 64);
+    const char *transport = pg->rank < 0             ? "none (not a member)"
+                            : pg->backend->transport ? pg->backend->transport(pg)
+                                                     : pg->backend->name;
+    fprintf(stderr,
+            "ddplua: rank %d: process group %d: ranks [%s], backend %s, transport %s, "
+            "timeout %g s\n",
+            pg->my_global, pg->group_id, ranks, pg->backend->name, transport, pg->timeout_s);
 }
 
 /* The backends of this build, by name; a backend that is not built is not compiled in. */
@@ -498,8 +548,11 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
 
     ddpl_pg *pg = ddpl_xcalloc(1, sizeof *pg);
     pg->rank = cfg->rank;
+    pg->my_global = cfg->rank;
     pg->size = cfg->world_size;
     pg->timeout_s = timeout;
+    pg->owns_store = true;
+    snprintf(pg->bind, sizeof pg->bind, "%s", bind);
     pthread_mutex_init(&pg->broken_mu, NULL);
     pg->store = ddpl_store_create(cfg->master_addr, cfg->master_port,
                                   cfg->rank == 0 && !cfg->agent_store, timeout, cfg->token);
@@ -514,16 +567,70 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     }
     if (ddpl_store_set_prefix(pg->store, cfg->key_prefix) < 0) goto fail;
     const char *prefix = "pg0/";
-    if (join_all(pg->store, prefix, pg->rank, pg->size, timeout) < 0) goto fail;
+    if (join_all(pg, prefix, "init_process_group") < 0) goto fail;
     /* every rank is known to be there (join_all names the missing ones on a timeout), so a
      * backend whose own rendezvous waits without a timeout (ncclCommInitRank) cannot hang on
      * one that never came */
     pg->backend = backend;
     if (backend->connect(pg, prefix, bind) < 0) goto fail;
+    log_group(pg);
     return pg;
 fail:
     ddpl_pg_free(pg);
     return NULL;
+}
+
+ddpl_pg *ddpl_pg_new_group(ddpl_pg *world, int n, const int *ranks, double timeout_s)
+{
+    const char *f = "new_group";
+    if (world->group_id != 0) {
+        ddpl_error("%s: groups are made from the default group, not from group %d", f,
+                   world->group_id);
+        return NULL;
+    }
+    if (n < 1 || n > world->size) {
+        ddpl_error("%s: expected 1 to %d ranks (world_size), got %d", f, world->size, n);
+        return NULL;
+    }
+    int me = -1;
+    for (int i = 0; i < n; i++) {
+        if (ranks[i] < 0 || ranks[i] >= world->size) {
+            ddpl_error("%s: rank %d is out of range for world_size %d", f, ranks[i], world->size);
+            return NULL;
+        }
+        for (int j = 0; j < i; j++)
+            if (ranks[j] == ranks[i]) {
+                ddpl_error("%s: rank %d is listed twice", f, ranks[i]);
+                return NULL;
+            }
+        if (ranks[i] == world->rank) me = i;
+    }
+    ddpl_pg *pg = ddpl_xcalloc(1, sizeof *pg);
+    /* every rank of the world counts every group, members or not: ids agree across ranks */
+    pg->group_id = ++world->n_groups;
+    pg->rank = me;
+    pg->my_global = world->rank;
+    pg->size = n;
+    pg->global_ranks =
+        memcpy(ddpl_xmalloc((size_t)n * sizeof *ranks), ranks, (size_t)n * sizeof *ranks);
+    pg->timeout_s = timeout_s > 0 ? timeout_s : world->timeout_s;
+    pg->store = world->store;
+    pg->backend = world->backend;
+    pthread_mutex_init(&pg->broken_mu, NULL);
+    if (me >= 0) {
+        /* its own keys, gloo mesh and shared-memory segment under its own prefix */
+        char prefix[32];
+        snprintf(prefix, sizeof prefix, "pg%d/", pg->group_id);
+        if (join_all(pg, prefix, f) < 0 || pg->backend->connect(pg, prefix, world->bind) < 0) {
+            char e[1024];
+            snprintf(e, sizeof e, "%s", ddpl_last_error());
+            ddpl_pg_free(pg);
+            ddpl_error("%s%s", strncmp(e, "new_group:", 10) == 0 ? "" : "new_group: ", e);
+            return NULL;
+        }
+    }
+    log_group(pg);
+    return pg;
 }
 
 void ddpl_pg_free(ddpl_pg *pg)
@@ -538,7 +645,8 @@ void ddpl_pg_free(ddpl_pg *pg)
     stopped = lane_stop(&pg->recv, stopped ? wait_s : 0.0) && stopped;
     if (!stopped) return;
     if (pg->backend) pg->backend->free(pg);
-    if (pg->store) ddpl_store_free(pg->store);
+    if (pg->store && pg->owns_store) ddpl_store_free(pg->store);
+    free(pg->global_ranks);
     free(pg->broken);
     pthread_mutex_destroy(&pg->broken_mu);
     free(pg);
@@ -563,4 +671,20 @@ ddpl_device_type ddpl_pg_device_type(const ddpl_pg *pg)
 double ddpl_pg_timeout(const ddpl_pg *pg)
 {
     return pg->timeout_s;
+}
+int ddpl_pg_group_id(const ddpl_pg *pg)
+{
+    return pg->group_id;
+}
+int ddpl_pg_global_rank(const ddpl_pg *pg, int group_rank)
+{
+    if (group_rank < 0 || group_rank >= pg->size) return -1;
+    return pg->global_ranks ? pg->global_ranks[group_rank] : group_rank;
+}
+int ddpl_pg_group_rank(const ddpl_pg *pg, int global_rank)
+{
+    if (!pg->global_ranks) return global_rank >= 0 && global_rank < pg->size ? global_rank : -1;
+    for (int r = 0; r < pg->size; r++)
+        if (pg->global_ranks[r] == global_rank) return r;
+    return -1;
 }

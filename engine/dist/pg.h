@@ -30,6 +30,20 @@
  * in place into the given tensors, which the work handle retains until it is done; touching
  * them before the work completes is a race, as in PyTorch.
  *
+ * Groups: ddpl_pg_create makes the default group (the world, group 0); ddpl_pg_new_group makes
+ * a subgroup of some of its ranks (PyTorch's new_group): its own backend instance (Gloo mesh and
+ * shared-memory segment under its own store prefix), lanes and sequence numbers, on the world's
+ * store. src/dst arguments are GLOBAL ranks (as in torch.distributed) and are translated to the
+ * group's ranks; ddpl_pg_rank is the rank within the group, -1 on a process that is not a
+ * member, which may hold the group but gets an error naming its rank and the group's ranks from
+ * every operation.
+ *
+ * Safety: every collective has a fingerprint (sequence number, operation, dtype, element count,
+ * reduce op, root, group) that the ranks compare before it touches data (dist/pg_fingerprint.h,
+ * dist/pg_agree.c): collectives that do not match fail on every rank, naming each side's call,
+ * within the group's timeout, and leave the group unusable. Always for backend gloo; for nccl
+ * under DDPLUA_DISTRIBUTED_DEBUG=DETAIL. INFO (or DETAIL) logs each group made to stderr.
+ *
  * Errors: issuing returns NULL with ddpl_error set when the arguments are wrong ("all_reduce:
  * expected a CPU tensor of float32/float64/int64, got int32") or the backend lacks the operation
  * ("<op>: not supported by backend <name>"); a failure while running (a
@@ -83,6 +97,13 @@ int ddpl_pg_backend_check(const char *backend);
 /* Rank 0 hosts the store (unless agent_store); every rank joins, waits for all others (the timeout
  * error names the ranks that never came), then connects the backend. Blocks up to the timeout. */
 ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg);
+/* Collective over the default group `world`: every rank of the world calls it, with the same
+ * ranks (n distinct global ranks, in group-rank order), in the same order as its other
+ * new_group calls (the group ids, 1, 2, ..., are counted on every rank). A member blocks until
+ * every member has joined and the backend is connected (up to the timeout: timeout_s, or the
+ * world's when <= 0); a non-member returns at once with a group whose rank is -1. Free every
+ * subgroup before the world: they use its store. NULL with the error set. */
+ddpl_pg *ddpl_pg_new_group(ddpl_pg *world, int n, const int *ranks, double timeout_s);
 /* Finishes queued operations (each bounded by the timeout), stops the threads, frees the group
  * (and the store it hosts). A lane still stuck after the timeout is left running and the group
  * leaked instead, so this never hangs longer. Work handles stay valid. NULL is fine. */
@@ -92,6 +113,17 @@ int ddpl_pg_size(const ddpl_pg *pg);
 const char *ddpl_pg_backend(const ddpl_pg *pg);
 ddpl_device_type ddpl_pg_device_type(const ddpl_pg *pg); /* of the tensors the backend moves */
 double ddpl_pg_timeout(const ddpl_pg *pg);
+int ddpl_pg_group_id(const ddpl_pg *pg); /* 0 for the world */
+/* The global rank of a group rank, and back; -1 when out of range / not in the group. */
+int ddpl_pg_global_rank(const ddpl_pg *pg, int group_rank);
+int ddpl_pg_group_rank(const ddpl_pg *pg, int global_rank);
+/* The level of DDPLUA_DISTRIBUTED_DEBUG (TORCH_DISTRIBUTED_DEBUG's): OFF (default; unset or
+ * unknown), INFO (log groups and DDP's buckets to stderr), DETAIL (INFO, and check every call
+ * of backends without an in-band check: nccl). Read once. */
+enum { DDPL_PG_DEBUG_OFF, DDPL_PG_DEBUG_INFO, DDPL_PG_DEBUG_DETAIL };
+int ddpl_pg_debug_level(void);
+/* "sum", "avg", ...; "?" for an unknown op. */
+const char *ddpl_reduce_op_name(ddpl_reduce_op op);
 
 /* In place on t. */
 ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op);
@@ -113,7 +145,7 @@ bool ddpl_pg_is_shared(const ddpl_pg *pg, const ddpl_tensor *t);
  * shared (ddpl_pg_is_shared) or a value tensor does not fit. */
 ddpl_work *ddpl_pg_allreduce_prescaled_into(ddpl_pg *pg, ddpl_tensor *t, double factor, int n,
                                             ddpl_tensor *const *values, const int64_t *offsets);
-/* t of rank src overwrites t on every rank. */
+/* t of rank src (a global rank, as every src/dst below) overwrites t on every rank. */
 ddpl_work *ddpl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src);
 /* outs[r] (size tensors of t's shape and dtype) receives rank r's t. */
 ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t);

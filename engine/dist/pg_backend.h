@@ -11,7 +11,9 @@
  * Entries follow the ops layer's kernel tables: designated initialisers, and a NULL operation
  * entry is reported ("reduce_scatter_tensor: not supported by backend X"), never called; name,
  * connect, free and check_tensor are required.
- * Adding a collective is one entry here, one function in pg_ops.c and one per backend.
+ * Adding a collective is one entry here, one function in pg_ops.c and one per backend; the
+ * pg_ops.c function calls pg_expect (pg_impl.h) once its arguments are checked, which makes the
+ * call's fingerprint: the mismatch checks then cover it with nothing more to do.
  * The shared-buffer entries are optional features instead: without them shared_zeros makes an
  * ordinary tensor and a prescaled allreduce scales the tensor first (pg.h). */
 #ifndef DDPL_DIST_PG_BACKEND_H
@@ -63,6 +65,16 @@ struct ddpl_pg_backend {
      * values of n ranges kept in values[i] (ddpl_pg_allreduce_prescaled_into; n may be 0). */
     ddpl_work *(*allreduce_shared)(ddpl_pg *pg, ddpl_tensor *t, double factor, int n,
                                    ddpl_tensor *const *values, const int64_t *offsets);
+
+    /* ---- collective safety (optional; dist/pg_fingerprint.h) ---- */
+    /* Compares w->fp (a collective: seq > 0) with the other ranks' before w->run touches data;
+     * called by lane_run (pg.c). 0, or -1 with ddpl_pg_fp_check's error. A transport may instead
+     * compare in-band at the operation's first synchronisation (pg_host.c hands the fingerprint
+     * to the shared-memory tag slots) and return 0 here. NULL: no check of its own; then
+     * pg_expect compares through the store under DDPLUA_DISTRIBUTED_DEBUG=DETAIL (nccl). */
+    int (*agree)(ddpl_work *w);
+    /* How the group moves bytes, for the INFO log ("shm", "gloo"); NULL: the backend's name. */
+    const char *(*transport)(const ddpl_pg *pg);
 
     /* ---- work handles of this backend's operations (each optional) ---- */
     /* Ordering instead of blocking where the backend can (a device stream); 0 or -1. NULL:

@@ -123,6 +123,9 @@ struct host_coll {
     int (*broadcast)(pg_host *h, void *data, size_t nbytes, int root);
     int (*allgather)(pg_host *h, const void *in, void *out, size_t nbytes); /* out: size x */
     int (*barrier)(pg_host *h);
+    /* Before each collective: compares this rank's fingerprint with the others' (gloo: a small
+     * allgather now), or hands it to the operation's first barrier (shm: no extra step). */
+    int (*agree)(pg_host *h, const ddpl_pg_fp *fp, int size);
     /* buffers every rank maps, reduced in place (shm_coll.h); NULL: none */
     int (*buffer_new)(pg_host *h, size_t nbytes, ddpl_shm_buffer **out);
     int (*buffer_allreduce)(pg_host *h, ddpl_shm_buffer *b, size_t offset, size_t count,
@@ -146,11 +149,26 @@ static int gloo_barrier(pg_host *h)
     return ddpl_gloo_barrier(h->gloo);
 }
 
+/* Always on (docs/distributed.md): one allgather of 72 bytes per rank ahead of the collective.
+ * Without it a call of another size makes Gloo abort the process (its TCP loop thread throws on
+ * a message larger than the posted buffer, where nothing can catch it), and another operation
+ * waits until the timeout. Every rank's first Gloo exchange of a collective is this one, of the
+ * same size, so it always matches. */
+static int gloo_agree(pg_host *h, const ddpl_pg_fp *fp, int size)
+{
+    ddpl_pg_fp *fps = ddpl_xcalloc((size_t)size, sizeof *fps);
+    int rc = ddpl_gloo_allgather(h->gloo, fp, fps, sizeof *fp);
+    if (rc == 0) rc = ddpl_pg_fp_check(fp, fps, size);
+    free(fps);
+    return rc;
+}
+
 static const host_coll gloo_coll = {
     .allreduce = gloo_allreduce,
     .broadcast = gloo_broadcast,
     .allgather = gloo_allgather,
     .barrier = gloo_barrier,
+    .agree = gloo_agree,
 };
 
 static int shm_allreduce(pg_host *h, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn)
@@ -167,7 +185,14 @@ static int shm_allgather(pg_host *h, const void *in, void *out, size_t nbytes)
 }
 static int shm_barrier(pg_host *h)
 {
-    return ddpl_shm_barrier(h->shm);
+    return ddpl_shm_checked_barrier(h->shm);
+}
+/* compared at the operation's first barrier, in the tag slots (shm_coll.c) */
+static int shm_agree(pg_host *h, const ddpl_pg_fp *fp, int size)
+{
+    DDPL_UNUSED(size);
+    ddpl_shm_expect(h->shm, fp);
+    return 0;
 }
 static int shm_buffer_new(pg_host *h, size_t nbytes, ddpl_shm_buffer **out)
 {
@@ -184,6 +209,7 @@ static const host_coll shm_coll = {
     .broadcast = shm_broadcast,
     .allgather = shm_allgather,
     .barrier = shm_barrier,
+    .agree = shm_agree,
     .buffer_new = shm_buffer_new,
     .buffer_allreduce = shm_buffer_allreduce,
 };
@@ -228,6 +254,17 @@ static int host_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
         return ddpl_error("init_process_group: %s", e);
     }
     return pg_lanes_start(pg);
+}
+
+static int host_agree(ddpl_work *w)
+{
+    pg_host *h = host_of(w->pg);
+    return h->coll->agree(h, &w->fp, w->pg->size);
+}
+
+static const char *host_transport(const ddpl_pg *pg)
+{
+    return host_of(pg)->shm ? "shm" : "gloo";
 }
 
 /* A CPU tensor; reducing ops also need float32/float64/int64. */
@@ -547,6 +584,8 @@ const struct ddpl_pg_backend pg_host_backend = {
     .shared_zeros = host_shared_zeros,
     .is_shared = host_is_shared,
     .allreduce_shared = host_allreduce_shared,
+    .agree = host_agree,
+    .transport = host_transport,
     .work_drop = host_work_drop,
     .work_release = host_work_release,
 };

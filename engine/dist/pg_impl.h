@@ -1,7 +1,8 @@
-/* dist/pg_impl.h: what pg.c (groups, lanes, work handles), pg_ops.c (the operations) and the
- * backends (pg_host.c, nccl_pg.c) share.
+/* dist/pg_impl.h: what pg.c (groups, lanes, work handles), pg_ops.c (the operations),
+ * pg_agree.c (fingerprints of collectives) and the backends (pg_host.c, nccl_pg.c) share.
  * defines: pg_slot, pg_p2p_header, struct ddpl_work, pg_lane, struct ddpl_pg, pg_work_new,
- *          pg_work_slot, pg_work_finish, pg_lane_push, pg_lanes_start, pg_strided_copy.
+ *          pg_work_slot, pg_work_finish, pg_lane_push, pg_lanes_start, pg_strided_copy,
+ *          pg_expect, pg_member, pg_agree_via_store, pg_ranks_str.
  *          Internal to engine/dist. */
 #ifndef DDPL_DIST_PG_IMPL_H
 #define DDPL_DIST_PG_IMPL_H
@@ -11,6 +12,7 @@
 #include "ddpl/ops.h"
 #include "dist/gloo_pg.h"
 #include "dist/pg_backend.h"
+#include "dist/pg_fingerprint.h"
 #include "dist/shm_coll.h"
 #include "dist/store.h"
 
@@ -63,6 +65,7 @@ struct ddpl_work {
     ddpl_work *next;      /* queue link */
     struct pg_lane *lane; /* where it was queued (host operations) */
     bool quiet;           /* queued without waking the lane's thread (ddpl_pg_wait_follows) */
+    ddpl_pg_fp fp;        /* a collective's fingerprint (pg_expect); seq 0 for send/recv */
 };
 
 /* A FIFO of work and the thread that runs it. busy: an item is running, on the lane's thread or
@@ -90,6 +93,16 @@ struct ddpl_pg {
     pthread_mutex_t broken_mu;
     char *broken;    /* first runtime failure; later operations fail with it */
     bool quiet_next; /* ddpl_pg_wait_follows: the next work item is queued quietly */
+
+    /* ---- groups (pg.c) and collective safety (pg_agree.c) ---- */
+    int group_id;       /* 0: the default group (the world); subgroups 1, 2, ... */
+    int *global_ranks;  /* size entries: group rank -> global rank; NULL for the world */
+    int my_global;      /* this process's global rank */
+    bool owns_store;    /* the world's group; subgroups use the world's store */
+    int n_groups;       /* the world: subgroups created so far (the next id minus 1) */
+    char bind[256];     /* the world: the local address the backends listen on */
+    uint64_t seq;       /* collectives issued so far (the caller's thread) */
+    ddpl_pg_fp next_fp; /* pg_expect -> pg_work_new: the fingerprint of the work being issued */
 };
 
 /* A new work item (one reference, for the caller) with nslots empty tensor slots; run executes
@@ -108,5 +121,24 @@ PG_HIDDEN ddpl_work *pg_lane_push(pg_lane *ln, ddpl_work *w);
 PG_HIDDEN int pg_lanes_start(ddpl_pg *pg);
 /* Copies t's elements in row-major order into buf (to_buf) or back from it. */
 PG_HIDDEN void pg_strided_copy(const ddpl_tensor *t, char *buf, bool to_buf);
+
+/* ---- collective safety (pg_agree.c) ---- */
+/* 0 when this rank is a member of pg, else -1 with the error naming fname, the rank and the
+ * group's ranks (a non-member may hold a group, as in PyTorch, but not call it). */
+PG_HIDDEN int pg_member(const ddpl_pg *pg, const char *fname);
+/* The one call every collective of pg_ops.c makes once its arguments are checked: fills in the
+ * fingerprint of the call being issued (name, dtype or -1, elements per rank, reduce op or -1,
+ * root as a global rank or -1) and gives it the group's next sequence number; pg_work_new puts
+ * it into the work item, and lane_run has the backend compare it (its agree entry) before the
+ * operation runs. A backend without an in-band check is checked here, through the store, under
+ * DDPLUA_DISTRIBUTED_DEBUG=DETAIL. 0, or -1 with the error (not a member; a mismatch). */
+PG_HIDDEN int pg_expect(ddpl_pg *pg, const char *name, int dtype, int64_t count, int reduce_op,
+                        int root);
+/* "3, 1, 5": the group's global ranks in group-rank order, the first max_listed of them (then
+ * ", ... (N ranks)"), cut to fit n bytes. */
+PG_HIDDEN void pg_ranks_str(const ddpl_pg *pg, char *out, size_t n, int max_listed);
+/* Exchanges fp through the group's store (keys <prefix>fp/<seq>/<rank>) and compares:
+ * ddpl_pg_fp_check's result. Blocks up to the group's timeout. */
+PG_HIDDEN int pg_agree_via_store(ddpl_pg *pg, const ddpl_pg_fp *fp);
 
 #endif

@@ -5,9 +5,11 @@
  *          ddpl_pg_allgather_into, ddpl_pg_reduce_scatter, ddpl_pg_send, ddpl_pg_recv,
  *          ddpl_pg_barrier, ddpl_pg_shared_zeros (pg.h).
  *
- * Issuing checks everything it can locally (the backend checks each tensor's device, layout and
- * dtype: its check_tensor) and calls the backend's entry (pg_backend.h), which queues or
- * enqueues the operation. An entry the backend lacks is reported by name, never called. */
+ * Issuing checks everything it can locally (membership; the backend checks each tensor's device,
+ * layout and dtype: its check_tensor), translates src/dst from global to group ranks, makes the
+ * call's fingerprint (pg_expect: the one call each collective makes for the mismatch checks of
+ * dist/pg_agree.c) and calls the backend's entry (pg_backend.h), which queues or enqueues the
+ * operation. An entry the backend lacks is reported by name, never called. */
 #include "dist/pg_impl.h"
 
 static const char *const op_names[DDPL_REDUCE_OP_COUNT] = {"sum", "avg", "max", "min", "product"};
@@ -19,6 +21,11 @@ int ddpl_reduce_op_parse(const char *name)
     return -1;
 }
 
+const char *ddpl_reduce_op_name(ddpl_reduce_op op)
+{
+    return (unsigned)op < DDPL_REDUCE_OP_COUNT ? op_names[op] : "?";
+}
+
 /* ----------------------------------------------------------------- the backend call ---- */
 static ddpl_work *unsupported(const ddpl_pg *pg, const char *fname)
 {
@@ -26,15 +33,28 @@ static ddpl_work *unsupported(const ddpl_pg *pg, const char *fname)
     return NULL;
 }
 
+/* The work the backend returned; the fingerprint pg_expect made is in it by now (pg_work_new),
+ * or the issue failed: either way it must not stick to the next work item. */
+static ddpl_work *issued(ddpl_pg *pg, ddpl_work *w)
+{
+    memset(&pg->next_fp, 0, sizeof pg->next_fp);
+    return w;
+}
+
 /* The backend's entry `entry` called with the arguments, or NULL with the error that the
  * backend has no such operation. */
 #define CALL_BACKEND(pg, fname, entry, ...)                                                        \
-    ((pg)->backend->entry ? (pg)->backend->entry(__VA_ARGS__) : unsupported(pg, fname))
+    issued(pg, (pg)->backend->entry ? (pg)->backend->entry(__VA_ARGS__) : unsupported(pg, fname))
+
+/* the fingerprint of a call on tensor t: its dtype and elements */
+#define EXPECT(pg, fname, t, op, root)                                                             \
+    pg_expect(pg, fname, (t)->dtype, ddpl_tensor_numel(t), op, root)
 
 /* ----------------------------------------------------------------- argument checks ---- */
 static int check_tensor(const ddpl_pg *pg, const char *fname, const char *what,
                         const ddpl_tensor *t, bool reduces)
 {
+    if (pg_member(pg, fname) < 0) return -1;
     if (!t) return ddpl_error("%s: expected a tensor for %s, got nil", fname, what);
     return pg->backend->check_tensor(pg, fname, what, t, reduces);
 }
@@ -49,12 +69,21 @@ static int check_op(const char *fname, const ddpl_tensor *t, ddpl_reduce_op op)
     return 0;
 }
 
-static int check_rank(const char *fname, const char *what, const ddpl_pg *pg, int r, bool not_self)
+/* The group rank of the global rank r (src/dst are global, as in torch.distributed) in *out. */
+static int check_rank(const char *fname, const char *what, const ddpl_pg *pg, int r, bool not_self,
+                      int *out)
 {
-    if (r < 0 || r >= pg->size)
+    *out = ddpl_pg_group_rank(pg, r);
+    if (*out < 0 && !pg->global_ranks)
         return ddpl_error("%s: %s rank %d is out of range for world_size %d", fname, what, r,
                           pg->size);
-    if (not_self && r == pg->rank)
+    if (*out < 0) {
+        char ranks[256];
+        pg_ranks_str(pg, ranks, sizeof ranks, 16);
+        return ddpl_error("%s: %s rank %d (a global rank) is not in process group %d (ranks %s)",
+                          fname, what, r, pg->group_id, ranks);
+    }
+    if (not_self && *out == pg->rank)
         return ddpl_error("%s: %s rank %d is this rank itself", fname, what, r);
     return 0;
 }
@@ -76,7 +105,9 @@ static int check_like(const ddpl_pg *pg, const char *fname, const char *what,
 ddpl_work *ddpl_pg_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
 {
     const char *f = "all_reduce";
-    if (check_tensor(pg, f, "the tensor", t, true) < 0 || check_op(f, t, op) < 0) return NULL;
+    if (check_tensor(pg, f, "the tensor", t, true) < 0 || check_op(f, t, op) < 0 ||
+        EXPECT(pg, f, t, (int)op, -1) < 0)
+        return NULL;
     return CALL_BACKEND(pg, f, allreduce, pg, t, op);
 }
 
@@ -95,8 +126,10 @@ ddpl_work *ddpl_pg_allreduce_prescaled(ddpl_pg *pg, ddpl_tensor *t, double facto
         return NULL;
     }
     /* a shared buffer scales inside the reduction; anything else is scaled first */
-    if (ddpl_pg_is_shared(pg, t))
-        return pg->backend->allreduce_shared(pg, t, factor, 0, NULL, NULL);
+    if (ddpl_pg_is_shared(pg, t)) {
+        if (EXPECT(pg, "all_reduce", t, DDPL_REDUCE_SUM, -1) < 0) return NULL;
+        return issued(pg, pg->backend->allreduce_shared(pg, t, factor, 0, NULL, NULL));
+    }
     ddpl_tensor *f = ddpl_scalar(factor, DDPL_FLOAT64, t->device);
     int rc = f ? ddpl_mul_(t, f) : -1;
     ddpl_tensor_release(f);
@@ -107,6 +140,7 @@ ddpl_work *ddpl_pg_allreduce_prescaled_into(ddpl_pg *pg, ddpl_tensor *t, double 
                                             ddpl_tensor *const *values, const int64_t *offsets)
 {
     const char *fname = "all_reduce";
+    if (pg_member(pg, fname) < 0) return NULL;
     if (!ddpl_pg_is_shared(pg, t)) {
         ddpl_error("%s: the tensor is not a shared buffer of this group (ddpl_pg_shared_zeros on "
                    "a group that reduces through shared memory)",
@@ -129,15 +163,18 @@ ddpl_work *ddpl_pg_allreduce_prescaled_into(ddpl_pg *pg, ddpl_tensor *t, double 
         }
         end = offsets[i] + k;
     }
-    return pg->backend->allreduce_shared(pg, t, factor, n, values, offsets);
+    if (EXPECT(pg, fname, t, DDPL_REDUCE_SUM, -1) < 0) return NULL;
+    return issued(pg, pg->backend->allreduce_shared(pg, t, factor, n, values, offsets));
 }
 
 ddpl_work *ddpl_pg_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
 {
     const char *f = "broadcast";
-    if (check_tensor(pg, f, "the tensor", t, false) < 0 || check_rank(f, "src", pg, src, false) < 0)
+    int root;
+    if (check_tensor(pg, f, "the tensor", t, false) < 0 ||
+        check_rank(f, "src", pg, src, false, &root) < 0 || EXPECT(pg, f, t, -1, src) < 0)
         return NULL;
-    return CALL_BACKEND(pg, f, broadcast, pg, t, src);
+    return CALL_BACKEND(pg, f, broadcast, pg, t, root);
 }
 
 ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t)
@@ -154,6 +191,7 @@ ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, d
         snprintf(what, sizeof what, "output %d", r);
         if (check_like(pg, f, what, outs[r], t) < 0) return NULL;
     }
+    if (EXPECT(pg, f, t, -1, -1) < 0) return NULL;
     return CALL_BACKEND(pg, f, allgather, pg, outs, nouts, t);
 }
 
@@ -181,7 +219,7 @@ ddpl_work *ddpl_pg_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
     if (check_tensor(pg, f, "the input", t, false) < 0 ||
         check_tensor(pg, f, "the output", out, false) < 0)
         return NULL;
-    if (check_world_sized(pg, f, out, t, true) < 0) return NULL;
+    if (check_world_sized(pg, f, out, t, true) < 0 || EXPECT(pg, f, t, -1, -1) < 0) return NULL;
     return CALL_BACKEND(pg, f, allgather_into, pg, out, t);
 }
 
@@ -191,38 +229,48 @@ ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in
     if (check_tensor(pg, f, "the input", in, true) < 0 ||
         check_tensor(pg, f, "the output", out, true) < 0 || check_op(f, in, op) < 0)
         return NULL;
-    if (check_world_sized(pg, f, out, in, false) < 0) return NULL;
+    if (check_world_sized(pg, f, out, in, false) < 0 || EXPECT(pg, f, in, (int)op, -1) < 0)
+        return NULL;
     return CALL_BACKEND(pg, f, reduce_scatter, pg, out, in, op);
 }
 
 ddpl_work *ddpl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
 {
     const char *f = "send";
-    if (check_tensor(pg, f, "the tensor", t, false) < 0 || check_rank(f, "dst", pg, dst, true) < 0)
+    int peer;
+    if (check_tensor(pg, f, "the tensor", t, false) < 0 ||
+        check_rank(f, "dst", pg, dst, true, &peer) < 0)
         return NULL;
-    return CALL_BACKEND(pg, f, send, pg, t, dst);
+    return CALL_BACKEND(pg, f, send, pg, t, peer);
 }
 
 ddpl_work *ddpl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
 {
     const char *f = "recv";
-    if (check_tensor(pg, f, "the tensor", t, false) < 0 || check_rank(f, "src", pg, src, true) < 0)
+    int peer;
+    if (check_tensor(pg, f, "the tensor", t, false) < 0 ||
+        check_rank(f, "src", pg, src, true, &peer) < 0)
         return NULL;
-    return CALL_BACKEND(pg, f, recv, pg, t, src);
+    return CALL_BACKEND(pg, f, recv, pg, t, peer);
 }
 
 ddpl_work *ddpl_pg_barrier(ddpl_pg *pg)
 {
+    if (pg_expect(pg, "barrier", -1, 0, -1, -1) < 0) return NULL;
     return CALL_BACKEND(pg, "barrier", barrier, pg);
 }
 
 ddpl_tensor *ddpl_pg_shared_zeros(ddpl_pg *pg, int64_t numel, ddpl_dtype dt)
 {
+    if (pg_member(pg, "shared_zeros") < 0) return NULL;
     if (numel < 0) {
         ddpl_error("shared_zeros: negative size %lld", (long long)numel);
         return NULL;
     }
     /* a backend without shared buffers: an ordinary tensor (see pg.h) */
     if (!pg->backend->shared_zeros) return ddpl_zeros(1, &numel, dt, ddpl_cpu());
-    return pg->backend->shared_zeros(pg, numel, dt);
+    if (pg_expect(pg, "shared_zeros", (int)dt, numel, -1, -1) < 0) return NULL;
+    ddpl_tensor *t = pg->backend->shared_zeros(pg, numel, dt);
+    issued(pg, NULL);
+    return t;
 }

@@ -118,7 +118,8 @@ ddpl_tensor *reducer_host_collective(ddpl_reducer *r, ddpl_tensor *host, bool br
     ddpl_tensor *d = ddpl_to(host, (ddpl_dtype)host->dtype, dev); /* host itself on the CPU */
     if (!d) return NULL;
     ddpl_work *w =
-        broadcast ? ddpl_pg_broadcast(r->pg, d, 0) : ddpl_pg_allreduce(r->pg, d, DDPL_REDUCE_SUM);
+        broadcast ? ddpl_pg_broadcast(r->pg, d, ddpl_pg_global_rank(r->pg, 0)) /* src is global */
+                  : ddpl_pg_allreduce(r->pg, d, DDPL_REDUCE_SUM);
     int rc = w ? ddpl_work_wait(w, -1) : -1;
     ddpl_work_release(w);
     ddpl_tensor *back = rc == 0 ? ddpl_to(d, (ddpl_dtype)d->dtype, ddpl_cpu()) : NULL;

@@ -1,6 +1,7 @@
 /* dist/shm_coll.c: shared-memory collectives for ranks on one machine (see shm_coll.h).
- * defines: ddpl_shm_connect, ddpl_shm_allreduce, ddpl_shm_broadcast, ddpl_shm_allgather,
- *          ddpl_shm_barrier, ddpl_shm_free, ddpl_shm_buffer_new/data/nbytes/allreduce/free.
+ * defines: ddpl_shm_connect, ddpl_shm_expect, ddpl_shm_allreduce, ddpl_shm_broadcast,
+ *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_checked_barrier, ddpl_shm_free,
+ *          ddpl_shm_buffer_new/data/nbytes/allreduce/free.
  *
  * Layout of the segment (/dev/shm/ddplua-<job>): a header with the barrier words, then two
  * sets of `size` per-rank buffers of CHUNK bytes. A tensor goes through in chunks; per chunk:
@@ -24,11 +25,16 @@
  * its part (segments: the DDP gradients) are copied into the part only where other ranks read
  * them (their shares), read in place for its own share, where the sums are also written, and
  * the other shares' sums are copied back to them after the second barrier.
- * Before the first barrier of an allreduce each rank writes what it is about to reduce (buffer,
- * offset, count; buffer 0 for a staged tensor) into its tag slot; after it, every rank compares
- * the slots, so ranks that disagree (a bug, or ranks that issued collectives in different
- * orders) get an error instead of summing unrelated memory. A slot is rewritten only after the
- * second barrier, which every rank passes after its comparison.
+ * Before the first barrier of every operation (allreduce, broadcast, allgather, barrier, buffer
+ * creation) each rank writes into its tag slot the fingerprint of the call it is making
+ * (ddpl_shm_expect: operation, dtype, element count, reduce op, root, sequence number) and, for
+ * an allreduce, what it is about to reduce (buffer, offset, count; buffer 0 for a staged
+ * tensor); after it, every rank compares the slots, so ranks that disagree (a bug, or ranks that
+ * issued collectives in different orders) get an error naming every rank's call, on every rank,
+ * before anything is reduced or copied out: no barrier beyond those the operations already have.
+ * The slots alternate between two sets, one per comparison: a rank writes the set of comparison
+ * k + 2 only after passing the first barrier of comparison k + 1, which every rank reaches after
+ * finishing comparison k. An operation of no bytes still has its one barrier, for the check.
  *
  * Segments are sized with posix_fallocate, not just ftruncate: a tmpfs that is too small (a
  * container's 64 MB /dev/shm) then fails here, cleanly, instead of killing the process with
@@ -48,21 +54,24 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "dist/pg_fingerprint.h"
 
-enum { CHUNK = 4 << 20, HEADER = 40 << 10, SPINS = 4000 }; /* bytes, bytes (pages), pause loops */
+enum { CHUNK = 4 << 20, HEADER = 256 << 10, SPINS = 4000 }; /* bytes, bytes (pages), pause loops */
 
 enum { MAX_RANKS = 1000 };
 
-/* what a rank is about to all-reduce (shared buffer id, 0 for a staged tensor; offset; count) */
+/* the call a rank is making, and what it is about to all-reduce (shared buffer id, 0 for a
+ * staged tensor; offset; count; all 0 for other operations) */
 typedef struct shm_tag {
     uint64_t buffer, offset, count;
+    ddpl_pg_fp fp;
 } shm_tag;
 
 typedef struct shm_header {
     _Atomic uint32_t arrived;    /* ranks at the current barrier */
     _Atomic uint32_t generation; /* bumped by the last rank to arrive; waiters sleep on it */
     int32_t pids[MAX_RANKS];     /* so a waiter notices a peer that exited, before the timeout */
-    shm_tag tags[MAX_RANKS];
+    shm_tag tags[2][MAX_RANKS];  /* [comparison % 2][rank] */
     /* shared-buffer creation: 2 * id + 1 once rank r created (mapped) its parts, 2 * id if not */
     uint32_t created[MAX_RANKS], mapped[MAX_RANKS];
 } shm_header;
@@ -77,6 +86,8 @@ struct ddpl_shm {
     int set;            /* buffer set of the next chunk */
     char name[96];      /* of the segment; shared buffers are named after it */
     uint64_t n_buffers; /* shared buffers created so far (the same count on every rank) */
+    uint64_t n_agreed;  /* tag comparisons so far (the same count on every rank) */
+    ddpl_pg_fp fp;      /* of the call being made (ddpl_shm_expect) */
 };
 
 /* Rank q's part starts PART_SKEW * (q % 2) bytes into its segment. Every part would otherwise
@@ -156,13 +167,29 @@ static void describe_tag(shm_tag t, char *out, size_t n)
                  (unsigned long long)t.offset);
 }
 
-/* Publishes this rank's tag, passes the barrier, and checks that every rank published the same. */
+void ddpl_shm_expect(ddpl_shm *s, const ddpl_pg_fp *fp)
+{
+    s->fp = *fp;
+}
+
+/* Publishes this rank's tag (with the call's fingerprint), passes the barrier, and checks that
+ * every rank published the same. */
 static int agree(ddpl_shm *s, shm_tag tag)
 {
-    s->hdr->tags[s->rank] = tag;
+    tag.fp = s->fp;
+    shm_tag *tags = s->hdr->tags[s->n_agreed++ & 1];
+    tags[s->rank] = tag;
     if (ddpl_shm_barrier(s) < 0) return -1;
     for (int q = 0; q < s->size; q++) {
-        shm_tag t = s->hdr->tags[q];
+        if (ddpl_pg_fp_same(&tags[q].fp, &tag.fp)) continue;
+        ddpl_pg_fp *fps = ddpl_xcalloc((size_t)s->size, sizeof *fps);
+        for (int p = 0; p < s->size; p++) fps[p] = tags[p].fp;
+        ddpl_pg_fp_check(&tag.fp, fps, s->size);
+        free(fps);
+        return -1;
+    }
+    for (int q = 0; q < s->size; q++) {
+        shm_tag t = tags[q];
         if (t.buffer == tag.buffer && t.offset == tag.offset && t.count == tag.count) continue;
         char mine[128], theirs[128];
         describe_tag(tag, mine, sizeof mine);
@@ -174,15 +201,27 @@ static int agree(ddpl_shm *s, shm_tag tag)
     return 0;
 }
 
+/* The check of an operation that moves no bytes: one barrier. */
+static int agree_only(ddpl_shm *s)
+{
+    return agree(s, (shm_tag){0});
+}
+
+int ddpl_shm_checked_barrier(ddpl_shm *s)
+{
+    return agree_only(s);
+}
+
 int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn)
 {
+    if (count == 0) return agree_only(s);
     size_t per_chunk = CHUNK / elsize;
     for (size_t first = 0; first < count; first += per_chunk) {
         size_t m = count - first < per_chunk ? count - first : per_chunk;
         char *mine = (char *)data + first * elsize;
         char *own = buffer(s, s->set, s->rank), *dst = buffer(s, s->set, 0);
         memcpy(own, mine, m * elsize);
-        if (agree(s, (shm_tag){0, first * elsize, m}) < 0) return -1;
+        if (agree(s, (shm_tag){.offset = first * elsize, .count = m}) < 0) return -1;
         size_t lo = m * (size_t)s->rank / (size_t)s->size;
         size_t hi = m * (size_t)(s->rank + 1) / (size_t)s->size;
         for (int q = 1; q < s->size && hi > lo; q++)
@@ -198,11 +237,12 @@ int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddp
  * next step, whose barrier the writer must pass before it reuses that set. */
 int ddpl_shm_broadcast(ddpl_shm *s, void *data, size_t nbytes, int root)
 {
+    if (nbytes == 0) return agree_only(s);
     for (size_t off = 0; off < nbytes; off += CHUNK) {
         size_t m = nbytes - off < CHUNK ? nbytes - off : CHUNK;
         char *buf = buffer(s, s->set, 0);
         if (s->rank == root) memcpy(buf, (char *)data + off, m);
-        if (ddpl_shm_barrier(s) < 0) return -1;
+        if ((off == 0 ? agree_only(s) : ddpl_shm_barrier(s)) < 0) return -1;
         if (s->rank != root) memcpy((char *)data + off, buf, m);
         s->set ^= 1;
     }
@@ -211,10 +251,11 @@ int ddpl_shm_broadcast(ddpl_shm *s, void *data, size_t nbytes, int root)
 
 int ddpl_shm_allgather(ddpl_shm *s, const void *in, void *out, size_t nbytes)
 {
+    if (nbytes == 0) return agree_only(s);
     for (size_t off = 0; off < nbytes; off += CHUNK) {
         size_t m = nbytes - off < CHUNK ? nbytes - off : CHUNK;
         memcpy(buffer(s, s->set, s->rank), (const char *)in + off, m);
-        if (ddpl_shm_barrier(s) < 0) return -1;
+        if ((off == 0 ? agree_only(s) : ddpl_shm_barrier(s)) < 0) return -1;
         for (int q = 0; q < s->size; q++)
             memcpy((char *)out + (size_t)q * nbytes + off, buffer(s, s->set, q), m);
         s->set ^= 1;
@@ -375,7 +416,7 @@ int ddpl_shm_buffer_new(ddpl_shm *s, size_t nbytes, ddpl_shm_buffer **out)
     bool opened = fd >= 0, created = opened && posix_fallocate(fd, 0, (off_t)b->map_bytes) == 0;
     if (opened) close(fd);
     s->hdr->created[s->rank] = (uint32_t)(2 * id + (created ? 1 : 0));
-    int rc = ddpl_shm_barrier(s);
+    int rc = agree(s, (shm_tag){.count = nbytes}); /* the first barrier checks the call too */
     bool ok = rc == 0 && all_ok(s->hdr->created, s->size, id);
     for (int q = 0; ok && q < s->size; q++) {
         char peer[160];
@@ -530,7 +571,7 @@ int ddpl_shm_buffer_allreduce(ddpl_shm *s, ddpl_shm_buffer *b, size_t offset, si
     /* 1. the values the other ranks reduce go into the part; this rank's share stays put */
     walk_range(&w, 0, lo, NULL, PUBLISH, NULL);
     walk_range(&w, hi, count - hi, NULL, PUBLISH, NULL);
-    if (agree(s, (shm_tag){b->id, offset, count}) < 0) return -1;
+    if (agree(s, (shm_tag){.buffer = b->id, .offset = offset, .count = count}) < 0) return -1;
     /* 2. reduce this rank's share; the sums go to the other ranks' parts and to this rank's
      *    values. On 2 ranks in one fused pass instead of the blocks' six passes through L1. */
     if (s->size == 2 && how->pair) {

@@ -1,16 +1,22 @@
 /* dist/shm_coll.h: collectives through shared memory for a group whose ranks share one machine.
- * defines: ddpl_shm, ddpl_shm_connect, ddpl_shm_allreduce, ddpl_shm_broadcast,
- *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_free, ddpl_shm_buffer and its calls.
+ * defines: ddpl_shm, ddpl_shm_connect, ddpl_shm_expect, ddpl_shm_allreduce, ddpl_shm_broadcast,
+ *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_checked_barrier, ddpl_shm_free,
+ *          ddpl_shm_buffer and its calls.
  *
  * Gloo moves every byte through TCP loopback and two threads per message; ranks on one machine
  * can instead reduce straight out of a shared mapping (as NCCL's and oneCCL's shm transports
  * do). The group decides collectively at creation: every rank publishes its machine identity
  * (boot id + network namespace) and whether it could map the segment, and all ranks use the
- * path only when all agree, so each rank takes the same path for every allreduce. */
+ * path only when all agree, so each rank takes the same path for every allreduce.
+ *
+ * Every collective here compares the ranks' calls at its first barrier (the fingerprint given
+ * by ddpl_shm_expect, and for an allreduce what it reduces): a mismatch is an error on every
+ * rank naming each rank's call (dist/pg_fingerprint.h), never a wrong result. */
 #ifndef DDPL_DIST_SHM_COLL_H
 #define DDPL_DIST_SHM_COLL_H
 
 #include "dist/gloo_pg.h"
+#include "dist/pg_fingerprint.h"
 #include "dist/store.h"
 
 typedef struct ddpl_shm ddpl_shm;
@@ -20,6 +26,9 @@ typedef struct ddpl_shm ddpl_shm;
  * timeout_s (store calls). */
 ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int size,
                            double timeout_s);
+/* The fingerprint of the next collective calls (until the next ddpl_shm_expect), which their
+ * first barrier compares across the ranks. Zero (the default) matches zero. */
+void ddpl_shm_expect(ddpl_shm *s, const ddpl_pg_fp *fp);
 /* In place on data (count elements of elsize bytes); 0, or -1 with the error set (a peer that
  * stopped participating is reported after the timeout). */
 int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn);
@@ -27,8 +36,11 @@ int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddp
 int ddpl_shm_broadcast(ddpl_shm *s, void *data, size_t nbytes, int root);
 /* out holds size * nbytes: rank r's `in` lands at out + r * nbytes. */
 int ddpl_shm_allgather(ddpl_shm *s, const void *in, void *out, size_t nbytes);
-/* Returns once every rank has called it; 0, or -1 with the error set after the timeout. */
+/* Returns once every rank has called it; 0, or -1 with the error set after the timeout. A bare
+ * synchronisation (creation uses it), not checked: the collective barrier is the next one. */
 int ddpl_shm_barrier(ddpl_shm *s);
+/* barrier() of a process group: ddpl_shm_barrier with the fingerprint check. */
+int ddpl_shm_checked_barrier(ddpl_shm *s);
 void ddpl_shm_free(ddpl_shm *s);
 
 /* A buffer every rank of the group can read and write: each rank's part lives in a segment of its

@@ -1,6 +1,7 @@
 /* lua/bind_dist_pg.c: the C half of ddpl.distributed: process-group and work-handle boxes.
  * defines: lb_dist_functions (package.loaded['ddplua.core.dist']): check_backend, init, destroy,
- *          rank, size, backend, timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
+ *          new_group, group_id, group_ranks, is_group, debug_level, rank, size, backend,
+ *          timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
  *          reduce_scatter_tensor, send, recv, barrier; the "ddplua.Work" handle type with
  *          wait([timeout_s]), is_completed(), exception().
  *
@@ -123,6 +124,21 @@ static ddpl_pg *check_pg(lua_State *L, const char *fname)
     return b->pg;
 }
 
+/* A group box (no group yet) on the stack, with its metatable. */
+static pg_box *new_pg_box(lua_State *L)
+{
+    pg_box *b = lua_newuserdatauv(L, sizeof *b, 0);
+    b->pg = NULL;
+    if (luaL_newmetatable(L, PG_MT)) {
+        lua_pushcfunction(L, pg_gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, pg_gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_setmetatable(L, -2);
+    return b;
+}
+
 static const char *opt_string(lua_State *L, int t, const char *field, const char *dflt)
 {
     lua_getfield(L, t, field);
@@ -162,17 +178,69 @@ static int d_init(lua_State *L)
     lua_getfield(L, 1, "timeout");
     cfg.timeout_s = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 1800.0;
     lua_pop(L, 1);
-    pg_box *b = lua_newuserdatauv(L, sizeof *b, 0);
-    b->pg = NULL;
-    if (luaL_newmetatable(L, PG_MT)) {
-        lua_pushcfunction(L, pg_gc);
-        lua_setfield(L, -2, "__gc");
-        lua_pushcfunction(L, pg_gc);
-        lua_setfield(L, -2, "__close");
-    }
-    lua_setmetatable(L, -2);
+    pg_box *b = new_pg_box(L);
     b->pg = ddpl_pg_create(&cfg);
     if (!b->pg) return lb_error_in(L, "init_process_group");
+    return 1;
+}
+
+/* new_group(world, {global ranks...}, timeout_s) -> group box (rank -1 on a non-member) */
+static int d_new_group(lua_State *L)
+{
+    const char *f = "new_group";
+    ddpl_pg *world = check_pg(L, f);
+    luaL_checktype(L, 2, LUA_TTABLE);
+    double timeout = luaL_optnumber(L, 3, 0.0);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, 2);
+    if (n < 1 || n > ddpl_pg_size(world))
+        return luaL_error(L, "%s: expected a list of 1 to %d ranks (world_size), got %d", f,
+                          ddpl_pg_size(world), (int)n);
+    int *ranks = lua_newuserdatauv(L, (size_t)n * sizeof *ranks, 0); /* freed by the GC */
+    for (lua_Integer i = 1; i <= n; i++) {
+        lua_rawgeti(L, 2, i);
+        if (!lua_isinteger(L, -1))
+            return luaL_error(L, "%s: rank %d of the list is not an integer (%s)", f, (int)i,
+                              luaL_typename(L, -1));
+        ranks[i - 1] = (int)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    pg_box *b = new_pg_box(L);
+    b->pg = ddpl_pg_new_group(world, (int)n, ranks, timeout);
+    if (!b->pg) return lb_error_in(L, f);
+    return 1;
+}
+
+static int d_group_id(lua_State *L)
+{
+    lua_pushinteger(L, ddpl_pg_group_id(check_pg(L, "group_id")));
+    return 1;
+}
+
+/* group_ranks(g) -> {global rank of group rank 0, 1, ...} */
+static int d_group_ranks(lua_State *L)
+{
+    ddpl_pg *pg = check_pg(L, "get_process_group_ranks");
+    int n = ddpl_pg_size(pg);
+    lua_createtable(L, n, 0);
+    for (int r = 0; r < n; r++) {
+        lua_pushinteger(L, ddpl_pg_global_rank(pg, r));
+        lua_rawseti(L, -2, r + 1);
+    }
+    return 1;
+}
+
+/* debug_level() -> 'OFF', 'INFO' or 'DETAIL' (DDPLUA_DISTRIBUTED_DEBUG, as the engine reads it) */
+static int d_debug_level(lua_State *L)
+{
+    static const char *const names[] = {"OFF", "INFO", "DETAIL"};
+    lua_pushstring(L, names[ddpl_pg_debug_level()]);
+    return 1;
+}
+
+/* is_group(x) -> whether x is a process-group box (destroyed or not) */
+static int d_is_group(lua_State *L)
+{
+    lua_pushboolean(L, luaL_testudata(L, 1, PG_MT) != NULL);
     return 1;
 }
 
@@ -306,6 +374,11 @@ const luaL_Reg lb_dist_functions[] = {
     {"check_backend", d_check_backend},
     {"init", d_init},
     {"destroy", d_destroy},
+    {"new_group", d_new_group},
+    {"group_id", d_group_id},
+    {"group_ranks", d_group_ranks},
+    {"is_group", d_is_group},
+    {"debug_level", d_debug_level},
     {"rank", d_rank},
     {"size", d_size},
     {"backend", d_backend},

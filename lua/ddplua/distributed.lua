@@ -1,7 +1,9 @@
 -- lua/ddplua/distributed.lua: ddpl.distributed (also ddpl.dist), torch.distributed for ddplua.
 -- defines: init_process_group, is_initialized, get_rank, get_world_size, get_backend, barrier,
---          destroy_process_group, all_reduce, broadcast, all_gather, all_gather_into_tensor,
---          reduce_scatter_tensor, send, recv, ReduceOp, TCPStore, print0, default_group.
+--          destroy_process_group, new_group, new_subgroups, get_process_group_ranks,
+--          get_global_rank, get_group_rank, all_reduce, broadcast, all_gather,
+--          all_gather_into_tensor, reduce_scatter_tensor, send, recv, ReduceOp, TCPStore, print0,
+--          default_group.
 --
 -- One default process group per process, as in PyTorch. The C side (engine/lua/bind_dist_pg.c over
 -- engine/dist/pg.h) runs every collective on the group's worker thread and returns a work
@@ -13,6 +15,13 @@
 -- collective (the host goes on; reading values, e.g. :item(), synchronises); barrier() blocks.
 -- Beyond API.md: dist.print0(...) prints on rank 0 only (or everywhere before init), and
 -- dist.default_group() gives the C group box for engine code such as the DDP wrapper.
+--
+-- Groups (PyTorch's): new_group(ranks) and new_subgroups(size) are collective over the whole
+-- world, called by every rank in the same order, members or not; a group is the C box of its own
+-- process group (own Gloo mesh / shared memory, threads and sequence numbers, on the default
+-- group's store). {group = g} selects it in every collective and in get_rank / get_world_size
+-- (-1 on a non-member, which gets an error from any collective on g). src/dst are global ranks.
+-- destroy_process_group() frees every group; destroy_process_group(g) only g.
 require 'ddplua'
 local C = require 'ddplua.core.dist'
 
@@ -20,6 +29,7 @@ local dist = {}
 
 local group = nil -- the default process group box, or nil
 local backend_name = nil
+local subgroups = {} -- every group made by new_group, in creation order (freed with the world)
 
 dist.ReduceOp = {SUM = 'sum', AVG = 'avg', MAX = 'max', MIN = 'min', PRODUCT = 'product'}
 
@@ -118,15 +128,134 @@ local function need(fname)
     return group
 end
 
-function dist.default_group() return need('default_group') end
-function dist.get_rank() return C.rank(need('get_rank')) end
-function dist.get_world_size() return C.size(need('get_world_size')) end
-function dist.get_backend() need('get_backend'); return backend_name end
+-- an error message without the "file.lua:12: " position that luaL_error put in front
+local function bare(err) return (tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')) end
 
-function dist.destroy_process_group()
-    local g = need('destroy_process_group')
+-- Calls a C function of the group; its error is raised again at the user's call site.
+local function c_call(f, ...)
+    local ok, r = pcall(f, ...)
+    if not ok then error(bare(r), 3) end
+    return r
+end
+
+-- The group box g selects (nil: the default group), checked to be one.
+local function group_of(fname, g)
+    local d = need(fname)
+    if g == nil then return d end
+    if not C.is_group(g) then
+        error(('%s: group must be a process group (from new_group), got %s'):format(fname,
+            type(g)), 3)
+    end
+    return g
+end
+
+function dist.default_group() return need('default_group') end
+-- PyTorch: the rank within the group, -1 on a process that is not a member
+function dist.get_rank(g) return c_call(C.rank, group_of('get_rank', g)) end
+function dist.get_world_size(g)
+    local pg = group_of('get_world_size', g)
+    return c_call(C.rank, pg) < 0 and -1 or C.size(pg)
+end
+function dist.get_backend(g) group_of('get_backend', g); return backend_name end
+
+-- the global ranks of the group's members, in group-rank order
+function dist.get_process_group_ranks(g)
+    return c_call(C.group_ranks, group_of('get_process_group_ranks', g))
+end
+
+function dist.get_global_rank(g, group_rank)
+    local ranks = dist.get_process_group_ranks(g)
+    local r = math.type(group_rank) == 'integer' and ranks[group_rank + 1]
+    if not r then
+        error(('get_global_rank: group rank %s is out of range for a group of %d ranks')
+            :format(tostring(group_rank), #ranks), 2)
+    end
+    return r
+end
+
+function dist.get_group_rank(g, global_rank)
+    for i, r in ipairs(dist.get_process_group_ranks(g)) do
+        if r == global_rank then return i - 1 end
+    end
+    error(('get_group_rank: rank %s is not in the group'):format(tostring(global_rank)), 2)
+end
+
+local group_opts = {timeout = true, backend = true}
+
+-- new_group([ranks] [, {timeout, backend}]): ranks (global, distinct) default to the whole world.
+function dist.new_group(ranks, opts)
+    local world = need('new_group')
+    if type(ranks) == 'table' and getmetatable(ranks) == nil and opts == nil
+        and (ranks.timeout ~= nil or ranks.backend ~= nil) then
+        ranks, opts = nil, ranks
+    end
+    opts = opts or {}
+    if type(opts) ~= 'table' then
+        error(('new_group: expected an options table, got %s'):format(type(opts)), 2)
+    end
+    for k in pairs(opts) do
+        if not group_opts[k] then error(("new_group: unknown option '%s'"):format(tostring(k)), 2) end
+    end
+    if opts.backend ~= nil and opts.backend ~= backend_name then
+        error(("new_group: backend '%s' differs from the default group's '%s' (one backend per "
+            .. 'job)'):format(tostring(opts.backend), backend_name), 2)
+    end
+    if opts.timeout ~= nil and (type(opts.timeout) ~= 'number' or opts.timeout <= 0) then
+        error('new_group: timeout must be a positive number of seconds', 2)
+    end
+    if ranks == nil then
+        ranks = {}
+        for r = 0, C.size(world) - 1 do ranks[#ranks + 1] = r end
+    elseif type(ranks) ~= 'table' then
+        error(('new_group: ranks must be a list of global ranks, got %s'):format(type(ranks)), 2)
+    end
+    local ok, g = pcall(C.new_group, world, ranks, opts.timeout)
+    if not ok then error(bare(g), 2) end
+    subgroups[#subgroups + 1] = g
+    return g
+end
+
+-- new_subgroups([size]): the world split into consecutive groups of `size` ranks (default: one
+-- per machine, LOCAL_WORLD_SIZE); returns the caller's group and the list of all, as PyTorch.
+function dist.new_subgroups(size, opts)
+    local world = need('new_subgroups')
+    local n = C.size(world)
+    if size == nil then
+        size = env_int('LOCAL_WORLD_SIZE') or n
+    end
+    if math.type(size) ~= 'integer' or size < 1 or size > n or n % size ~= 0 then
+        error(('new_subgroups: the group size must be a positive integer dividing world_size %d, '
+            .. 'got %s'):format(n, tostring(size)), 2)
+    end
+    local mine, all = nil, {}
+    local me = C.rank(world)
+    for first = 0, n - 1, size do
+        local ranks = {}
+        for r = first, first + size - 1 do ranks[#ranks + 1] = r end
+        local ok, g = pcall(dist.new_group, ranks, opts)
+        if not ok then error(bare(g), 2) end
+        all[#all + 1] = g
+        if me >= first and me < first + size then mine = g end
+    end
+    return mine, all
+end
+
+-- destroy_process_group(): every group, the default last (the others use its store);
+-- destroy_process_group(g): only g.
+function dist.destroy_process_group(g)
+    local d = need('destroy_process_group')
+    if g ~= nil and g ~= d then
+        group_of('destroy_process_group', g)
+        for i, s in ipairs(subgroups) do
+            if s == g then table.remove(subgroups, i) break end
+        end
+        C.destroy(g)
+        return
+    end
+    for i = #subgroups, 1, -1 do C.destroy(subgroups[i]) end
+    subgroups = {}
     group, backend_name = nil, nil
-    C.destroy(g)
+    C.destroy(d)
 end
 
 -- The trailing options table, checked for unknown keys.
@@ -141,15 +270,6 @@ local function options(fname, opts, allowed)
     return opts
 end
 
--- an error message without the "file.lua:12: " position that luaL_error put in front
-local function bare(err) return (tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')) end
-
--- Calls a C function of the group; its error is raised again at the user's call site.
-local function c_call(f, ...)
-    local ok, r = pcall(f, ...)
-    if not ok then error(bare(r), 3) end
-    return r
-end
 
 -- Returns the work handle when async, else waits (raising the operation's error) and returns nil.
 local function finish(work, opts)
@@ -161,58 +281,68 @@ end
 
 local async_only = {async_op = true, group = true}
 local with_op = {async_op = true, group = true, op = true}
+local group_only = {group = true}
 
-local function check_group(fname, opts)
-    if opts.group ~= nil and opts.group ~= group then
-        error(fname .. ': only the default process group exists (new_group is not built yet)', 3)
-    end
+-- The options table of fname checked against allowed, and the group box it selects.
+-- A group in place of the table stands for {group = g} (PyTorch's positional group argument).
+local function call_opts(fname, opts, allowed)
+    need(fname)
+    if C.is_group(opts) then opts = {group = opts} end
+    opts = options(fname, opts, allowed)
+    local ok, g = pcall(group_of, fname, opts.group)
+    if not ok then error(bare(g), 3) end
+    return opts, g
 end
 
 function dist.all_reduce(t, opts)
-    local g = need('all_reduce')
-    opts = options('all_reduce', opts, with_op)
-    check_group('all_reduce', opts)
-    return finish(c_call(C.all_reduce, g, t, opts.op), opts)
+    local o, g = call_opts('all_reduce', opts, with_op)
+    return finish(c_call(C.all_reduce, g, t, o.op), o)
 end
 
+-- src is a global rank, also with {group = g}
 function dist.broadcast(t, src, opts)
-    local g = need('broadcast')
-    opts = options('broadcast', opts, async_only)
-    check_group('broadcast', opts)
-    return finish(c_call(C.broadcast, g, t, src), opts)
+    local o, g = call_opts('broadcast', opts, async_only)
+    return finish(c_call(C.broadcast, g, t, src), o)
 end
 
 function dist.all_gather(list, t, opts)
-    local g = need('all_gather')
-    opts = options('all_gather', opts, async_only)
-    check_group('all_gather', opts)
-    return finish(c_call(C.all_gather, g, list, t), opts)
+    local o, g = call_opts('all_gather', opts, async_only)
+    return finish(c_call(C.all_gather, g, list, t), o)
 end
 
 function dist.all_gather_into_tensor(out, t, opts)
-    local g = need('all_gather_into_tensor')
-    opts = options('all_gather_into_tensor', opts, async_only)
-    check_group('all_gather_into_tensor', opts)
-    return finish(c_call(C.all_gather_into_tensor, g, out, t), opts)
+    local o, g = call_opts('all_gather_into_tensor', opts, async_only)
+    return finish(c_call(C.all_gather_into_tensor, g, out, t), o)
 end
 
 function dist.reduce_scatter_tensor(out, inp, opts)
-    local g = need('reduce_scatter_tensor')
-    opts = options('reduce_scatter_tensor', opts, with_op)
-    check_group('reduce_scatter_tensor', opts)
-    return finish(c_call(C.reduce_scatter_tensor, g, out, inp, opts.op), opts)
+    local o, g = call_opts('reduce_scatter_tensor', opts, with_op)
+    return finish(c_call(C.reduce_scatter_tensor, g, out, inp, o.op), o)
 end
 
--- send/recv are synchronous as in PyTorch; isend/irecv return the handle.
-function dist.send(t, dst) return finish(c_call(C.send, need('send'), t, dst), {}) end
-function dist.recv(t, src) finish(c_call(C.recv, need('recv'), t, src), {}); return src end
-function dist.isend(t, dst) return c_call(C.send, need('isend'), t, dst) end
-function dist.irecv(t, src) return c_call(C.recv, need('irecv'), t, src) end
+-- send/recv are synchronous as in PyTorch; isend/irecv return the handle. dst/src are global
+-- ranks; {group = g} sends within g.
+function dist.send(t, dst, opts)
+    local _, g = call_opts('send', opts, group_only)
+    return finish(c_call(C.send, g, t, dst), {})
+end
+function dist.recv(t, src, opts)
+    local _, g = call_opts('recv', opts, group_only)
+    finish(c_call(C.recv, g, t, src), {})
+    return src
+end
+function dist.isend(t, dst, opts)
+    local _, g = call_opts('isend', opts, group_only)
+    return c_call(C.send, g, t, dst)
+end
+function dist.irecv(t, src, opts)
+    local _, g = call_opts('irecv', opts, group_only)
+    return c_call(C.recv, g, t, src)
+end
 
 function dist.barrier(opts)
-    local g = need('barrier')
-    opts = options('barrier', opts, async_only)
-    return finish(c_call(C.barrier, g), opts)
+    local o, g = call_opts('barrier', opts, async_only)
+    return finish(c_call(C.barrier, g), o)
 end
 
 -- dist.TCPStore(host, port, {world_size, is_master, timeout, wait_for_workers}): PyTorch's

@@ -7,7 +7,11 @@
  * buckets) reduce in place with the prescaled sum's exact rounding, in part or whole; ranks that
  * disagree on what they reduce get an error; a rank without room for its part makes every rank
  * fall back to ordinary memory; a waiter may run queued work itself, and the order
- * of the work is kept. A collective the group's backend table lacks is refused by name.
+ * of the work is kept. A collective the group's backend table lacks is refused by name. A backend
+ * without an in-band check (agree: nccl's case) has its calls checked through the store under
+ * DDPLUA_DISTRIBUTED_DEBUG=DETAIL: matching calls go through (more than two, so the store's old
+ * keys are deleted), a mismatch fails at issue on both ranks naming both calls, and the group is
+ * unusable after it.
  * defines: main. */
 #include <signal.h>
 #include <sys/resource.h>
@@ -292,6 +296,38 @@ static int mismatch_main(int rank, int port)
     return check_finish();
 }
 
+/* DETAIL on a backend table without agree: pg_expect compares through the store at issue. */
+static int store_agree_main(int rank, int port)
+{
+    ddpl_pg *pg = join_group(rank, port, 10.0);
+    if (!pg) return check_finish();
+    const struct ddpl_pg_backend *full = pg->backend;
+    struct ddpl_pg_backend no_agree = *full;
+    no_agree.agree = NULL;
+    pg->backend = &no_agree;
+    int64_t n = 8;
+    ddpl_tensor *f32 = ddpl_ones(1, &n, DDPL_FLOAT32, ddpl_cpu());
+    ddpl_tensor *f64 = ddpl_ones(1, &n, DDPL_FLOAT64, ddpl_cpu());
+    for (int i = 0; i < 4; i++) {
+        ddpl_work *w = ddpl_pg_allreduce(pg, f32, DDPL_REDUCE_SUM);
+        CHECK(w && ddpl_work_wait(w, -1) == 0);
+        ddpl_work_release(w);
+    }
+    CHECK(((float *)ddpl_data_ptr(f32))[0] == 16.0f);
+    CHECK(ddpl_pg_allreduce(pg, rank == 1 ? f64 : f32, DDPL_REDUCE_SUM) == NULL);
+    CHECK(strcmp(ddpl_last_error(), "all_reduce: collective #5 of group 0 differs across ranks: "
+                                    "rank 0 called all_reduce(float32, 8 elements, op sum), "
+                                    "rank 1 called all_reduce(float64, 8 elements, op sum)") == 0);
+    CHECK(ddpl_pg_barrier(pg) == NULL);
+    CHECK(strstr(ddpl_last_error(), "barrier: the process group is unusable after an earlier "
+                                    "failure (all_reduce: collective #5") != NULL);
+    pg->backend = full;
+    ddpl_pg_free(pg);
+    ddpl_tensor_release(f32);
+    ddpl_tensor_release(f64);
+    return check_finish();
+}
+
 /* When one rank cannot get its part (no room in /dev/shm: a file size limit stands in for a
  * full tmpfs here), every rank gets an ordinary tensor instead, and reducing it still works. */
 static int nospace_main(int rank, int port)
@@ -384,12 +420,17 @@ static void check_missing_entry(void)
 
 int main(void)
 {
+    /* first: the debug level is read once per process, and the ranks are forked from this one */
+    setenv("DDPLUA_DISTRIBUTED_DEBUG", "DETAIL", 1);
+    int detail_failed = run_job("0", store_agree_main);
+    unsetenv("DDPLUA_DISTRIBUTED_DEBUG");
+    if (detail_failed) fprintf(stderr, "test_pg: the DETAIL check through the store failed\n");
     check_missing_entry();
     int missing_failed = check_finish();
     fflush(stdout); /* not again from the forked ranks */
     if (missing_failed) return 1;
-    int failed = run_job("1", rank_main) | run_job("0", rank_main) | run_job("1", mismatch_main) |
-                 run_job("1", nospace_main);
+    int failed = detail_failed | run_job("1", rank_main) | run_job("0", rank_main) |
+                 run_job("1", mismatch_main) | run_job("1", nospace_main);
     printf("test_pg: %s\n", failed ? "FAILED" : "ok");
     return failed;
 }

@@ -14,9 +14,14 @@
 -- buffer broadcast, the module's forward, then prepare_backward with the outputs (graph walk for
 -- find_unused_parameters; whether the coming backward synchronises, decided here as in PyTorch).
 -- With DDPLUA_DDP_TIMELINE=file, rank 0 writes a Chrome trace of every synchronised step.
+-- process_group = g (from dist.new_group) reduces over g instead of the default group (PyTorch's
+-- option): the model checks, the broadcast of g's first rank's parameters and every bucket.
+-- DDPLUA_DISTRIBUTED_DEBUG=INFO (or DETAIL) logs the bucket layout to stderr at construction and
+-- after the rebuild that follows the first iteration.
 local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
 local C = require 'ddplua.core.ddp'
+local Cdist = require 'ddplua.core.dist'
 local dist = ddpl.distributed
 
 local DDP = Module:extend('DistributedDataParallel')
@@ -28,14 +33,14 @@ local defaults = {bucket_cap_mb = 25, broadcast_buffers = true, find_unused_para
 local function fail(fmt, ...) error('DistributedDataParallel: ' .. fmt:format(...), 0) end
 
 -- "[784, 256] float32" per parameter, compared across ranks: the first difference is named.
-local function check_same_model(names, params, rank, world)
+local function check_same_model(names, params, rank, world, pg)
     local n = #params
     -- the signatures travel on the parameters' device: an nccl group takes only CUDA tensors
     local dev = params[1] and params[1].device or 'cpu'
     local count = ddpl.tensor({n}, {dtype = 'int64', device = dev})
     local counts = {}
     for q = 1, world do counts[q] = ddpl.zeros({1}, {dtype = 'int64', device = dev}) end
-    dist.all_gather(counts, count)
+    dist.all_gather(counts, count, {group = pg})
     for q = 1, world do
         local c = counts[q]:item()
         if c ~= n then
@@ -57,7 +62,7 @@ local function check_same_model(names, params, rank, world)
     local mine = ddpl.tensor(sig, {dtype = 'int64', device = dev})
     local all = {}
     for q = 1, world do all[q] = ddpl.zeros({n * width}, {dtype = 'int64', device = dev}) end
-    dist.all_gather(all, mine)
+    dist.all_gather(all, mine, {group = pg})
     for q = 1, world do
         local theirs = all[q]:tolist()
         for i = 1, n do
@@ -78,10 +83,14 @@ local function check_same_model(names, params, rank, world)
     end
 end
 
-local function broadcast_all(tensors)
+-- from the group's first rank (src is a global rank)
+local function broadcast_all(tensors, pg)
     local works = {}
+    local src = dist.get_global_rank(pg, 0)
     ddpl.no_grad(function()
-        for i, t in ipairs(tensors) do works[i] = dist.broadcast(t, 0, {async_op = true}) end
+        for i, t in ipairs(tensors) do
+            works[i] = dist.broadcast(t, src, {async_op = true, group = pg})
+        end
     end)
     for _, w in ipairs(works) do w:wait() end
 end
@@ -99,30 +108,55 @@ function DDP:init(module, opts)
         error('DistributedDataParallel: bucket_cap_mb must be a positive number, got '
             .. tostring(o.bucket_cap_mb), 3)
     end
+    local pg = o.process_group or dist.default_group()
+    if not Cdist.is_group(pg) then
+        error('DistributedDataParallel: process_group must be a process group (dist.new_group), '
+            .. 'got ' .. type(pg), 3)
+    end
     self.module = module
-    local rank, world = dist.get_rank(), dist.get_world_size()
+    local rank, world = dist.get_rank(pg), dist.get_world_size(pg)
+    if rank < 0 then
+        error(('DistributedDataParallel: rank %d is not a member of process_group (ranks %s)')
+            :format(dist.get_rank(), table.concat(dist.get_process_group_ranks(pg), ', ')), 3)
+    end
     local names, params = {}, {}
     for _, pair in ipairs(module:named_parameters()) do
         if pair[2].requires_grad then
             names[#names + 1], params[#params + 1] = pair[1], pair[2]
         end
     end
-    check_same_model(names, params, rank, world)
+    check_same_model(names, params, rank, world, pg)
     local all = {}
     for _, p in ipairs(module:parameters()) do all[#all + 1] = p end
     local buffers = module:buffers()
     for _, b in ipairs(buffers) do all[#all + 1] = b end
-    broadcast_all(all)
+    broadcast_all(all, pg)
     -- the wrapper's state: a plain attribute (not a parameter, buffer or child)
     self._ddp = {
-        opts = o, rank = rank, world = world, names = names, params = params,
+        opts = o, rank = rank, world = world, names = names, params = params, pg = pg,
         buffers = buffers, sync = true, step = 0,
-        reducer = C.reducer(dist.default_group(), params, names, {
+        log_buckets = Cdist.debug_level() ~= 'OFF',
+        reducer = C.reducer(pg, params, names, {
             bucket_cap_mb = o.bucket_cap_mb, first_bucket_mb = o.first_bucket_mb,
             find_unused_parameters = o.find_unused_parameters,
             gradient_as_bucket_view = o.gradient_as_bucket_view}),
         timeline = os.getenv('DDPLUA_DDP_TIMELINE'), trace_events = {},
     }
+    if self._ddp.log_buckets then self:_log_buckets('at construction') end
+end
+
+-- INFO: one line per bucket (index, bytes, parameter count and names), on stderr.
+function DDP:_log_buckets(when)
+    local s = self._ddp
+    local b = self:buckets()
+    local lines = {('ddplua: rank %d: DDP bucket layout %s (process group %d): %d bucket%s, %d '
+        .. 'parameters'):format(dist.get_rank(), when, Cdist.group_id(s.pg), #b,
+        #b == 1 and '' or 's', #s.params)}
+    for i, names in ipairs(b) do
+        lines[#lines + 1] = ('ddplua: rank %d:   bucket %d: %d bytes, %d parameters: %s')
+            :format(dist.get_rank(), i - 1, names.bytes, #names, table.concat(names, ', '))
+    end
+    io.stderr:write(table.concat(lines, '\n'), '\n')
 end
 
 -- every tensor in a forward's result (a tensor, or tables of them)
@@ -187,8 +221,12 @@ function DDP:forward(...)
     if s.timeline and s.rank == 0 then trace_append(s) end -- before a rebuild drops it
     local ok, err = pcall(s.reducer.prepare_forward, s.reducer)
     if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 0) end
+    if s.log_buckets and s.reducer:rebuilt() then
+        s.log_buckets = false
+        self:_log_buckets('rebuilt in gradient-ready order after the first iteration')
+    end
     if s.opts.broadcast_buffers and #s.buffers > 0 and s.world > 1 then
-        broadcast_all(s.buffers)
+        broadcast_all(s.buffers, s.pg)
     end
     local out = table.pack(self.module(...))
     if ddpl.is_grad_enabled() then
