@@ -1,7 +1,8 @@
 -- lua/ddplua/distributed.lua: ddpl.distributed (also ddpl.dist), torch.distributed for ddplua.
 -- defines: init_process_group, is_initialized, get_rank, get_world_size, get_backend, barrier,
 --          destroy_process_group, all_reduce, broadcast, all_gather, all_gather_into_tensor,
---          reduce_scatter_tensor, send, recv, ReduceOp, TCPStore, print0, default_group.
+--          reduce_scatter_tensor, send, recv, isend, irecv, reduce, gather, scatter, all_to_all,
+--          all_to_all_single, ReduceOp, TCPStore, print0, default_group.
 --
 -- One default process group per process, as in PyTorch. The C side (engine/lua/bind_dist_pg.c over
 -- engine/dist/pg.h) runs every collective on the group's worker thread and returns a work
@@ -190,11 +191,68 @@ function dist.reduce_scatter_tensor(out, inp, opts)
     return finish(c_call(C.reduce_scatter_tensor, g, out, inp, opts.op), opts)
 end
 
--- send/recv are synchronous as in PyTorch; isend/irecv return the handle.
-function dist.send(t, dst) return finish(c_call(C.send, need('send'), t, dst), {}) end
-function dist.recv(t, src) finish(c_call(C.recv, need('recv'), t, src), {}); return src end
-function dist.isend(t, dst) return c_call(C.send, need('isend'), t, dst) end
-function dist.irecv(t, src) return c_call(C.recv, need('irecv'), t, src) end
+-- send/recv are synchronous as in PyTorch; isend/irecv return the handle. Each takes {group=}.
+local group_only = {group = true}
+
+local function p2p_call(fname, f, t, peer, opts)
+    local g = need(fname)
+    opts = options(fname, opts, group_only)
+    check_group(fname, opts)
+    return c_call(f, g, t, peer)
+end
+
+function dist.send(t, dst, opts) return finish(p2p_call('send', C.send, t, dst, opts), {}) end
+function dist.recv(t, src, opts) finish(p2p_call('recv', C.recv, t, src, opts), {}); return src end
+function dist.isend(t, dst, opts) return p2p_call('isend', C.send, t, dst, opts) end
+function dist.irecv(t, src, opts) return p2p_call('irecv', C.recv, t, src, opts) end
+
+-- reduce: the result lands in t on rank dst; t of every other rank is left unchanged.
+function dist.reduce(t, dst, opts)
+    local g = need('reduce')
+    opts = options('reduce', opts, with_op)
+    check_group('reduce', opts)
+    return finish(c_call(C.reduce, g, t, dst, opts.op), opts)
+end
+
+-- gather(t, gather_list, dst=0): gather_list (world_size tensors like t) on dst only, nil
+-- elsewhere, as PyTorch checks; scatter(t, scatter_list, src=0) the other way round.
+function dist.gather(t, list, dst, opts)
+    local g = need('gather')
+    opts = options('gather', opts, async_only)
+    check_group('gather', opts)
+    if dst == nil then dst = 0 end
+    return finish(c_call(C.gather, g, t, list, dst), opts)
+end
+
+function dist.scatter(t, list, src, opts)
+    local g = need('scatter')
+    opts = options('scatter', opts, async_only)
+    check_group('scatter', opts)
+    if src == nil then src = 0 end
+    return finish(c_call(C.scatter, g, t, list, src), opts)
+end
+
+-- all_to_all(out_list, in_list): in_list[i] goes to rank i - 1, out_list[i] receives rank i - 1's
+-- (Lua lists count from 1, ranks from 0).
+function dist.all_to_all(out_list, in_list, opts)
+    local g = need('all_to_all')
+    opts = options('all_to_all', opts, async_only)
+    check_group('all_to_all', opts)
+    return finish(c_call(C.all_to_all, g, out_list, in_list), opts)
+end
+
+local a2a_single_opts = {async_op = true, group = true, output_split_sizes = true,
+    input_split_sizes = true}
+
+-- all_to_all_single(out, inp [, {output_split_sizes, input_split_sizes}]): slices along dim 0,
+-- equal unless split sizes (world_size row counts) are given.
+function dist.all_to_all_single(out, inp, opts)
+    local g = need('all_to_all_single')
+    opts = options('all_to_all_single', opts, a2a_single_opts)
+    check_group('all_to_all_single', opts)
+    return finish(c_call(C.all_to_all_single, g, out, inp, opts.output_split_sizes,
+        opts.input_split_sizes), opts)
+end
 
 function dist.barrier(opts)
     local g = need('barrier')
