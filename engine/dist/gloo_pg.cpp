@@ -291,8 +291,8 @@ extern "C" int ddpl_gloo_scatter(ddpl_gloo *g, const void *in, void *out, size_t
  * out) with no bytes at all gets one dummy byte counted in this rank's own pair (copied locally,
  * never sent), and the other side then needs one too: it is staged with a one-byte gap at this
  * rank's slot. This happens only when a rank sends or receives nothing at all. */
-extern "C" int ddpl_gloo_alltoallv(ddpl_gloo *g, const void *in, const size_t *in_bytes,
-                                   void *out, const size_t *out_bytes)
+extern "C" int ddpl_gloo_alltoallv(ddpl_gloo *g, const void *in, const size_t *in_bytes, void *out,
+                                   const size_t *out_bytes)
 {
     int size = g->ctx->size, me = g->ctx->rank;
     std::vector<int64_t> ins(in_bytes, in_bytes + size), outs(out_bytes, out_bytes + size);
@@ -314,8 +314,7 @@ extern "C" int ddpl_gloo_alltoallv(ddpl_gloo *g, const void *in, const size_t *i
         size_t mine = in_bytes[me];
         if (in_total) {
             memcpy(in_stage.data(), inp, in_at + mine);
-            memcpy(in_stage.data() + in_at + mine + 1, inp + in_at + mine,
-                   in_total - in_at - mine);
+            memcpy(in_stage.data() + in_at + mine + 1, inp + in_at + mine, in_total - in_at - mine);
         }
         inp = in_stage.data();
         outp = out_stage.data();

@@ -140,8 +140,7 @@ ddpl_work *ddpl_pg_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs,
                           int dst);
 /* The inverse of gather: rank src passes ins (nins == size tensors of t's shape and dtype), and
  * t on rank r receives ins[r] (src's own t too). Other ranks pass ins NULL (or nins 0). */
-ddpl_work *ddpl_pg_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins,
-                           int src);
+ddpl_work *ddpl_pg_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins, int src);
 /* ins[q] of this rank goes to rank q, where it lands in outs[this rank]: outs[q] receives rank
  * q's ins[this rank]. nouts == nins == size; every tensor has one dtype (ins[0]'s); shapes may
  * differ per pair, but outs[q] must hold as many bytes as rank q sends: the ranks exchange their
@@ -155,8 +154,8 @@ ddpl_work *ddpl_pg_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts,
  * byte counts must match (exchanged and checked as for all_to_all). Errors: a split list whose
  * length is not size, negative sizes, sizes that do not add up to dim 0. */
 ddpl_work *ddpl_pg_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
-                                   const int64_t *out_splits, int n_out,
-                                   const int64_t *in_splits, int n_in);
+                                   const int64_t *out_splits, int n_out, const int64_t *in_splits,
+                                   int n_in);
 
 /* A zero-filled 1-D CPU tensor of numel elements of dt, meant to be all-reduced over and over
  * (the DDP reducer's buckets). When the group reduces through shared memory it lives in memory

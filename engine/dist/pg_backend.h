@@ -55,8 +55,7 @@ struct ddpl_pg_backend {
     ddpl_work *(*barrier)(ddpl_pg *pg);
     /* outs/ins are NULL (nouts/nins 0) off the root; the root's lists hold size tensors */
     ddpl_work *(*reduce)(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op op);
-    ddpl_work *(*gather)(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts,
-                         int dst);
+    ddpl_work *(*gather)(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts, int dst);
     ddpl_work *(*scatter)(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins, int src);
     /* n == size tensors each, one dtype */
     ddpl_work *(*alltoall)(ddpl_pg *pg, ddpl_tensor *const *outs, ddpl_tensor *const *ins, int n);

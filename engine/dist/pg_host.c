@@ -129,7 +129,7 @@ struct host_coll {
     int (*reduce)(pg_host *h, void *data, void *scratch, size_t count, size_t elsize,
                   ddpl_reduce_fn fn, int root);
     bool reduce_scratch;
-    int (*gather)(pg_host *h, const void *in, void *out, size_t nbytes, int root); /* out: root */
+    int (*gather)(pg_host *h, const void *in, void *out, size_t nbytes, int root);  /* out: root */
     int (*scatter)(pg_host *h, const void *in, void *out, size_t nbytes, int root); /* in: root */
     /* per-pair byte counts, checked to agree across ranks (max_pair_bytes: the largest) */
     int (*alltoallv)(pg_host *h, const void *in, const size_t *in_bytes, void *out,

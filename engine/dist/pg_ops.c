@@ -60,15 +60,17 @@ static int check_rank(const char *fname, const char *what, const ddpl_pg *pg, in
     return 0;
 }
 
+/* out is a tensor of t's shape and dtype; t_what names t in the message ("input") */
 static int check_like(const ddpl_pg *pg, const char *fname, const char *what,
-                      const ddpl_tensor *out, const ddpl_tensor *t)
+                      const ddpl_tensor *out, const ddpl_tensor *t, const char *t_what)
 {
     if (check_tensor(pg, fname, what, out, false) < 0) return -1;
     if (out->dtype != t->dtype || !ddpl_same_shape(out, t)) {
         char a[96], b[96];
-        return ddpl_error("%s: %s is %s %s, but the input is %s %s", fname, what,
+        return ddpl_error("%s: %s is %s %s, but the %s is %s %s", fname, what,
                           ddpl_shape_str(out, a, sizeof a), ddpl_dtype_name((ddpl_dtype)out->dtype),
-                          ddpl_shape_str(t, b, sizeof b), ddpl_dtype_name((ddpl_dtype)t->dtype));
+                          t_what, ddpl_shape_str(t, b, sizeof b),
+                          ddpl_dtype_name((ddpl_dtype)t->dtype));
     }
     return 0;
 }
@@ -153,7 +155,7 @@ ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, d
     for (int r = 0; r < nouts; r++) {
         char what[32];
         snprintf(what, sizeof what, "output %d", r);
-        if (check_like(pg, f, what, outs[r], t) < 0) return NULL;
+        if (check_like(pg, f, what, outs[r], t, "input") < 0) return NULL;
     }
     return CALL_BACKEND(pg, f, allgather, pg, outs, nouts, t);
 }
@@ -239,10 +241,11 @@ ddpl_work *ddpl_pg_reduce(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op o
 }
 
 /* The list of a gather (or scatter): size tensors like t on the root (`root_what` names the
- * root: "dst", "src"), none elsewhere, as PyTorch checks. An empty list counts as none. */
+ * root: "dst", "src"; t_what names t: "input", "output"), none elsewhere, as PyTorch checks. An
+ * empty list counts as none. */
 static int check_root_list(const ddpl_pg *pg, const char *f, const char *list_name,
                            const char *root_what, int root, ddpl_tensor *const *list, int n,
-                           const ddpl_tensor *t)
+                           const ddpl_tensor *t, const char *t_what)
 {
     if (pg->rank != root) {
         if (list && n > 0)
@@ -251,24 +254,22 @@ static int check_root_list(const ddpl_pg *pg, const char *f, const char *list_na
         return 0;
     }
     if (!list || n != pg->size)
-        return ddpl_error("%s: the %s (rank %d) needs a %s of %d tensors (world_size), got %s%d",
-                          f, root_what, root, list_name, pg->size, list ? "" : "nil, ",
-                          list ? n : 0);
+        return ddpl_error("%s: the %s (rank %d) needs a %s of %d tensors (world_size), got %s%d", f,
+                          root_what, root, list_name, pg->size, list ? "" : "nil, ", list ? n : 0);
     for (int r = 0; r < n; r++) {
         char what[48];
         snprintf(what, sizeof what, "%s[%d]", list_name, r);
-        if (check_like(pg, f, what, list[r], t) < 0) return -1;
+        if (check_like(pg, f, what, list[r], t, t_what) < 0) return -1;
     }
     return 0;
 }
 
-ddpl_work *ddpl_pg_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts,
-                          int dst)
+ddpl_work *ddpl_pg_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts, int dst)
 {
     const char *f = "gather";
     if (check_tensor(pg, f, "the input", t, false) < 0 ||
         check_rank(f, "dst", pg, dst, false) < 0 ||
-        check_root_list(pg, f, "gather_list", "dst", dst, outs, nouts, t) < 0)
+        check_root_list(pg, f, "gather_list", "dst", dst, outs, nouts, t, "input") < 0)
         return NULL;
     if (pg->rank != dst) outs = NULL, nouts = 0;
     return CALL_BACKEND(pg, f, gather, pg, t, outs, nouts, dst);
@@ -279,7 +280,7 @@ ddpl_work *ddpl_pg_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins,
     const char *f = "scatter";
     if (check_tensor(pg, f, "the output", t, false) < 0 ||
         check_rank(f, "src", pg, src, false) < 0 ||
-        check_root_list(pg, f, "scatter_list", "src", src, ins, nins, t) < 0)
+        check_root_list(pg, f, "scatter_list", "src", src, ins, nins, t, "output") < 0)
         return NULL;
     if (pg->rank != src) ins = NULL, nins = 0;
     return CALL_BACKEND(pg, f, scatter, pg, t, ins, nins, src);
@@ -348,8 +349,8 @@ static int split_counts(const ddpl_pg *pg, const char *f, const char *which, con
         counts[q] = splits[q] * row_numel; /* <= numel */
     }
     if (left != 0)
-        return ddpl_error("%s: %s_split_sizes add up to %lld, but the %s's dim 0 is %lld", f,
-                          which, (long long)(rows - left), which, (long long)rows);
+        return ddpl_error("%s: %s_split_sizes add up to %lld, but the %s's dim 0 is %lld", f, which,
+                          (long long)(rows - left), which, (long long)rows);
     return 0;
 }
 

@@ -27,7 +27,7 @@ static size_t min_size(size_t a, size_t b)
 }
 
 int ddpl_shm_reduce_to(ddpl_shm *s, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn,
-                    int root)
+                       int root)
 {
     int rank = ddpl_shm_rank(s), size = ddpl_shm_size(s);
     size_t per_chunk = ddpl_shm_staging_bytes() / elsize;

@@ -26,7 +26,7 @@ int ddpl_shm_size(const ddpl_shm *s);
  * ddpl_shm_allreduce, so the values equal an allreduce's); data of the other ranks is only
  * read. */
 int ddpl_shm_reduce_to(ddpl_shm *s, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn,
-                    int root);
+                       int root);
 /* out (root only; size * nbytes) receives rank r's `in` at out + r * nbytes. */
 int ddpl_shm_gather(ddpl_shm *s, const void *in, void *out, size_t nbytes, int root);
 /* in (root only; size * nbytes): rank r's out receives in + r * nbytes. */
