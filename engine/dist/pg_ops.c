@@ -327,7 +327,9 @@ static int split_counts(const ddpl_pg *pg, const char *f, const char *which, con
                           "0-dim tensor",
                           f, which);
     int64_t rows = t->sizes[0], row_numel = 1;
-    for (int d = 1; d < t->ndim; d++) row_numel *= t->sizes[d]; /* <= numel: no overflow */
+    for (int d = 1; d < t->ndim; d++)
+        if (__builtin_mul_overflow(row_numel, t->sizes[d], &row_numel)) /* only when dim 0 is 0 */
+            return ddpl_error("%s: the %s's rows are too large", f, which);
     if (!splits || n == 0) {
         if (rows % pg->size != 0)
             return ddpl_error("%s: the %s's dim 0 (%lld) is not divisible by world_size %d (pass "
@@ -346,7 +348,7 @@ static int split_counts(const ddpl_pg *pg, const char *f, const char *which, con
                               (long long)splits[q],
                               splits[q] < 0 ? "negative" : "more than the rows left of dim 0");
         left -= splits[q];
-        counts[q] = splits[q] * row_numel; /* <= numel */
+        counts[q] = splits[q] * row_numel; /* <= numel (or 0 rows) */
     }
     if (left != 0)
         return ddpl_error("%s: %s_split_sizes add up to %lld, but the %s's dim 0 is %lld", f, which,

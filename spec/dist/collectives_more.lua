@@ -5,63 +5,17 @@
 -- non-contiguous tensors, pairs of different sizes (empty ones too), messages larger than the
 -- shared-memory staging buffers (4 MB), the argument errors, and an all_to_all whose sizes do
 -- not match across ranks (an error on every rank, after which the group still works). Prints
--- "DIST_OK <rank>" at the end and raises (exit status non-zero) on the first mismatch.
+-- "DIST_OK <rank>" at the end and raises (exit status non-zero) on the first mismatch. Values and
+-- checks: spec/dist/check_util.lua.
 local ddpl = require 'ddplua'
 local dist = ddpl.dist
 
 dist.init_process_group({backend = 'gloo', timeout = 60})
 local rank, world = dist.get_rank(), dist.get_world_size()
 
-local function fail(fmt, ...) error(('rank %d: ' .. fmt):format(rank, ...), 2) end
-
--- rank q's input element i for reductions: small integers of both signs, so sums and products
--- are exact in every dtype and max/min differ between ranks (as spec/dist/collectives.lua)
-local function value(q, i) return (q * 7 + i * 3) % 5 - 2 end
-local function values(q, n)
-    local v = {}
-    for i = 1, n do v[i] = value(q, i - 1) end
-    return v
-end
-
--- the i-th element of what rank `from` sends to rank `to` (data movement): distinct per pair,
--- below 127 for uint8 on 4 ranks and small sizes
-local function moved(from, to, i) return (from * 31 + to * 7 + i) % 120 end
-local function moved_list(from, to, n)
-    local v = {}
-    for i = 1, n do v[i] = moved(from, to, i - 1) end
-    return v
-end
-
-local function flat(t)
-    local out = {}
-    local function walk(x)
-        if type(x) == 'table' then for _, y in ipairs(x) do walk(y) end else out[#out + 1] = x end
-    end
-    local l = t:tolist()
-    if type(l) == 'table' then walk(l) else out[1] = l end
-    return out
-end
-
-local function expect(t, want, what, tol)
-    local got = flat(t)
-    if #got ~= #want then fail('%s: %d elements, expected %d', what, #got, #want) end
-    for i = 1, #want do
-        local g, w = got[i], want[i]
-        if type(g) == 'boolean' then g = g and 1 or 0 end
-        if math.abs(g - w) > (tol or 0) then
-            fail('%s: element %d is %s, expected %s', what, i - 1, tostring(got[i]), tostring(w))
-        end
-    end
-end
-
--- raises unless f(...) fails with a message containing want
-local function expect_error(want, f, ...)
-    local ok, err = pcall(f, ...)
-    if ok then fail('expected an error containing %q, got none', want) end
-    if not tostring(err):find(want, 1, true) then
-        fail('expected an error containing %q, got: %s', want, tostring(err))
-    end
-end
+local U = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/check_util.lua')(rank, world)
+local fail, values, moved_list, expect = U.fail, U.values, U.moved_list, U.expect
+local expect_error, reduced = U.expect_error, U.reduced
 
 -- a non-contiguous tensor of shape {n} holding want: every other element of a {n, 2} tensor
 local function strided(want, dt)
@@ -80,24 +34,6 @@ local function waited(w, async, what)
     elseif w ~= nil then
         fail('%s without async_op returned %s', what, tostring(w))
     end
-end
-
-local fold = {
-    sum = function(a, b) return a + b end,
-    avg = function(a, b) return a + b end,
-    product = function(a, b) return a * b end,
-    max = math.max,
-    min = math.min,
-}
-
-local function reduced(op, n)
-    local acc = values(0, n)
-    for q = 1, world - 1 do
-        local v = values(q, n)
-        for i = 1, n do acc[i] = fold[op](acc[i], v[i]) end
-    end
-    if op == 'avg' then for i = 1, n do acc[i] = acc[i] / world end end
-    return acc
 end
 
 local N = 37

@@ -1,7 +1,7 @@
 -- spec/nccl/collectives_more.lua: reduce, gather, scatter, all_to_all and all_to_all_single of
 -- backend 'nccl' on CUDA tensors, checked in each rank against values computed locally; run on N
 -- ranks (one GPU each: LOCAL_RANK picks it) by spec/nccl_spec.lua. Prints "NCCL_MORE_OK <rank>"
--- at the end and raises on the first mismatch.
+-- at the end and raises on the first mismatch. Values and checks: spec/dist/check_util.lua.
 local ddpl = require 'ddplua'
 local dist = ddpl.dist
 
@@ -11,51 +11,11 @@ dist.init_process_group({backend = 'nccl', timeout = 60})
 local rank, world = dist.get_rank(), dist.get_world_size()
 local dev = 'cuda:' .. local_rank
 
-local function fail(fmt, ...) error(('rank %d: ' .. fmt):format(rank, ...), 2) end
-
-local function value(q, i) return (q * 7 + i * 3) % 5 - 2 end
-local function values(q, n)
-    local v = {}
-    for i = 1, n do v[i] = value(q, i - 1) end
-    return v
-end
--- what rank `from` sends to rank `to`, element i
-local function moved_list(from, to, n)
-    local v = {}
-    for i = 1, n do v[i] = (from * 31 + to * 7 + i - 1) % 120 end
-    return v
-end
+local U = dofile(arg[0]:match('^(.*)/[^/]*/[^/]*$') .. '/dist/check_util.lua')(rank, world)
+local fail, values, moved_list, expect, reduced = U.fail, U.values, U.moved_list, U.expect,
+    U.reduced
 
 local function T(vals, dtype) return ddpl.tensor(vals, {dtype = dtype, device = dev}) end
-
-local function expect(t, want, what, tol)
-    local got = {}
-    local function walk(x)
-        if type(x) == 'table' then for _, y in ipairs(x) do walk(y) end else got[#got + 1] = x end
-    end
-    walk(t:to('cpu'):to('float64'):tolist())
-    if #got ~= #want then fail('%s: %d elements, expected %d', what, #got, #want) end
-    for i = 1, #want do
-        if math.abs(got[i] - want[i]) > (tol or 0) then
-            fail('%s: element %d is %s, expected %s', what, i - 1, tostring(got[i]),
-                tostring(want[i]))
-        end
-    end
-end
-
-local function reduced(op, n)
-    local acc = values(0, n)
-    for q = 1, world - 1 do
-        local v = values(q, n)
-        for i = 1, n do
-            if op == 'sum' or op == 'avg' then acc[i] = acc[i] + v[i]
-            elseif op == 'max' then acc[i] = math.max(acc[i], v[i])
-            else acc[i] = acc[i] * v[i] end
-        end
-    end
-    if op == 'avg' then for i = 1, n do acc[i] = acc[i] / world end end
-    return acc
-end
 
 local N = 37
 for _, dt in ipairs({'float32', 'float64', 'int64'}) do
