@@ -291,7 +291,7 @@ static int check_one_dtype_list(const ddpl_pg *pg, const char *f, const char *li
                                 ddpl_tensor *const *list, int n, int dt)
 {
     if (!list || n != pg->size)
-        return ddpl_error("%s: expected a %s of %d tensors (world_size), got %d", f, list_name,
+        return ddpl_error("%s: expected an %s of %d tensors (world_size), got %d", f, list_name,
                           pg->size, list ? n : 0);
     for (int r = 0; r < n; r++) {
         char what[48];

@@ -71,7 +71,7 @@ static void check_one_rank(void)
     CHECK(strstr(ddpl_last_error(), "scatter: scatter_list[0] is [2] float32, but the output is "
                                     "[4] float32") != NULL);
     CHECK(ddpl_pg_alltoall(pg, &t, 1, NULL, 0) == NULL);
-    CHECK(strstr(ddpl_last_error(), "all_to_all: expected a input_tensor_list of 1 tensors") !=
+    CHECK(strstr(ddpl_last_error(), "all_to_all: expected an input_tensor_list of 1 tensors") !=
           NULL);
     ddpl_tensor *none = NULL;
     CHECK(ddpl_pg_alltoall(pg, &none, 1, &t, 1) == NULL);

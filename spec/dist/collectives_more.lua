@@ -292,9 +292,9 @@ do
     expect_error("reduce: unknown op 'mean'", dist.reduce, t, 0, {op = 'mean'})
     expect_error("gather: unknown option 'op'", dist.gather, t, nil, 0, {op = 'sum'})
 
-    expect_error(('all_to_all: expected a input_tensor_list of %d tensors (world_size), got %d')
+    expect_error(('all_to_all: expected an input_tensor_list of %d tensors (world_size), got %d')
         :format(world, world - 1), dist.all_to_all, list, {table.unpack(list, 1, world - 1)})
-    expect_error(('all_to_all: expected a output_tensor_list of %d tensors'):format(world),
+    expect_error(('all_to_all: expected an output_tensor_list of %d tensors'):format(world),
         dist.all_to_all, {}, list)
     local mixed = {table.unpack(list)}
     mixed[world] = ddpl.zeros(3, {dtype = 'float64'})
