@@ -1,6 +1,7 @@
 -- spec/nccl_spec.lua: ddpl.distributed with backend='nccl'. Without a GPU (or without NCCL in
 -- the build) only the refusal is checked: init names the backend and says why, before any
--- rendezvous. With GPUs: every collective on CUDA tensors (spec/nccl/collectives.lua) and DDP
+-- rendezvous. With GPUs: every collective on CUDA tensors (spec/nccl/collectives.lua and, for
+-- reduce, gather, scatter and all-to-all, spec/nccl/collectives_more.lua) and DDP
 -- with CUDA parameters against a one-process reference (spec/nccl/ddp_equiv.lua), on one rank,
 -- and on two ranks (started by this spec and by the launcher) when there are two GPUs.
 -- Every process runs under `timeout`, so no case can hang.
@@ -12,6 +13,7 @@ local bin, src = S.bin, S.src
 local q, slurp, sh, free_port = S.q, S.slurp, S.sh, S.free_port
 local collectives = src .. '/spec/nccl/collectives.lua'
 local ddp_equiv = src .. '/spec/nccl/ddp_equiv.lua'
+local collectives_more = src .. '/spec/nccl/collectives_more.lua'
 
 local tmpdir = S.new_tmpdir()
 
@@ -80,6 +82,17 @@ describe('nccl collectives on GPUs', function()
         assert(code == 0 and out:find('NCCL_OK 0', 1, true) and out:find('NCCL_OK 1', 1, true),
             out)
     end)
+end)
+
+describe('nccl rooted collectives and all-to-all on GPUs', function()
+    for _, world in ipairs({1, 2}) do
+        it(('pass every check on %d rank%s'):format(world, world > 1 and 's' or ''), function()
+            if gpus() == 0 then pending('no CUDA device') return end
+            if gpus() < world then pending('needs ' .. world .. ' GPUs') return end
+            local outs, codes = run_ranks(world, collectives_more)
+            assert_all_ok(outs, codes, world, 'NCCL_MORE_OK ')
+        end)
+    end
 end)
 
 describe('DDP over nccl with CUDA parameters', function()

@@ -81,6 +81,7 @@ static const char *const nccl_syms[] = {"ncclAllGather",
                                         "ncclGroupEnd",
                                         "ncclGroupStart",
                                         "ncclRecv",
+                                        "ncclReduce",
                                         "ncclReduceScatter",
                                         "ncclSend",
                                         NULL};

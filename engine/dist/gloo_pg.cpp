@@ -1,5 +1,6 @@
 /* dist/gloo_pg.cpp: the Gloo backend behind an extern "C" face: the only C++ in the engine.
  * defines: ddpl_gloo_connect/free, ddpl_gloo_allreduce/broadcast/allgather/barrier,
+ *          ddpl_gloo_reduce/gather/scatter/alltoallv,
  *          ddpl_gloo_send/recv/p2p_wait (declared in gloo_pg.h).
  *
  * Gloo's rendezvous goes through our TCP store (StoreAdapter forwards set/get/wait to ddpl_store);
@@ -10,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <string>
@@ -17,8 +19,12 @@
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/scatter.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
@@ -213,6 +219,120 @@ extern "C" int ddpl_gloo_barrier(ddpl_gloo *g)
         opts.setTimeout(g->timeout);
         gloo::barrier(opts);
     });
+}
+
+/* ReduceOptions, like AllreduceOptions, wants a typed pointer for the element size. */
+template <typename T>
+static void reduce_typed(ddpl_gloo *g, const void *in, void *out, size_t count, ddpl_reduce_fn fn,
+                         int root)
+{
+    gloo::ReduceOptions opts(g->ctx);
+    if (in != out) opts.setInput(static_cast<T *>(const_cast<void *>(in)), count);
+    opts.setOutput(static_cast<T *>(out), count);
+    opts.setRoot(root);
+    opts.setReduceFunction(
+        [fn](void *o, const void *a, const void *b, size_t n) { fn(o, a, b, n); });
+    opts.setTimeout(g->timeout);
+    gloo::reduce(opts);
+}
+
+extern "C" int ddpl_gloo_reduce(ddpl_gloo *g, const void *in, void *out, size_t count,
+                                size_t elsize, ddpl_reduce_fn fn, int root)
+{
+    if (count == 0) return 0;
+    return guarded([&] {
+        switch (elsize) {
+        case 4:
+            reduce_typed<uint32_t>(g, in, out, count, fn, root);
+            break;
+        case 8:
+            reduce_typed<uint64_t>(g, in, out, count, fn, root);
+            break;
+        default:
+            throw std::runtime_error("reduce: unsupported element size");
+        }
+    });
+}
+
+extern "C" int ddpl_gloo_gather(ddpl_gloo *g, const void *in, void *out, size_t nbytes, int root)
+{
+    if (nbytes == 0) return 0;
+    return guarded([&] {
+        gloo::GatherOptions opts(g->ctx);
+        opts.setInput(static_cast<uint8_t *>(const_cast<void *>(in)), nbytes);
+        if (g->ctx->rank == root)
+            opts.setOutput(static_cast<uint8_t *>(out), nbytes * static_cast<size_t>(g->ctx->size));
+        opts.setRoot(root);
+        opts.setTimeout(g->timeout);
+        gloo::gather(opts);
+    });
+}
+
+extern "C" int ddpl_gloo_scatter(ddpl_gloo *g, const void *in, void *out, size_t nbytes, int root)
+{
+    if (nbytes == 0) return 0;
+    return guarded([&] {
+        gloo::ScatterOptions opts(g->ctx);
+        if (g->ctx->rank == root) {
+            std::vector<uint8_t *> ptrs;
+            for (int r = 0; r < g->ctx->size; r++)
+                ptrs.push_back(static_cast<uint8_t *>(const_cast<void *>(in)) +
+                               static_cast<size_t>(r) * nbytes);
+            opts.setInputs(ptrs, nbytes);
+        }
+        opts.setOutput(static_cast<uint8_t *>(out), nbytes);
+        opts.setRoot(root);
+        opts.setTimeout(g->timeout);
+        gloo::scatter(opts);
+    });
+}
+
+/* Gloo sends empty messages for empty pairs, but cannot register an empty buffer. A side (in or
+ * out) with no bytes at all gets one dummy byte counted in this rank's own pair (copied locally,
+ * never sent), and the other side then needs one too: it is staged with a one-byte gap at this
+ * rank's slot. This happens only when a rank sends or receives nothing at all. */
+extern "C" int ddpl_gloo_alltoallv(ddpl_gloo *g, const void *in, const size_t *in_bytes, void *out,
+                                   const size_t *out_bytes)
+{
+    int size = g->ctx->size, me = g->ctx->rank;
+    std::vector<int64_t> ins(in_bytes, in_bytes + size), outs(out_bytes, out_bytes + size);
+    size_t in_total = 0, out_total = 0, in_at = 0, out_at = 0; /* at: this rank's slot */
+    for (int q = 0; q < size; q++) {
+        if (q < me) in_at += in_bytes[q], out_at += out_bytes[q];
+        in_total += in_bytes[q];
+        out_total += out_bytes[q];
+    }
+    bool pad = in_total == 0 || out_total == 0;
+    std::vector<uint8_t> in_stage, out_stage;
+    const uint8_t *inp = static_cast<const uint8_t *>(in);
+    uint8_t *outp = static_cast<uint8_t *>(out);
+    if (pad) {
+        ins[me] += 1;
+        outs[me] += 1;
+        in_stage.assign(in_total + 1, 0);
+        out_stage.assign(out_total + 1, 0);
+        size_t mine = in_bytes[me];
+        if (in_total) {
+            memcpy(in_stage.data(), inp, in_at + mine);
+            memcpy(in_stage.data() + in_at + mine + 1, inp + in_at + mine, in_total - in_at - mine);
+        }
+        inp = in_stage.data();
+        outp = out_stage.data();
+    }
+    int rc = guarded([&] {
+        gloo::AlltoallvOptions opts(g->ctx);
+        opts.setInput(const_cast<uint8_t *>(inp), ins);
+        opts.setOutput(outp, outs);
+        opts.setTimeout(g->timeout);
+        gloo::alltoallv(opts);
+    });
+    if (rc == 0 && pad && out_total) {
+        size_t mine = out_bytes[me];
+        uint8_t *o = static_cast<uint8_t *>(out);
+        memcpy(o, out_stage.data(), out_at + mine);
+        memcpy(o + out_at + mine, out_stage.data() + out_at + mine + 1, out_total - out_at - mine);
+    }
+    return rc;
 }
 
 static ddpl_gloo_p2p *post(ddpl_gloo *g, void *data, size_t nbytes, int peer, int channel,

@@ -1,5 +1,6 @@
 /* dist/gloo_pg.h: the C face of the Gloo backend (engine/dist/gloo_pg.cpp, the only C++ file).
- * defines: ddpl_gloo, ddpl_reduce_fn, ddpl_gloo_connect/free, the collectives on raw buffers,
+ * defines: ddpl_gloo, ddpl_reduce_fn, ddpl_gloo_connect/free, the collectives on raw buffers
+ *          (allreduce, broadcast, allgather, barrier, reduce, gather, scatter, alltoallv),
  *          point-to-point send/recv handles.
  *
  * Everything here works on contiguous host bytes; dtypes, shapes, staging copies and threads are
@@ -36,6 +37,19 @@ int ddpl_gloo_broadcast(ddpl_gloo *g, void *data, size_t nbytes, int root);
 /* out holds size * nbytes: rank r's `in` lands at out + r * nbytes. */
 int ddpl_gloo_allgather(ddpl_gloo *g, const void *in, void *out, size_t nbytes);
 int ddpl_gloo_barrier(ddpl_gloo *g);
+/* count elements of every rank's `in` reduced into `out` on root; elsewhere out is scratch that
+ * Gloo's ring leaves partly written (in is only read). in == out for in place. */
+int ddpl_gloo_reduce(ddpl_gloo *g, const void *in, void *out, size_t count, size_t elsize,
+                     ddpl_reduce_fn fn, int root);
+/* out (root only; size * nbytes) receives rank r's `in` at out + r * nbytes. */
+int ddpl_gloo_gather(ddpl_gloo *g, const void *in, void *out, size_t nbytes, int root);
+/* in (root only; size * nbytes): rank r's `out` receives in + r * nbytes. */
+int ddpl_gloo_scatter(ddpl_gloo *g, const void *in, void *out, size_t nbytes, int root);
+/* in_bytes[q] bytes of in (consecutive, in rank order) go to rank q, which receives them in its
+ * out at its out_bytes[this rank]-byte slot: every pair's counts must agree (the caller
+ * checks: Gloo aborts otherwise). */
+int ddpl_gloo_alltoallv(ddpl_gloo *g, const void *in, const size_t *in_bytes, void *out,
+                        const size_t *out_bytes);
 
 /* Posts a send to / receive from a peer without waiting (safe from any thread). Messages between
  * two ranks match in posting order within a channel (0 or 1: independent streams, so a small

@@ -1,7 +1,8 @@
 /* dist/nccl_pg.c: the NCCL backend of process groups (backend='nccl', CUDA tensors), compiled
  * only with the CUDA backend: the communicator (unique id through the store, ncclCommInitRank),
  * its stream and events, the operations, and the work hooks of NCCL operations.
- * defines: pg_nccl_backend (pg_backend.h); everything else is static.
+ * defines: pg_nccl_backend (pg_backend.h); everything else is static. Gather, scatter and
+ *          all-to-all are grouped ncclSend/ncclRecv (ncclGroupStart/End), reduce is ncclReduce.
  *
  * One communicator per group, bound to one device: the calling thread's current CUDA device at
  * init (ddpl.cuda.set_device(LOCAL_RANK) first, as torchrun users do with PyTorch). Rank 0
@@ -630,6 +631,144 @@ static ddpl_work *nccl_barrier(ddpl_pg *pg)
     return issue(pg, w, enq_barrier, false);
 }
 
+/* ------------------------------------------------- rooted collectives, all-to-all ---- */
+/* In place on slot 0; NCCL ignores the receive buffer off the root, so t is left unchanged
+ * there (pg.h). */
+static ncclResult_t enq_reduce(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
+{
+    return CUDA_DL(CUDA_LIB_NCCL, ncclReduce)(slot_data(w, 0), slot_data(w, 0),
+                                              (size_t)slot_numel(w, 0), slot_dtype(w, 0),
+                                              nccl_op(w->op), w->peer, c->comm, s);
+}
+
+static ddpl_work *nccl_reduce(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op op)
+{
+    ddpl_work *w = pg_work_new(pg, "reduce", 1, NULL);
+    w->op = op;
+    w->peer = dst;
+    pg_work_slot(w, 0, t, true, dst == pg->rank);
+    return issue(pg, w, enq_reduce, ddpl_tensor_numel(t) == 0);
+}
+
+/* The point-to-point messages of one operation (the work's scratch; size entries each):
+ * send[q] bytes of slot sslot[q] from byte soff[q] go to rank q, and recv[q] bytes from rank q
+ * land in slot rslot[q] at byte roff[q] (a slot of -1, or 0 bytes: no message). */
+typedef struct p2p_plan {
+    int *sslot, *rslot;
+    size_t *send, *recv, *soff, *roff;
+} p2p_plan;
+
+static p2p_plan plan_of(ddpl_work *w, int size)
+{
+    p2p_plan a;
+    a.sslot = w->scratch;
+    a.rslot = a.sslot + size;
+    a.send = (size_t *)(a.rslot + size + (size % 2)); /* 8-byte aligned */
+    a.recv = a.send + size;
+    a.soff = a.recv + size;
+    a.roff = a.soff + size;
+    return a;
+}
+
+/* w's scratch, holding an empty plan */
+static p2p_plan plan_new(ddpl_work *w, int size)
+{
+    size_t n = (size_t)size;
+    w->scratch = ddpl_xcalloc(1, (2 * n + 1) * sizeof(int) + 4 * n * sizeof(size_t));
+    p2p_plan a = plan_of(w, size);
+    for (int q = 0; q < size; q++) a.sslot[q] = a.rslot[q] = -1;
+    return a;
+}
+
+/* The plan as one NCCL group (messages to this rank itself are allowed within a group). */
+static ncclResult_t enq_plan(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
+{
+    p2p_plan p = plan_of(w, c->size);
+    ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclGroupStart)();
+    if (r != ncclSuccess) return r;
+    for (int q = 0; q < c->size && r == ncclSuccess; q++) {
+        if (p.sslot[q] >= 0 && p.send[q])
+            r = CUDA_DL(CUDA_LIB_NCCL, ncclSend)((char *)slot_data(w, p.sslot[q]) + p.soff[q],
+                                                 p.send[q], ncclUint8, q, c->comm, s);
+        if (r == ncclSuccess && p.rslot[q] >= 0 && p.recv[q])
+            r = CUDA_DL(CUDA_LIB_NCCL, ncclRecv)((char *)slot_data(w, p.rslot[q]) + p.roff[q],
+                                                 p.recv[q], ncclUint8, q, c->comm, s);
+    }
+    ncclResult_t r2 = CUDA_DL(CUDA_LIB_NCCL, ncclGroupEnd)();
+    return r != ncclSuccess ? r : r2;
+}
+
+/* slot 0 = the input, sent to dst; on dst slots 1..size receive from each rank */
+static ddpl_work *nccl_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts,
+                              int dst)
+{
+    ddpl_work *w = pg_work_new(pg, "gather", 1 + nouts, NULL);
+    pg_work_slot(w, 0, t, true, false);
+    for (int r = 0; r < nouts; r++) pg_work_slot(w, 1 + r, outs[r], false, true);
+    size_t nbytes = ddpl_tensor_nbytes(t);
+    p2p_plan a = plan_new(w, pg->size);
+    a.sslot[dst] = 0;
+    a.send[dst] = nbytes;
+    for (int q = 0; q < nouts; q++) a.rslot[q] = 1 + q, a.recv[q] = nbytes;
+    return issue(pg, w, enq_plan, nbytes == 0);
+}
+
+/* slot 0 = the output, received from src; on src slots 1..size are sent to each rank */
+static ddpl_work *nccl_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins,
+                               int src)
+{
+    ddpl_work *w = pg_work_new(pg, "scatter", 1 + nins, NULL);
+    pg_work_slot(w, 0, t, false, true);
+    for (int r = 0; r < nins; r++) pg_work_slot(w, 1 + r, ins[r], true, false);
+    size_t nbytes = ddpl_tensor_nbytes(t);
+    p2p_plan a = plan_new(w, pg->size);
+    a.rslot[src] = 0;
+    a.recv[src] = nbytes;
+    for (int q = 0; q < nins; q++) a.sslot[q] = 1 + q, a.send[q] = nbytes;
+    return issue(pg, w, enq_plan, nbytes == 0);
+}
+
+/* slots 0..n-1 = the outputs (from each rank), n..2n-1 = the inputs (to each rank). NCCL does
+ * not exchange the sizes first (as PyTorch's NCCL backend): a pair whose sizes differ is not
+ * detected. */
+static ddpl_work *nccl_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, ddpl_tensor *const *ins,
+                                int n)
+{
+    ddpl_work *w = pg_work_new(pg, "all_to_all", 2 * n, NULL);
+    p2p_plan a = plan_new(w, n);
+    for (int q = 0; q < n; q++) {
+        pg_work_slot(w, q, outs[q], false, true);
+        pg_work_slot(w, n + q, ins[q], true, false);
+        a.rslot[q] = q;
+        a.recv[q] = ddpl_tensor_nbytes(outs[q]);
+        a.sslot[q] = n + q;
+        a.send[q] = ddpl_tensor_nbytes(ins[q]);
+    }
+    return issue(pg, w, enq_plan, false);
+}
+
+/* slot 0 = out, slot 1 = in; the slices at their byte offsets (sizes not exchanged either) */
+static ddpl_work *nccl_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
+                                       const int64_t *out_counts, const int64_t *in_counts)
+{
+    ddpl_work *w = pg_work_new(pg, "all_to_all_single", 2, NULL);
+    pg_work_slot(w, 0, out, false, true);
+    pg_work_slot(w, 1, in, true, false);
+    size_t es = ddpl_dtype_size((ddpl_dtype)in->dtype), soff = 0, roff = 0;
+    p2p_plan a = plan_new(w, pg->size);
+    for (int q = 0; q < pg->size; q++) {
+        a.rslot[q] = 0;
+        a.sslot[q] = 1;
+        a.recv[q] = (size_t)out_counts[q] * es;
+        a.send[q] = (size_t)in_counts[q] * es;
+        a.roff[q] = roff;
+        a.soff[q] = soff;
+        roff += a.recv[q];
+        soff += a.send[q];
+    }
+    return issue(pg, w, enq_plan, false);
+}
+
 /* The barrier of init (before any group exists): enqueue on the communication stream, then
  * block until it completes, bounded by the timeout (a rank that is gone aborts it). */
 static int comm_barrier_sync(ddpl_nccl *c, const char *fname)
@@ -782,6 +921,11 @@ const struct ddpl_pg_backend pg_nccl_backend = {
     .send = nccl_send,
     .recv = nccl_recv,
     .barrier = nccl_barrier,
+    .reduce = nccl_reduce,
+    .gather = nccl_gather,
+    .scatter = nccl_scatter,
+    .alltoall = nccl_alltoall,
+    .alltoall_single = nccl_alltoall_single,
     .work_wait = nccl_work_wait,
     .work_poll = nccl_work_poll,
     .work_release = nccl_work_release,

@@ -1,7 +1,8 @@
 /* dist/pg.h: process groups: collectives over the ranks of a job, each returning a work handle.
  * defines: ddpl_pg, ddpl_work, ddpl_reduce_op, ddpl_pg_config, group creation and queries,
  *          the collectives (allreduce, broadcast, allgather, reduce_scatter, send/recv,
- *          barrier), work handles (wait, is_completed, error).
+ *          barrier; reduce, gather, scatter, all_to_all, all_to_all_single), work handles
+ *          (wait, is_completed, error).
  *
  * The model is PyTorch's ProcessGroup. A group owns a worker thread that runs collectives one at
  * a time in the order they were issued (a FIFO queue): when every rank issues the same
@@ -26,7 +27,8 @@
  *
  * Tensors: CPU, any strides (a non-contiguous tensor is packed into a contiguous buffer when the
  * call is made and unpacked when the operation completes). Reductions take float32, float64 and
- * int64; data movement (broadcast, allgather, send/recv) takes every dtype. Results are written
+ * int64; data movement (broadcast, allgather, gather, scatter, all_to_all, send/recv) takes every
+ * dtype. Results are written
  * in place into the given tensors, which the work handle retains until it is done; touching
  * them before the work completes is a race, as in PyTorch.
  *
@@ -158,6 +160,40 @@ ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in
 ddpl_work *ddpl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst);
 ddpl_work *ddpl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src);
 ddpl_work *ddpl_pg_barrier(ddpl_pg *pg);
+
+/* ---- rooted collectives and all-to-all (PyTorch's reduce, gather, scatter, all_to_all,
+ * all_to_all_single). Ranks (dst, src) are ranks of pg, 0 <= r < size; every rank passes the same
+ * root. Messages name the API function ("gather: ..."). */
+
+/* The reduction of every rank's t lands in t on rank dst (reduce dtypes, as allreduce; AVG
+ * divides by the group size). On the other ranks t is left unchanged (PyTorch leaves it
+ * unspecified; this backend contract promises it for gloo; nccl too, see nccl_pg.c). */
+ddpl_work *ddpl_pg_reduce(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op op);
+/* Rank dst receives every rank's t: outs[r] (nouts == size tensors of t's shape and dtype) gets
+ * rank r's t. Other ranks pass outs NULL (or nouts 0) and t is only read. Errors: a list on a
+ * rank that is not dst, no list (or a list of another length) on dst, an output of another
+ * shape or dtype. Every rank's t must have the same shape and dtype (not checked across ranks
+ * here). */
+ddpl_work *ddpl_pg_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts,
+                          int dst);
+/* The inverse of gather: rank src passes ins (nins == size tensors of t's shape and dtype), and
+ * t on rank r receives ins[r] (src's own t too). Other ranks pass ins NULL (or nins 0). */
+ddpl_work *ddpl_pg_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins, int src);
+/* ins[q] of this rank goes to rank q, where it lands in outs[this rank]: outs[q] receives rank
+ * q's ins[this rank]. nouts == nins == size; every tensor has one dtype (ins[0]'s); shapes may
+ * differ per pair, but outs[q] must hold as many bytes as rank q sends: the ranks exchange their
+ * sizes first and a mismatch fails on every rank, naming both sides, before any data moves. */
+ddpl_work *ddpl_pg_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts,
+                            ddpl_tensor *const *ins, int nins);
+/* all_to_all of slices along dim 0: in (at least 1-D) is cut into size consecutive slices of
+ * in_splits[q] rows each (in_splits NULL, n_in 0: dim 0 / size rows each, dim 0 divisible by
+ * size), slice q going to rank q; out is cut likewise by out_splits, slice q receiving rank q's
+ * slice for this rank. in and out have one dtype; their rows may differ in shape, but a pair's
+ * byte counts must match (exchanged and checked as for all_to_all). Errors: a split list whose
+ * length is not size, negative sizes, sizes that do not add up to dim 0. */
+ddpl_work *ddpl_pg_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
+                                   const int64_t *out_splits, int n_out, const int64_t *in_splits,
+                                   int n_in);
 
 /* A zero-filled 1-D CPU tensor of numel elements of dt, meant to be all-reduced over and over
  * (the DDP reducer's buckets). When the group reduces through shared memory it lives in memory

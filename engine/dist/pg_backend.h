@@ -55,6 +55,17 @@ struct ddpl_pg_backend {
     ddpl_work *(*send)(ddpl_pg *pg, ddpl_tensor *t, int dst);
     ddpl_work *(*recv)(ddpl_pg *pg, ddpl_tensor *t, int src);
     ddpl_work *(*barrier)(ddpl_pg *pg);
+    /* outs/ins are NULL (nouts/nins 0) off the root; the root's lists hold size tensors */
+    ddpl_work *(*reduce)(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op op);
+    ddpl_work *(*gather)(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts, int dst);
+    ddpl_work *(*scatter)(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins, int src);
+    /* n == size tensors each, one dtype */
+    ddpl_work *(*alltoall)(ddpl_pg *pg, ddpl_tensor *const *outs, ddpl_tensor *const *ins, int n);
+    /* out_counts[q] / in_counts[q]: elements of out received from / of in sent to rank q (size
+     * entries each, pg_ops.c made them from the split sizes; they add up to numel(out) and
+     * numel(in)); the slices are consecutive in row-major order */
+    ddpl_work *(*alltoall_single)(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
+                                  const int64_t *out_counts, const int64_t *in_counts);
 
     /* ---- shared buffers (optional; the DDP reducer's buckets) ---- */
     /* A zero-filled buffer the group reduces in place, or an ordinary tensor when it has none

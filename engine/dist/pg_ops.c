@@ -3,7 +3,8 @@
  * defines: ddpl_reduce_op_parse, ddpl_pg_allreduce, ddpl_pg_allreduce_prescaled(_into),
  *          ddpl_pg_is_shared, ddpl_pg_broadcast, ddpl_pg_allgather,
  *          ddpl_pg_allgather_into, ddpl_pg_reduce_scatter, ddpl_pg_send, ddpl_pg_recv,
- *          ddpl_pg_barrier, ddpl_pg_shared_zeros (pg.h).
+ *          ddpl_pg_barrier, ddpl_pg_shared_zeros, ddpl_pg_reduce, ddpl_pg_gather,
+ *          ddpl_pg_scatter, ddpl_pg_alltoall, ddpl_pg_alltoall_single (pg.h).
  *
  * Issuing checks everything it can locally (membership; the backend checks each tensor's device,
  * layout and dtype: its check_tensor), translates src/dst from global to group ranks, makes the
@@ -88,15 +89,17 @@ static int check_rank(const char *fname, const char *what, const ddpl_pg *pg, in
     return 0;
 }
 
+/* out is a tensor of t's shape and dtype; t_what names t in the message ("input") */
 static int check_like(const ddpl_pg *pg, const char *fname, const char *what,
-                      const ddpl_tensor *out, const ddpl_tensor *t)
+                      const ddpl_tensor *out, const ddpl_tensor *t, const char *t_what)
 {
     if (check_tensor(pg, fname, what, out, false) < 0) return -1;
     if (out->dtype != t->dtype || !ddpl_same_shape(out, t)) {
         char a[96], b[96];
-        return ddpl_error("%s: %s is %s %s, but the input is %s %s", fname, what,
+        return ddpl_error("%s: %s is %s %s, but the %s is %s %s", fname, what,
                           ddpl_shape_str(out, a, sizeof a), ddpl_dtype_name((ddpl_dtype)out->dtype),
-                          ddpl_shape_str(t, b, sizeof b), ddpl_dtype_name((ddpl_dtype)t->dtype));
+                          t_what, ddpl_shape_str(t, b, sizeof b),
+                          ddpl_dtype_name((ddpl_dtype)t->dtype));
     }
     return 0;
 }
@@ -189,7 +192,7 @@ ddpl_work *ddpl_pg_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, d
     for (int r = 0; r < nouts; r++) {
         char what[32];
         snprintf(what, sizeof what, "output %d", r);
-        if (check_like(pg, f, what, outs[r], t) < 0) return NULL;
+        if (check_like(pg, f, what, outs[r], t, "input") < 0) return NULL;
     }
     if (EXPECT(pg, f, t, -1, -1) < 0) return NULL;
     return CALL_BACKEND(pg, f, allgather, pg, outs, nouts, t);
@@ -273,4 +276,163 @@ ddpl_tensor *ddpl_pg_shared_zeros(ddpl_pg *pg, int64_t numel, ddpl_dtype dt)
     ddpl_tensor *t = pg->backend->shared_zeros(pg, numel, dt);
     issued(pg, NULL);
     return t;
+}
+
+/* ------------------------------------------------------- rooted collectives, all-to-all ---- */
+ddpl_work *ddpl_pg_reduce(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op op)
+{
+    const char *f = "reduce";
+    int root;
+    if (check_tensor(pg, f, "the tensor", t, true) < 0 || check_op(f, t, op) < 0 ||
+        check_rank(f, "dst", pg, dst, false, &root) < 0 || EXPECT(pg, f, t, (int)op, dst) < 0)
+        return NULL;
+    return CALL_BACKEND(pg, f, reduce, pg, t, root, op);
+}
+
+/* The list of a gather (or scatter): size tensors like t on the root (`root_what` names the
+ * root: "dst", "src"; t_what names t: "input", "output"), none elsewhere, as PyTorch checks. An
+ * empty list counts as none. */
+static int check_root_list(const ddpl_pg *pg, const char *f, const char *list_name,
+                           const char *root_what, int root, ddpl_tensor *const *list, int n,
+                           const ddpl_tensor *t, const char *t_what)
+{
+    /* root is a group rank; messages name global ranks, as the caller gave them */
+    int me = ddpl_pg_global_rank(pg, pg->rank), root_global = ddpl_pg_global_rank(pg, root);
+    if (pg->rank != root) {
+        if (list && n > 0)
+            return ddpl_error("%s: %s must be nil on rank %d, which is not the %s (rank %d)", f,
+                              list_name, me, root_what, root_global);
+        return 0;
+    }
+    if (!list || n != pg->size)
+        return ddpl_error("%s: the %s (rank %d) needs a %s of %d tensors (the group's size), got "
+                          "%s%d",
+                          f, root_what, root_global, list_name, pg->size, list ? "" : "nil, ",
+                          list ? n : 0);
+    for (int r = 0; r < n; r++) {
+        char what[48];
+        snprintf(what, sizeof what, "%s[%d]", list_name, r);
+        if (check_like(pg, f, what, list[r], t, t_what) < 0) return -1;
+    }
+    return 0;
+}
+
+ddpl_work *ddpl_pg_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts, int dst)
+{
+    const char *f = "gather";
+    int root;
+    if (check_tensor(pg, f, "the input", t, false) < 0 ||
+        check_rank(f, "dst", pg, dst, false, &root) < 0 ||
+        check_root_list(pg, f, "gather_list", "dst", root, outs, nouts, t, "input") < 0 ||
+        EXPECT(pg, f, t, -1, dst) < 0)
+        return NULL;
+    if (pg->rank != root) outs = NULL, nouts = 0;
+    return CALL_BACKEND(pg, f, gather, pg, t, outs, nouts, root);
+}
+
+ddpl_work *ddpl_pg_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins, int src)
+{
+    const char *f = "scatter";
+    int root;
+    if (check_tensor(pg, f, "the output", t, false) < 0 ||
+        check_rank(f, "src", pg, src, false, &root) < 0 ||
+        check_root_list(pg, f, "scatter_list", "src", root, ins, nins, t, "output") < 0 ||
+        EXPECT(pg, f, t, -1, src) < 0)
+        return NULL;
+    if (pg->rank != root) ins = NULL, nins = 0;
+    return CALL_BACKEND(pg, f, scatter, pg, t, ins, nins, root);
+}
+
+/* A list of size tensors of one dtype (`dt`, or the first one's when dt < 0). */
+static int check_one_dtype_list(const ddpl_pg *pg, const char *f, const char *list_name,
+                                ddpl_tensor *const *list, int n, int dt)
+{
+    if (!list || n != pg->size)
+        return ddpl_error("%s: expected an %s of %d tensors (world_size), got %d", f, list_name,
+                          pg->size, list ? n : 0);
+    for (int r = 0; r < n; r++) {
+        char what[48];
+        snprintf(what, sizeof what, "%s[%d]", list_name, r);
+        if (check_tensor(pg, f, what, list[r], false) < 0) return -1;
+        if (dt < 0) dt = list[r]->dtype;
+        if (list[r]->dtype != dt)
+            return ddpl_error("%s: %s is %s, but the tensors must all be %s (the dtype of "
+                              "input_tensor_list[0])",
+                              f, what, ddpl_dtype_name((ddpl_dtype)list[r]->dtype),
+                              ddpl_dtype_name((ddpl_dtype)dt));
+    }
+    return 0;
+}
+
+ddpl_work *ddpl_pg_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts,
+                            ddpl_tensor *const *ins, int nins)
+{
+    const char *f = "all_to_all";
+    if (check_one_dtype_list(pg, f, "input_tensor_list", ins, nins, -1) < 0 ||
+        check_one_dtype_list(pg, f, "output_tensor_list", outs, nouts, ins[0]->dtype) < 0 ||
+        pg_expect(pg, f, ins[0]->dtype, 0, -1, -1) < 0) /* pair sizes: checked by the op */
+        return NULL;
+    return CALL_BACKEND(pg, f, alltoall, pg, outs, ins, nins);
+}
+
+/* counts[q] = elements of slice q of t along dim 0, cut by splits (n of them; NULL/0: equal
+ * slices). `which` names the tensor ("input", "output"). */
+static int split_counts(const ddpl_pg *pg, const char *f, const char *which, const ddpl_tensor *t,
+                        const int64_t *splits, int n, int64_t *counts)
+{
+    if (t->ndim < 1)
+        return ddpl_error("%s: the %s must have at least one dimension to split along, got a "
+                          "0-dim tensor",
+                          f, which);
+    int64_t rows = t->sizes[0], row_numel = 1;
+    for (int d = 1; d < t->ndim; d++)
+        if (__builtin_mul_overflow(row_numel, t->sizes[d], &row_numel)) /* only when dim 0 is 0 */
+            return ddpl_error("%s: the %s's rows are too large", f, which);
+    if (!splits || n == 0) {
+        if (rows % pg->size != 0)
+            return ddpl_error("%s: the %s's dim 0 (%lld) is not divisible by world_size %d (pass "
+                              "%s_split_sizes to split it unevenly)",
+                              f, which, (long long)rows, pg->size, which);
+        for (int q = 0; q < pg->size; q++) counts[q] = rows / pg->size * row_numel;
+        return 0;
+    }
+    if (n != pg->size)
+        return ddpl_error("%s: %s_split_sizes has %d entries, expected %d (world_size)", f, which,
+                          n, pg->size);
+    int64_t left = rows;
+    for (int q = 0; q < n; q++) {
+        if (splits[q] < 0 || splits[q] > left)
+            return ddpl_error("%s: %s_split_sizes[%d] = %lld is %s", f, which, q,
+                              (long long)splits[q],
+                              splits[q] < 0 ? "negative" : "more than the rows left of dim 0");
+        left -= splits[q];
+        counts[q] = splits[q] * row_numel; /* <= numel (or 0 rows) */
+    }
+    if (left != 0)
+        return ddpl_error("%s: %s_split_sizes add up to %lld, but the %s's dim 0 is %lld", f, which,
+                          (long long)(rows - left), which, (long long)rows);
+    return 0;
+}
+
+ddpl_work *ddpl_pg_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
+                                   const int64_t *out_splits, int n_out, const int64_t *in_splits,
+                                   int n_in)
+{
+    const char *f = "all_to_all_single";
+    if (check_tensor(pg, f, "the input", in, false) < 0 ||
+        check_tensor(pg, f, "the output", out, false) < 0)
+        return NULL;
+    if (out->dtype != in->dtype) {
+        ddpl_error("%s: the output is %s, but the input is %s (they must have one dtype)", f,
+                   ddpl_dtype_name((ddpl_dtype)out->dtype), ddpl_dtype_name((ddpl_dtype)in->dtype));
+        return NULL;
+    }
+    int64_t *counts = ddpl_xmalloc(2 * (size_t)pg->size * sizeof *counts);
+    ddpl_work *w = NULL;
+    if (split_counts(pg, f, "output", out, out_splits, n_out, counts) == 0 &&
+        split_counts(pg, f, "input", in, in_splits, n_in, counts + pg->size) == 0 &&
+        pg_expect(pg, f, in->dtype, 0, -1, -1) == 0) /* pair sizes: checked by the op */
+        w = CALL_BACKEND(pg, f, alltoall_single, pg, out, in, counts, counts + pg->size);
+    free(counts);
+    return w;
 }

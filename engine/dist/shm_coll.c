@@ -1,7 +1,8 @@
 /* dist/shm_coll.c: shared-memory collectives for ranks on one machine (see shm_coll.h).
  * defines: ddpl_shm_connect, ddpl_shm_expect, ddpl_shm_allreduce, ddpl_shm_broadcast,
  *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_checked_barrier, ddpl_shm_free,
- *          ddpl_shm_buffer_new/data/nbytes/allreduce/free.
+ *          ddpl_shm_buffer_new/data/nbytes/allreduce/free; the staging accessors of
+ *          dist/shm_coll_rooted.h (ddpl_shm_staging, ...).
  *
  * Layout of the segment (/dev/shm/ddplua-<job>): a header with the barrier words, then two
  * sets of `size` per-rank buffers of CHUNK bytes. A tensor goes through in chunks; per chunk:
@@ -588,4 +589,30 @@ int ddpl_shm_buffer_allreduce(ddpl_shm *s, ddpl_shm_buffer *b, size_t offset, si
     walk_range(&w, 0, lo, NULL, GATHER, NULL);
     walk_range(&w, hi, count - hi, NULL, GATHER, NULL);
     return 0;
+}
+
+/* ---------------------------------------- staging buffers, for dist/shm_coll_rooted.c ---- */
+char *ddpl_shm_staging(ddpl_shm *s, int r)
+{
+    return buffer(s, s->set, r);
+}
+
+void ddpl_shm_next_set(ddpl_shm *s)
+{
+    s->set ^= 1;
+}
+
+size_t ddpl_shm_staging_bytes(void)
+{
+    return CHUNK;
+}
+
+int ddpl_shm_rank(const ddpl_shm *s)
+{
+    return s->rank;
+}
+
+int ddpl_shm_size(const ddpl_shm *s)
+{
+    return s->size;
 }

@@ -2,7 +2,8 @@
  * defines: lb_dist_functions (package.loaded['ddplua.core.dist']): check_backend, init, destroy,
  *          new_group, group_id, group_ranks, is_group, debug_level, rank, size, backend,
  *          timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
- *          reduce_scatter_tensor, send, recv, barrier; the "ddplua.Work" handle type with
+ *          reduce_scatter_tensor, send, recv, barrier, reduce, gather, scatter, all_to_all,
+ *          all_to_all_single; the "ddplua.Work" handle type with
  *          wait([timeout_s]), is_completed(), exception().
  *
  * These are the raw calls that lua/ddplua/distributed.lua builds the PyTorch-shaped API on:
@@ -370,6 +371,96 @@ static int d_barrier(lua_State *L)
     return push_work(L, ddpl_pg_barrier(check_pg(L, "barrier")), "barrier");
 }
 
+/* reduce(pg, t, dst [, op]) */
+static int d_reduce(lua_State *L)
+{
+    const char *f = "reduce";
+    ddpl_pg *pg = check_pg(L, f);
+    ddpl_tensor *t = lb_check(L, 2, f);
+    int dst = check_peer(L, 3, f, "an integer rank (dst)");
+    ddpl_reduce_op op = check_reduce_op(L, 4, f);
+    return push_work(L, ddpl_pg_reduce(pg, t, dst, op), f);
+}
+
+/* A list of tensors at idx, or nil (*out NULL, 0). */
+static int opt_tensor_list(lua_State *L, int idx, const char *fname, ddpl_tensor ***out)
+{
+    *out = NULL;
+    return lua_isnoneornil(L, idx) ? 0 : lb_tensor_list(L, idx, fname, out);
+}
+
+/* gather(pg, t, list_or_nil, dst) */
+static int d_gather(lua_State *L)
+{
+    const char *f = "gather";
+    ddpl_pg *pg = check_pg(L, f);
+    ddpl_tensor *t = lb_check(L, 2, f);
+    ddpl_tensor **outs;
+    int n = opt_tensor_list(L, 3, f, &outs);
+    int dst = check_peer(L, 4, f, "an integer rank (dst)");
+    return push_work(L, ddpl_pg_gather(pg, t, outs, n, dst), f);
+}
+
+/* scatter(pg, t, list_or_nil, src) */
+static int d_scatter(lua_State *L)
+{
+    const char *f = "scatter";
+    ddpl_pg *pg = check_pg(L, f);
+    ddpl_tensor *t = lb_check(L, 2, f);
+    ddpl_tensor **ins;
+    int n = opt_tensor_list(L, 3, f, &ins);
+    int src = check_peer(L, 4, f, "an integer rank (src)");
+    return push_work(L, ddpl_pg_scatter(pg, t, ins, n, src), f);
+}
+
+/* all_to_all(pg, out_list, in_list) */
+static int d_all_to_all(lua_State *L)
+{
+    const char *f = "all_to_all";
+    ddpl_pg *pg = check_pg(L, f);
+    ddpl_tensor **outs, **ins;
+    int nouts = lb_tensor_list(L, 2, f, &outs);
+    int nins = lb_tensor_list(L, 3, f, &ins);
+    return push_work(L, ddpl_pg_alltoall(pg, outs, nouts, ins, nins), f);
+}
+
+/* A list of split sizes (non-negative integers; the engine checks their sum) at idx, or nil /
+ * an empty list (*out NULL, 0: equal splits). */
+static int opt_splits(lua_State *L, int idx, const char *fname, const char *name, int64_t **out)
+{
+    *out = NULL;
+    if (lua_isnoneornil(L, idx)) return 0;
+    if (lua_type(L, idx) != LUA_TTABLE) lb_opterror(L, idx, fname, name, "a list of integers");
+    lua_Integer n = luaL_len(L, idx);
+    if (n < 0 || n > 1 << 20) luaL_error(L, "%s: %s has %d entries", fname, name, (int)n);
+    int64_t *v = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *v, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        if (!lua_isinteger(L, -1))
+            luaL_error(L, "%s: %s must hold integers, got %s at position %d", fname, name,
+                       luaL_typename(L, -1), (int)i + 1);
+        v[i] = (int64_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    lua_replace(L, idx); /* keeps the array alive for the call, in the table's place */
+    *out = n ? v : NULL;
+    return (int)n;
+}
+
+/* all_to_all_single(pg, out, in [, output_split_sizes [, input_split_sizes]]) */
+static int d_all_to_all_single(lua_State *L)
+{
+    const char *f = "all_to_all_single";
+    ddpl_pg *pg = check_pg(L, f);
+    ddpl_tensor *out = lb_check(L, 2, f);
+    ddpl_tensor *in = lb_check(L, 3, f);
+    int64_t *out_splits, *in_splits;
+    int n_out = opt_splits(L, 4, f, "output_split_sizes", &out_splits);
+    int n_in = opt_splits(L, 5, f, "input_split_sizes", &in_splits);
+    return push_work(L, ddpl_pg_alltoall_single(pg, out, in, out_splits, n_out, in_splits, n_in),
+                     f);
+}
+
 const luaL_Reg lb_dist_functions[] = {
     {"check_backend", d_check_backend},
     {"init", d_init},
@@ -391,5 +482,10 @@ const luaL_Reg lb_dist_functions[] = {
     {"send", d_send},
     {"recv", d_recv},
     {"barrier", d_barrier},
+    {"reduce", d_reduce},
+    {"gather", d_gather},
+    {"scatter", d_scatter},
+    {"all_to_all", d_all_to_all},
+    {"all_to_all_single", d_all_to_all_single},
     {NULL, NULL},
 };

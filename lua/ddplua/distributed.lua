@@ -2,7 +2,8 @@
 -- defines: init_process_group, is_initialized, get_rank, get_world_size, get_backend, barrier,
 --          destroy_process_group, new_group, new_subgroups, get_process_group_ranks,
 --          get_global_rank, get_group_rank, all_reduce, broadcast, all_gather,
---          all_gather_into_tensor, reduce_scatter_tensor, send, recv, ReduceOp, TCPStore, print0,
+--          all_gather_into_tensor, reduce_scatter_tensor, send, recv, isend, irecv, reduce,
+--          gather, scatter, all_to_all, all_to_all_single, ReduceOp, TCPStore, print0,
 --          default_group.
 --
 -- One default process group per process, as in PyTorch. The C side (engine/lua/bind_dist_pg.c over
@@ -338,6 +339,45 @@ end
 function dist.irecv(t, src, opts)
     local _, g = call_opts('irecv', opts, group_only)
     return c_call(C.recv, g, t, src)
+end
+
+-- reduce: the result lands in t on rank dst (a global rank); t of every other rank is left
+-- unchanged.
+function dist.reduce(t, dst, opts)
+    local o, g = call_opts('reduce', opts, with_op)
+    return finish(c_call(C.reduce, g, t, dst, o.op), o)
+end
+
+-- gather(t, gather_list, dst=0): gather_list (group-size tensors like t) on dst only, nil
+-- elsewhere, as PyTorch checks; scatter(t, scatter_list, src=0) the other way round.
+function dist.gather(t, list, dst, opts)
+    local o, g = call_opts('gather', opts, async_only)
+    if dst == nil then dst = 0 end
+    return finish(c_call(C.gather, g, t, list, dst), o)
+end
+
+function dist.scatter(t, list, src, opts)
+    local o, g = call_opts('scatter', opts, async_only)
+    if src == nil then src = 0 end
+    return finish(c_call(C.scatter, g, t, list, src), o)
+end
+
+-- all_to_all(out_list, in_list): in_list[i] goes to group rank i - 1, out_list[i] receives group
+-- rank i - 1's (Lua lists count from 1, ranks from 0).
+function dist.all_to_all(out_list, in_list, opts)
+    local o, g = call_opts('all_to_all', opts, async_only)
+    return finish(c_call(C.all_to_all, g, out_list, in_list), o)
+end
+
+local a2a_single_opts = {async_op = true, group = true, output_split_sizes = true,
+    input_split_sizes = true}
+
+-- all_to_all_single(out, inp [, {output_split_sizes, input_split_sizes}]): slices along dim 0,
+-- equal unless split sizes (group-size row counts) are given.
+function dist.all_to_all_single(out, inp, opts)
+    local o, g = call_opts('all_to_all_single', opts, a2a_single_opts)
+    return finish(c_call(C.all_to_all_single, g, out, inp, o.output_split_sizes,
+        o.input_split_sizes), o)
 end
 
 function dist.barrier(opts)

@@ -361,31 +361,7 @@ static int nospace_main(int rank, int port)
  * allreduce). */
 static int run_job(const char *shm, int (*job)(int rank, int port))
 {
-    setenv("DDPLUA_SHM", shm, 1);
-    int port = free_port(29000);
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            alarm(60); /* a hang is a failure, never a stuck ctest */
-            int rc = job(r, port);
-            fflush(stdout);
-            _exit(rc);
-        }
-    }
-    /* reap in exit order: a rank that exited must not linger as a zombie, which the other's
-     * shared-memory barrier would still count as alive */
-    int failed = 0;
-    for (int k = 0; k < 2; k++) {
-        int status = 0;
-        pid_t pid = wait(&status);
-        int r = pid == pids[0] ? 0 : 1;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "DDPLUA_SHM=%s: rank %d failed (status %d)\n", shm, r, status);
-            failed = 1;
-        }
-    }
-    return failed;
+    return run_two_ranks(shm, job, 60);
 }
 
 /* A one-rank group whose backend table lacks reduce_scatter: the call fails with the operation
