@@ -1,7 +1,7 @@
 /* dist/pg.h: process groups: collectives over the ranks of a job, each returning a work handle.
  * defines: ddpl_pg, ddpl_work, ddpl_reduce_op, ddpl_pg_config, group creation and queries,
  *          the collectives (allreduce, broadcast, allgather, reduce_scatter, send/recv,
- *          barrier), work handles (wait, is_completed, error).
+ *          barrier, monitored_barrier), work handles (wait, is_completed, error).
  *
  * The model is PyTorch's ProcessGroup. A group owns a worker thread that runs collectives one at
  * a time in the order they were issued (a FIFO queue): when every rank issues the same
@@ -120,6 +120,11 @@ ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in
 ddpl_work *ddpl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst);
 ddpl_work *ddpl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src);
 ddpl_work *ddpl_pg_barrier(ddpl_pg *pg);
+/* PyTorch's monitored_barrier (dist/pg_monitored.c): synchronous, over the store. Rank 0 waits
+ * up to timeout_s (<= 0: the group's) for every other rank and fails naming the first that did
+ * not arrive ("monitored_barrier: rank 2 did not arrive within 5 s"), or every one with
+ * wait_all_ranks; the others fail with rank 0's verdict. 0 on success, -1 with the error set. */
+int ddpl_pg_monitored_barrier(ddpl_pg *pg, double timeout_s, bool wait_all_ranks);
 
 /* A zero-filled 1-D CPU tensor of numel elements of dt, meant to be all-reduced over and over
  * (the DDP reducer's buckets). When the group reduces through shared memory it lives in memory

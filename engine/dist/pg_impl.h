@@ -90,6 +90,7 @@ struct ddpl_pg {
     pthread_mutex_t broken_mu;
     char *broken;    /* first runtime failure; later operations fail with it */
     bool quiet_next; /* ddpl_pg_wait_follows: the next work item is queued quietly */
+    int64_t monitored_calls; /* monitored_barrier calls so far: the store keys of the next */
 };
 
 /* A new work item (one reference, for the caller) with nslots empty tensor slots; run executes
