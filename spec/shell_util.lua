@@ -1,5 +1,5 @@
 -- spec/shell_util.lua: what the specs that start processes share (dist, ddp, nccl).
--- defines: bin, src, q, slurp, write, sh, free_port, new_tmpdir.
+-- defines: bin, src, q, slurp, write, sh, free_port, new_tmpdir, run_world.
 -- Usage: local S = require 'shell_util'; local out, code = S.sh(S.q(S.bin) .. ' -e "print(1)"')
 local S = {}
 
@@ -49,6 +49,33 @@ function S.new_tmpdir()
     os.remove(dir)
     assert(os.execute('mkdir -p ' .. S.q(dir)))
     return dir
+end
+
+-- Runs `script` as ranks 0..world-1 of one job on loopback (the torchrun environment: RANK,
+-- LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT; plus opts.env, a string of
+-- VAR=value words), every process under `timeout` (opts.kill_after seconds, default 60) so none
+-- can hang; waits for all. Returns outs[rank] (stdout and stderr, then "EXIT <status>") and
+-- codes[rank] (124: killed by the timeout; 128 + n: died of signal n).
+function S.run_world(world, script, opts)
+    opts = opts or {}
+    local dir = S.new_tmpdir()
+    local port = S.free_port()
+    local parts = {}
+    for r = 0, world - 1 do
+        local out = ('%s/out%d'):format(dir, r)
+        parts[#parts + 1] = ('( env %s RANK=%d LOCAL_RANK=%d WORLD_SIZE=%d LOCAL_WORLD_SIZE=%d '
+            .. 'MASTER_ADDR=127.0.0.1 MASTER_PORT=%d timeout %d %s %s > %s 2>&1; '
+            .. 'echo "EXIT $?" >> %s ) &'):format(opts.env or '', r, r, world, world, port,
+            opts.kill_after or 60, S.q(S.bin), S.q(script), S.q(out), S.q(out))
+    end
+    S.sh(table.concat(parts, ' ') .. ' wait')
+    local outs, codes = {}, {}
+    for r = 0, world - 1 do
+        outs[r] = S.slurp(('%s/out%d'):format(dir, r))
+        codes[r] = tonumber(outs[r]:match('EXIT (%d+)%s*$'))
+    end
+    os.execute('rm -rf ' .. S.q(dir))
+    return outs, codes
 end
 
 return S

@@ -3,13 +3,14 @@
  *          write, read, waitpid, kill, sleep, setenv, exit, free_port, getpid.
  *
  *   fork() -> pid (0 in the child)   stdio is flushed first, so buffered output is not written
- *                                    twice; the child gets SIGKILL when the parent dies
- *                                    (PR_SET_PDEATHSIG), so a killed parent leaves no orphans
+ *                                    twice; the child leads a new process group (so that kill
+ *                                    also stops the programs it started) and gets SIGKILL when
+ *                                    the parent dies (PR_SET_PDEATHSIG): no orphans
  *   pipe() -> rfd, wfd               close-on-exec; the read end is non-blocking
  *   close(fd); write(fd, s) -> true  (all of s, retrying on EINTR)
  *   read(fd) -> string               what is there now ('' when nothing), never blocks
  *   waitpid(pid) -> nil | 'exit', code | 'signal', signo, name      never blocks (WNOHANG)
- *   kill(pid, 'TERM' | 'KILL'); sleep(seconds); setenv(name, value); getpid()
+ *   kill(pid, 'TERM' | 'KILL')        to the child's process group; sleep(seconds); setenv(name, value); getpid()
  *   exit(code)                       flushes stdio and _exits: no atexit handlers, no Lua close
  *                                    (a forked child must not run the parent's cleanup)
  *   free_port() -> port              a TCP port on 127.0.0.1 that the kernel just had free
@@ -46,6 +47,7 @@ static int p_fork(lua_State *L)
     pid_t pid = fork();
     if (pid < 0) return sys_error(L, "fork");
     if (pid == 0) {
+        setpgid(0, 0); /* its own process group: kill reaches what it starts, too */
         prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (getppid() != parent) _exit(1); /* the parent died before prctl took effect */
     }
@@ -130,6 +132,8 @@ static int p_kill(lua_State *L)
     static const int signals[] = {SIGTERM, SIGKILL};
     int sig = signals[luaL_checkoption(L, 2, NULL, names)];
     if (pid <= 0) return luaL_error(L, "spawn: kill: refusing pid %d", (int)pid);
+    /* the child's process group (fork made one), then the child itself should it have left it */
+    if (kill(-pid, sig) < 0 && errno != ESRCH && errno != EPERM) return sys_error(L, "kill");
     if (kill(pid, sig) < 0 && errno != ESRCH) return sys_error(L, "kill");
     return 0;
 }
