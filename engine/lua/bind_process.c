@@ -10,13 +10,13 @@
  *   close(fd); write(fd, s) -> true  (all of s, retrying on EINTR)
  *   read(fd) -> string               what is there now ('' when nothing), never blocks
  *   waitpid(pid) -> nil | 'exit', code | 'signal', signo, name      never blocks (WNOHANG)
- *   kill(pid, 'TERM' | 'KILL')        to the child's process group; sleep(seconds); setenv(name, value); getpid()
- *   exit(code)                       flushes stdio and _exits: no atexit handlers, no Lua close
- *                                    (a forked child must not run the parent's cleanup)
- *   free_port() -> port              a TCP port on 127.0.0.1 that the kernel just had free
- * Failures raise "spawn: <call>: <strerror>". Threads: a forked child has only the calling
- * thread; the CPU pool restarts its workers on first use (engine/cpu/cpu_threads.c, pthread_atfork)
- * and OpenBLAS's pthread build shuts its pool down around fork by itself. */
+ *   kill(pid, 'TERM' | 'KILL')        to the child's process group; sleep(seconds); setenv(name,
+ * value); getpid() exit(code)                       flushes stdio and _exits: no atexit handlers,
+ * no Lua close (a forked child must not run the parent's cleanup) free_port() -> port a TCP port on
+ * 127.0.0.1 that the kernel just had free Failures raise "spawn: <call>: <strerror>". Threads: a
+ * forked child has only the calling thread; the CPU pool restarts its workers on first use
+ * (engine/cpu/cpu_threads.c, pthread_atfork) and OpenBLAS's pthread build shuts its pool down
+ * around fork by itself. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>

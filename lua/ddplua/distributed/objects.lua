@@ -48,6 +48,19 @@ function M.install(dist)
         end
     end
 
+    -- src/dst: an integer global rank (as in PyTorch) of the world
+    local function check_root(fname, root, name, argn)
+        if math.type(root) ~= 'integer' then
+            error(('%s: expected an integer rank as %s (argument %d), got %s'):format(fname, name,
+                argn, type(root) == 'number' and tostring(root) or type(root)), 0)
+        end
+        local world = dist.get_world_size()
+        if root < 0 or root >= world then
+            error(('%s: %s %d is out of range for world_size %d'):format(fname, name, root, world),
+                0)
+        end
+    end
+
     -- the group options passed on to the tensor collectives
     local function group_opts(opts) return opts.group ~= nil and {group = opts.group} or nil end
 
@@ -135,15 +148,8 @@ function M.install(dist)
     local function gather_object_impl(value, list, dst, opts)
         local f = 'gather_object'
         need(f)
-        if math.type(dst) ~= 'integer' then
-            error(('%s: expected an integer rank as dst (argument 3), got %s'):format(f,
-                type(dst) == 'number' and tostring(dst) or type(dst)), 0)
-        end
+        check_root(f, dst, 'dst', 3)
         opts = check_opts(f, opts, group_only)
-        local world = dist.get_world_size()
-        if dst < 0 or dst >= world then
-            error(('%s: dst %d is out of range for world_size %d'):format(f, dst, world), 0)
-        end
         local me = dist.get_rank()
         if me == dst then check_list(f, list, 'the output list on rank dst (argument 2)') end
         local values, n = gather_all(f, value, opts)
@@ -168,15 +174,8 @@ function M.install(dist)
         local f = 'broadcast_object_list'
         need(f)
         check_list(f, list, 'the object list (argument 1)')
-        if math.type(src) ~= 'integer' then
-            error(('%s: expected an integer rank as src (argument 2), got %s'):format(f,
-                type(src) == 'number' and tostring(src) or type(src)), 0)
-        end
+        check_root(f, src, 'src', 2)
         opts = check_opts(f, opts, group_only)
-        local world = dist.get_world_size()
-        if src < 0 or src >= world then
-            error(('%s: src %d is out of range for world_size %d'):format(f, src, world), 0)
-        end
         local dev = comm_device(opts)
         local is_src = dist.get_rank() == src
         -- header: byte count (-1: src could not serialise) and list length
