@@ -4,8 +4,8 @@
 -- that a value one rank cannot send fails on every rank. spec/dist/monitored.lua: a passing
 -- monitored_barrier, then ranks that arrive past the timeout or never call it: rank 0's error
 -- names them (the first, or all with wait_all_ranks), every rank that called it exits non-zero
--- with rank 0's verdict or a store error, and nothing hangs. Every process runs under `timeout`
--- (S.run_world).
+-- with rank 0's verdict or a store error, and nothing hangs; rank 0 never calling: the others
+-- fail naming it after twice the timeout. Every process runs under `timeout` (S.run_world).
 local S = require 'shell_util'
 local objects = S.src .. '/spec/dist/objects.lua'
 local monitored = S.src .. '/spec/dist/monitored.lua'
@@ -35,6 +35,16 @@ describe('monitored_barrier', function()
                 ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
         end
     end)
+
+    it('2 ranks, rank 0 never calling: the other fails naming rank 0, within twice the timeout',
+        function()
+            local outs, codes = S.run_world(2, monitored, {kill_after = 40,
+                env = 'MB_MODE=never MB_LATE=0 MB_SLEEP=12'})
+            assert.are.equal(0, codes[0], outs[0])
+            assert.are.equal(3, codes[1], outs[1])
+            assert_has(outs[1], 'MB_ERR monitored_barrier: rank 1 got no verdict from rank 0 '
+                .. 'within 8 s')
+        end)
 
     -- world, mode, late ranks, wait_all_ranks, what rank 0's message names
     local cases = {
