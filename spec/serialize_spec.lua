@@ -149,7 +149,8 @@ describe('serialize rejects what cannot be sent', function()
             {opt = {step = print}}, 'all_gather_object')
         assert_error(S.dumps, 'dumps: cannot send a thread (coroutine) (at value[2])',
             {1, coroutine.create(print)})
-        assert_error(S.dumps, 'cannot send a userdata (at value["a b"][1])', {['a b'] = {io.stdout}})
+        assert_error(S.dumps, 'cannot send a userdata (at value["a b"][1])',
+            {['a b'] = {io.stdout}})
         assert_error(S.dumps, 'cannot send a table with a metatable (at object_list[1].m)',
             {{m = setmetatable({}, {})}}, 'broadcast_object_list', 'object_list')
         assert_error(S.dumps, 'cannot send a table as a table key (at value.t)', {t = {[{}] = 1}})
@@ -175,7 +176,8 @@ end)
 
 describe('serialize loads hostile input', function()
     local sample = S.dumps({1, -2.5, 'str\0ing', true, nil, {nested = {x = 'y'}},
-        t = ddpl.arange(0, 6, {dtype = 'float32'}):reshape(2, 3), b = ddpl.ones(2, {dtype = 'bool'}),
+        t = ddpl.arange(0, 6, {dtype = 'float32'}):reshape(2, 3),
+        b = ddpl.ones(2, {dtype = 'bool'}),
         [3.5] = false})
     local data = bytes_of(sample)
     local function clean(s)

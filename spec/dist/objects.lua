@@ -1,5 +1,5 @@
--- spec/dist/objects.lua: one rank of the object-collective checks (run by spec/dist_objects_spec.lua
--- on 2 and 4 ranks with the torchrun environment). Every rank sends a value built from its rank
+-- spec/dist/objects.lua: one rank of the object-collective checks (run by
+-- spec/dist_objects_spec.lua on 2 and 4 ranks with the torchrun environment). Every rank sends a value built from its rank
 -- and checks, against values built locally, what all_gather_object, gather_object and
 -- broadcast_object_list deliver; a value that cannot be sent fails on every rank, naming the
 -- rank, and the group stays usable. Prints "OBJ_OK <rank>" when every check passed.

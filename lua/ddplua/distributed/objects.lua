@@ -122,7 +122,9 @@ function M.install(dist)
         local bytes, counts, largest = exchange_sizes(fname, value, 'value', opts)
         local dev = comm_device(opts)
         local outs = {}
-        for i = 1, #counts do outs[i] = ddpl.empty(math.max(largest, 1), {dtype = 'uint8', device = dev}) end
+        for i = 1, #counts do
+            outs[i] = ddpl.empty(math.max(largest, 1), {dtype = 'uint8', device = dev})
+        end
         run(fname, dist.all_gather, outs, padded(bytes, largest, dev), group_opts(opts))
         local values = {}
         for i = 1, #counts do values[i] = decode(fname, outs[i], counts[i]) end
