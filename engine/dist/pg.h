@@ -1,7 +1,7 @@
 /* dist/pg.h: process groups: collectives over the ranks of a job, each returning a work handle.
  * defines: ddpl_pg, ddpl_work, ddpl_reduce_op, ddpl_pg_config, group creation and queries,
  *          the collectives (allreduce, broadcast, allgather, reduce_scatter, send/recv,
- *          barrier, monitored_barrier), work handles (wait, is_completed, error).
+ *          barrier), work handles (wait, is_completed, error).
  *
  * The model is PyTorch's ProcessGroup. A group owns a worker thread that runs collectives one at
  * a time in the order they were issued (a FIFO queue): when every rank issues the same

@@ -82,6 +82,7 @@ struct ddpl_pg {
     int rank, size;
     double timeout_s;
     ddpl_store *store;
+    int64_t monitored_calls; /* monitored_barrier calls so far: the store keys of the next */
     const struct ddpl_pg_backend *backend; /* chosen by name at creation */
     void *comm; /* the backend's connection (pg_host.c: Gloo and shared memory; NCCL's) */
     /* sends and receives wait on separate lanes: a send completes only once the peer's receive
@@ -90,7 +91,6 @@ struct ddpl_pg {
     pthread_mutex_t broken_mu;
     char *broken;    /* first runtime failure; later operations fail with it */
     bool quiet_next; /* ddpl_pg_wait_follows: the next work item is queued quietly */
-    int64_t monitored_calls; /* monitored_barrier calls so far: the store keys of the next */
 };
 
 /* A new work item (one reference, for the caller) with nslots empty tensor slots; run executes

@@ -1,8 +1,8 @@
 /* lua/bind_dist_pg.c: the C half of ddpl.distributed: process-group and work-handle boxes.
  * defines: lb_dist_functions (package.loaded['ddplua.core.dist']): check_backend, init, destroy,
  *          rank, size, backend, timeout, all_reduce, broadcast, all_gather, all_gather_into_tensor,
- *          reduce_scatter_tensor, send, recv, barrier, monitored_barrier; the "ddplua.Work"
- *          handle type with wait([timeout_s]), is_completed(), exception().
+ *          reduce_scatter_tensor, send, recv, barrier; the "ddplua.Work" handle type with
+ *          wait([timeout_s]), is_completed(), exception().
  *
  * These are the raw calls that lua/ddplua/distributed.lua builds the PyTorch-shaped API on:
  * each collective takes the group box first and returns a work handle (async); the Lua side
@@ -210,6 +210,17 @@ static int d_timeout(lua_State *L)
     return 1;
 }
 
+/* monitored_barrier(pg, timeout_s or nil, wait_all_ranks): synchronous, raises rank 0's verdict
+ * (also defined here, beside the queries, as it is not a queued collective) */
+static int d_monitored_barrier(lua_State *L)
+{
+    ddpl_pg *pg = check_pg(L, "monitored_barrier");
+    double timeout = luaL_optnumber(L, 2, -1.0);
+    if (ddpl_pg_monitored_barrier(pg, timeout, lua_toboolean(L, 3)) < 0)
+        return lb_error_in(L, "monitored_barrier");
+    return 0;
+}
+
 static ddpl_reduce_op check_reduce_op(lua_State *L, int idx, const char *fname)
 {
     if (lua_isnoneornil(L, idx)) return DDPL_REDUCE_SUM;
@@ -297,16 +308,6 @@ static int d_barrier(lua_State *L)
     return push_work(L, ddpl_pg_barrier(check_pg(L, "barrier")), "barrier");
 }
 
-/* monitored_barrier(pg, timeout_s or nil, wait_all_ranks): synchronous, raises rank 0's verdict */
-static int d_monitored_barrier(lua_State *L)
-{
-    ddpl_pg *pg = check_pg(L, "monitored_barrier");
-    double timeout = luaL_optnumber(L, 2, -1.0);
-    if (ddpl_pg_monitored_barrier(pg, timeout, lua_toboolean(L, 3)) < 0)
-        return lb_error_in(L, "monitored_barrier");
-    return 0;
-}
-
 const luaL_Reg lb_dist_functions[] = {
     {"check_backend", d_check_backend},
     {"init", d_init},
@@ -315,6 +316,7 @@ const luaL_Reg lb_dist_functions[] = {
     {"size", d_size},
     {"backend", d_backend},
     {"timeout", d_timeout},
+    {"monitored_barrier", d_monitored_barrier},
     {"all_reduce", d_all_reduce},
     {"broadcast", d_broadcast},
     {"all_gather", d_all_gather},
@@ -323,6 +325,5 @@ const luaL_Reg lb_dist_functions[] = {
     {"send", d_send},
     {"recv", d_recv},
     {"barrier", d_barrier},
-    {"monitored_barrier", d_monitored_barrier},
     {NULL, NULL},
 };

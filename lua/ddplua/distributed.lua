@@ -1,9 +1,7 @@
 -- lua/ddplua/distributed.lua: ddpl.distributed (also ddpl.dist), torch.distributed for ddplua.
 -- defines: init_process_group, is_initialized, get_rank, get_world_size, get_backend, barrier,
 --          destroy_process_group, all_reduce, broadcast, all_gather, all_gather_into_tensor,
---          reduce_scatter_tensor, send, recv, ReduceOp, TCPStore, print0, default_group;
---          all_gather_object, broadcast_object_list, gather_object and monitored_barrier come
---          from lua/ddplua/distributed/objects.lua.
+--          reduce_scatter_tensor, send, recv, ReduceOp, TCPStore, print0, default_group.
 --
 -- One default process group per process, as in PyTorch. The C side (engine/lua/bind_dist_pg.c over
 -- engine/dist/pg.h) runs every collective on the group's worker thread and returns a work
@@ -241,6 +239,7 @@ function dist.print0(...)
     if group == nil or C.rank(group) == 0 then print(...) end
 end
 
+-- all_gather_object, broadcast_object_list, gather_object and monitored_barrier
 require('ddplua.distributed.objects').install(dist)
 
 return dist
