@@ -160,6 +160,11 @@ ddpl_work *ddpl_pg_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in
 ddpl_work *ddpl_pg_send(ddpl_pg *pg, ddpl_tensor *t, int dst);
 ddpl_work *ddpl_pg_recv(ddpl_pg *pg, ddpl_tensor *t, int src);
 ddpl_work *ddpl_pg_barrier(ddpl_pg *pg);
+/* PyTorch's monitored_barrier (dist/pg_monitored.c): synchronous, over the store. Rank 0 waits
+ * up to timeout_s (<= 0: the group's) for every other rank and fails naming the first that did
+ * not arrive ("monitored_barrier: rank 2 did not arrive within 5 s"), or every one with
+ * wait_all_ranks; the others fail with rank 0's verdict. 0 on success, -1 with the error set. */
+int ddpl_pg_monitored_barrier(ddpl_pg *pg, double timeout_s, bool wait_all_ranks);
 
 /* ---- rooted collectives and all-to-all (PyTorch's reduce, gather, scatter, all_to_all,
  * all_to_all_single). Ranks (dst, src) are ranks of pg, 0 <= r < size; every rank passes the same

@@ -85,6 +85,7 @@ struct ddpl_pg {
     int rank, size;
     double timeout_s;
     ddpl_store *store;
+    int64_t monitored_calls; /* monitored_barrier calls so far: the store keys of the next */
     const struct ddpl_pg_backend *backend; /* chosen by name at creation */
     void *comm; /* the backend's connection (pg_host.c: Gloo and shared memory; NCCL's) */
     /* sends and receives wait on separate lanes: a send completes only once the peer's receive

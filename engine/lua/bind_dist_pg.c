@@ -284,6 +284,17 @@ static int d_timeout(lua_State *L)
     return 1;
 }
 
+/* monitored_barrier(pg, timeout_s or nil, wait_all_ranks): synchronous, raises rank 0's verdict
+ * (also defined here, beside the queries, as it is not a queued collective) */
+static int d_monitored_barrier(lua_State *L)
+{
+    ddpl_pg *pg = check_pg(L, "monitored_barrier");
+    double timeout = luaL_optnumber(L, 2, -1.0);
+    if (ddpl_pg_monitored_barrier(pg, timeout, lua_toboolean(L, 3)) < 0)
+        return lb_error_in(L, "monitored_barrier");
+    return 0;
+}
+
 static ddpl_reduce_op check_reduce_op(lua_State *L, int idx, const char *fname)
 {
     if (lua_isnoneornil(L, idx)) return DDPL_REDUCE_SUM;
@@ -474,6 +485,7 @@ const luaL_Reg lb_dist_functions[] = {
     {"size", d_size},
     {"backend", d_backend},
     {"timeout", d_timeout},
+    {"monitored_barrier", d_monitored_barrier},
     {"all_reduce", d_all_reduce},
     {"broadcast", d_broadcast},
     {"all_gather", d_all_gather},

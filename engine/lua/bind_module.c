@@ -105,6 +105,12 @@ int luaopen_ddplua_core(lua_State *L)
     lua_newtable(L); /* the DDP reducer, for lua/ddplua/nn/parallel */
     register_into(L, lua_gettop(L), mt, methods, lb_ddp_functions);
     lua_setfield(L, -2, "ddplua.core.ddp");
+    lua_newtable(L); /* the object collectives' wire format, for lua/ddplua/distributed */
+    register_into(L, lua_gettop(L), mt, methods, lb_serialize_functions);
+    lua_setfield(L, -2, "ddplua.core.serialize");
+    lua_newtable(L); /* fork, wait, kill, pipes: for lua/ddplua/multiprocessing.lua */
+    register_into(L, lua_gettop(L), mt, methods, lb_process_functions);
+    lua_setfield(L, -2, "ddplua.core.process");
     lua_pop(L, 1);
 
     lua_pushvalue(L, ddpl);

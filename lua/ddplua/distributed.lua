@@ -422,4 +422,7 @@ function dist.print0(...)
     if group == nil or C.rank(group) == 0 then print(...) end
 end
 
+-- all_gather_object, broadcast_object_list, gather_object and monitored_barrier
+require('ddplua.distributed.objects').install(dist)
+
 return dist
