@@ -4,7 +4,8 @@
  * PyTorch's monitored_barrier, over the group's store rather than the backend, so that a rank
  * that never arrives cannot wedge the transport (the group stays usable after a failure), and
  * it runs on the calling thread, not queued behind the group's collectives. Keys of call n live
- * under pg0/monitored_barrier/<n>/ (n counts this group's calls, identical on every rank):
+ * under pg<id>/monitored_barrier/<n>/ (id: the group's; n counts this group's calls, identical
+ * on every rank). "rank 0" below is the group's first rank; messages name global ranks:
  *   arrived/<r>  set by rank r > 0 when it arrives; deleted by r itself once it read the verdict
  *   verdict      set by rank 0: "<k>\n" then "" (success) or the failure message, where k is
  *                the number of ranks rank 0 saw arrive
@@ -28,7 +29,7 @@
 #include "dist/pg_impl.h"
 #include "dist/store_proto.h"
 
-#define MB_PREFIX 64 /* "pg0/monitored_barrier/<n>/" */
+#define MB_PREFIX 80 /* "pg<id>/monitored_barrier/<n>/" */
 #define MB_KEY    (MB_PREFIX + 32)
 
 static void mb_key(char *buf, const char *prefix, const char *what, int rank)
@@ -81,7 +82,8 @@ static int monitored_root(ddpl_pg *pg, const char *prefix, double timeout_s, boo
         /* without wait_all_ranks only the first is named, but every rank counted as arrived
          * (the deadline has passed: the rest are only checked) is one that will read the verdict */
         if (wait_all || nmissing == 0)
-            used += (size_t)snprintf(missing + used, cap - used, "%s%d", nmissing ? ", " : "", r);
+            used += (size_t)snprintf(missing + used, cap - used, "%s%d", nmissing ? ", " : "",
+                                     ddpl_pg_global_rank(pg, r));
         nmissing++;
         if (!wait_all) deadline = 0;
     }
@@ -129,9 +131,10 @@ static int monitored_member(ddpl_pg *pg, const char *prefix, double timeout_s)
     if (ddpl_store_wait(st, 1, keys, 2 * timeout_s) < 0) {
         char why[512];
         snprintf(why, sizeof why, "%s", ddpl_last_error());
-        return ddpl_error("monitored_barrier: rank %d got no verdict from rank 0 within %g s "
-                          "(rank 0 did not reach monitored_barrier, or failed or exited: %s)",
-                          pg->rank, 2 * timeout_s, why);
+        int root = ddpl_pg_global_rank(pg, 0);
+        return ddpl_error("monitored_barrier: rank %d got no verdict from rank %d within %g s "
+                          "(rank %d did not reach monitored_barrier, or failed or exited: %s)",
+                          ddpl_pg_global_rank(pg, pg->rank), root, 2 * timeout_s, root, why);
     }
     void *value;
     size_t len;
@@ -152,18 +155,19 @@ static int monitored_member(ddpl_pg *pg, const char *prefix, double timeout_s)
     }
     int rc = 0;
     if (msg && msg[1])
-        rc = ddpl_error("monitored_barrier: failed on rank 0: %s (seen from rank %d)", msg + 1,
-                        pg->rank);
+        rc = ddpl_error("monitored_barrier: failed on rank %d: %s (seen from rank %d)",
+                        ddpl_pg_global_rank(pg, 0), msg + 1, ddpl_pg_global_rank(pg, pg->rank));
     free(verdict);
     return rc;
 }
 
 int ddpl_pg_monitored_barrier(ddpl_pg *pg, double timeout_s, bool wait_all_ranks)
 {
+    if (pg_member(pg, "monitored_barrier") < 0) return -1;
     if (timeout_s <= 0) timeout_s = pg->timeout_s;
     if (pg->size == 1) return 0;
     char prefix[MB_PREFIX];
-    snprintf(prefix, sizeof prefix, "pg0/monitored_barrier/%lld/",
+    snprintf(prefix, sizeof prefix, "pg%d/monitored_barrier/%lld/", pg->group_id,
              (long long)pg->monitored_calls++);
     return pg->rank == 0 ? monitored_root(pg, prefix, timeout_s, wait_all_ranks)
                          : monitored_member(pg, prefix, timeout_s);

@@ -7,7 +7,9 @@
 --     error naming its rank and the group's ranks;
 --   - two disjoint groups (the even and the odd ranks) in use at once, async, interleaved with
 --     the default group;
---   - new_subgroups(2): the caller's group and the list of all;
+--   - new_subgroups(2): the caller's group and the list of all; reduce, gather, scatter,
+--     all_to_all_single, all_gather_object, gather_object (global dst/src) and monitored_barrier
+--     inside it;
 --   - get_process_group_ranks / get_global_rank / get_group_rank;
 --   - destroy_process_group(g) of one group, then of everything.
 local ddpl = require 'ddplua'
@@ -122,6 +124,39 @@ check(dist.get_rank(cur) == rank % 2 and dist.get_world_size(cur) == 2,
 local p = ddpl.full({2}, rank + 1)
 dist.all_reduce(p, {group = cur, op = dist.ReduceOp.MAX})
 check(p[0]:item() == (rank // 2) * 2 + 2, 'max in the pair: %s', tostring(p))
+
+-- 3b. the rooted collectives, all-to-all and the object collectives inside the pair; dst/src
+-- are GLOBAL ranks (the pair's second member), monitored_barrier keyed per group
+local first, second = (rank // 2) * 2, (rank // 2) * 2 + 1
+local r = ddpl.full({3}, rank + 1, {dtype = 'float64'})
+dist.reduce(r, second, {group = cur})
+check(r[0]:item() == (rank == second and first + second + 2 or rank + 1),
+    'reduce to global rank %d in the pair: %s', second, tostring(r))
+local glist = rank == second and {ddpl.zeros({2}), ddpl.zeros({2})} or nil
+dist.gather(ddpl.full({2}, rank, {dtype = 'float32'}), glist, second, {group = cur})
+if rank == second then
+    check(glist[1][0]:item() == first and glist[2][0]:item() == second,
+        'gather to global rank %d: %s %s', second, tostring(glist[1]), tostring(glist[2]))
+end
+local sc = ddpl.zeros({2}, {dtype = 'int64'})
+dist.scatter(sc, rank == second and {ddpl.full({2}, 10), ddpl.full({2}, 11)} or nil, second,
+    {group = cur})
+check(sc[0]:item() == 10 + rank % 2, 'scatter from global rank %d: %s', second, tostring(sc))
+local a2a = ddpl.zeros({2}, {dtype = 'int64'})
+dist.all_to_all_single(a2a, ddpl.tensor({10 * rank, 10 * rank + 1}, {dtype = 'int64'}),
+    {group = cur})
+check(a2a[0]:item() == 10 * first + rank % 2 and a2a[1]:item() == 10 * second + rank % 2,
+    'all_to_all_single in the pair: %s', tostring(a2a))
+local objs = {}
+dist.all_gather_object(objs, {rank = rank}, {group = cur})
+check(#objs == 2 and objs[1].rank == first and objs[2].rank == second,
+    'all_gather_object in the pair')
+local gobjs = rank == first and {} or nil
+dist.gather_object('r' .. rank, gobjs, first, {group = cur})
+if rank == first then
+    check(gobjs[1] == 'r' .. first and gobjs[2] == 'r' .. second, 'gather_object in the pair')
+end
+dist.monitored_barrier({group = cur, timeout = 20})
 
 -- 4. destroying one group leaves the others working
 dist.destroy_process_group(g_even)

@@ -66,7 +66,7 @@ function M.install(dist)
 
     -- the device the backend moves tensors on
     local function comm_device(opts)
-        return dist.get_backend(group_opts(opts)) == 'nccl' and 'cuda' or 'cpu'
+        return dist.get_backend(opts.group) == 'nccl' and 'cuda' or 'cpu'
     end
 
     -- Runs a tensor collective; its error is raised again as fname's.
@@ -82,7 +82,7 @@ function M.install(dist)
         local ok, bytes = pcall(S.dumps, value, fname, root)
         local n = ok and bytes:numel() or -1
         local dev = comm_device(opts)
-        local world = dist.get_world_size(group_opts(opts))
+        local world = dist.get_world_size(opts.group)
         local sizes = {}
         for i = 1, world do sizes[i] = ddpl.zeros(1, {dtype = 'int64', device = dev}) end
         run(fname, dist.all_gather, sizes, ddpl.tensor({n}, {dtype = 'int64', device = dev}),
@@ -145,18 +145,27 @@ function M.install(dist)
 
     -- gather_object(value, list_or_nil, dst [, {group}]): on rank dst (a global rank, as in
     -- PyTorch) list[r + 1] = rank r's value; list is nil on the other ranks (ignored there).
-    -- Every rank receives every value for now: an all-gather under the hood, until the
-    -- process group has a real gather (then only dst's receive buffer is needed).
+    -- The sizes go to every rank (so every rank fails when one cannot serialise its value), the
+    -- bytes only to dst (dist.gather).
     local function gather_object_impl(value, list, dst, opts)
         local f = 'gather_object'
         need(f)
         check_root(f, dst, 'dst', 3)
         opts = check_opts(f, opts, group_only)
-        local me = dist.get_rank()
-        if me == dst then check_list(f, list, 'the output list on rank dst (argument 2)') end
-        local values, n = gather_all(f, value, opts)
-        if me == dst then
-            for i = 1, n do list[i] = values[i] end
+        local is_dst = dist.get_rank() == dst
+        if is_dst then check_list(f, list, 'the output list on rank dst (argument 2)') end
+        local bytes, counts, largest = exchange_sizes(f, value, 'value', opts)
+        local dev = comm_device(opts)
+        local outs = nil
+        if is_dst then
+            outs = {}
+            for i = 1, #counts do
+                outs[i] = ddpl.empty(math.max(largest, 1), {dtype = 'uint8', device = dev})
+            end
+        end
+        run(f, dist.gather, padded(bytes, largest, dev), outs, dst, group_opts(opts))
+        if is_dst then
+            for i = 1, #counts do list[i] = decode(f, outs[i], counts[i]) end
         end
     end
 
@@ -216,10 +225,12 @@ function M.install(dist)
             error(('%s: timeout must be a positive number of seconds, got %s'):format(f,
                 tostring(timeout)), 0)
         end
-        if opts.group ~= nil and opts.group ~= dist.default_group() then
-            error(f .. ': only the default process group is supported', 0)
+        local g = opts.group
+        if g ~= nil and not C.is_group(g) then
+            error(('%s: group must be a process group (from new_group), got %s'):format(f,
+                type(g)), 0)
         end
-        local ok, err = pcall(C.monitored_barrier, dist.default_group(), timeout,
+        local ok, err = pcall(C.monitored_barrier, g or dist.default_group(), timeout,
             opts.wait_all_ranks and true or false)
         if not ok then error(bare(err), 0) end
     end
