@@ -18,11 +18,15 @@ local cases = {
     op = {'all_reduce(float32, 8 elements, op sum)', 'broadcast(float32, 8 elements, root '},
     reduce_op = {'all_reduce(float32, 8 elements, op sum)', 'all_reduce(float32, 8 elements, op max)'},
     root = {'broadcast(float32, 8 elements, root ', 'broadcast(float32, 8 elements, root '},
+    reduce_root = {'reduce(float32, 8 elements, op sum, root ',
+        'reduce(float32, 8 elements, op sum, root '},
+    a2a = {'all_reduce(float32, 8 elements, op sum)', 'all_to_all_single(float32)'},
     barrier = {'all_reduce(float32, 262144 elements, op sum)', 'barrier()'},
     -- DDP's bucket of a Linear(64, 64): 64 * 64 + 64 float32 gradients
     bucket = {'all_reduce(float32, 4160 elements, op sum)', 'barrier()'},
 }
-local order = {'dtype', 'count', 'op', 'reduce_op', 'root', 'barrier', 'bucket'}
+local order = {'dtype', 'count', 'op', 'reduce_op', 'root', 'reduce_root', 'a2a', 'barrier',
+    'bucket'}
 
 local function assert_has(text, want, what)
     assert(text:find(want, 1, true), ('%s: %q not found in:\n%s'):format(what, want, text))
@@ -66,7 +70,7 @@ for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
     end
     describe('a mismatched collective in a subgroup of 3 of 4 ranks through ' .. path[1],
         function()
-            for _, case in ipairs({'dtype', 'barrier', 'bucket'}) do
+            for _, case in ipairs({'dtype', 'reduce_root', 'barrier', 'bucket'}) do
                 it('fails on every member naming both calls: ' .. case, function()
                     local outs, codes = S.run_world(4, mismatch, {
                         env = ('%s CASE=%s GROUP=sub PG_TIMEOUT=60'):format(path[2], case),

@@ -20,7 +20,8 @@ void ddpl_pg_fp_describe(const ddpl_pg_fp *fp, char *out, size_t n)
     if (fp->dtype >= 0)
         ADD("%s%s", sep,
             fp->dtype < DDPL_DTYPE_COUNT ? ddpl_dtype_name((ddpl_dtype)fp->dtype) : "?");
-    if (fp->dtype >= 0 || fp->count) ADD("%s%lld elements", sep, (long long)fp->count);
+    if (fp->count >= 0 && (fp->dtype >= 0 || fp->count))
+        ADD("%s%lld elements", sep, (long long)fp->count);
     if (fp->reduce_op >= 0) ADD("%sop %s", sep, ddpl_reduce_op_name((ddpl_reduce_op)fp->reduce_op));
     if (fp->root >= 0) ADD("%sroot %d", sep, fp->root);
 #undef ADD

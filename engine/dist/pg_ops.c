@@ -370,7 +370,7 @@ ddpl_work *ddpl_pg_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts,
     const char *f = "all_to_all";
     if (check_one_dtype_list(pg, f, "input_tensor_list", ins, nins, -1) < 0 ||
         check_one_dtype_list(pg, f, "output_tensor_list", outs, nouts, ins[0]->dtype) < 0 ||
-        pg_expect(pg, f, ins[0]->dtype, 0, -1, -1) < 0) /* pair sizes: checked by the op */
+        pg_expect(pg, f, ins[0]->dtype, -1, -1, -1) < 0) /* pair sizes: checked by the op */
         return NULL;
     return CALL_BACKEND(pg, f, alltoall, pg, outs, ins, nins);
 }
@@ -431,7 +431,7 @@ ddpl_work *ddpl_pg_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *i
     ddpl_work *w = NULL;
     if (split_counts(pg, f, "output", out, out_splits, n_out, counts) == 0 &&
         split_counts(pg, f, "input", in, in_splits, n_in, counts + pg->size) == 0 &&
-        pg_expect(pg, f, in->dtype, 0, -1, -1) == 0) /* pair sizes: checked by the op */
+        pg_expect(pg, f, in->dtype, -1, -1, -1) == 0) /* pair sizes: checked by the op */
         w = CALL_BACKEND(pg, f, alltoall_single, pg, out, in, counts, counts + pg->size);
     free(counts);
     return w;

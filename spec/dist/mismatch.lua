@@ -7,6 +7,8 @@
 --   reduce_op all_reduce with op sum vs op max
 --   root      broadcast from src 0 vs src 1
 --   barrier   all_reduce of a bucket-sized tensor vs barrier
+--   reduce_root reduce of 8 float32 elements to dst 0 vs dst 1
+--   a2a       all_to_all_single of 8 elements vs all_reduce of 8
 --   bucket    DDP's backward (its bucket's allreduce, on a shared buffer through shared memory)
 --             vs barrier
 -- GROUP=sub runs the case in a subgroup of all ranks but rank 0 (world >= 3), listed backwards.
@@ -66,6 +68,17 @@ local cases = {
     root = function()
         local src = odd and (g and world - 2 or 1) or (g and world - 1 or 0)
         dist.broadcast(ddpl.ones({8}), src, opts())
+    end,
+    reduce_root = function()
+        local dst = odd and (g and world - 2 or 1) or (g and world - 1 or 0)
+        dist.reduce(ddpl.ones({8}), dst, opts())
+    end,
+    a2a = function()
+        if odd then
+            dist.all_to_all_single(ddpl.zeros({8}), ddpl.ones({8}), opts())
+        else
+            dist.all_reduce(ddpl.ones({8}), opts())
+        end
     end,
     barrier = function()
         if odd then dist.barrier(opts()) else dist.all_reduce(ddpl.ones({1 << 18}), opts()) end
