@@ -9,12 +9,7 @@ local S = require 'shell_util'
 local groups = S.src .. '/spec/dist/groups.lua'
 local ddp_group = S.src .. '/spec/dist/ddp_group.lua'
 
-local function assert_all_ok(outs, codes, n)
-    for r = 0, n - 1 do
-        assert(codes[r] == 0 and outs[r]:find('GROUPS_OK ' .. r, 1, true),
-            ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
-    end
-end
+local function assert_all_ok(outs, codes, n) S.assert_ranks_ok(outs, codes, n, 'GROUPS_OK') end
 
 for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
     for _, n in ipairs({2, 4}) do
@@ -91,9 +86,8 @@ describe('DDP with process_group = a subgroup', function()
         it('averages within each pair (new_subgroups(2) of 4 ranks) through ' .. path[1],
             function()
                 local outs, codes = S.run_world(4, ddp_group, {env = path[2]})
+                S.assert_ranks_ok(outs, codes, 4, 'DDP_GROUP_OK')
                 for r = 0, 3 do
-                    assert(codes[r] == 0 and outs[r]:find('DDP_GROUP_OK ' .. r, 1, true),
-                        ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
                     assert(not outs[r]:find('DDP bucket layout', 1, true), 'logged without INFO')
                 end
             end)

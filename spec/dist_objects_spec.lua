@@ -15,14 +15,11 @@ local function assert_has(text, want)
 end
 
 describe('object collectives', function()
-    for _, case in ipairs({{2, ''}, {4, ''}, {2, 'DDPLUA_SHM=0'}}) do
+    for _, case in ipairs({{2, ''}, {4, ''}, {2, 'DDPLUA_SHM=0'}, {4, 'DDPLUA_SHM=0'}}) do
         local n, env = case[1], case[2]
         it(('pass every check on %d ranks %s'):format(n, env), function()
             local outs, codes = S.run_world(n, objects, {env = env})
-            for r = 0, n - 1 do
-                assert(codes[r] == 0 and outs[r]:find('OBJ_OK ' .. r, 1, true),
-                    ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
-            end
+            S.assert_ranks_ok(outs, codes, n, 'OBJ_OK')
         end)
     end
 end)
@@ -30,10 +27,7 @@ end)
 describe('monitored_barrier', function()
     it('passes on 4 ranks, call after call, and leaves the group in step', function()
         local outs, codes = S.run_world(4, monitored, {env = 'MB_MODE=pass'})
-        for r = 0, 3 do
-            assert(codes[r] == 0 and outs[r]:find('MB_OK ' .. r, 1, true),
-                ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
-        end
+        S.assert_ranks_ok(outs, codes, 4, 'MB_OK')
     end)
 
     it('2 ranks, rank 0 never calling: the other fails naming rank 0, within twice the timeout',

@@ -53,12 +53,7 @@ local function all_ranks(n, extra)
     return t
 end
 
-local function assert_all_ok(outs, codes, n)
-    for r = 0, n - 1 do
-        assert(codes[r] == 0 and outs[r]:find('DIST_OK ' .. r, 1, true),
-            ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
-    end
-end
+local function assert_all_ok(outs, codes, n) S.assert_ranks_ok(outs, codes, n, 'DIST_OK') end
 
 describe('dist collectives (processes started by the spec)', function()
     -- allreduce and barrier go through shared memory on one machine, through Gloo with

@@ -78,4 +78,13 @@ function S.run_world(world, script, opts)
     return outs, codes
 end
 
+-- Asserts that ranks 0 .. n-1 of a run_world exited 0 and printed "<marker> <rank>"; the failure
+-- names the rank and shows its output.
+function S.assert_ranks_ok(outs, codes, n, marker)
+    for r = 0, n - 1 do
+        assert(codes[r] == 0 and outs[r]:find(marker .. ' ' .. r, 1, true),
+            ('rank %d failed (exit %s):\n%s'):format(r, tostring(codes[r]), outs[r]))
+    end
+end
+
 return S

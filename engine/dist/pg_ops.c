@@ -317,30 +317,38 @@ static int check_root_list(const ddpl_pg *pg, const char *f, const char *list_na
     return 0;
 }
 
+/* What gather and scatter check alike: t ("the <t_what>"), the root (root_global, a global rank;
+ * *root gets its group rank), the list, which only the root keeps (*list and *n are cleared on
+ * the other ranks), then the call's fingerprint. */
+static int check_rooted(ddpl_pg *pg, const char *f, const char *t_what, const char *list_name,
+                        const char *root_what, ddpl_tensor *t, ddpl_tensor *const **list, int *n,
+                        int root_global, int *root)
+{
+    char what[32];
+    snprintf(what, sizeof what, "the %s", t_what);
+    if (check_tensor(pg, f, what, t, false) < 0 ||
+        check_rank(f, root_what, pg, root_global, false, root) < 0 ||
+        check_root_list(pg, f, list_name, root_what, *root, *list, *n, t, t_what) < 0 ||
+        EXPECT(pg, f, t, -1, root_global) < 0)
+        return -1;
+    if (pg->rank != *root) *list = NULL, *n = 0;
+    return 0;
+}
+
 ddpl_work *ddpl_pg_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts, int dst)
 {
-    const char *f = "gather";
     int root;
-    if (check_tensor(pg, f, "the input", t, false) < 0 ||
-        check_rank(f, "dst", pg, dst, false, &root) < 0 ||
-        check_root_list(pg, f, "gather_list", "dst", root, outs, nouts, t, "input") < 0 ||
-        EXPECT(pg, f, t, -1, dst) < 0)
+    if (check_rooted(pg, "gather", "input", "gather_list", "dst", t, &outs, &nouts, dst, &root) < 0)
         return NULL;
-    if (pg->rank != root) outs = NULL, nouts = 0;
-    return CALL_BACKEND(pg, f, gather, pg, t, outs, nouts, root);
+    return CALL_BACKEND(pg, "gather", gather, pg, t, outs, nouts, root);
 }
 
 ddpl_work *ddpl_pg_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins, int src)
 {
-    const char *f = "scatter";
     int root;
-    if (check_tensor(pg, f, "the output", t, false) < 0 ||
-        check_rank(f, "src", pg, src, false, &root) < 0 ||
-        check_root_list(pg, f, "scatter_list", "src", root, ins, nins, t, "output") < 0 ||
-        EXPECT(pg, f, t, -1, src) < 0)
+    if (check_rooted(pg, "scatter", "output", "scatter_list", "src", t, &ins, &nins, src, &root) < 0)
         return NULL;
-    if (pg->rank != root) ins = NULL, nins = 0;
-    return CALL_BACKEND(pg, f, scatter, pg, t, ins, nins, root);
+    return CALL_BACKEND(pg, "scatter", scatter, pg, t, ins, nins, root);
 }
 
 /* A list of size tensors of one dtype (`dt`, or the first one's when dt < 0). */

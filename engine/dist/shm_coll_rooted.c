@@ -54,16 +54,25 @@ int ddpl_shm_reduce_to(ddpl_shm *s, void *data, size_t count, size_t elsize, ddp
     return 0;
 }
 
-int ddpl_shm_gather(ddpl_shm *s, const void *in, void *out, size_t nbytes, int root)
+/* gather (to_root: rank r's `in` lands at out + r * nbytes on the root) and scatter (the root's
+ * in + r * nbytes lands in rank r's `out`): one round per staging chunk, through buffer r. */
+static int rooted_move(ddpl_shm *s, const void *in, void *out, size_t nbytes, int root,
+                       bool to_root)
 {
     int rank = ddpl_shm_rank(s), size = ddpl_shm_size(s);
     size_t chunk = ddpl_shm_staging_bytes();
     if (nbytes == 0) return ddpl_shm_checked_barrier(s); /* still compared */
     for (size_t off = 0; off < nbytes; off += chunk) {
         size_t m = min_size(nbytes - off, chunk);
-        memcpy(ddpl_shm_staging(s, rank), (const char *)in + off, m);
+        if (to_root)
+            memcpy(ddpl_shm_staging(s, rank), (const char *)in + off, m);
+        else if (rank == root)
+            for (int q = 0; q < size; q++)
+                memcpy(ddpl_shm_staging(s, q), (const char *)in + (size_t)q * nbytes + off, m);
         if (round_barrier(s, off == 0) < 0) return -1;
-        if (rank == root)
+        if (!to_root)
+            memcpy((char *)out + off, ddpl_shm_staging(s, rank), m);
+        else if (rank == root)
             for (int q = 0; q < size; q++)
                 memcpy((char *)out + (size_t)q * nbytes + off, ddpl_shm_staging(s, q), m);
         ddpl_shm_next_set(s);
@@ -71,21 +80,14 @@ int ddpl_shm_gather(ddpl_shm *s, const void *in, void *out, size_t nbytes, int r
     return 0;
 }
 
+int ddpl_shm_gather(ddpl_shm *s, const void *in, void *out, size_t nbytes, int root)
+{
+    return rooted_move(s, in, out, nbytes, root, true);
+}
+
 int ddpl_shm_scatter(ddpl_shm *s, const void *in, void *out, size_t nbytes, int root)
 {
-    int rank = ddpl_shm_rank(s), size = ddpl_shm_size(s);
-    size_t chunk = ddpl_shm_staging_bytes();
-    if (nbytes == 0) return ddpl_shm_checked_barrier(s); /* still compared */
-    for (size_t off = 0; off < nbytes; off += chunk) {
-        size_t m = min_size(nbytes - off, chunk);
-        if (rank == root)
-            for (int q = 0; q < size; q++)
-                memcpy(ddpl_shm_staging(s, q), (const char *)in + (size_t)q * nbytes + off, m);
-        if (round_barrier(s, off == 0) < 0) return -1;
-        memcpy((char *)out + off, ddpl_shm_staging(s, rank), m);
-        ddpl_shm_next_set(s);
-    }
-    return 0;
+    return rooted_move(s, in, out, nbytes, root, false);
 }
 
 /* bytes [off, off + slot) of a slice of n bytes: how many of them exist */

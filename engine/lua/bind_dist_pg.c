@@ -400,28 +400,29 @@ static int opt_tensor_list(lua_State *L, int idx, const char *fname, ddpl_tensor
     return lua_isnoneornil(L, idx) ? 0 : lb_tensor_list(L, idx, fname, out);
 }
 
-/* gather(pg, t, list_or_nil, dst) */
-static int d_gather(lua_State *L)
+/* gather(pg, t, list_or_nil, dst) and scatter(pg, t, list_or_nil, src): one shape, the list
+ * only on the root (pg_ops.c checks where it must be) */
+typedef ddpl_work *(*rooted_list_fn)(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *list, int n,
+                                     int root);
+
+static int rooted_list_call(lua_State *L, const char *f, const char *root_what, rooted_list_fn fn)
 {
-    const char *f = "gather";
     ddpl_pg *pg = check_pg(L, f);
     ddpl_tensor *t = lb_check(L, 2, f);
-    ddpl_tensor **outs;
-    int n = opt_tensor_list(L, 3, f, &outs);
-    int dst = check_peer(L, 4, f, "an integer rank (dst)");
-    return push_work(L, ddpl_pg_gather(pg, t, outs, n, dst), f);
+    ddpl_tensor **list;
+    int n = opt_tensor_list(L, 3, f, &list);
+    int root = check_peer(L, 4, f, root_what);
+    return push_work(L, fn(pg, t, list, n, root), f);
 }
 
-/* scatter(pg, t, list_or_nil, src) */
+static int d_gather(lua_State *L)
+{
+    return rooted_list_call(L, "gather", "an integer rank (dst)", ddpl_pg_gather);
+}
+
 static int d_scatter(lua_State *L)
 {
-    const char *f = "scatter";
-    ddpl_pg *pg = check_pg(L, f);
-    ddpl_tensor *t = lb_check(L, 2, f);
-    ddpl_tensor **ins;
-    int n = opt_tensor_list(L, 3, f, &ins);
-    int src = check_peer(L, 4, f, "an integer rank (src)");
-    return push_work(L, ddpl_pg_scatter(pg, t, ins, n, src), f);
+    return rooted_list_call(L, "scatter", "an integer rank (src)", ddpl_pg_scatter);
 }
 
 /* all_to_all(pg, out_list, in_list) */

@@ -259,14 +259,18 @@ function dist.destroy_process_group(g)
     C.destroy(d)
 end
 
--- The trailing options table, checked for unknown keys.
-local function options(fname, opts, allowed)
+-- The trailing options table, checked for unknown keys; errors are raised at `level` (default 3:
+-- the caller of the public function that called this).
+local function options(fname, opts, allowed, level)
+    level = level or 3
     if opts == nil then return {} end
     if type(opts) ~= 'table' then
-        error(('%s: expected an options table, got %s'):format(fname, type(opts)), 3)
+        error(('%s: expected an options table, got %s'):format(fname, type(opts)), level)
     end
     for k in pairs(opts) do
-        if not allowed[k] then error(("%s: unknown option '%s'"):format(fname, tostring(k)), 3) end
+        if not allowed[k] then
+            error(("%s: unknown option '%s'"):format(fname, tostring(k)), level)
+        end
     end
     return opts
 end
@@ -423,6 +427,6 @@ function dist.print0(...)
 end
 
 -- all_gather_object, broadcast_object_list, gather_object and monitored_barrier
-require('ddplua.distributed.objects').install(dist)
+require('ddplua.distributed.objects').install(dist, options)
 
 return dist

@@ -1,5 +1,5 @@
 /* spec/c/net_util.h: what the C tests of the distributed runtime share.
- * defines: free_port, join_group, run_two_ranks. */
+ * defines: free_port, join_group, one_rank_group, run_two_ranks. */
 #ifndef DDPL_SPEC_NET_UTIL_H
 #define DDPL_SPEC_NET_UTIL_H
 
@@ -38,6 +38,19 @@ static inline ddpl_pg *join_group(int rank, int port, double timeout_s)
                           .rank = rank,
                           .world_size = 2,
                           .timeout_s = timeout_s};
+    ddpl_pg *pg = ddpl_pg_create(&cfg);
+    CHECK(pg != NULL);
+    return pg;
+}
+
+/* A one-rank gloo group on loopback (the store on a free port), or NULL (a failed check). */
+static inline ddpl_pg *one_rank_group(int fallback_port)
+{
+    ddpl_pg_config cfg = {.master_addr = "127.0.0.1",
+                          .master_port = free_port(fallback_port),
+                          .rank = 0,
+                          .world_size = 1,
+                          .timeout_s = 10};
     ddpl_pg *pg = ddpl_pg_create(&cfg);
     CHECK(pg != NULL);
     return pg;

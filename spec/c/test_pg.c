@@ -368,13 +368,7 @@ static int run_job(const char *shm, int (*job)(int rank, int port))
  * and the backend named, and the group goes on working. */
 static void check_missing_entry(void)
 {
-    ddpl_pg_config cfg = {.master_addr = "127.0.0.1",
-                          .master_port = free_port(29300),
-                          .rank = 0,
-                          .world_size = 1,
-                          .timeout_s = 10};
-    ddpl_pg *pg = ddpl_pg_create(&cfg);
-    CHECK(pg != NULL);
+    ddpl_pg *pg = one_rank_group(29300);
     if (!pg) return;
     const struct ddpl_pg_backend *full = pg->backend;
     struct ddpl_pg_backend partial = *full;

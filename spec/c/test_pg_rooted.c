@@ -52,13 +52,7 @@ static int wait_ok(ddpl_work *w)
 /* ------------------------------------------------------------------- one-rank checks ---- */
 static void check_one_rank(void)
 {
-    ddpl_pg_config cfg = {.master_addr = "127.0.0.1",
-                          .master_port = free_port(29500),
-                          .rank = 0,
-                          .world_size = 1,
-                          .timeout_s = 10};
-    ddpl_pg *pg = ddpl_pg_create(&cfg);
-    CHECK(pg != NULL);
+    ddpl_pg *pg = one_rank_group(29500);
     if (!pg) return;
     int64_t n = 4, two = 2;
     ddpl_tensor *t = ddpl_ones(1, &n, DDPL_FLOAT32, ddpl_cpu());

@@ -101,29 +101,21 @@ static int rank_main(int rank, int port, bool view)
     return check_finish();
 }
 
+/* rank_main of both ranks (net_util.h's run_two_ranks), with and without bucket views */
+static int rank_plain(int rank, int port)
+{
+    return rank_main(rank, port, false);
+}
+
+static int rank_view(int rank, int port)
+{
+    return rank_main(rank, port, true);
+}
+
 static int run_job(bool view)
 {
-    int port = free_port(31000);
-    pid_t pids[2];
-    for (int r = 0; r < 2; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0) {
-            alarm(60); /* a hang is a failure, never a stuck ctest */
-            int rc = rank_main(r, port, view);
-            fflush(stdout);
-            _exit(rc);
-        }
-    }
-    int failed = 0;
-    for (int k = 0; k < 2; k++) {
-        int status = 0;
-        pid_t pid = wait(&status);
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            fprintf(stderr, "view=%d: rank %d failed (status %d)\n", view, pid == pids[0] ? 0 : 1,
-                    status);
-            failed = 1;
-        }
-    }
+    int failed = run_two_ranks("1", view ? rank_view : rank_plain, 60);
+    if (failed) fprintf(stderr, "test_reducer: view=%d failed\n", view);
     return failed;
 }
 

@@ -1,5 +1,5 @@
--- spec/dist/check_util.lua: what the multi-process worker scripts of the rooted collectives
--- (spec/dist/collectives_more.lua, spec/nccl/collectives_more.lua) share: the values each rank
+-- spec/dist/check_util.lua: what the multi-process worker scripts of the collectives
+-- (spec/dist/collectives.lua, spec/dist/collectives_more.lua and their spec/nccl/ twins) share: the values each rank
 -- contributes and the checks that raise naming the rank. Loaded with dofile next to the worker:
 --     local U = dofile(arg[0]:match('^(.*)/[^/]*/[^/]*$') .. '/dist/check_util.lua')(rank, world)
 -- returns: value, values, moved_list, flat, expect, expect_error, reduced, fail.
@@ -11,9 +11,10 @@ return function(rank, world)
     -- rank q's element i for reductions: small integers of both signs, so sums and products are
     -- exact in every dtype and max/min differ between ranks
     function U.value(q, i) return (q * 7 + i * 3) % 5 - 2 end
-    function U.values(q, n)
+    -- elements first .. first + n - 1 of rank q (first: 0 when nil)
+    function U.values(q, n, first)
         local v = {}
-        for i = 1, n do v[i] = U.value(q, i - 1) end
+        for i = 1, n do v[i] = U.value(q, (first or 0) + i - 1) end
         return v
     end
 
@@ -63,11 +64,11 @@ return function(rank, world)
         min = math.min,
     }
 
-    -- the elementwise reduction over all ranks of values(q, n)
-    function U.reduced(op, n)
-        local acc = U.values(0, n)
+    -- the elementwise reduction over all ranks of values(q, n, first)
+    function U.reduced(op, n, first)
+        local acc = U.values(0, n, first)
         for q = 1, world - 1 do
-            local v = U.values(q, n)
+            local v = U.values(q, n, first)
             for i = 1, n do acc[i] = fold[op](acc[i], v[i]) end
         end
         if op == 'avg' then for i = 1, n do acc[i] = acc[i] / world end end

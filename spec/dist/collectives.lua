@@ -11,53 +11,8 @@ local rank, world = dist.get_rank(), dist.get_world_size()
 assert(dist.is_initialized() and dist.get_backend() == 'gloo')
 assert(rank == tonumber(os.getenv('RANK')) and world == tonumber(os.getenv('WORLD_SIZE')))
 
-local function fail(fmt, ...) error(('rank %d: ' .. fmt):format(rank, ...), 2) end
-
-local function value(q, i) return (q * 7 + i * 3) % 5 - 2 end
-local function values(q, n, first)
-    local v = {}
-    for i = 1, n do v[i] = value(q, (first or 0) + i - 1) end
-    return v
-end
-
-local function flat(t)
-    local out = {}
-    local function walk(x)
-        if type(x) == 'table' then for _, y in ipairs(x) do walk(y) end else out[#out + 1] = x end
-    end
-    walk(t:tolist())
-    return out
-end
-
-local function expect(t, want, what, tol)
-    local got = flat(t)
-    if #got ~= #want then fail('%s: %d elements, expected %d', what, #got, #want) end
-    for i = 1, #want do
-        if math.abs(got[i] - want[i]) > (tol or 0) then
-            fail('%s: element %d is %s, expected %s', what, i - 1, tostring(got[i]),
-                tostring(want[i]))
-        end
-    end
-end
-
-local fold = {
-    sum = function(a, b) return a + b end,
-    avg = function(a, b) return a + b end,
-    product = function(a, b) return a * b end,
-    max = math.max,
-    min = math.min,
-}
-
--- elementwise reduction over ranks of values(q, n, first)
-local function reduced(op, n, first)
-    local acc = values(0, n, first)
-    for q = 1, world - 1 do
-        local v = values(q, n, first)
-        for i = 1, n do acc[i] = fold[op](acc[i], v[i]) end
-    end
-    if op == 'avg' then for i = 1, n do acc[i] = acc[i] / world end end
-    return acc
-end
+local U = dofile(arg[0]:match('^(.*)/[^/]*/[^/]*$') .. '/dist/check_util.lua')(rank, world)
+local fail, values, flat, expect, reduced = U.fail, U.values, U.flat, U.expect, U.reduced
 
 local N = 37 -- odd, so ring chunks are uneven
 for _, dt in ipairs({'float32', 'float64', 'int64'}) do
@@ -194,13 +149,7 @@ do
 end
 
 -- argument errors name the function and leave the group usable
-local function expect_error(pattern, fn, ...)
-    local ok, err = pcall(fn, ...)
-    if ok then fail('expected an error matching %q', pattern) end
-    if not tostring(err):find(pattern, 1, true) then
-        fail('error %q does not contain %q', tostring(err), pattern)
-    end
-end
+local expect_error = U.expect_error
 expect_error('all_reduce: expected a CPU tensor of float32/float64/int64, got int32',
     dist.all_reduce, ddpl.zeros(2, {dtype = 'int32'}))
 expect_error("all_reduce: op 'avg' needs a floating dtype, got int64",

@@ -13,54 +13,10 @@ local rank, world = dist.get_rank(), dist.get_world_size()
 assert(dist.get_backend() == 'nccl')
 local dev = 'cuda:' .. local_rank
 
-local function fail(fmt, ...) error(('rank %d: ' .. fmt):format(rank, ...), 2) end
-
-local function value(q, i) return (q * 7 + i * 3) % 5 - 2 end
-local function values(q, n, first)
-    local v = {}
-    for i = 1, n do v[i] = value(q, (first or 0) + i - 1) end
-    return v
-end
+local U = dofile(arg[0]:match('^(.*)/[^/]*/[^/]*$') .. '/dist/check_util.lua')(rank, world)
+local fail, values, expect, reduce = U.fail, U.values, U.expect, U.reduced
 
 local function T(vals, dtype) return ddpl.tensor(vals, {dtype = dtype, device = dev}) end
-
-local function flat(t)
-    local out = {}
-    local function walk(x)
-        if type(x) == 'table' then for _, y in ipairs(x) do walk(y) end else out[#out + 1] = x end
-    end
-    walk(t:to('cpu'):to('float64'):tolist())
-    return out
-end
-
-local function expect(t, want, what, tol)
-    local got = flat(t)
-    if #got ~= #want then fail('%s: %d elements, expected %d', what, #got, #want) end
-    for i = 1, #want do
-        local g = got[i]
-        if type(g) == 'boolean' then g = g and 1 or 0 end
-        if math.abs(g - want[i]) > (tol or 0) then
-            fail('%s: element %d is %s, expected %s', what, i - 1, tostring(got[i]),
-                tostring(want[i]))
-        end
-    end
-end
-
-local function reduce(op, n)
-    local out = {}
-    for i = 1, n do
-        local acc = value(0, i - 1)
-        for q = 1, world - 1 do
-            local v = value(q, i - 1)
-            if op == 'sum' or op == 'avg' then acc = acc + v
-            elseif op == 'product' then acc = acc * v
-            elseif op == 'max' then acc = math.max(acc, v)
-            else acc = math.min(acc, v) end
-        end
-        out[i] = op == 'avg' and acc / world or acc
-    end
-    return out
-end
 
 local n = 37
 -- all_reduce: every op and dtype NCCL reduces, sync and async

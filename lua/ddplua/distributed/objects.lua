@@ -1,14 +1,15 @@
 -- lua/ddplua/distributed/objects.lua: the object collectives of ddpl.distributed, PyTorch's
 -- all_gather_object, broadcast_object_list and gather_object, and monitored_barrier.
--- defines: install(dist), which adds dist.all_gather_object, dist.broadcast_object_list,
---          dist.gather_object and dist.monitored_barrier.
+-- defines: install(dist, options), which adds dist.all_gather_object, dist.broadcast_object_list,
+--          dist.gather_object and dist.monitored_barrier (options: distributed.lua's check of an
+--          options table).
 --
 -- Values are nil, booleans, numbers (integers and floats kept apart), strings, tensors and
 -- tables of them (shared subtables and cycles included), serialised natively by
 -- engine/lua/bind_serialize.c (package.loaded['ddplua.core.serialize']; the format is in
 -- docs/objects-barrier-spawn.md). Transport: the byte counts are all-gathered (one int64 per
--- rank), every rank's bytes are padded to the largest and all-gathered (or broadcast), and each
--- rank decodes what it received. A rank whose value cannot be serialised sends the count -1
+-- rank), every rank's bytes are padded to the largest and all-gathered (gathered to dst, or
+-- broadcast), and each rank decodes what it received. A rank whose value cannot be serialised sends the count -1
 -- instead of leaving the collective: every rank then fails (the failing one with the reason,
 -- the others naming it) rather than the others waiting for it until the timeout. With backend
 -- 'nccl' the byte tensors travel on the current CUDA device, as in PyTorch.
@@ -21,7 +22,7 @@ local function bare(err) return (tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')) e
 
 local M = {}
 
-function M.install(dist)
+function M.install(dist, options)
     local function need(fname)
         if not dist.is_initialized() then
             error(fname .. ': the default process group is not initialized (call '
@@ -29,18 +30,9 @@ function M.install(dist)
         end
     end
 
-    local function check_opts(fname, opts, allowed)
-        if opts == nil then return {} end
-        if type(opts) ~= 'table' then
-            error(('%s: expected an options table, got %s'):format(fname, type(opts)), 0)
-        end
-        for k in pairs(opts) do
-            if not allowed[k] then
-                error(("%s: unknown option '%s'"):format(fname, tostring(k)), 0)
-            end
-        end
-        return opts
-    end
+    -- the options table checked as every function of ddpl.distributed checks it (raised at level
+    -- 0: guarded() below raises it again at the caller's line)
+    local function check_opts(fname, opts, allowed) return options(fname, opts, allowed, 0) end
 
     local function check_list(fname, list, what)
         if type(list) ~= 'table' then
