@@ -4,7 +4,24 @@
  *
  * One thread owns everything (the map, the connections), so nothing here takes a lock. A blocked
  * request stays at the head of its connection's input buffer and is handled again whenever a key
- * changes or its deadline passes; the server answers a timeout itself (see store_proto.h). */
+ * changes or its deadline passes; the server answers a timeout itself (see store_proto.h).
+ *
+ * Any process that can reach the port can connect, so a client is hostile until its hello (magic
+ * and token) proved otherwise, and even then may misbehave:
+ *   - before the hello a frame may declare at most HELLO_MAX_FRAME bytes, and the hello must come
+ *     within the hello timeout (DDPLUA_STORE_HELLO_TIMEOUT seconds, default 10): otherwise the
+ *     connection is dropped, so idle or oversized strangers hold neither memory nor a descriptor;
+ *   - a wrong token is compared in constant time and refused only after REFUSE_DELAY_S, refusals
+ *     queued one after another, so guessing runs at a few tries a second however many
+ *     connections try;
+ *   - memory per connection stays bounded: it is read from only while its replies are taken
+ *     (pending output under OUT_CAP) and its unserved input is under IN_CAP (or the frame at the
+ *     head is still incomplete), so a client that pipelines requests without reading replies
+ *     meets TCP's back-pressure instead of growing our buffers;
+ *   - fairness: one wake-up reads at most READ_QUANTUM bytes from a connection, so a fast sender
+ *     cannot hold the thread while others wait;
+ *   - when accept fails for want of descriptors (EMFILE, ENFILE) the listening socket is left out
+ *     of the poll for ACCEPT_BACKOFF_S instead of waking the thread at once, over and over. */
 #define _GNU_SOURCE /* accept4, pipe2 */
 #include <ctype.h>
 #include <errno.h>
@@ -127,13 +144,25 @@ static void map_free(kv_map *m)
 
 /* ---- connections ---- */
 
+enum {
+    HELLO_MAX_FRAME = 4096, /* bytes a frame may declare before the hello: magic and token */
+    IN_CAP = 4 << 20,       /* bytes of unserved input a connection may hold */
+    OUT_CAP = 4 << 20,      /* bytes of unread replies after which its requests wait */
+    READ_QUANTUM = 256 << 10, /* bytes read from one connection per wake-up */
+};
+#define REFUSE_DELAY_S   0.2  /* seconds before a wrong token's refusal is sent */
+#define ACCEPT_BACKOFF_S 0.1  /* seconds without accepting after EMFILE/ENFILE */
+#define HELLO_TIMEOUT_S  10.0 /* default; DDPLUA_STORE_HELLO_TIMEOUT overrides */
+
 typedef struct conn {
     int fd;
     bool greeted; /* the hello with the right token came */
     bool blocked; /* the request at the head of `in` waits for keys */
     bool closing; /* close once `out` is flushed (after a refusal) */
     bool dead;
-    double deadline; /* of the blocked request, store_now() clock */
+    double deadline;   /* of the blocked request, store_now() clock */
+    double hello_by;   /* dropped when not greeted by then */
+    double hold_until; /* nothing is sent before then (a refusal's delay) */
     store_buf in, out;
 } conn;
 
@@ -145,7 +174,10 @@ struct store_server {
     kv_map map;
     conn **conns;
     size_t nconns, cap;
-    bool changed; /* a key was set or added since blocked requests were last tried */
+    bool changed;          /* a key was set or added since blocked requests were last tried */
+    double hello_timeout;  /* seconds a new connection has to greet */
+    double next_refusal;   /* refusals of wrong tokens go out one by one, REFUSE_DELAY_S apart */
+    double accept_resume;  /* the listening socket is polled again from then (EMFILE back-off) */
 };
 
 static void reply(conn *c, uint8_t status, uint32_t nfields, const store_field *fields)
@@ -182,6 +214,16 @@ static bool parse_counter(const entry *e, int64_t *v)
     return true;
 }
 
+/* Whether f holds exactly the bytes of s, in time that depends on s's length only (a timing
+ * attack learns nothing about the token's bytes). */
+static bool field_is_secret(const store_field *f, const char *s)
+{
+    size_t n = strlen(s);
+    unsigned diff = f->len != n;
+    for (size_t i = 0; i < n; i++) diff |= (unsigned)(uint8_t)s[i] ^ (i < f->len ? f->data[i] : 0u);
+    return diff == 0;
+}
+
 static bool hello(store_server *s, conn *c, const store_msg *m)
 {
     if (m->code != STORE_OP_HELLO || m->nfields != 2 || !field_is(&m->fields[0], STORE_MAGIC)) {
@@ -189,11 +231,18 @@ static bool hello(store_server *s, conn *c, const store_msg *m)
         return true;
     }
     const char *token = s->token ? s->token : "";
-    if (!field_is(&m->fields[1], token)) {
+    if (!field_is_secret(&m->fields[1], token)) {
         reply_text(c, STORE_ST_REFUSED,
                    m->fields[1].len == 0 ? "this client has no DDPLUA_STORE_TOKEN but the server "
                                            "requires one"
                                          : "wrong DDPLUA_STORE_TOKEN");
+        double now = store_now();
+        if (s->next_refusal - now > s->hello_timeout) {
+            c->dead = true; /* a flood of guesses: drop it rather than queue its refusal */
+            return true;
+        }
+        s->next_refusal = (s->next_refusal > now ? s->next_refusal : now) + REFUSE_DELAY_S;
+        c->hold_until = s->next_refusal;
         c->closing = true;
         return true;
     }
@@ -303,10 +352,24 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
     }
 }
 
-/* Handles the complete requests in c->in, in order, until one blocks. */
+/* The length the frame at the head of `in` declares (its 4-byte prefix included); 0 while fewer
+ * than 4 bytes are there. */
+static size_t head_frame_bytes(const conn *c)
+{
+    if (c->in.len < 4) return 0;
+    const uint8_t *p = c->in.data;
+    return 4 + ((size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | (size_t)p[3]);
+}
+
+/* Handles the complete requests in c->in, in order, until one blocks or the replies pile up
+ * unread (OUT_CAP: the client must take them first). */
 static void serve(store_server *s, conn *c)
 {
-    while (!c->dead && !c->closing) {
+    while (!c->dead && !c->closing && c->out.len < OUT_CAP) {
+        if (!c->greeted && head_frame_bytes(c) > 4 + HELLO_MAX_FRAME) {
+            c->dead = true; /* a stranger announcing a large frame: never buffer it */
+            return;
+        }
         store_msg m;
         long n = store_msg_parse(c->in.data, c->in.len, &m);
         if (n < 0) c->dead = true; /* a corrupt stream cannot be resynchronised */
@@ -319,8 +382,9 @@ static void serve(store_server *s, conn *c)
     }
 }
 
-static void flush(conn *c)
+static void flush(conn *c, double now)
 {
+    if (now < c->hold_until) return;
     while (c->out.len > 0 && !c->dead) {
         ssize_t w = send(c->fd, c->out.data, c->out.len, MSG_NOSIGNAL);
         if (w > 0) {
@@ -335,13 +399,27 @@ static void flush(conn *c)
     if (c->closing && c->out.len == 0) c->dead = true;
 }
 
+/* Whether c's input is read this wake-up: not while its replies pile up unread, nor while it
+ * holds IN_CAP bytes of complete requests (a client of ours sends one request at a time); the
+ * frame at the head is always read to its end (up to STORE_MAX_FRAME: a value may be large). */
+static bool wants_input(const conn *c)
+{
+    if (c->dead || c->closing || c->out.len >= OUT_CAP) return false;
+    size_t head = head_frame_bytes(c);
+    return c->in.len < IN_CAP || c->in.len < head;
+}
+
+/* Reads what the socket has, up to READ_QUANTUM bytes (the other connections' turn comes next). */
 static void read_in(conn *c)
 {
-    for (;;) {
+    size_t quota = READ_QUANTUM;
+    while (quota > 0 && wants_input(c)) {
         store_buf_reserve(&c->in, 65536);
-        ssize_t r = recv(c->fd, c->in.data + c->in.len, c->in.cap - c->in.len, 0);
+        size_t room = c->in.cap - c->in.len;
+        ssize_t r = recv(c->fd, c->in.data + c->in.len, room < quota ? room : quota, 0);
         if (r > 0) {
             c->in.len += (size_t)r;
+            quota -= (size_t)r;
         } else if (r < 0 && errno == EINTR) {
             continue;
         } else {
@@ -355,7 +433,13 @@ static void accept_all(store_server *s)
 {
     for (;;) {
         int fd = accept4(s->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) return; /* EAGAIN: no more; other errors: the client will retry */
+        if (fd < 0) {
+            /* out of descriptors: the pending connection stays queued and the socket readable,
+             * so polling it again at once would spin; wait for descriptors to be freed */
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                s->accept_resume = store_now() + ACCEPT_BACKOFF_S;
+            return; /* EAGAIN: no more; other errors: the client will retry */
+        }
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (s->nconns == s->cap) {
@@ -365,6 +449,7 @@ static void accept_all(store_server *s)
         }
         conn *c = ddpl_xcalloc(1, sizeof *c);
         c->fd = fd;
+        c->hello_by = store_now() + s->hello_timeout;
         s->conns[s->nconns++] = c;
     }
 }
@@ -412,13 +497,19 @@ static void *server_main(void *arg)
             if (!pfds) abort();
         }
         pfds[0] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
-        pfds[1] = (struct pollfd){.fd = drain_deadline < 0 ? s->listen_fd : -1, .events = POLLIN};
+        bool accepting = drain_deadline < 0 && now >= s->accept_resume;
+        pfds[1] = (struct pollfd){.fd = accepting ? s->listen_fd : -1, .events = POLLIN};
         double wake_at = drain_deadline >= 0 ? drain_deadline : now + 3600;
+        if (drain_deadline < 0 && !accepting && s->accept_resume < wake_at)
+            wake_at = s->accept_resume;
         for (size_t i = 0; i < s->nconns; i++) {
             conn *c = s->conns[i];
-            pfds[i + 2] = (struct pollfd){.fd = c->fd, .events = POLLIN};
-            if (c->out.len) pfds[i + 2].events |= POLLOUT;
+            pfds[i + 2] = (struct pollfd){.fd = c->fd, .events = wants_input(c) ? POLLIN : 0};
+            if (c->out.len && now >= c->hold_until) pfds[i + 2].events |= POLLOUT;
             if (c->blocked && c->deadline < wake_at) wake_at = c->deadline;
+            if (!c->greeted && c->hello_by < wake_at) wake_at = c->hello_by;
+            if (c->out.len && now < c->hold_until && c->hold_until < wake_at)
+                wake_at = c->hold_until;
         }
         int ms = wake_at <= now ? 0 : (int)((wake_at - now) * 1000.0) + 1;
         int rc = poll(pfds, s->nconns + 2, ms);
@@ -434,18 +525,29 @@ static void *server_main(void *arg)
             conn *c = s->conns[i];
             short ev = pfds[i + 2].revents;
             if (pfds[i + 2].fd != c->fd) continue;
-            if (ev & (POLLIN | POLLHUP | POLLERR)) read_in(c);
+            /* POLLHUP/POLLERR come whatever the events asked: the connection is gone both ways
+             * (a reply cannot reach it), and left in the poll it would wake us at once, always */
+            if (ev & (POLLHUP | POLLERR))
+                c->dead = true;
+            else if (ev & POLLIN)
+                read_in(c);
             serve(s, c);
         }
         now = store_now();
-        for (size_t i = 0; i < s->nconns; i++)
-            if (s->conns[i]->blocked && s->conns[i]->deadline <= now) serve(s, s->conns[i]);
+        for (size_t i = 0; i < s->nconns; i++) {
+            conn *c = s->conns[i];
+            if (c->blocked && c->deadline <= now) serve(s, c);
+            if (!c->greeted && !c->closing && now >= c->hello_by) c->dead = true; /* silent */
+        }
         while (s->changed) { /* serving a woken client may set keys in turn */
             s->changed = false;
             for (size_t i = 0; i < s->nconns; i++)
                 if (s->conns[i]->blocked) serve(s, s->conns[i]);
         }
-        for (size_t i = 0; i < s->nconns; i++) flush(s->conns[i]);
+        for (size_t i = 0; i < s->nconns; i++) {
+            flush(s->conns[i], now);
+            serve(s, s->conns[i]); /* requests held back while the replies piled up */
+        }
         drop_dead(s);
     }
     for (size_t i = 0; i < s->nconns; i++) { /* tell the waiting why no key will come */
@@ -454,7 +556,7 @@ static void *server_main(void *arg)
             reply_text(c, STORE_ST_ERROR,
                        "the server has shut down (its owner, rank 0, closed the "
                        "store or exited)");
-        flush(c);
+        flush(c, store_now());
         c->dead = true;
     }
     drop_dead(s);
@@ -520,6 +622,8 @@ store_server *store_server_start(int port, const char *token)
     s->listen_fd = fd;
     s->port = bound;
     s->token = token && *token ? strdup(token) : NULL;
+    const char *hello_env = getenv("DDPLUA_STORE_HELLO_TIMEOUT");
+    s->hello_timeout = hello_env && atof(hello_env) > 0 ? atof(hello_env) : HELLO_TIMEOUT_S;
     s->map.nbuckets = 64;
     s->map.buckets = ddpl_xcalloc(s->map.nbuckets, sizeof *s->map.buckets);
     if (pipe2(s->wake, O_CLOEXEC) < 0) {
