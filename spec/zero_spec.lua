@@ -2,13 +2,13 @@
 -- script --nproc N`, every run under `timeout`), on shared memory and on Gloo TCP
 -- (DDPLUA_SHM=0): wrapping Adam and AdamW, with gradients averaged by DDP or by all_reduce, with
 -- one and two parameter groups, buckets of one parameter or of a whole shard, a subgroup as
--- process_group, and add_param_group mid-training, its parameters equal the plain optimizer's
--- after every step (to 1e-6; they come out bitwise equal) and one process's on the global
--- batch; each rank's state is its shard's only, the shards cover every parameter once as
--- PyTorch's greedy partition assigns them; consolidate_state_dict(to) + state_dict() equals the
--- plain optimizer's state dict; load_state_dict resumes exactly. Then every error case. The
--- checks run inside the ranks (spec/zero/zero_equiv.lua, spec/zero/zero_errors.lua); here we
--- start them and count the ranks that passed.
+-- process_group, add_param_group mid-training and an lr scheduler, its parameters equal the
+-- plain optimizer's after every step (to 1e-6; they come out bitwise equal) and one process's on
+-- the global batch; each rank's state is its shard's only, the shards cover every parameter
+-- once as PyTorch's greedy partition assigns them; consolidate_state_dict(to) + state_dict()
+-- equals the plain optimizer's state dict; load_state_dict resumes exactly. Then every error
+-- case. The checks run inside the ranks (spec/zero/zero_equiv.lua, spec/zero/zero_errors.lua);
+-- here we start them and count the ranks that passed.
 local S = require 'shell_util'
 local bin, src = S.bin, S.src
 local q, sh = S.q, S.sh
@@ -37,6 +37,7 @@ describe('ZeroRedundancyOptimizer', function()
             {2, 'opt=adam groups=1 cap=0.000001'},
             {2, 'opt=adamw model=cnn ddp=1 cap=0.001'},
             {2, 'opt=adam addgroup=1'},
+            {2, 'opt=adamw groups=1 sched=1'},
             {3, 'opt=adam groups=1 addgroup=1 to=2'},
             {4, 'opt=adamw'},
             {4, 'opt=adam ddp=1 groups=1 to=3'},

@@ -4,7 +4,8 @@
 --       avg), cap=<bucket_cap_mb>, steps=K, groups=0|1 (two parameter groups, the second at
 --       half the lr), to=<group rank of consolidate_state_dict>, sub=S (ZeRO over subgroups of S
 --       ranks from new_subgroups, gradients still averaged over the world), addgroup=0|1 (the
---       last layer joins both optimizers by add_param_group after step 2).
+--       last layer joins both optimizers by add_param_group after step 2), sched=0|1 (a StepLR
+--       halving the lr every 2 steps drives each optimizer: ZeRO passes its groups' lr on).
 -- Every rank trains two identical models on the same averaged gradients: one stepped by ZeRO
 -- over optimizer_class, one by the plain optimizer; after every step their parameters must agree
 -- to 1e-6 (they are expected bitwise equal). Rank 0 also trains one model on the whole global
@@ -18,7 +19,7 @@ local ddpl = require 'ddplua'
 local nn, F, dist, optim = ddpl.nn, ddpl.nn.functional, ddpl.distributed, ddpl.optim
 
 local o = {opt = 'adam', model = 'mlp', ddp = 0, cap = 25, steps = 5, groups = 0, to = 0,
-    sub = 0, addgroup = 0, batch = 8}
+    sub = 0, addgroup = 0, sched = 0, batch = 8}
 for _, a in ipairs(arg) do
     local k, v = a:match('^(%w+)=(.*)$')
     if k then o[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
@@ -50,7 +51,8 @@ local function param_spec(net)
     local n = #ps - (o.addgroup == 1 and 2 or 0)
     local first, rest = {}, {}
     for i = 1, n do
-        if o.groups == 1 and i > n // 2 then rest[#rest + 1] = ps[i] else first[#first + 1] = ps[i] end
+        local into = (o.groups == 1 and i > n // 2) and rest or first
+        into[#into + 1] = ps[i]
     end
     if o.groups == 1 then return {{params = first}, {params = rest, lr = hyper.lr / 2}} end
     return first
@@ -75,6 +77,12 @@ local net_g, opt_g
 if rank == 0 then
     net_g = make()
     opt_g = Opt(param_spec(net_g), hyper)
+end
+local scheds = {}
+if o.sched == 1 then
+    for _, opt in ipairs({zero, ref, opt_g}) do
+        scheds[#scheds + 1] = optim.lr_scheduler.StepLR(opt, {step_size = 2, gamma = 0.5})
+    end
 end
 
 local N, B = world, o.batch
@@ -147,6 +155,7 @@ for step = 1, o.steps do
             end
         end
     end
+    for _, sc in ipairs(scheds) do sc:step() end
     if o.addgroup == 1 and step == 2 then
         zero:add_param_group(late_group(net_z))
         ref:add_param_group(late_group(net_r))
@@ -271,6 +280,11 @@ local function check_same_sd(sd, rsd, what)
     end
 end
 
+if o.sched == 1 then -- the schedule reached the shard's optimizer: lr halved every 2 steps
+    local want = hyper.lr * 0.5 ^ (o.steps // 2)
+    assert(math.abs(zero.optim.param_groups[1].lr - want) < 1e-15, 'scheduled lr not passed on')
+end
+
 local to = o.to
 zero:consolidate_state_dict(to)
 local sd
@@ -298,7 +312,11 @@ end)
 local function spec_for_load(net)
     local s = param_spec(net)
     if o.addgroup == 1 then
-        if o.groups == 1 then s[#s + 1] = late_group(net) else s = {{params = s}, late_group(net)} end
+        if o.groups == 1 then
+            s[#s + 1] = late_group(net)
+        else
+            s = {{params = s}, late_group(net)}
+        end
     end
     return s
 end

@@ -2,8 +2,8 @@
 --   (PyTorch's torch.distributed.optim.ZeroRedundancyOptimizer).
 -- defines: ZeroRedundancyOptimizer(params, {optimizer_class = optim.AdamW, process_group = nil,
 --          parameters_as_bucket_view = false, overlap_with_ddp = false, bucket_cap_mb = 25,
---          ...the wrapped optimizer's options (lr, betas, ...)}), an Optimizer with step([closure]),
---          zero_grad, add_param_group(group), consolidate_state_dict([to=0]), state_dict(),
+--          ...the wrapped optimizer's options (lr, betas, ...)}), an Optimizer with
+--          step([closure]), zero_grad, add_param_group(group), consolidate_state_dict([to=0]), state_dict(),
 --          load_state_dict(sd), the fields param_groups (every parameter, as the plain
 --          optimizer's), optim (the wrapped optimizer over this rank's shard), state (that
 --          optimizer's state: the shard's only), rank, world_size, process_group.
@@ -52,12 +52,8 @@ local function fail(level, fmt, ...) error(NAME .. ': ' .. fmt:format(...), leve
 -- an error message without the "file.lua:12: " position in front
 local function bare(err) return (tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')) end
 
-local function copy(v)
-    if type(v) ~= 'table' or ddpl.is_tensor(v) then return v end
-    local out = {}
-    for k, x in pairs(v) do out[k] = copy(x) end
-    return out
-end
+-- an option value (betas is a table) copied, so groups do not share it
+local copy = Optimizer._copy_option
 
 -- cls must be a subclass of Optimizer with an update (not Optimizer itself, not ZeRO).
 local function check_class(cls, level)
