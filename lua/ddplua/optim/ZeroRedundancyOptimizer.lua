@@ -76,9 +76,9 @@ local function check_class(cls, level)
 end
 
 -- The parameters of each group of every rank: shards[r + 1][gi] = list of tensors, in the
--- order the partition assigned them; owner[p] = group rank.
+-- order the partition assigned them.
 local function partition(groups, world)
-    local shards, sizes, owner = {}, {}, {}
+    local shards, sizes = {}, {}
     for r = 1, world do
         shards[r] = {}
         sizes[r] = 0
@@ -97,10 +97,9 @@ local function partition(groups, world)
             local list = shards[best][gi]
             list[#list + 1] = e.p
             sizes[best] = sizes[best] + e.n
-            owner[e.p] = best - 1
         end
     end
-    return shards, owner
+    return shards
 end
 
 -- The local optimizer's groups: each of self's groups with this rank's parameters.
@@ -116,7 +115,8 @@ local function local_groups(self)
 end
 
 -- Broadcast buckets: for each owner in rank order, its parameters in partition order, cut when
--- the dtype or device changes or the bucket would pass cap bytes. {owner, params, numel}.
+-- the dtype or device changes or the bucket would pass cap bytes: {owner (group rank), params,
+-- numel, bytes, dtype, device}. A bucket of one contiguous parameter is broadcast in place.
 local function make_buckets(self)
     local buckets = {}
     local cap = self._bucket_bytes
@@ -126,14 +126,16 @@ local function make_buckets(self)
             for _, p in ipairs(list) do
                 local n, dtype, device = p:numel(), p.dtype, p.device
                 local bytes = n * p:element_size()
+                local alone = not p:is_contiguous() -- in a flat buffer even when alone
                 if not cur or cur.dtype ~= dtype or cur.device ~= device
                     or cur.bytes + bytes > cap then
                     cur = {owner = r - 1, params = {}, numel = 0, bytes = 0, dtype = dtype,
-                        device = device}
+                        device = device, in_place = true}
                     buckets[#buckets + 1] = cur
                 end
                 cur.params[#cur.params + 1] = p
                 cur.numel, cur.bytes = cur.numel + n, cur.bytes + bytes
+                cur.in_place = #cur.params == 1 and not alone
             end
         end
     end
@@ -147,7 +149,7 @@ function ZeRO:_sync_params()
         for i, b in ipairs(self._buckets) do
             local src = self._global_rank_of[b.owner]
             local t
-            if #b.params == 1 then
+            if b.in_place then
                 t = b.params[1]
             elseif b.owner == self.rank then
                 local parts = {}
@@ -163,7 +165,7 @@ function ZeRO:_sync_params()
     ddpl.no_grad(function()
         for i, b in ipairs(self._buckets) do
             works[i]:wait()
-            if #b.params > 1 and b.owner ~= self.rank then
+            if not b.in_place and b.owner ~= self.rank then
                 local off = 0
                 for _, p in ipairs(b.params) do
                     local n = p:numel()
@@ -172,7 +174,7 @@ function ZeRO:_sync_params()
                     off = off + n
                 end
             end
-            if #b.params > 1 then getmetatable(flats[i]).__close(flats[i]) end
+            if not b.in_place then getmetatable(flats[i]).__close(flats[i]) end
         end
     end)
 end
@@ -211,7 +213,7 @@ end
 
 -- (Re)computes the partition and the buckets from self.param_groups.
 function ZeRO:_repartition()
-    self._shards, self._owner = partition(self.param_groups, self.world_size)
+    self._shards = partition(self.param_groups, self.world_size)
     make_buckets(self)
     self._consolidated = nil
 end
