@@ -34,6 +34,7 @@ local function copy(v)
     for k, x in pairs(v) do out[k] = copy(x) end
     return out
 end
+Optimizer._copy_option = copy -- for optimizers that keep groups of their own (ZeRO's shard)
 
 function Optimizer.new(cls, params, opts)
     local name = cls.__name
