@@ -8,7 +8,9 @@
 --     rows, the group's sum of weight/bias gradients = the reference's, running_mean,
 --     running_var and num_batches_tracked equal; then evaluation mode on local rows (rank 0
 --     alone, so a collective there would fail). With 4 ranks also on new_subgroups(2) pairs,
---     each pair equal to one process on the pair's batch. Input and parameter errors.
+--     each pair equal to one process on the pair's batch. The collectives counted: one
+--     all_gather_into_tensor in a training forward, one all_reduce in its backward, none in
+--     backward when the input needs no gradient. Input and parameter errors.
 --   ddp: a CNN with BatchNorm2d and BatchNorm1d converted by convert_sync_batchnorm, in DDP
 --     (one bucket per parameter), three SGD steps equal to the unconverted model trained in one
 --     process on the global batch: parameters and running statistics, float64 and float32.
@@ -24,6 +26,28 @@ dist.init_process_group({backend = 'gloo', timeout = 30})
 local rank, world = dist.get_rank(), dist.get_world_size()
 
 local function fail(fmt, ...) error(('rank %d: ' .. fmt):format(rank, ...), 2) end
+
+-- Every collective SyncBatchNorm calls goes through these fields of the dist table; counting
+-- wrappers see each call.
+local counts = {}
+for _, name in ipairs({'all_reduce', 'all_gather_into_tensor', 'all_gather', 'broadcast',
+    'reduce_scatter_tensor', 'barrier'}) do
+    local f = dist[name]
+    dist[name] = function(...)
+        counts[name] = (counts[name] or 0) + 1
+        return f(...)
+    end
+end
+-- f() and the collectives it called, as "name=count" words in name order ('' for none)
+local function collectives_of(f)
+    counts = {}
+    f()
+    local words = {}
+    for name, n in pairs(counts) do words[#words + 1] = name .. '=' .. n end
+    table.sort(words)
+    counts = {}
+    return table.concat(words, ' ')
+end
 
 -- max|got - want| <= tol * max(1, max|want|), shapes equal
 local function close(what, got, want, tol)
@@ -95,8 +119,17 @@ local function equivalence(c)
         local x = X:detach():narrow(0, offset, B):clone()
         if c.noncontig then x = x:transpose(2, 3):contiguous():transpose(2, 3) end
         x.requires_grad = not c.no_input_grad
-        local y = sbn(x)
-        y:mul(G:narrow(0, offset, B)):sum():backward()
+        local y
+        local fwd = collectives_of(function() y = sbn(x) end)
+        local bwd = collectives_of(function() y:mul(G:narrow(0, offset, B)):sum():backward() end)
+        if fwd ~= 'all_gather_into_tensor=1' then
+            fail('%s: forward called the collectives [%s], expected one all_gather_into_tensor',
+                what, fwd)
+        end
+        local want_bwd = c.no_input_grad and '' or 'all_reduce=1'
+        if bwd ~= want_bwd then
+            fail('%s: backward called the collectives [%s], expected [%s]', what, bwd, want_bwd)
+        end
 
         close(what .. ': output', y, Y:narrow(0, offset, B), c.tol)
         if not c.no_input_grad then
@@ -190,15 +223,29 @@ local function run_equiv()
         end
     end
 
-    -- errors, raised before any collective (every rank calls them)
+    -- input errors are raised before any collective: rank 0 alone meets them (a collective
+    -- would wait for the others and time out)
     local sbn = nn.SyncBatchNorm(4)
-    expect_error('SyncBatchNorm: expected at least 2-D input (N, C, ...), got a 1-D input of '
-        .. 'shape [4]', function() return sbn(ddpl.randn({4})) end)
-    expect_error('SyncBatchNorm: expected input with 4 channels (num_features) in dim 1, got '
-        .. 'shape [2,3,5]', function() return sbn(ddpl.randn({2, 3, 5})) end)
-    expect_error('SyncBatchNorm: process_group must be a process group (from dist.new_group), '
-        .. 'got string', nn.SyncBatchNorm, 4, {process_group = 'world'})
-    expect_error("SyncBatchNorm: unknown option 'group'", nn.SyncBatchNorm, 4, {group = 1})
+    if rank == 0 then
+        expect_error('SyncBatchNorm: expected at least 2-D input (N, C, ...), got a 1-D input '
+            .. 'of shape [4]', function() return sbn(ddpl.randn({4})) end)
+        expect_error('SyncBatchNorm: expected input with 4 channels (num_features) in dim 1, got '
+            .. 'shape [2,3,5]', function() return sbn(ddpl.randn({2, 3, 5})) end)
+        expect_error('SyncBatchNorm: expected a float32 or float64 input (16-bit ones under '
+            .. 'autocast), got bfloat16', function() return sbn(ddpl.randn({3, 4}):bfloat16()) end)
+        expect_error('SyncBatchNorm: process_group must be a process group (from '
+            .. 'dist.new_group), got string', nn.SyncBatchNorm, 4, {process_group = 'world'})
+        expect_error("SyncBatchNorm: unknown option 'group'", nn.SyncBatchNorm, 4, {group = 1})
+    end
+    dist.barrier()
+    -- a 16-bit input under autocast normalises in float32 (autocast's float32 list), as
+    -- F.batch_norm does: the group's output is BatchNorm2d's on the float32 values
+    ddpl.manual_seed(9)
+    local X = ddpl.randn({3 * world, 4, 2, 2}):bfloat16():float()
+    local x = X:narrow(0, 3 * rank, 3):bfloat16()
+    local y = ddpl.autocast('cpu', {dtype = 'bfloat16'}, function() return sbn(x) end)
+    if y.dtype ~= 'float32' then fail('autocast: output dtype %s, expected float32', y.dtype) end
+    close('autocast bfloat16 input', y, nn.BatchNorm2d(4)(X):narrow(0, 3 * rank, 3), 1e-5)
     -- one value per channel over the whole group (rank 0 has 1 row, the others none): every
     -- rank gets the error from the gathered count
     local one = rank == 0 and ddpl.randn({1, 4}) or ddpl.randn({0, 4})

@@ -105,6 +105,11 @@ function M.sync_batch_norm(x, p)
     if HALF[x.dtype] and ddpl.is_autocast_enabled(x.device:match('^%a+')) then
         x = x:float() -- batch_norm is on autocast's float32 list, as F.batch_norm does
     end
+    -- checked before the collective, so a bad input fails here rather than after it
+    if x.dtype ~= 'float32' and x.dtype ~= 'float64' then
+        error(('%s: expected a float32 or float64 input (16-bit ones under autocast), got %s')
+            :format(name, x.dtype), 0)
+    end
     local N, C, S = shape[1], shape[2], 1
     for d = 3, #shape do S = S * shape[d] end
     -- a new autograd node (a view, or a copy when x is not contiguous) to carry the hook
