@@ -8,7 +8,8 @@
 --     rows, the group's sum of weight/bias gradients = the reference's, running_mean,
 --     running_var and num_batches_tracked equal; then evaluation mode on local rows (rank 0
 --     alone, so a collective there would fail). With 4 ranks also on new_subgroups(2) pairs,
---     each pair equal to one process on the pair's batch. The collectives counted: one
+--     each pair equal to one process on the pair's batch, and ranks outside a group {0, 1}
+--     doing plain local batch norm. The collectives counted: one
 --     all_gather_into_tensor in a training forward, one all_reduce in its backward, none in
 --     backward when the input needs no gradient. Input and parameter errors.
 --   ddp: a CNN with BatchNorm2d and BatchNorm1d converted by convert_sync_batchnorm, in DDP
@@ -220,6 +221,25 @@ local function run_equiv()
         }) do
             c.group, c.members = pair, {first, first + 1}
             equivalence(c)
+        end
+        -- ranks 2 and 3 are outside {0, 1} (world size -1 there): plain batch norm on their
+        -- own batch, without a collective, as PyTorch's need_sync
+        local g01 = dist.new_group({0, 1})
+        local sbn = nn.SyncBatchNorm(3, {process_group = g01, dtype = 'float64'})
+        ddpl.manual_seed(60 + rank)
+        local x = ddpl.randn({4, 3, 2}, {dtype = 'float64'})
+        x.requires_grad = true
+        local used = collectives_of(function() sbn(x):pow(2):sum():backward() end)
+        if rank >= 2 then
+            if used ~= '' then fail('outside the group: collectives [%s], expected none', used) end
+            local ref = nn.BatchNorm1d(3, {dtype = 'float64'})
+            local xr = x:detach():clone()
+            xr.requires_grad = true
+            ref(xr):pow(2):sum():backward()
+            close('outside the group: input gradient', x.grad, xr.grad, 1e-12)
+            close('outside the group: running_var', sbn.running_var, ref.running_var, 1e-12)
+        elseif used ~= 'all_gather_into_tensor=1 all_reduce=1' then
+            fail('in group {0, 1}: collectives [%s]', used)
         end
     end
 
