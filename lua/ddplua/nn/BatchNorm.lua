@@ -1,7 +1,8 @@
 -- lua/ddplua/nn/BatchNorm.lua: nn.BatchNorm1d and nn.BatchNorm2d(num_features [, {eps=1e-5,
 --          momentum=0.1, affine=true, track_running_stats=true, dtype, device}]).
--- defines: BatchNorm (the shared base class: _BatchNorm in PyTorch), BatchNorm1d ((N, C) or
---          (N, C, L) inputs), BatchNorm2d ((N, C, H, W) inputs).
+-- defines: BatchNorm (the shared base class: _BatchNorm in PyTorch; for subclasses also
+--          BatchNorm.option_defaults and step_momentum), BatchNorm1d ((N, C) or (N, C, L)
+--          inputs), BatchNorm2d ((N, C, H, W) inputs). nn.SyncBatchNorm is a subclass too.
 --
 -- Parameters weight (ones) and bias (zeros) when affine; buffers running_mean (zeros),
 -- running_var (ones) and num_batches_tracked (int64 scalar) when tracking, registered in

@@ -21,8 +21,9 @@ local functional = require 'ddplua.nn.sync_batch_norm'
 
 local SyncBatchNorm = BatchNorm:extend('SyncBatchNorm')
 
-SyncBatchNorm.option_defaults = {eps = 1e-5, momentum = 0.1, affine = true,
-    track_running_stats = true, process_group = false}
+-- BatchNorm's options, and process_group (false: the default group)
+SyncBatchNorm.option_defaults = {process_group = false}
+for k, v in pairs(BatchNorm.option_defaults) do SyncBatchNorm.option_defaults[k] = v end
 
 local function check_group(fname, g)
     if g ~= nil and g ~= false and not is_group(g) then
