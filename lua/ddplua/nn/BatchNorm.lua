@@ -1,7 +1,8 @@
 -- lua/ddplua/nn/BatchNorm.lua: nn.BatchNorm1d and nn.BatchNorm2d(num_features [, {eps=1e-5,
 --          momentum=0.1, affine=true, track_running_stats=true, dtype, device}]).
--- defines: BatchNorm (the shared base class: _BatchNorm in PyTorch), BatchNorm1d ((N, C) or
---          (N, C, L) inputs), BatchNorm2d ((N, C, H, W) inputs).
+-- defines: BatchNorm (the shared base class: _BatchNorm in PyTorch; for subclasses also
+--          BatchNorm.option_defaults and step_momentum), BatchNorm1d ((N, C) or (N, C, L)
+--          inputs), BatchNorm2d ((N, C, H, W) inputs). nn.SyncBatchNorm is a subclass too.
 --
 -- Parameters weight (ones) and bias (zeros) when affine; buffers running_mean (zeros),
 -- running_var (ones) and num_batches_tracked (int64 scalar) when tracking, registered in
@@ -17,12 +18,16 @@ local F = require 'ddplua.nn.functional'
 
 local BatchNorm = Module:extend('BatchNorm')
 
+-- The constructor's options and their defaults; a subclass may add its own (SyncBatchNorm's
+-- process_group). momentum = false stands for PyTorch's None (a Lua nil cannot be told from
+-- "absent").
+BatchNorm.option_defaults = {eps = 1e-5, momentum = 0.1, affine = true, track_running_stats = true}
+
+-- Returns the checked options, for subclasses that read their own.
 function BatchNorm:init(num_features, opts)
     local name = self.__name
     self.num_features = Module.check_int(name, num_features, 'num_features')
-    -- momentum = false stands for PyTorch's None (a Lua nil cannot be told from "absent")
-    local o = Module.options(name, opts, {eps = 1e-5, momentum = 0.1, affine = true,
-                                          track_running_stats = true}, true)
+    local o = Module.options(name, opts, self.option_defaults, true)
     self.eps, self.affine, self.track_running_stats = o.eps, o.affine, o.track_running_stats
     self.momentum = o.momentum or nil
     local topts = {dtype = o.dtype, device = o.device}
@@ -44,6 +49,7 @@ function BatchNorm:init(num_features, opts)
         self:register_buffer('running_var', nil)
         self:register_buffer('num_batches_tracked', nil)
     end
+    return o
 end
 
 function BatchNorm:reset_running_stats()
@@ -71,13 +77,20 @@ function BatchNorm:check_input_dim(x)
     end
 end
 
-function BatchNorm:forward(x)
-    self:check_input_dim(x)
+-- The momentum of this forward's running-statistics update; in training with running statistics
+-- it counts the batch in num_batches_tracked (momentum nil: the cumulative average 1/count).
+function BatchNorm:step_momentum()
     local momentum = self.momentum
     if self.training and self.track_running_stats then
         ddpl.no_grad(function() self.num_batches_tracked:add_(1) end)
         if momentum == nil then momentum = 1 / self.num_batches_tracked:item() end
     end
+    return momentum
+end
+
+function BatchNorm:forward(x)
+    self:check_input_dim(x)
+    local momentum = self:step_momentum()
     -- batch statistics in training, and always when there are no running ones
     local use_batch = self.training or self.running_mean == nil
     return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias, use_batch,

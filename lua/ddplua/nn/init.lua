@@ -12,8 +12,9 @@ local nn = { functional = require 'ddplua.nn.functional' }
 -- The names API.md promises under nn.
 local api_names = {}
 for name in ([[Module Parameter Linear Conv2d MaxPool2d AvgPool2d AdaptiveAvgPool2d BatchNorm1d
-    BatchNorm2d LayerNorm Embedding Dropout ReLU GELU SiLU Tanh Sigmoid Flatten Identity Sequential
-    ModuleList CrossEntropyLoss MSELoss NLLLoss utils init parallel DDP]]):gmatch('%S+') do
+    BatchNorm2d SyncBatchNorm LayerNorm Embedding Dropout ReLU GELU SiLU Tanh Sigmoid Flatten
+    Identity Sequential ModuleList CrossEntropyLoss MSELoss NLLLoss utils init parallel
+    DDP]]):gmatch('%S+') do
     api_names[name] = true
 end
 
