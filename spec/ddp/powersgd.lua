@@ -54,13 +54,6 @@ local function pair(opts, dtype)
     for i, p in ipairs(twin:parameters()) do p.data = m:parameters()[i]:detach():clone() end
     return model, twin
 end
-local function local_grads(twin, x, y)
-    twin:zero_grad()
-    loss_of(twin, x, y):backward()
-    local g = {}
-    for i, p in ipairs(twin:parameters()) do g[i] = p.grad:clone() end
-    return g
-end
 local function average(grads)
     local out = {}
     for i, g in ipairs(grads) do
@@ -70,7 +63,8 @@ local function average(grads)
     end
     return out
 end
-local function ddp_step(model, x, y)
+-- One backward of the model (DDP: the reduced gradients; the twin: this rank's own); copies.
+local function grads_of(model, x, y)
     model:zero_grad()
     loss_of(model, x, y):backward()
     local g = {}
@@ -114,7 +108,7 @@ if case == 'vanilla' then
     local opt_b = ddpl.optim.SGD(b:parameters(), {lr = 0.05})
     for step = 1, start + 1 do
         local x, y = batch(100 * step + rank)
-        local ga, gb = ddp_step(a, x, y), ddp_step(b, x, y)
+        local ga, gb = grads_of(a, x, y), grads_of(b, x, y)
         local diff = 0
         for i = 1, #ga do diff = math.max(diff, max_abs(ga[i] - gb[i])) end
         if step <= start then
@@ -144,8 +138,8 @@ elseif case == 'fullrank' then
         local opt = ddpl.optim.SGD(model:parameters(), {lr = 0.05})
         for step = 1, 5 do
             local x, y = batch(100 * step + rank, 'float64')
-            local exact = average(local_grads(twin, x, y))
-            local got = ddp_step(model, x, y)
+            local exact = average(grads_of(twin, x, y))
+            local got = grads_of(model, x, y)
             for i = 1, #got do
                 local e = rel(got[i], exact[i])
                 worst = math.max(worst, e)
@@ -167,8 +161,8 @@ elseif case == 'feedback' then
     local applied, own
     for step = 1, 6 do
         local x, y = batch(100 * step + rank)
-        local g = local_grads(twin, x, y)
-        local a = ddp_step(model, x, y)
+        local g = grads_of(twin, x, y)
+        local a = grads_of(model, x, y)
         if step > 2 then -- PowerSGD steps; no optimizer step, so twin and model stay equal
             applied = applied or {}
             own = own or {}
@@ -188,7 +182,7 @@ elseif case == 'feedback' then
     if size < 1e-2 then fail('the error is %.3g of the gradients: no compression?', size) end
     local off = nn.DDP(net(), {bucket_cap_mb = cap})
     local st2 = off:register_comm_hook('powersgd', {use_error_feedback = false})
-    for step = 1, 4 do ddp_step(off, batch(100 * step + rank)) end
+    for step = 1, 4 do grads_of(off, batch(100 * step + rank)) end
     if next(st2.error_dict) ~= nil then fail('use_error_feedback=false kept an error') end
     info = ('identity=%.3g error=%.3g'):format(worst, size)
 elseif case == 'warmstart' then
@@ -205,10 +199,10 @@ elseif case == 'warmstart' then
         local state = model:register_comm_hook('powersgd', {use_error_feedback = false,
             warm_start = warm})
         local x, y = batch(7 + rank)
-        local exact = average(local_grads(twin, x, y))
+        local exact = average(grads_of(twin, x, y))
         local kept, kept_values, rng, prev, worst, moved = {}, {}, nil, nil, 0, math.huge
         for step = 1, 6 do
-            local got = ddp_step(model, x, y)
+            local got = grads_of(model, x, y)
             for b, idx in ipairs(model:_reducer():buckets()) do
                 local q_at = 0
                 for _, k in ipairs(idx) do
@@ -277,7 +271,7 @@ elseif case == 'errors' then
     -- without error feedback or warm start PowerSGD may start at once
     local st = model:register_comm_hook('powersgd', {start_powerSGD_iter = 0,
         use_error_feedback = false, warm_start = false})
-    ddp_step(model, batch(1 + rank))
+    grads_of(model, batch(1 + rank))
     if st.total_numel_before_compression == 0 then fail('start_powerSGD_iter=0 did not compress') end
     for _, c in ipairs({{{device_ids = {0}}, 'device_ids and output_device only work with a module '
         .. 'on one CUDA device'}, {{output_device = 0}, 'but got device_ids nil, output_device 0 '
