@@ -268,6 +268,11 @@ elseif case == 'errors' then
     expect({min_compression_rate = -1}, 'min_compression_rate must be a finite number >= 0, got -1')
     expect({use_error_feedback = 'yes'}, 'use_error_feedback must be a boolean, got yes')
     expect(5, 'expected an options table, got number')
+    local ok, err = pcall(model.register_comm_hook, model, 'powerSGD')
+    if ok or not tostring(err):find("'bf16_compress', 'powersgd' or a function, got 'powerSGD'",
+        1, true) then
+        fail('an unknown hook name gave %s', tostring(err))
+    end
     -- without error feedback or warm start PowerSGD may start at once
     local st = model:register_comm_hook('powersgd', {start_powerSGD_iter = 0,
         use_error_feedback = false, warm_start = false})

@@ -282,11 +282,14 @@ end
 -- divided) and returns the tensor of averaged values (e.g. all_reduce then div by the world
 -- size). 'powersgd' takes PowerSGD's options (lua/ddplua/distributed/algorithms/powersgd.lua)
 -- or a PowerSGDState; the state is returned (iter, compression_stats(), last_step_bytes).
+local BUILTIN_HOOKS = {allreduce = true, fp16_compress = true, bf16_compress = true,
+    powersgd = true}
 function DDP:register_comm_hook(hook, state)
     local s = self._ddp
-    if type(hook) ~= 'function' and type(hook) ~= 'string' then
+    if type(hook) ~= 'function' and not BUILTIN_HOOKS[hook] then
         error("register_comm_hook: expected 'allreduce', 'fp16_compress', 'bf16_compress', "
-            .. "'powersgd' or a function, got " .. type(hook), 2)
+            .. "'powersgd' or a function, got " .. (type(hook) == 'string' and "'" .. hook .. "'"
+            or type(hook)), 2)
     end
     if hook == 'powersgd' then
         local ok, fn, st = pcall(powersgd_hook, s, state)
