@@ -5,6 +5,8 @@
 --       [--lr L] [--momentum 0.9] [--seed 0] [--bucket-cap-mb 25] [--checkpoint PATH]
 --       [--checkpoint-every STEPS] [--resume PATH] [--train-size N] [--test-size N]
 --       [--progress auto|on|off] [--fail-at-step K [--fail-rank R]]
+--       [--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R]
+--       [--start-powersgd-iter K]]
 --
 -- One process per rank (the launcher sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
 -- OMP_NUM_THREADS=1). --batch-size is per rank: the global batch is N times it, so
@@ -13,6 +15,10 @@
 --     (set_epoch each epoch, so all ranks shuffle alike and differently every epoch); the test
 --     set is split the same way (no shuffle) and the counts are summed across ranks.
 --   * Model: the same seed on every rank, then DDP (which also broadcasts rank 0's weights).
+--   * Gradient communication (--comm-hook): DDP's plain allreduce by default, or a built-in comm
+--     hook; powersgd takes matrix_approximation_rank from --powersgd-rank (1) and
+--     start_powerSGD_iter from --start-powersgd-iter (2). The end of the run logs the bytes each
+--     rank put into allreduces in the last step.
 --   * Logging: rank 0 only; a progress bar when stdout is a terminal, one line per epoch with
 --     train loss, test accuracy and global samples/s.
 --   * Checkpoints (--checkpoint PATH): rank 0 saves the module's state (no 'module.' prefix,
@@ -46,17 +52,21 @@ local MODELS = {mlp = {file = 'mlp', lr = 0.05}, cnn = {file = 'lenet', lr = 0.0
 local defaults = {model = 'mlp', epochs = 3, ['batch-size'] = 32, lr = false, momentum = 0.9,
     seed = 0, ['bucket-cap-mb'] = 25, checkpoint = false, resume = false, ['train-size'] = false,
     ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000, ['checkpoint-every'] = false,
-    ['fail-at-step'] = false, ['fail-rank'] = 1}
+    ['fail-at-step'] = false, ['fail-rank'] = 1, ['comm-hook'] = 'allreduce',
+    ['powersgd-rank'] = 1, ['start-powersgd-iter'] = 2}
 local numeric = {epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
     ['bucket-cap-mb'] = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
-    ['checkpoint-every'] = true, ['fail-at-step'] = true, ['fail-rank'] = true}
+    ['checkpoint-every'] = true, ['fail-at-step'] = true, ['fail-rank'] = true,
+    ['powersgd-rank'] = true, ['start-powersgd-iter'] = true}
 
 local function usage(msg)
     io.stderr:write('ddp_train.lua: ', msg, '\nusage: ddplua examples/ddp_train.lua --nproc N ',
         '[--model mlp|cnn] [--epochs N] [--batch-size N (per rank)] [--lr X] [--momentum X] ',
         '[--seed N] [--bucket-cap-mb X] [--checkpoint PATH] [--checkpoint-every STEPS] ',
         '[--resume PATH] [--train-size N] [--test-size N] [--eval-batch N] ',
-        '[--progress auto|on|off] [--fail-at-step K [--fail-rank R]]\n')
+        '[--progress auto|on|off] [--fail-at-step K [--fail-rank R]] ',
+        '[--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R] ',
+        '[--start-powersgd-iter K]]\n')
     os.exit(2)
 end
 
@@ -176,6 +186,21 @@ if ck then
     if ck.rng and #ck.rng == world then ddpl.set_rng_state(ck.rng[rank + 1]) end
 end
 local model = nn.DDP(net, {bucket_cap_mb = opt['bucket-cap-mb']})
+local HOOKS = {allreduce = true, fp16_compress = true, bf16_compress = true, powersgd = true}
+if not HOOKS[opt['comm-hook']] then
+    usage('--comm-hook must be allreduce, fp16_compress, bf16_compress or powersgd, got '
+        .. tostring(opt['comm-hook']))
+end
+local powersgd_state
+if opt['comm-hook'] == 'powersgd' then
+    local ok, res = pcall(model.register_comm_hook, model, 'powersgd', {
+        matrix_approximation_rank = opt['powersgd-rank'],
+        start_powerSGD_iter = opt['start-powersgd-iter']})
+    if not ok then usage(tostring(res)) end
+    powersgd_state = res
+elseif opt['comm-hook'] ~= 'allreduce' then
+    model:register_comm_hook(opt['comm-hook'])
+end
 local optimizer = optim.SGD(model:parameters(), {lr = lr, momentum = opt.momentum})
 if ck then
     optimizer:load_state_dict(ck.optimizer)
@@ -288,5 +313,13 @@ for epoch = first_epoch, opt.epochs do
     if opt.checkpoint then save_checkpoint(opt.checkpoint, epoch, 0, 0, 0) end
 end
 
+-- what each rank put into allreduces in a step: the whole gradient for the plain allreduce,
+-- half of it in 16 bits; PowerSGD counts its own (the last step's)
+local grad_bytes = 0
+for _, b in ipairs(model:buckets()) do grad_bytes = grad_bytes + b.bytes end
+local step_bytes = powersgd_state and powersgd_state.last_step_bytes
+    or (opt['comm-hook'] == 'allreduce' and grad_bytes or grad_bytes // 2)
+log0(('comm hook %s: %d bytes allreduced per step per rank (the gradients are %d bytes)')
+    :format(opt['comm-hook'], step_bytes, grad_bytes))
 model:write_timeline()
 dist.destroy_process_group()

@@ -1,9 +1,11 @@
 -- lua/ddplua/nn/parallel/DistributedDataParallel.lua: nn.parallel.DistributedDataParallel
 -- (nn.DDP), PyTorch's DDP for ddplua.
 -- defines: DDP(module, {bucket_cap_mb=25, broadcast_buffers=true, find_unused_parameters=false,
---          gradient_as_bucket_view=false, static_graph=false, device_ids, process_group}),
+--          gradient_as_bucket_view=false, static_graph=false, device_ids, output_device,
+--          process_group}) (device_ids: lua/ddplua/nn/parallel/device_ids.lua),
 --          model(x) (the module's forward, with the reducer around it), model.module,
---          model:no_sync(fn, ...), model:register_comm_hook(name_or_fn [, state]),
+--          model:no_sync(fn, ...), model:register_comm_hook(name_or_fn [, state]) ('powersgd':
+--          lua/ddplua/distributed/algorithms/powersgd.lua),
 --          model:state_dict() ('module.' prefix: the module is the child named 'module'),
 --          model:buckets() (parameter names per bucket, for tests and tuning).
 --
@@ -22,6 +24,8 @@ local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
 local C = require 'ddplua.core.ddp'
 local Cdist = require 'ddplua.core.dist'
+local devices = require 'ddplua.nn.parallel.device_ids'
+local PowerSGD = require 'ddplua.distributed.algorithms.powersgd'
 local dist = ddpl.distributed
 
 local DDP = Module:extend('DistributedDataParallel')
@@ -125,6 +129,9 @@ function DDP:init(module, opts)
             names[#names + 1], params[#params + 1] = pair[1], pair[2]
         end
     end
+    -- before any collective: a rank that fails here must not leave the others waiting long
+    local ok, device = pcall(devices.check, o.device_ids, o.output_device, params)
+    if not ok then error(device, 3) end
     check_same_model(names, params, rank, world, pg)
     local all = {}
     for _, p in ipairs(module:parameters()) do all[#all + 1] = p end
@@ -134,6 +141,7 @@ function DDP:init(module, opts)
     -- the wrapper's state: a plain attribute (not a parameter, buffer or child)
     self._ddp = {
         opts = o, rank = rank, world = world, names = names, params = params, pg = pg,
+        device = device, -- 'cuda:N' from device_ids: inputs are moved there
         buffers = buffers, sync = true, step = 0,
         log_buckets = Cdist.debug_level() ~= 'OFF',
         reducer = C.reducer(pg, params, names, {
@@ -228,7 +236,7 @@ function DDP:forward(...)
     if s.opts.broadcast_buffers and #s.buffers > 0 and s.world > 1 then
         broadcast_all(s.buffers, s.pg)
     end
-    local out = table.pack(self.module(...))
+    local out = table.pack(self.module(devices.to_device(s.device, ...)))
     if ddpl.is_grad_enabled() then
         s.reducer:prepare_backward(collect(out, {}, {}), s.sync)
         s.step = s.step + 1
@@ -249,21 +257,51 @@ function DDP:no_sync(fn, ...)
     return table.unpack(res, 2, res.n)
 end
 
--- register_comm_hook('allreduce' | 'fp16_compress' | 'bf16_compress' | fn [, state]):
--- fn(state, bucket) gets a bucket's flat gradient (summed neither across ranks nor divided) and
--- returns the tensor of averaged values (e.g. all_reduce then div by the world size).
+-- The hook's view of bucket b (1-based): its parameters' shapes in bucket order (the layout of
+-- the flat bucket), its number, and whether it is the last of the step.
+local function bucket_layout(s, b)
+    local all = s.reducer:buckets()
+    local shapes = {}
+    for i, k in ipairs(all[b]) do shapes[i] = s.params[k]:shape() end
+    return {shapes = shapes, index = b, last = b == #all}
+end
+
+-- 'powersgd' with options or a PowerSGD.PowerSGDState: a Lua hook over the state, whose group
+-- defaults to the model's.
+local function powersgd_hook(s, state)
+    if not PowerSGD.PowerSGDState.is_instance_of(state, PowerSGD.PowerSGDState) then
+        state = PowerSGD.PowerSGDState(state)
+    end
+    state.process_group = state.process_group or s.pg
+    return function(st, bucket, b) return PowerSGD.hook(st, bucket, bucket_layout(s, b)) end,
+        state
+end
+
+-- register_comm_hook('allreduce' | 'fp16_compress' | 'bf16_compress' | 'powersgd' | fn
+-- [, state]): fn(state, bucket) gets a bucket's flat gradient (summed neither across ranks nor
+-- divided) and returns the tensor of averaged values (e.g. all_reduce then div by the world
+-- size). 'powersgd' takes PowerSGD's options (lua/ddplua/distributed/algorithms/powersgd.lua)
+-- or a PowerSGDState; the state is returned (iter, compression_stats(), last_step_bytes).
+local BUILTIN_HOOKS = {allreduce = true, fp16_compress = true, bf16_compress = true,
+    powersgd = true}
 function DDP:register_comm_hook(hook, state)
     local s = self._ddp
-    if type(hook) ~= 'function' and type(hook) ~= 'string' then
-        error("register_comm_hook: expected 'allreduce', 'fp16_compress', 'bf16_compress' or a "
-            .. 'function, got ' .. type(hook), 2)
+    if type(hook) ~= 'function' and not BUILTIN_HOOKS[hook] then
+        error("register_comm_hook: expected 'allreduce', 'fp16_compress', 'bf16_compress', "
+            .. "'powersgd' or a function, got " .. (type(hook) == 'string' and "'" .. hook .. "'"
+            or type(hook)), 2)
     end
-    if type(hook) == 'function' then
+    if hook == 'powersgd' then
+        local ok, fn, st = pcall(powersgd_hook, s, state)
+        if not ok then error('register_comm_hook: ' .. tostring(fn), 2) end
+        hook, state = fn, st
+    elseif type(hook) == 'function' then
         local f = hook
         hook = function(st, bucket, _) return f(st, bucket) end
     end
     local ok, err = pcall(s.reducer.set_comm_hook, s.reducer, hook, state)
     if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 2) end
+    return state
 end
 
 -- buckets() -> { {names...}, ... } in reduction order (after the rebuild, the ready order)
