@@ -363,7 +363,7 @@ static bool run_gang(supervisor *sv, const launch_job *job, char **wargv, const 
 static store_server *host_store(launch_job *job, const cli_launch *l)
 {
     const char *token = job->token[0] ? job->token : getenv("DDPLUA_STORE_TOKEN");
-    store_server *server = store_server_start(l->master_port, token);
+    store_server *server = store_server_start(job->master_addr, l->master_port, token);
     if (!server) {
         fprintf(stderr, "%s: cannot host the store for --max-restarts: %s\n", CLI_PROGNAME,
                 ddpl_last_error());

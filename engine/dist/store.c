@@ -287,7 +287,7 @@ ddpl_store *ddpl_store_create(const char *host, int port, bool is_server, double
     atomic_store(&s->timeout_s, timeout_s);
     pthread_mutex_init(&s->mu, NULL);
     if (is_server) {
-        s->server = store_server_start(port, token);
+        s->server = store_server_start(host, port, token);
         if (!s->server) goto fail;
         s->port = store_server_port(s->server);
     }

@@ -24,6 +24,7 @@
  *     of the poll for ACCEPT_BACKOFF_S instead of waking the thread at once, over and over. */
 #define _GNU_SOURCE /* accept4, pipe2 */
 #include <ctype.h>
+#include <netdb.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -564,38 +565,87 @@ static void *server_main(void *arg)
     return NULL;
 }
 
-/* A listening socket on every interface: IPv6 with IPv4 mapped where the kernel has IPv6 (as
- * PyTorch's TCPStore), else IPv4. SO_REUSEADDR lets a new job take a port left in TIME_WAIT. */
-static int listen_any(int port, int *bound)
+/* When every address of host is a loopback one, that address (into *out), so the store listens
+ * on loopback only: no other machine could reach it through host anyway, and nobody else on
+ * the network gets to knock. Any other host (a name or address of this machine that other
+ * machines dial, or one that is not local at all, behind NAT) keeps listening everywhere, as
+ * PyTorch's TCPStore does: binding there could fail, or pick 127.0.1.1 for a Debian hostname. */
+static bool loopback_of(const char *host, struct sockaddr_storage *out, socklen_t *len)
 {
-    int one = 1, zero = 0, err = 0;
-    int fd = socket(AF_INET6, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-        struct sockaddr_in6 a = {
-            .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port), .sin6_addr = in6addr_any};
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-        if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0) goto listening;
-        err = errno;
-        close(fd);
-        if (err == EADDRINUSE) goto fail;
+    if (!host || !*host) return false;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+    if (getaddrinfo(host, NULL, &hints, &res) != 0) return false;
+    bool all = res != NULL;
+    for (struct addrinfo *ai = res; ai && all; ai = ai->ai_next) {
+        if (ai->ai_family == AF_INET)
+            all = (ntohl(((struct sockaddr_in *)ai->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+        else if (ai->ai_family == AF_INET6)
+            all = IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)ai->ai_addr)->sin6_addr);
+        else
+            all = false;
     }
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) goto fail_errno;
-    struct sockaddr_in a4 = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_ANY)};
+    if (all) {
+        memcpy(out, res->ai_addr, res->ai_addrlen);
+        *len = res->ai_addrlen;
+    }
+    freeaddrinfo(res);
+    return all;
+}
+
+/* A socket of addr's family bound to addr with the given port (IPv6: IPv4 mapped too); -1 with
+ * *err set. SO_REUSEADDR lets a new job take a port left in TIME_WAIT. */
+static int bind_to(struct sockaddr_storage *addr, socklen_t len, int port, int *err)
+{
+    int one = 1, zero = 0;
+    int fd = socket(addr->ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        *err = errno;
+        return -1;
+    }
     setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    if (bind(fd, (struct sockaddr *)&a4, sizeof a4) < 0) {
-        err = errno;
-        close(fd);
-        goto fail;
+    if (addr->ss_family == AF_INET6) {
+        ((struct sockaddr_in6 *)addr)->sin6_port = htons((uint16_t)port);
+        setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+    } else {
+        ((struct sockaddr_in *)addr)->sin_port = htons((uint16_t)port);
     }
-listening:
-    if (listen(fd, 1024) < 0) {
+    if (bind(fd, (struct sockaddr *)addr, len) == 0) return fd;
+    *err = errno;
+    close(fd);
+    return -1;
+}
+
+/* A listening socket on host's loopback address (loopback_of), else on every interface: IPv6
+ * with IPv4 mapped where the kernel has IPv6 (as PyTorch's TCPStore), else IPv4. */
+static int listen_on(const char *host, int port, int *bound)
+{
+    int err = 0, fd;
+    struct sockaddr_storage addr = {0};
+    socklen_t len = 0;
+    if (loopback_of(host, &addr, &len)) {
+        fd = bind_to(&addr, len, port, &err);
+    } else {
+        struct sockaddr_in6 any6 = {.sin6_family = AF_INET6, .sin6_addr = in6addr_any};
+        memcpy(&addr, &any6, sizeof any6);
+        fd = bind_to(&addr, sizeof any6, port, &err);
+        if (fd < 0 && err != EADDRINUSE) { /* no IPv6 here */
+            struct sockaddr_in any4 = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_ANY)};
+            memset(&addr, 0, sizeof addr);
+            memcpy(&addr, &any4, sizeof any4);
+            fd = bind_to(&addr, sizeof any4, port, &err);
+        }
+    }
+    if (fd >= 0 && listen(fd, 1024) < 0) {
         err = errno;
         close(fd);
-        goto fail;
+        fd = -1;
+    }
+    if (fd < 0) {
+        char reason[128];
+        snprintf(reason, sizeof reason, "%s", strerror(err));
+        reason[0] = (char)tolower((unsigned char)reason[0]); /* it sits inside our message */
+        ddpl_error("store: cannot listen on port %d (%s)", port, reason);
+        return -1;
     }
     struct sockaddr_storage ss;
     socklen_t sl = sizeof ss;
@@ -603,20 +653,12 @@ listening:
     *bound = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
                                             : ((struct sockaddr_in *)&ss)->sin_port);
     return fd;
-fail_errno:
-    err = errno;
-fail:
-    char reason[128];
-    snprintf(reason, sizeof reason, "%s", strerror(err));
-    reason[0] = (char)tolower((unsigned char)reason[0]); /* it sits inside our message */
-    ddpl_error("store: cannot listen on port %d (%s)", port, reason);
-    return -1;
 }
 
-store_server *store_server_start(int port, const char *token)
+store_server *store_server_start(const char *host, int port, const char *token)
 {
     int bound;
-    int fd = listen_any(port, &bound);
+    int fd = listen_on(host, port, &bound);
     if (fd < 0) return NULL;
     store_server *s = ddpl_xcalloc(1, sizeof *s);
     s->listen_fd = fd;

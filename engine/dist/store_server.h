@@ -6,10 +6,12 @@
 
 typedef struct store_server store_server;
 
-/* Listens on every interface at port (0 = a free one) and serves in a new thread. token: NULL
+/* Listens at port (0 = a free one) and serves in a new thread: on loopback only when host (the
+ * address the clients dial: MASTER_ADDR) is a loopback address, which no other machine could
+ * reach anyway; otherwise (or host NULL) on every interface, as PyTorch's TCPStore. token: NULL
  * or "" for none. NULL with ddpl_error set ("store: cannot listen on port 29500 (address already
  * in use)"). */
-store_server *store_server_start(int port, const char *token);
+store_server *store_server_start(const char *host, int port, const char *token);
 int store_server_port(const store_server *s);
 /* Stops accepting, lets the connected clients finish for up to drain_s seconds (other ranks may
  * still be using the store when rank 0 lets go of it), then joins the thread and frees. */

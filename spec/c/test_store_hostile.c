@@ -8,11 +8,14 @@
  *     (a thousandfold amplification) leaves the server's memory bounded, and a real client is
  *     still answered meanwhile;
  *   - a server out of descriptors (a child process with a low RLIMIT_NOFILE and more clients
- *     than descriptors) waits instead of spinning on the listening socket.
+ *     than descriptors) waits instead of spinning on the listening socket;
+ *   - a store for MASTER_ADDR 127.0.0.1 listens on loopback only (this machine's other address
+ *     is refused), one for a non-loopback host on every interface.
  * defines: main. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,7 +178,7 @@ static void check_fd_limit(void)
         setenv("DDPLUA_STORE_HELLO_TIMEOUT", "30", 1); /* keep the accepted ones */
         struct rlimit lim = {24, 24};
         setrlimit(RLIMIT_NOFILE, &lim);
-        store_server *srv = store_server_start(0, TOKEN);
+        store_server *srv = store_server_start("127.0.0.1", 0, TOKEN);
         int port = srv ? store_server_port(srv) : -1;
         char go;
         if (write(to_parent[1], &port, sizeof port) != sizeof port) _exit(2);
@@ -208,10 +211,59 @@ static void check_fd_limit(void)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 
+/* This machine's first IPv4 address that is not a loopback one, or false when it has none. */
+static bool other_address(struct sockaddr_in *out)
+{
+    struct ifaddrs *ifs = NULL;
+    if (getifaddrs(&ifs) != 0) return false;
+    bool found = false;
+    for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+        if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET) continue;
+        struct sockaddr_in *a = (struct sockaddr_in *)i->ifa_addr;
+        if ((ntohl(a->sin_addr.s_addr) >> 24) == 127) continue;
+        *out = *a;
+        found = true;
+    }
+    freeifaddrs(ifs);
+    return found;
+}
+
+/* Whether a TCP connection to addr:port is accepted. */
+static bool reachable(struct sockaddr_in addr, int port)
+{
+    addr.sin_port = htons((uint16_t)port);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    bool ok = fd >= 0 && connect(fd, (struct sockaddr *)&addr, sizeof addr) == 0;
+    if (fd >= 0) close(fd);
+    return ok;
+}
+
+static void check_bind_address(void)
+{
+    struct sockaddr_in other;
+    /* every machine that runs the suite has a network interface besides loopback (CI's too);
+     * without one there is nothing to tell loopback-only from everywhere */
+    CHECK(other_address(&other));
+    store_server *lo = store_server_start("127.0.0.1", 0, TOKEN);
+    char host[INET_ADDRSTRLEN];
+    inet_ntop(AF_INET, &other.sin_addr, host, sizeof host);
+    store_server *all = store_server_start(host, 0, TOKEN);
+    CHECK(lo != NULL && all != NULL);
+    if (lo && all) {
+        struct sockaddr_in loop = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        CHECK(reachable(loop, store_server_port(lo)));
+        CHECK(!reachable(other, store_server_port(lo))); /* loopback only */
+        CHECK(reachable(other, store_server_port(all)));
+        CHECK(reachable(loop, store_server_port(all)));
+    }
+    store_server_stop(lo, 0);
+    store_server_stop(all, 0);
+}
+
 int main(void)
 {
     setenv("DDPLUA_STORE_HELLO_TIMEOUT", "1", 1);
-    store_server *srv = store_server_start(0, TOKEN);
+    store_server *srv = store_server_start("127.0.0.1", 0, TOKEN);
     CHECK(srv != NULL);
     if (!srv) return check_finish();
     int port = store_server_port(srv);
@@ -226,5 +278,6 @@ int main(void)
     }
     store_server_stop(srv, 0);
     check_fd_limit();
+    check_bind_address();
     return check_finish();
 }
