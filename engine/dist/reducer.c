@@ -187,13 +187,16 @@ int ddpl_reducer_prepare_backward(ddpl_reducer *r, int n_outputs, ddpl_tensor *c
         k->copied_bytes = 0;
     }
     if (!reducer_detects_unused(r)) return 0;
-    if (r->static_known) {
+    if (r->static_walked) {
         /* static_graph: this iteration's graph is the first one's, no walk */
         memcpy(r->used, r->static_local, (size_t)r->n * sizeof(bool));
     } else {
         ddpl_leaves_reached(n_outputs, outputs, r->n, r->params, r->used);
         r->graph_walks++;
-        if (r->cfg.static_graph) memcpy(r->static_local, r->used, (size_t)r->n * sizeof(bool));
+        if (r->cfg.static_graph) {
+            memcpy(r->static_local, r->used, (size_t)r->n * sizeof(bool));
+            r->static_walked = true;
+        }
     }
     /* unused parameters are ready now: their buckets may be launched before backward starts */
     for (int p = 0; p < r->n; p++) {

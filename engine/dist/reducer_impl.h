@@ -71,8 +71,9 @@ struct ddpl_reducer {
     bool finished_once, rebuilt;
     int divisor;            /* gradients are averaged over this many (the world, or join's) */
     ddpl_tensor *inv_world; /* 0-dim scalar 1/divisor (float64: the kernels convert) */
-    /* static_graph: the used maps of the first synchronised iteration, reused after it */
-    bool static_known;
+    /* static_graph: the used maps of the first synchronised iteration, reused after it (a rank
+     * that only shadowed it under join walks its own graph the first time it trains) */
+    bool static_known, static_walked; /* static_global, static_local are filled */
     bool *static_local, *static_global; /* per parameter: used here, used on some rank */
     int graph_walks;                    /* ddpl_leaves_reached calls (for specs) */
 };

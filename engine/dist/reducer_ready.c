@@ -80,7 +80,9 @@ int reducer_finish(ddpl_reducer *r, int b)
     k->work = NULL;
     if (!k->t_end) k->t_end = reducer_now();
     if (rc < 0)
-        return ddpl_error("DistributedDataParallel: rank %d: allreduce of bucket %d failed: %s",
+        return ddpl_error("DistributedDataParallel: rank %d: allreduce of bucket %d failed: %s "
+                          "(if the ranks run different numbers of iterations, run the training "
+                          "loop in model:join)",
                           r->rank, b, ddpl_last_error());
     if (r->comm == DDPL_COMM_FP16 || r->comm == DDPL_COMM_BF16) {
         /* sum the ranks' rounded contributions, then round the sum as a reduction in the
@@ -306,13 +308,9 @@ int reducer_shadow_backward(ddpl_reducer *r)
     free(saved);
     if (rc < 0) return -1;
     if (reducer_detects_unused(r)) {
-        /* this rank used nothing; with static_graph a first map is kept as the graph's (used
-         * here as on the others), should this rank train again after join */
-        bool known = r->static_known;
+        /* this rank used nothing (its own map, with static_graph, waits for its first walk) */
         memset(r->used, 0, (size_t)r->n * sizeof(bool));
         if (settle_used(r) < 0) return -1;
-        if (!known && r->cfg.static_graph)
-            memcpy(r->static_local, r->static_global, (size_t)r->n * sizeof(bool));
     }
     r->finished_once = true;
     return 0;

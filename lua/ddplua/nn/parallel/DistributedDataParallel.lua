@@ -96,7 +96,13 @@ local function broadcast_all(tensors, pg, src_in_group)
             works[i] = dist.broadcast(t, src, {async_op = true, group = pg})
         end
     end)
-    for _, w in ipairs(works) do w:wait() end
+    for _, w in ipairs(works) do
+        local ok, err = pcall(w.wait, w)
+        if not ok then
+            fail('broadcast of parameters or buffers from rank %d failed: %s', src,
+                (tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')))
+        end
+    end
 end
 
 function DDP:init(module, opts)
