@@ -1,8 +1,8 @@
 /* dist/reducer_impl.h: what the DDP reducer's files share: its state and their entry points
  * into each other. Internal to engine/dist.
  * defines: reducer_bucket, reducer_hook_ud, struct ddpl_reducer, reducer_now, reducer_slot,
- *          reducer_param_bytes, reducer_is_view_of, reducer_detects_unused, and the functions of reducer_buckets.c
- *          (layout, gradient homes, rebuild) and reducer_ready.c (gradient-ready hooks,
+ *          reducer_param_bytes, reducer_is_view_of, reducer_detects_unused, and the functions of
+ * reducer_buckets.c (layout, gradient homes, rebuild) and reducer_ready.c (gradient-ready hooks,
  *          launching, finishing).
  *
  * reducer.c is the public face (reducer.h); reducer_buckets.c lays parameters out in buckets
@@ -73,7 +73,7 @@ struct ddpl_reducer {
     ddpl_tensor *inv_world; /* 0-dim scalar 1/divisor (float64: the kernels convert) */
     /* static_graph: the used maps of the first synchronised iteration, reused after it (a rank
      * that only shadowed it under join walks its own graph the first time it trains) */
-    bool static_known, static_walked; /* static_global, static_local are filled */
+    bool static_known, static_walked;   /* static_global, static_local are filled */
     bool *static_local, *static_global; /* per parameter: used here, used on some rank */
     int graph_walks;                    /* ddpl_leaves_reached calls (for specs) */
 };

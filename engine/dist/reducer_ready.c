@@ -226,7 +226,8 @@ int reducer_mark_ready(ddpl_reducer *r, int p)
         return ddpl_error("DistributedDataParallel: rank %d: parameter '%s' (index %d) was marked "
                           "ready twice in one backward pass (is it used by a second backward "
                           "without a forward in between, or with find_unused_parameters on a "
-                          "parameter the graph does reach?)",
+                          "parameter the graph does reach? with static_graph, one that the first "
+                          "iteration did not use?)",
                           r->rank, r->names[p], p);
     /* a sole home's memory holds nothing but .grad before this rank's allreduce writes it */
     if (r->homes[p] && ddpl_grad_home_of(param) == r->homes[p] &&

@@ -227,8 +227,7 @@ static int m_set_divisor(lua_State *L)
 {
     reducer_box *b = check_reducer(L, "join");
     lua_Integer n = luaL_checkinteger(L, 2);
-    if (ddpl_reducer_set_divisor(b->r, n < 1 || n > 1 << 30 ? -1 : (int)n) < 0)
-        return lb_error(L);
+    if (ddpl_reducer_set_divisor(b->r, n < 1 || n > 1 << 30 ? -1 : (int)n) < 0) return lb_error(L);
     return 0;
 }
 
