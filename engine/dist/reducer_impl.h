@@ -1,9 +1,9 @@
 /* dist/reducer_impl.h: what the DDP reducer's files share: its state and their entry points
  * into each other. Internal to engine/dist.
  * defines: reducer_bucket, reducer_hook_ud, struct ddpl_reducer, reducer_now, reducer_slot,
- *          reducer_param_bytes, reducer_is_view_of, reducer_detects_unused, and the functions of
- * reducer_buckets.c (layout, gradient homes, rebuild) and reducer_ready.c (gradient-ready hooks,
- *          launching, finishing).
+ *          reducer_param_bytes, reducer_is_view_of, reducer_detects_unused, and the functions
+ *          of reducer_buckets.c (layout, gradient homes, rebuild) and reducer_ready.c
+ *          (gradient-ready hooks, launching, finishing, join's shadow backward).
  *
  * reducer.c is the public face (reducer.h); reducer_buckets.c lays parameters out in buckets
  * and makes the slots gradient homes; reducer_ready.c takes each gradient as it becomes ready
