@@ -18,6 +18,7 @@
 -- buffer broadcast, which comes from the highest rank not joined.
 -- Prints "JOIN_OK rank=R maxrel=E walks=W" (W: the reducer's graph walks) and exits 0, or raises.
 local ddpl = require 'ddplua'
+local compare = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/compare.lua')
 local nn, F, dist = ddpl.nn, ddpl.nn.functional, ddpl.distributed
 
 local o = {counts = '3,2', divide = 1, accum = 1, model = 'mlp', unused = 0, static = 0,
@@ -176,19 +177,8 @@ for t = 1, T * o.epochs do
 end
 local tick = ticks[1]
 
-local maxrel = 0
-local got, want = model.module:named_parameters(), ref:named_parameters()
-for i, pair in ipairs(want) do
-    local a, b = got[i][2], pair[2]
-    local scale = b:abs():max():item()
-    local diff = (a - b):abs():max():item()
-    local rel = diff / math.max(scale, 1e-12)
-    if rel > maxrel then maxrel = rel end
-    if not (rel <= o.tol) then
-        error(('rank %d: parameter %s differs from the single-process reference: max|diff| %.3g, '
-            .. 'relative %.3g > %.3g'):format(rank, pair[1], diff, rel, o.tol))
-    end
-end
+local maxrel = compare(model.module:named_parameters(), ref:named_parameters(), o.tol,
+    'rank ' .. rank)
 local have = net.tick:item()
 if have ~= tick then
     error(('rank %d: buffer tick is %g, want %g (buffers must come from the highest rank not '
