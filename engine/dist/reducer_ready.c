@@ -80,7 +80,8 @@ int reducer_finish(ddpl_reducer *r, int b)
     k->work = NULL;
     if (!k->t_end) k->t_end = reducer_now();
     if (rc < 0)
-        return ddpl_error("DistributedDataParallel: rank %d: allreduce of bucket %d failed: %s "
+        /* the hint on a line of its own: the first line stays the group's error */
+        return ddpl_error("DistributedDataParallel: rank %d: allreduce of bucket %d failed: %s\n"
                           "(if the ranks run different numbers of iterations, run the training "
                           "loop in model:join)",
                           r->rank, b, ddpl_last_error());

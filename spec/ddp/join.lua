@@ -120,7 +120,7 @@ if o.nojoin == 1 then -- the issue's failure: ranks with fewer batches reach the
     end)
     if ok then error('rank ' .. rank .. ': uneven inputs without join did not fail') end
     -- printed and exit 0, so that no rank is stopped before it has printed its error
-    print(('NOJOIN_FAILED rank=%d: %s'):format(rank, (tostring(err):gsub('\n.*', ''))))
+    print(('NOJOIN_FAILED rank=%d: %s'):format(rank, (tostring(err):gsub('\n', ' '))))
     os.exit(0)
 end
 
