@@ -3,7 +3,11 @@
 -- set_epoch), SGD momentum 0.9, 1 thread per rank (the launcher's OMP_NUM_THREADS=1).
 -- Modes, each for every round: "ddp" (synchronised steps), "nosync" (the same steps with every
 -- forward/backward inside model:no_sync: the step without gradient communication) and "view" (a
--- second replica, same initial weights, wrapped with gradient_as_bucket_view = true).
+-- second replica, same initial weights, wrapped with gradient_as_bucket_view = true); on request
+-- (modes=), "unused" (a replica with find_unused_parameters = true: a walk of the autograd graph
+-- and a used-parameter exchange every step) and "static" (find_unused_parameters and
+-- static_graph = true: both only in the first step), whose step times differ by what
+-- static_graph saves.
 -- Per round: `steps` timed steps after `warmup` untimed ones; a round's time is the longest of
 -- the ranks' (all_reduce max), global samples/s = world * batch * steps / time. Rank 0 prints
 --   RESULT engine=ddplua model=M mode=ddp sps=<median> rounds=<r1,r2,...>
@@ -18,7 +22,8 @@
 -- throughput gap is host noise, which a synchronised step pays on either rank and no_sync only
 -- on its own:
 --   STEP engine=ddplua model=M mode=ddp p10_us=X p50_us=Y
--- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N modes=ddp,nosync,view (a subset)
+-- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N modes=ddp,nosync,view (a subset, or
+-- any of ddp,nosync,view,unused,static)
 local ddpl = require 'ddplua'
 local nn, F, dist, data = ddpl.nn, ddpl.F, ddpl.distributed, ddpl.data
 
@@ -44,8 +49,20 @@ local function replica(opts)
     return m, ddpl.optim.SGD(m:parameters(), {lr = o.model == 'cnn' and 0.02 or 0.05,
         momentum = 0.9})
 end
+local modes = {}
+for m in (o.modes or 'ddp,nosync,view'):gmatch('[^,]+') do modes[#modes + 1] = m end
+local replica_opts = {view = {gradient_as_bucket_view = true},
+    unused = {find_unused_parameters = true},
+    static = {find_unused_parameters = true, static_graph = true}}
 local model, opt = replica({})
-local view_model, view_opt = replica({gradient_as_bucket_view = true})
+local replicas = {} -- mode -> {model, optimizer}, for the modes with a replica of their own
+for _, m in ipairs(modes) do
+    if replica_opts[m] then
+        replicas[m] = {replica(replica_opts[m])}
+    elseif m ~= 'ddp' and m ~= 'nosync' then
+        error('bench/ddp.lua: unknown mode ' .. m)
+    end
+end
 
 local epoch, it = 0, nil
 local function next_batch()
@@ -64,7 +81,7 @@ local per_bucket, waits = {}, {n = 0, wait = 0, backward = 0}
 local function step(mode, record)
     local xb, yb = next_batch()
     local m, op = model, opt
-    if mode == 'view' then m, op = view_model, view_opt end
+    if replicas[mode] then m, op = replicas[mode][1], replicas[mode][2] end
     op:zero_grad()
     local function fb() F.cross_entropy(m(xb), yb):backward() end
     if mode == 'nosync' then m:no_sync(fb) else fb() end
@@ -96,10 +113,8 @@ local function median(t)
     return s[(#s + 1) // 2]
 end
 
-local modes = {}
-for m in (o.modes or 'ddp,nosync,view'):gmatch('[^,]+') do modes[#modes + 1] = m end
-local results = {ddp = {}, nosync = {}, view = {}}
-local step_times = {ddp = {}, nosync = {}, view = {}} -- seconds, every timed step of this rank
+local results, step_times = {}, {} -- step_times: seconds, every timed step of this rank
+for _, m in ipairs(modes) do results[m], step_times[m] = {}, {} end
 for _, mode in ipairs(modes) do
     for _ = 1, o.warmup do step(mode) end
 end

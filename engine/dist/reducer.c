@@ -4,7 +4,8 @@
  * defines: ddpl_reducer_new, ddpl_reducer_free, ddpl_reducer_prepare_forward,
  *          ddpl_reducer_prepare_backward, ddpl_reducer_set_comm_hook, ddpl_reducer_num_buckets,
  *          ddpl_reducer_bucket_params, ddpl_reducer_bucket_bytes, ddpl_reducer_bucket_tensor,
- *          ddpl_reducer_rebuilt, ddpl_reducer_timeline.
+ *          ddpl_reducer_rebuilt, ddpl_reducer_timeline, ddpl_reducer_shadow_backward,
+ *          ddpl_reducer_set_divisor, ddpl_reducer_graph_walks.
  *
  * Buckets and their slots as gradient homes: reducer_buckets.c; the backward (gradient-ready
  * hooks, launching and finishing collectives): reducer_ready.c. The reducer reaches autograd
@@ -76,6 +77,9 @@ ddpl_reducer *ddpl_reducer_new(ddpl_pg *pg, int n, ddpl_tensor *const *params,
     r->in_grad = ddpl_xcalloc((size_t)n, sizeof(bool));
     r->homes = ddpl_xcalloc((size_t)n, sizeof *r->homes);
     r->order = ddpl_xcalloc((size_t)n, sizeof(int));
+    r->static_local = ddpl_xcalloc((size_t)n, sizeof(bool));
+    r->static_global = ddpl_xcalloc((size_t)n, sizeof(bool));
+    r->divisor = r->world;
     r->inv_world = ddpl_scalar(1.0 / r->world, DDPL_FLOAT64, params[0]->device);
     for (int i = 0; i < n; i++) {
         r->params[i] = ddpl_tensor_retain(params[i]);
@@ -119,6 +123,8 @@ void ddpl_reducer_free(ddpl_reducer *r)
     free(r->in_grad);
     free(r->homes);
     free(r->order);
+    free(r->static_local);
+    free(r->static_global);
     free(r);
 }
 
@@ -172,7 +178,7 @@ int ddpl_reducer_prepare_backward(ddpl_reducer *r, int n_outputs, ddpl_tensor *c
     for (int p = 0; p < r->n; p++) {
         r->ready[p] = false;
         r->in_grad[p] = false;
-        r->used[p] = !r->cfg.find_unused;
+        r->used[p] = !reducer_detects_unused(r);
     }
     for (int b = 0; b < r->nb; b++) {
         reducer_bucket *k = &r->buckets[b];
@@ -180,8 +186,18 @@ int ddpl_reducer_prepare_backward(ddpl_reducer *r, int n_outputs, ddpl_tensor *c
         k->t_ready = k->t_start = k->t_end = 0;
         k->copied_bytes = 0;
     }
-    if (!r->cfg.find_unused) return 0;
-    ddpl_leaves_reached(n_outputs, outputs, r->n, r->params, r->used);
+    if (!reducer_detects_unused(r)) return 0;
+    if (r->static_walked) {
+        /* static_graph: this iteration's graph is the first one's, no walk */
+        memcpy(r->used, r->static_local, (size_t)r->n * sizeof(bool));
+    } else {
+        ddpl_leaves_reached(n_outputs, outputs, r->n, r->params, r->used);
+        r->graph_walks++;
+        if (r->cfg.static_graph) {
+            memcpy(r->static_local, r->used, (size_t)r->n * sizeof(bool));
+            r->static_walked = true;
+        }
+    }
     /* unused parameters are ready now: their buckets may be launched before backward starts */
     for (int p = 0; p < r->n; p++) {
         if (r->used[p]) continue;
@@ -200,6 +216,31 @@ void ddpl_reducer_set_comm_hook(ddpl_reducer *r, ddpl_comm_kind kind, ddpl_comm_
     r->comm_ud = userdata;
     reducer_set_homes(
         r); /* sole-owner homes only serve the plain allreduce; cannot fail but on OOM */
+}
+
+int ddpl_reducer_shadow_backward(ddpl_reducer *r)
+{
+    return reducer_shadow_backward(r);
+}
+
+int ddpl_reducer_set_divisor(ddpl_reducer *r, int divisor)
+{
+    if (divisor < 1 || divisor > r->world)
+        return ddpl_error("DistributedDataParallel: the gradient divisor must be between 1 and "
+                          "the world size %d, got %d",
+                          r->world, divisor);
+    if (divisor == r->divisor) return 0;
+    ddpl_tensor *inv = ddpl_scalar(1.0 / divisor, DDPL_FLOAT64, r->params[0]->device);
+    if (!inv) return -1;
+    ddpl_tensor_release(r->inv_world);
+    r->inv_world = inv;
+    r->divisor = divisor;
+    return 0;
+}
+
+int ddpl_reducer_graph_walks(const ddpl_reducer *r)
+{
+    return r->graph_walks;
 }
 
 int ddpl_reducer_num_buckets(const ddpl_reducer *r)

@@ -1,7 +1,8 @@
 /* dist/reducer.h: the DDP reducer: bucketed, asynchronous gradient averaging driven by autograd.
  * defines: ddpl_reducer, ddpl_reducer_config, ddpl_comm_kind, ddpl_comm_hook_fn,
  *          ddpl_reducer_new/free, prepare_forward, prepare_backward, set_comm_hook, bucket
- *          queries, the timeline (ddpl_reducer_event).
+ *          queries, the timeline (ddpl_reducer_event); for join: shadow_backward, set_divisor;
+ *          for static_graph: graph_walks.
  *
  * Mirrors PyTorch's reducer (DESIGN.md, "DDP reducer"). Parameters are grouped into buckets in
  * reverse registration order (split by dtype; the first bucket closes at first_bucket_mb, the
@@ -38,6 +39,9 @@ typedef struct ddpl_reducer_config {
     double first_bucket_mb; /* <= 0: 1 */
     bool find_unused;       /* mark parameters the forward did not reach as ready */
     bool grad_as_bucket_view;
+    bool static_graph; /* the graph is the same every iteration: the unused parameters (as
+                          find_unused, whether set or not) are found in the first synchronised
+                          iteration only, by one graph walk and one exchange, then reused */
 } ddpl_reducer_config;
 
 typedef enum ddpl_comm_kind {
@@ -65,11 +69,26 @@ void ddpl_reducer_free(ddpl_reducer *r);
 int ddpl_reducer_prepare_forward(ddpl_reducer *r);
 /* After the forward, when a backward may follow (grad mode on). sync=false: the coming backward
  * only accumulates locally (no_sync). With find_unused, walks the graph from outputs and marks
- * the parameters it does not reach as ready. */
+ * the parameters it does not reach as ready; with static_graph only in the first synchronised
+ * iteration, later ones mark the same parameters without a walk. */
 int ddpl_reducer_prepare_backward(ddpl_reducer *r, int n_outputs, ddpl_tensor *const *outputs,
                                   bool sync);
 void ddpl_reducer_set_comm_hook(ddpl_reducer *r, ddpl_comm_kind kind, ddpl_comm_hook_fn fn,
                                 void *userdata);
+
+/* Join (PyTorch's _DDPJoinHook): on a rank that ran out of inputs, the collectives of one
+ * synchronised backward with zero gradients, so that the ranks still training find their
+ * bucket allreduces (or comm hooks) and used-parameter exchange matched. This rank's .grad and
+ * bucket contents are left as they were. Every bucket is reduced, as when all parameters became
+ * ready; afterwards the reducer counts as having finished an iteration (the bucket rebuild
+ * follows on every rank at the same point). */
+int ddpl_reducer_shadow_backward(ddpl_reducer *r);
+/* Divide the summed gradients by divisor (>= 1) instead of the world size, from the next
+ * backward on (join with divide_by_initial_world_size=false: the ranks not yet joined). The
+ * built-in reductions use it; a custom comm hook does its own division. */
+int ddpl_reducer_set_divisor(ddpl_reducer *r, int divisor);
+/* How many times prepare_backward walked the autograd graph for unused parameters. */
+int ddpl_reducer_graph_walks(const ddpl_reducer *r);
 
 int ddpl_reducer_num_buckets(const ddpl_reducer *r);
 /* Parameter indices (0-based, registration order) of bucket b, in bucket order; returns the

@@ -1,9 +1,9 @@
 /* dist/reducer_impl.h: what the DDP reducer's files share: its state and their entry points
  * into each other. Internal to engine/dist.
  * defines: reducer_bucket, reducer_hook_ud, struct ddpl_reducer, reducer_now, reducer_slot,
- *          reducer_param_bytes, reducer_is_view_of, and the functions of reducer_buckets.c
- *          (layout, gradient homes, rebuild) and reducer_ready.c (gradient-ready hooks,
- *          launching, finishing).
+ *          reducer_param_bytes, reducer_is_view_of, reducer_detects_unused, and the functions
+ *          of reducer_buckets.c (layout, gradient homes, rebuild) and reducer_ready.c
+ *          (gradient-ready hooks, launching, finishing, join's shadow backward).
  *
  * reducer.c is the public face (reducer.h); reducer_buckets.c lays parameters out in buckets
  * and makes the slots gradient homes; reducer_ready.c takes each gradient as it becomes ready
@@ -69,7 +69,13 @@ struct ddpl_reducer {
     int *order; /* parameter indices in the order they became ready (first iteration) */
     int n_order;
     bool finished_once, rebuilt;
-    ddpl_tensor *inv_world; /* 0-dim scalar 1/world (float64: the kernels convert) */
+    int divisor;            /* gradients are averaged over this many (the world, or join's) */
+    ddpl_tensor *inv_world; /* 0-dim scalar 1/divisor (float64: the kernels convert) */
+    /* static_graph: the used maps of the first synchronised iteration, reused after it (a rank
+     * that only shadowed it under join walks its own graph the first time it trains) */
+    bool static_known, static_walked;   /* static_global, static_local are filled */
+    bool *static_local, *static_global; /* per parameter: used here, used on some rank */
+    int graph_walks;                    /* ddpl_leaves_reached calls (for specs) */
 };
 
 static inline double reducer_now(void) /* seconds, monotonic */
@@ -117,6 +123,13 @@ REDUCER_HIDDEN int reducer_on_grad_ready(ddpl_tensor *leaf, void *userdata);
 REDUCER_HIDDEN int reducer_mark_ready(ddpl_reducer *r, int p);
 /* Waits for bucket b's collective and leaves the averages in its flat buffer. */
 REDUCER_HIDDEN int reducer_finish(ddpl_reducer *r, int b);
+/* Whether the unused parameters are detected (find_unused or static_graph). */
+static inline bool reducer_detects_unused(const ddpl_reducer *r)
+{
+    return r->cfg.find_unused || r->cfg.static_graph;
+}
+/* ddpl_reducer_shadow_backward (reducer.h). */
+REDUCER_HIDDEN int reducer_shadow_backward(ddpl_reducer *r);
 /* A small blocking broadcast (from rank 0) or sum of a CPU tensor; the result, a new CPU
  * tensor, or NULL. */
 REDUCER_HIDDEN ddpl_tensor *reducer_host_collective(ddpl_reducer *r, ddpl_tensor *host,

@@ -2,12 +2,14 @@
  * its gradient in its bucket (or leaves it in .grad to be reduced there), launches the buckets'
  * collectives in order as they fill, and after the last one waits for all and writes the
  * averages back.
- * defines: reducer_on_grad_ready, reducer_mark_ready, reducer_finish, reducer_host_collective.
+ * defines: reducer_on_grad_ready, reducer_mark_ready, reducer_finish, reducer_host_collective,
+ *          reducer_shadow_backward (join: the same collectives with zero gradients).
  *
  * Threads: every function here runs on the thread that runs backward; the only concurrency is
  * the group's worker thread writing a launched bucket's flat buffer, which is not touched again
  * until that work is waited for. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "autograd/leaves.h"
 #include "dist/reducer_impl.h"
@@ -34,7 +36,7 @@ static int launch(ddpl_reducer *r, int b)
             values[nv] = ddpl_tensor_grad(r->params[k->params[i]]);
             offsets[nv++] = k->offsets[i];
         }
-        double inv = 1.0 / r->world;
+        double inv = 1.0 / r->divisor;
         if (nv)
             k->work = ddpl_pg_allreduce_prescaled_into(r->pg, k->flat, inv, nv, values, offsets);
         else
@@ -78,7 +80,10 @@ int reducer_finish(ddpl_reducer *r, int b)
     k->work = NULL;
     if (!k->t_end) k->t_end = reducer_now();
     if (rc < 0)
-        return ddpl_error("DistributedDataParallel: rank %d: allreduce of bucket %d failed: %s",
+        /* the hint on a line of its own: the first line stays the group's error */
+        return ddpl_error("DistributedDataParallel: rank %d: allreduce of bucket %d failed: %s\n"
+                          "(if the ranks run different numbers of iterations, run the training "
+                          "loop in model:join)",
                           r->rank, b, ddpl_last_error());
     if (r->comm == DDPL_COMM_FP16 || r->comm == DDPL_COMM_BF16) {
         /* sum the ranks' rounded contributions, then round the sum as a reduction in the
@@ -148,6 +153,23 @@ static int global_used(ddpl_reducer *r)
     return 0;
 }
 
+/* r->used becomes the global map: exchanged, or with static_graph after the first time the map
+ * that exchange gave (kept with the local one, which prepare_backward reuses). */
+static int settle_used(ddpl_reducer *r)
+{
+    size_t bytes = (size_t)r->n * sizeof(bool);
+    if (r->static_known) {
+        memcpy(r->used, r->static_global, bytes);
+        return 0;
+    }
+    if (global_used(r) < 0) return -1;
+    if (r->cfg.static_graph) {
+        memcpy(r->static_global, r->used, bytes);
+        r->static_known = true;
+    }
+    return 0;
+}
+
 /* End of a synchronised backward: wait for every bucket, write the averages into .grad. */
 static int finalize(ddpl_reducer *r)
 {
@@ -157,8 +179,8 @@ static int finalize(ddpl_reducer *r)
         if (reducer_finish(r, b) < 0 && rc == 0) rc = -1;
     r->expect_hooks = false;
     if (rc < 0) return -1;
-    if (r->cfg.find_unused && global_used(r) < 0) return -1;
-    if (!r->cfg.grad_as_bucket_view || r->cfg.find_unused) {
+    if (reducer_detects_unused(r) && settle_used(r) < 0) return -1;
+    if (!r->cfg.grad_as_bucket_view || reducer_detects_unused(r)) {
         for (int p = 0; p < r->n; p++) {
             ddpl_tensor *param = r->params[p], *v = reducer_slot(r, p);
             if (!r->used[p] && !ddpl_tensor_grad(param))
@@ -205,7 +227,8 @@ int reducer_mark_ready(ddpl_reducer *r, int p)
         return ddpl_error("DistributedDataParallel: rank %d: parameter '%s' (index %d) was marked "
                           "ready twice in one backward pass (is it used by a second backward "
                           "without a forward in between, or with find_unused_parameters on a "
-                          "parameter the graph does reach?)",
+                          "parameter the graph does reach? with static_graph, one that the first "
+                          "iteration did not use?)",
                           r->rank, r->names[p], p);
     /* a sole home's memory holds nothing but .grad before this rank's allreduce writes it */
     if (r->homes[p] && ddpl_grad_home_of(param) == r->homes[p] &&
@@ -254,4 +277,43 @@ int reducer_on_grad_ready(ddpl_tensor *leaf, void *userdata)
     ddpl_reducer *r = u->r;
     if (!r->expect_hooks || !r->sync) return 0; /* no_sync, or a backward DDP did not prepare */
     return reducer_mark_ready(r, u->index);
+}
+
+/* A joined rank's turn in a synchronised backward (PyTorch's _match_all_reduce_for_bwd_pass and
+ * _match_unused_params_allreduce): every bucket goes through the collective it would get after a
+ * backward (launch: allreduce, compressed allgather or comm hook) holding zeros, in bucket order,
+ * and the used-parameter exchange follows as in finalize. The buckets' contents (with
+ * gradient_as_bucket_view or gradient homes, this rank's .grad) are saved and put back. */
+int reducer_shadow_backward(ddpl_reducer *r)
+{
+    if (r->expect_hooks) { /* a synchronised backward that never ran: drop it */
+        for (int b = 0; b < r->nb; b++) (void)reducer_finish(r, b);
+        r->expect_hooks = false;
+    }
+    ddpl_tensor **saved = ddpl_xcalloc((size_t)r->nb, sizeof *saved);
+    int rc = 0;
+    for (int p = 0; p < r->n; p++) r->in_grad[p] = false; /* launch reads every bucket's flat */
+    for (int b = 0; b < r->nb && rc == 0; b++) {
+        saved[b] = ddpl_clone(r->buckets[b].flat);
+        if (!saved[b] || ddpl_zero_(r->buckets[b].flat) < 0) rc = -1;
+    }
+    for (int b = 0; b < r->nb && rc == 0; b++) {
+        rc = launch(r, b);
+        r->next_launch = b + 1;
+    }
+    for (int b = 0; b < r->nb; b++) /* every launched one, even after a failure */
+        if (reducer_finish(r, b) < 0 && rc == 0) rc = -1;
+    for (int b = 0; b < r->nb; b++) {
+        if (saved[b] && ddpl_copy_(r->buckets[b].flat, saved[b]) < 0 && rc == 0) rc = -1;
+        ddpl_tensor_release(saved[b]);
+    }
+    free(saved);
+    if (rc < 0) return -1;
+    if (reducer_detects_unused(r)) {
+        /* this rank used nothing (its own map, with static_graph, waits for its first walk) */
+        memset(r->used, 0, (size_t)r->n * sizeof(bool));
+        if (settle_used(r) < 0) return -1;
+    }
+    r->finished_once = true;
+    return 0;
 }

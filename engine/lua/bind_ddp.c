@@ -2,7 +2,7 @@
  * defines: lb_ddp_functions (package.loaded['ddplua.core.ddp']): reducer(pg, params, names,
  *          opts); the "ddplua.Reducer" type with prepare_forward(), prepare_backward(outputs,
  *          sync), set_comm_hook(name_or_fn, state), buckets(), bucket_tensor(b), rebuilt(),
- *          timeline(), close().
+ *          timeline(), shadow_backward(), set_divisor(n), graph_walks(), close().
  *
  * lua/ddplua/nn/parallel/DistributedDataParallel.lua drives it; engine/dist/reducer.h says what
  * each step does. A Lua comm hook is called from inside backward (the reducer runs in the
@@ -40,7 +40,7 @@ static int r_close(lua_State *L)
 }
 
 /* reducer(pg, {params}, {names}, {bucket_cap_mb, first_bucket_mb, find_unused_parameters,
- * gradient_as_bucket_view}) */
+ * gradient_as_bucket_view, static_graph}) */
 static int d_reducer(lua_State *L)
 {
     const char *f = "DistributedDataParallel";
@@ -67,7 +67,9 @@ static int d_reducer(lua_State *L)
     cfg.find_unused = lua_toboolean(L, -1);
     lua_getfield(L, 4, "gradient_as_bucket_view");
     cfg.grad_as_bucket_view = lua_toboolean(L, -1);
-    lua_pop(L, 4);
+    lua_getfield(L, 4, "static_graph");
+    cfg.static_graph = lua_toboolean(L, -1);
+    lua_pop(L, 5);
     reducer_box *b = lua_newuserdatauv(L, sizeof *b, 0);
     b->r = NULL;
     b->hook_ref = LUA_NOREF;
@@ -212,6 +214,30 @@ static int m_bucket_tensor(lua_State *L)
     return 1;
 }
 
+/* join: a joined rank's turn in the others' synchronised backward */
+static int m_shadow_backward(lua_State *L)
+{
+    reducer_box *b = check_reducer(L, "join");
+    if (ddpl_reducer_shadow_backward(b->r) < 0) return lb_error(L);
+    return 0;
+}
+
+/* set_divisor(n): average the gradients over n ranks (join) */
+static int m_set_divisor(lua_State *L)
+{
+    reducer_box *b = check_reducer(L, "join");
+    lua_Integer n = luaL_checkinteger(L, 2);
+    if (ddpl_reducer_set_divisor(b->r, n < 1 || n > 1 << 30 ? -1 : (int)n) < 0) return lb_error(L);
+    return 0;
+}
+
+static int m_graph_walks(lua_State *L)
+{
+    reducer_box *b = check_reducer(L, "graph_walks");
+    lua_pushinteger(L, ddpl_reducer_graph_walks(b->r));
+    return 1;
+}
+
 static int m_rebuilt(lua_State *L)
 {
     reducer_box *b = check_reducer(L, "rebuilt");
@@ -257,6 +283,9 @@ static const luaL_Reg reducer_methods[] = {
     {"bucket_tensor", m_bucket_tensor},
     {"rebuilt", m_rebuilt},
     {"timeline", m_timeline},
+    {"shadow_backward", m_shadow_backward},
+    {"set_divisor", m_set_divisor},
+    {"graph_walks", m_graph_walks},
     {"close", r_close},
     {NULL, NULL},
 };

@@ -11,6 +11,7 @@
 -- Ranks start from different random weights, so the construction broadcast is checked too.
 -- Prints "DDP_OK rank=R maxrel=E buckets=NB" and exits 0, or raises.
 local ddpl = require 'ddplua'
+local compare = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/compare.lua')
 local nn, F, dist = ddpl.nn, ddpl.nn.functional, ddpl.distributed
 
 local o = {model = 'mlp', cap = 25, view = '0', steps = 10, batch = 8, hook = 'none',
@@ -127,18 +128,7 @@ end
 
 local maxrel = 0
 if rank == 0 then
-    local got, want = model.module:named_parameters(), ref:named_parameters()
-    for i, pair in ipairs(want) do
-        local a, b = got[i][2], pair[2]
-        local scale = b:abs():max():item()
-        local diff = (a - b):abs():max():item()
-        local rel = diff / math.max(scale, 1e-12)
-        if rel > maxrel then maxrel = rel end
-        if not (rel <= o.tol) then
-            error(('rank 0: parameter %s differs from the single-process reference: max|diff| '
-                .. '%.3g, relative %.3g > %.3g'):format(pair[1], diff, rel, o.tol))
-        end
-    end
+    maxrel = compare(model.module:named_parameters(), ref:named_parameters(), o.tol, 'rank 0')
     -- BatchNorm running statistics: rank 0's (broadcast_buffers) equal the reference's
     local gb, wb = model.module:named_buffers(), ref:named_buffers()
     for i, pair in ipairs(wb) do

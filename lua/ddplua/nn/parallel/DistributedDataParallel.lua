@@ -4,7 +4,8 @@
 --          gradient_as_bucket_view=false, static_graph=false, device_ids, output_device,
 --          process_group}) (device_ids: lua/ddplua/nn/parallel/device_ids.lua),
 --          model(x) (the module's forward, with the reducer around it), model.module,
---          model:no_sync(fn, ...), model:register_comm_hook(name_or_fn [, state]) ('powersgd':
+--          model:no_sync(fn, ...), model:join([{divide_by_initial_world_size=true,
+--          enable=true},] fn, ...), model:register_comm_hook(name_or_fn [, state]) ('powersgd':
 --          lua/ddplua/distributed/algorithms/powersgd.lua),
 --          model:state_dict() ('module.' prefix: the module is the child named 'module'),
 --          model:buckets() (parameter names per bucket, for tests and tuning).
@@ -20,6 +21,9 @@
 -- option): the model checks, the broadcast of g's first rank's parameters and every bucket.
 -- DDPLUA_DISTRIBUTED_DEBUG=INFO (or DETAIL) logs the bucket layout to stderr at construction and
 -- after the rebuild that follows the first iteration.
+-- static_graph=true: the reducer finds the unused parameters in the first synchronised
+-- iteration only (one graph walk, one exchange) and reuses them (docs/ddp-join-static.md).
+-- join: docs/ddp-join-static.md describes the protocol (one small allreduce per forward).
 local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
 local C = require 'ddplua.core.ddp'
@@ -87,16 +91,22 @@ local function check_same_model(names, params, rank, world, pg)
     end
 end
 
--- from the group's first rank (src is a global rank)
-local function broadcast_all(tensors, pg)
+-- from the group's rank src_in_group (default its first rank)
+local function broadcast_all(tensors, pg, src_in_group)
     local works = {}
-    local src = dist.get_global_rank(pg, 0)
+    local src = dist.get_global_rank(pg, src_in_group or 0)
     ddpl.no_grad(function()
         for i, t in ipairs(tensors) do
             works[i] = dist.broadcast(t, src, {async_op = true, group = pg})
         end
     end)
-    for _, w in ipairs(works) do w:wait() end
+    for _, w in ipairs(works) do
+        local ok, err = pcall(w.wait, w)
+        if not ok then
+            fail('broadcast of parameters or buffers from rank %d failed: %s', src,
+                (tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')))
+        end
+    end
 end
 
 function DDP:init(module, opts)
@@ -147,7 +157,7 @@ function DDP:init(module, opts)
         reducer = C.reducer(pg, params, names, {
             bucket_cap_mb = o.bucket_cap_mb, first_bucket_mb = o.first_bucket_mb,
             find_unused_parameters = o.find_unused_parameters,
-            gradient_as_bucket_view = o.gradient_as_bucket_view}),
+            gradient_as_bucket_view = o.gradient_as_bucket_view, static_graph = o.static_graph}),
         timeline = os.getenv('DDPLUA_DDP_TIMELINE'), trace_events = {},
     }
     if self._ddp.log_buckets then self:_log_buckets('at construction') end
@@ -224,9 +234,41 @@ function DDP:write_timeline()
     trace_write(s)
 end
 
-function DDP:forward(...)
+-- ---- join (PyTorch's Join context with DDP's _DDPJoinHook) ----
+-- Every forward inside join, and every iteration a joined rank shadows, starts with one
+-- allreduce (sum) of world + 1 int64s over the DDP group: slot r is 1 when group rank r has not
+-- joined, the last slot counts the ranks whose coming backward synchronises. From it each rank
+-- knows how many have not joined (0: all done), whether to shadow a backward, and the highest
+-- rank not joined, which is the source of the buffer broadcast (a joined rank's buffers are
+-- stale). Returns count, syncing, source (group rank, or nil when count is 0).
+local function join_exchange(s, here, syncs)
+    local v = {}
+    for q = 1, s.world + 1 do v[q] = 0 end
+    v[s.rank + 1] = here and 1 or 0
+    v[s.world + 1] = syncs and 1 or 0
+    local t = ddpl.tensor(v, {dtype = 'int64', device = s.params[1].device})
+    dist.all_reduce(t, {group = s.pg})
+    local got = t:tolist()
+    local count, source = 0, nil
+    for q = 1, s.world do
+        count = count + got[q]
+        if got[q] > 0 then source = q - 1 end
+    end
+    return count, got[s.world + 1] > 0, source
+end
+
+-- The divisor of this step's gradients, the same on every rank (the 2-rank shared-memory sum
+-- scales both ranks' values with one rank's factor).
+local function join_divisor(s, count)
+    local ok, err = pcall(s.reducer.set_divisor, s.reducer,
+        s.join.divide_by_initial_world_size and s.world or count)
+    if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 0) end
+end
+
+-- prepare_forward (the bucket rebuild after the first iteration: a broadcast) and the buffer
+-- broadcast, which every rank does at the start of a forward, joined or not.
+local function forward_collectives(self, buffer_src)
     local s = self._ddp
-    if s.timeline and s.rank == 0 then trace_append(s) end -- before a rebuild drops it
     local ok, err = pcall(s.reducer.prepare_forward, s.reducer)
     if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 0) end
     if s.log_buckets and s.reducer:rebuilt() then
@@ -234,8 +276,20 @@ function DDP:forward(...)
         self:_log_buckets('rebuilt in gradient-ready order after the first iteration')
     end
     if s.opts.broadcast_buffers and #s.buffers > 0 and s.world > 1 then
-        broadcast_all(s.buffers, s.pg)
+        broadcast_all(s.buffers, s.pg, buffer_src)
     end
+end
+
+function DDP:forward(...)
+    local s = self._ddp
+    if s.timeline and s.rank == 0 then trace_append(s) end -- before a rebuild drops it
+    local buffer_src
+    if s.join then
+        local count, _
+        count, _, buffer_src = join_exchange(s, true, s.sync and ddpl.is_grad_enabled())
+        join_divisor(s, count)
+    end
+    forward_collectives(self, buffer_src)
     local out = table.pack(self.module(devices.to_device(s.device, ...)))
     if ddpl.is_grad_enabled() then
         s.reducer:prepare_backward(collect(out, {}, {}), s.sync)
@@ -256,6 +310,63 @@ function DDP:no_sync(fn, ...)
     if not res[1] then error(res[2], 0) end
     return table.unpack(res, 2, res.n)
 end
+
+local join_defaults = {divide_by_initial_world_size = true, enable = true}
+
+-- join([{divide_by_initial_world_size=true, enable=true},] fn, ...): runs fn(...) (a training
+-- loop over this rank's batches) and returns its results. A rank whose fn returned shadows the
+-- others' collectives (buffer broadcasts, and for each synchronised backward the buckets'
+-- reductions with zeros and the used-parameter exchange) until every rank's fn has returned; the
+-- last rank to finish then broadcasts its parameters and buffers to all (PyTorch's
+-- _sync_final_model). The gradients are divided by the initial world size, or with
+-- divide_by_initial_world_size=false by the number of ranks not joined yet at that step.
+function DDP:join(opts, fn, ...)
+    local s = self._ddp
+    if type(opts) == 'function' then return self:join({}, opts, fn, ...) end
+    if type(opts) ~= 'table' then
+        error('join: expected an options table or a function, got ' .. type(opts), 2)
+    end
+    if type(fn) ~= 'function' then
+        error('join: expected the function to run (the training loop), got ' .. type(fn), 2)
+    end
+    local o = Module.options('join', opts, join_defaults)
+    if not o.enable then return fn(...) end
+    if s.join then error('join: this DDP model is already inside join', 2) end
+    s.join = {divide_by_initial_world_size = o.divide_by_initial_world_size}
+    local res = table.pack(pcall(fn, ...))
+    if not res[1] then
+        -- as PyTorch's Join.__exit__: an error propagates at once (the others then fail at
+        -- their next collective, by the group's timeout at the latest)
+        s.join = nil
+        pcall(s.reducer.set_divisor, s.reducer, s.world)
+        error(res[2], 0)
+    end
+    local ok, err = pcall(function()
+        local shadowed = 0
+        while true do
+            local count, syncing, src = join_exchange(s, false, false)
+            if count == 0 then break end
+            shadowed = shadowed + 1
+            forward_collectives(self, src)
+            if syncing then
+                join_divisor(s, count)
+                s.reducer:shadow_backward()
+            end
+        end
+        -- the last to join (no iteration shadowed) hold the final model: the highest of them
+        -- sends parameters and buffers
+        local _, _, src = join_exchange(s, shadowed == 0, false)
+        local all = {}
+        for _, p in ipairs(self.module:parameters()) do all[#all + 1] = p end
+        for _, b in ipairs(s.buffers) do all[#all + 1] = b end
+        broadcast_all(all, s.pg, src)
+    end)
+    s.join = nil
+    pcall(s.reducer.set_divisor, s.reducer, s.world)
+    if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 0) end
+    return table.unpack(res, 2, res.n)
+end
+
 
 -- The hook's view of bucket b (1-based): its parameters' shapes in bucket order (the layout of
 -- the flat bucket), its number, and whether it is the last of the step.
@@ -315,7 +426,7 @@ function DDP:buckets()
     return out
 end
 
--- The reducer's C object, for specs (bucket_tensor, rebuilt, timeline).
+-- The reducer's C object, for specs (bucket_tensor, rebuilt, timeline, graph_walks).
 function DDP:_reducer() return self._ddp.reducer end
 
 function DDP:extra_repr()

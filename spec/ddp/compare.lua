@@ -1,0 +1,21 @@
+-- spec/ddp/compare.lua: the parameter check the DDP worker scripts (spec/ddp/train_equiv.lua,
+-- spec/ddp/join.lua) share. Loaded with dofile next to the worker:
+--     local compare = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/compare.lua')
+-- defines: compare(got, want, tol, who) -> the largest relative difference; got and want are
+-- named_parameters() lists of the same model; raises, naming `who` and the parameter, when
+-- max|got - want| > tol * max|want| for some parameter.
+return function(got, want, tol, who)
+    local maxrel = 0
+    for i, pair in ipairs(want) do
+        local a, b = got[i][2], pair[2]
+        local scale = b:abs():max():item()
+        local diff = (a - b):abs():max():item()
+        local rel = diff / math.max(scale, 1e-12)
+        if rel > maxrel then maxrel = rel end
+        if not (rel <= tol) then
+            error(('%s: parameter %s differs from the single-process reference: max|diff| %.3g, '
+                .. 'relative %.3g > %.3g'):format(who, pair[1], diff, rel, tol), 2)
+        end
+    end
+    return maxrel
+end
