@@ -17,11 +17,11 @@
 #include <stdint.h>
 
 typedef struct ddpl_pg_fp {
-    uint64_t seq;      /* 1, 2, ... per group in issue order; 0: none (not checked) */
+    uint64_t seq;  /* 1, 2, ... per group in issue order; 0: none (not checked) */
     int64_t count; /* elements of the input per rank; 0 when it has none (barrier); -1 when ranks
                     * may differ (all-to-all: its pair sizes are checked by the op itself) */
-    int32_t group;     /* group id: 0 the default group, then in creation order */
-    int32_t dtype;     /* ddpl_dtype of the input, -1 for none */
+    int32_t group; /* group id: 0 the default group, then in creation order */
+    int32_t dtype; /* ddpl_dtype of the input, -1 for none */
     int32_t reduce_op; /* ddpl_reduce_op, -1 for none */
     int32_t root;      /* src/dst as the caller gave it (a global rank), -1 for none */
     int32_t caller;    /* global rank of the caller: named in messages, not compared */

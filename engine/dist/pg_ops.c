@@ -346,7 +346,8 @@ ddpl_work *ddpl_pg_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs,
 ddpl_work *ddpl_pg_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins, int src)
 {
     int root;
-    if (check_rooted(pg, "scatter", "output", "scatter_list", "src", t, &ins, &nins, src, &root) < 0)
+    if (check_rooted(pg, "scatter", "output", "scatter_list", "src", t, &ins, &nins, src, &root) <
+        0)
         return NULL;
     return CALL_BACKEND(pg, "scatter", scatter, pg, t, ins, nins, root);
 }

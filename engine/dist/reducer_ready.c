@@ -79,8 +79,7 @@ int reducer_finish(ddpl_reducer *r, int b)
     ddpl_work_release(k->work);
     k->work = NULL;
     if (!k->t_end) k->t_end = reducer_now();
-    if (rc < 0)
-        /* the hint on a line of its own: the first line stays the group's error */
+    if (rc < 0) /* the hint on a line of its own: the first line stays the group's error */
         return ddpl_error("DistributedDataParallel: rank %d: allreduce of bucket %d failed: %s\n"
                           "(if the ranks run different numbers of iterations, run the training "
                           "loop in model:join)",

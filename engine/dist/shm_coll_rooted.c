@@ -101,7 +101,7 @@ int ddpl_shm_alltoallv(ddpl_shm *s, const void *in, const size_t *in_bytes, void
 {
     int rank = ddpl_shm_rank(s), size = ddpl_shm_size(s);
     size_t slot = ddpl_shm_staging_bytes() / (size_t)size / 64 * 64; /* >= 4 KB: size <= 1000 */
-    if (max_pair_bytes == 0) return ddpl_shm_checked_barrier(s); /* still compared */
+    if (max_pair_bytes == 0) return ddpl_shm_checked_barrier(s);     /* still compared */
     for (size_t off = 0; off < max_pair_bytes; off += slot) {
         char *mine = ddpl_shm_staging(s, rank);
         size_t at = 0; /* start of slice q in `in` */

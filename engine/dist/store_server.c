@@ -146,9 +146,9 @@ static void map_free(kv_map *m)
 /* ---- connections ---- */
 
 enum {
-    HELLO_MAX_FRAME = 4096, /* bytes a frame may declare before the hello: magic and token */
-    IN_CAP = 4 << 20,       /* bytes of unserved input a connection may hold */
-    OUT_CAP = 4 << 20,      /* bytes of unread replies after which its requests wait */
+    HELLO_MAX_FRAME = 4096,   /* bytes a frame may declare before the hello: magic and token */
+    IN_CAP = 4 << 20,         /* bytes of unserved input a connection may hold */
+    OUT_CAP = 4 << 20,        /* bytes of unread replies after which its requests wait */
     READ_QUANTUM = 256 << 10, /* bytes read from one connection per wake-up */
 };
 #define REFUSE_DELAY_S   0.2  /* seconds before a wrong token's refusal is sent */
@@ -175,10 +175,10 @@ struct store_server {
     kv_map map;
     conn **conns;
     size_t nconns, cap;
-    bool changed;          /* a key was set or added since blocked requests were last tried */
-    double hello_timeout;  /* seconds a new connection has to greet */
-    double next_refusal;   /* refusals of wrong tokens go out one by one, REFUSE_DELAY_S apart */
-    double accept_resume;  /* the listening socket is polled again from then (EMFILE back-off) */
+    bool changed;         /* a key was set or added since blocked requests were last tried */
+    double hello_timeout; /* seconds a new connection has to greet */
+    double next_refusal;  /* refusals of wrong tokens go out one by one, REFUSE_DELAY_S apart */
+    double accept_resume; /* the listening socket is polled again from then (EMFILE back-off) */
 };
 
 static void reply(conn *c, uint8_t status, uint32_t nfields, const store_field *fields)

@@ -250,7 +250,8 @@ static void check_bind_address(void)
     store_server *all = store_server_start(host, 0, TOKEN);
     CHECK(lo != NULL && all != NULL);
     if (lo && all) {
-        struct sockaddr_in loop = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        struct sockaddr_in loop = {.sin_family = AF_INET,
+                                   .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
         CHECK(reachable(loop, store_server_port(lo)));
         CHECK(!reachable(other, store_server_port(lo))); /* loopback only */
         CHECK(reachable(other, store_server_port(all)));
