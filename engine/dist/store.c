@@ -2,7 +2,8 @@
  * hello with the token, and one request/reply round trip per call under a mutex.
  * defines: ddpl_store_create, ddpl_store_set_prefix, ddpl_store_port, ddpl_store_timeout,
  *          ddpl_store_set_timeout, ddpl_store_set, ddpl_store_get, ddpl_store_add,
- * ddpl_store_check, ddpl_store_wait, ddpl_store_delete, ddpl_store_num_keys, ddpl_store_free.
+ *          ddpl_store_check, ddpl_store_wait, ddpl_store_delete, ddpl_store_num_keys,
+ *          ddpl_store_free.
  *
  * The mutex is held for a whole round trip, so a thread blocked in get/wait delays the others
  * until its keys come or its timeout passes (as PyTorch's client). A connection that failed in
