@@ -397,6 +397,51 @@ describe('load rejects damaged files with an error naming the file', function()
         H.assert_error(function() ddpl.load(path('x'), {devise = 'cpu'}) end,
                        "load: unknown option 'devise'")
     end)
+
+    -- a file whose ddplua.tree metadata is `tree` (JSON text), with one tensor 'w'
+    local function with_tree(tree)
+        local meta = '{"__metadata__":{"ddplua.tree":' .. string.format('%q', tree) .. '},'
+            .. '"w":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}'
+        return string.pack('<I8', #meta) .. meta .. 'ab'
+    end
+
+    it('names with a NUL byte (a JSON \\u0000), which C strings would cut short', function()
+        local h = '{"w\\u0000x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}}'
+        check('nul_name', string.pack('<I8', #h) .. h .. 'ab', 'tensor name contains a NUL byte')
+        local m = '{"__metadata__":{"k\\u0000":"v"}}'
+        check('nul_meta', string.pack('<I8', #m) .. m, '__metadata__ key contains a NUL byte')
+        check('nul_key', with_tree('{"a\\u0000b":1}'), 'contains a NUL byte')
+    end)
+    it('integer keys in any but the canonical form save writes ("#1" and "#01" would collide)',
+        function()
+            check('key01', with_tree('{"#1":1,"#01":2}'), "bad integer key '#01'")
+            check('keyplus', with_tree('{"#+1":1}'), "bad integer key '#+1'")
+            check('keybig', with_tree('{"#99999999999999999999":1}'), 'bad integer key')
+            local p = path('key_ok.safetensors')
+            write_file(p, with_tree('{"#1":1,"#-2":2,"#0":3,"##1":4}'))
+            local t = ddpl.load(p)
+            assert.are.same({[1] = 1, [-2] = 2, [0] = 3, ['#1'] = 4}, t)
+        end)
+    it('a tree that is not a table', function()
+        check('tree_num', with_tree('5'), 'the ddplua.tree metadata is not a table')
+        check('tree_tensor', with_tree('{"$tensor":"w"}'), 'is not a table')
+        check('tree_float', with_tree('{"$float":"nan"}'), 'is not a table')
+    end)
+    it('nesting as deep as save writes, and no deeper', function()
+        local t = {}
+        local inner = t
+        for _ = 1, 64 do inner.x = {}; inner = inner.x end -- 65 tables: save's limit
+        local p = path('deep.safetensors')
+        ddpl.save(t, p)
+        local back = ddpl.load(p)
+        for _ = 1, 64 do back = back.x end
+        assert.are.same({}, back)
+        inner.x = {}
+        H.assert_error(function() ddpl.save(t, path('deeper.safetensors')) end,
+            'nested deeper than 64')
+        check('deeper', with_tree(string.rep('{"x":', 65) .. '{}' .. string.rep('}', 65)),
+            'tables nested deeper than 64')
+    end)
 end)
 
 -- ---- atomic writes ----

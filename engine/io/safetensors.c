@@ -289,6 +289,9 @@ static int read_metadata(const char *path, const ddpl_json *meta, ddpl_st_file *
         if (meta->items[i].type != DDPL_JSON_STRING)
             return ddpl_error("load: %s: __metadata__ entry '%s' is not a string", path,
                               meta->keys[i].str);
+        if (strlen(meta->keys[i].str) != meta->keys[i].len)
+            return ddpl_error("load: %s: a __metadata__ key contains a NUL byte ('%s...')", path,
+                              meta->keys[i].str);
         out->meta_keys[i] = strdup(meta->keys[i].str);
         out->meta_values[i] = ddpl_xmalloc(meta->items[i].len + 1);
         memcpy(out->meta_values[i], meta->items[i].str, meta->items[i].len + 1);
@@ -323,6 +326,12 @@ static int load_tensors(int fd, const char *path, const ddpl_json *hdr, uint64_t
     int n = 0, rc = 0;
     for (size_t i = 0; i < hdr->len && rc == 0; i++) {
         const char *name = hdr->keys[i].str;
+        /* a JSON name may spell a NUL (\u0000); as a C string it would be cut there, and two
+         * different names could come out the same */
+        if (strlen(name) != hdr->keys[i].len) {
+            rc = ddpl_error("load: %s: a tensor name contains a NUL byte ('%s...')", path, name);
+            break;
+        }
         for (size_t j = 0; j < i && rc == 0; j++)
             if (strcmp(hdr->keys[j].str, name) == 0)
                 rc = ddpl_error("load: %s: the header names '%s' twice", path, name);

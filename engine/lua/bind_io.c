@@ -15,6 +15,7 @@
  * ddpl.load(path [, {device | map_location}]) returns the table and, second, the file's
  * other metadata ({str = str}); a file without "ddplua.tree" (e.g. written by Python) loads as a
  * flat {name = tensor}. */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -294,11 +295,30 @@ static void push_tensor(lua_State *L, const char *path, ddpl_st_file *f, const c
                name);
 }
 
-/* Converts the JSON tree j to a Lua value (pushed). */
+/* The integer a tree key "#<digits>" stands for, when k + 1 is the canonical decimal form save
+ * writes ("%lld": no '+', no leading zero, no overflow); false otherwise, so "#1" and "#01"
+ * cannot both name key 1. */
+static bool canonical_int_key(const char *k, long long *v)
+{
+    char *end;
+    errno = 0;
+    *v = strtoll(k + 1, &end, 10);
+    if (errno || *end != '\0' || end == k + 1) return false;
+    char again[32];
+    snprintf(again, sizeof again, "%lld", *v);
+    return strcmp(again, k + 1) == 0;
+}
+
+/* Converts the JSON tree j to a Lua value (pushed); depth counts the tables around it, as
+ * save counts them (it refuses more than SAVE_MAX_DEPTH, and so does load). */
 static void push_tree(lua_State *L, const char *path, ddpl_st_file *f, const ddpl_json *j,
-                      ddpl_device dev)
+                      ddpl_device dev, int depth)
 {
     luaL_checkstack(L, 4, "load: nesting too deep");
+    if ((j->type == DDPL_JSON_ARRAY || j->type == DDPL_JSON_OBJECT) && depth > SAVE_MAX_DEPTH)
+        luaL_error(L, "load: %s: tables nested deeper than %d in the ddplua.tree metadata (save "
+                      "writes no deeper)",
+                   path, SAVE_MAX_DEPTH);
     switch (j->type) {
     case DDPL_JSON_NULL:
         luaL_error(L, "load: %s: null in the ddplua.tree metadata", path);
@@ -318,7 +338,7 @@ static void push_tree(lua_State *L, const char *path, ddpl_st_file *f, const ddp
     case DDPL_JSON_ARRAY:
         lua_createtable(L, (int)j->len, 0);
         for (size_t i = 0; i < j->len; i++) {
-            push_tree(L, path, f, &j->items[i], dev);
+            push_tree(L, path, f, &j->items[i], dev, depth + 1);
             lua_rawseti(L, -2, (lua_Integer)i + 1);
         }
         break;
@@ -346,10 +366,12 @@ static void push_tree(lua_State *L, const char *path, ddpl_st_file *f, const ddp
         for (size_t i = 0; i < j->len; i++) {
             const char *k = j->keys[i].str;
             size_t klen = j->keys[i].len;
-            char *end;
+            if (strlen(k) != klen)
+                luaL_error(L, "load: %s: a key in the ddplua.tree metadata contains a NUL byte",
+                           path);
             if (k[0] == '#' && k[1] != '#' && k[1] != '$' && k[1] != '\0') {
-                long long v = strtoll(k + 1, &end, 10);
-                if (*end != '\0')
+                long long v;
+                if (!canonical_int_key(k, &v))
                     luaL_error(L, "load: %s: bad integer key '%s' in the metadata", path, k);
                 lua_pushinteger(L, (lua_Integer)v);
             } else if (k[0] == '#') {
@@ -357,7 +379,7 @@ static void push_tree(lua_State *L, const char *path, ddpl_st_file *f, const ddp
             } else {
                 lua_pushlstring(L, k, klen);
             }
-            push_tree(L, path, f, &j->items[i], dev);
+            push_tree(L, path, f, &j->items[i], dev, depth + 1);
             lua_rawset(L, -3);
         }
         break;
@@ -410,7 +432,11 @@ static int f_load(lua_State *L)
         ddpl_json *held = lua_newuserdatauv(L, sizeof *held, 0);
         *held = j;
         set_gc_metatable(L, JSON_MT, json_gc);
-        push_tree(L, path, f, held, dev);
+        if (held->type != DDPL_JSON_OBJECT && held->type != DDPL_JSON_ARRAY)
+            luaL_error(L, "load: %s: the ddplua.tree metadata is not a table", path);
+        push_tree(L, path, f, held, dev, 0);
+        if (!lua_istable(L, -1)) /* {"$tensor": ...} or {"$float": ...} at the top */
+            luaL_error(L, "load: %s: the ddplua.tree metadata is not a table", path);
         ddpl_json_free(held);
     } else {
         lua_createtable(L, 0, f->n);
