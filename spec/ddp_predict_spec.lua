@@ -1,0 +1,202 @@
+-- spec/ddp_predict_spec.lua: tools/ddp_predict.lua on small synthetic DDPLUA_DDP_TIMELINE traces
+-- (the format lua/ddplua/nn/parallel/ddp_timeline.lua writes): the predicted step times and
+-- efficiencies against hand computations of the model in the tool's header, with given and with
+-- fitted latency and bandwidth, the warm-up and incomplete steps left out; and bad input
+-- (missing file, malformed JSON, not a DDP trace, no complete step, --ranks 0, a 1-rank trace
+-- without --bandwidth/--latency) failing with one clear line and exit status 2.
+-- Behaviour only: whether the model predicts real steps well is a benchmark (docs/scaling.md).
+local S = require 'shell_util'
+local tool = S.src .. '/tools/ddp_predict.lua'
+
+-- Runs the tool; returns stdout, stderr and the exit status.
+local function predict(args)
+    local err = os.tmpname()
+    local p = assert(io.popen(('timeout 60 %s %s %s 2>%s'):format(S.q(S.bin), S.q(tool), args,
+        S.q(err))))
+    local out = p:read('a')
+    local _, _, code = p:close()
+    local errtext = S.slurp(err)
+    os.remove(err)
+    return out, errtext, code
+end
+
+-- A trace of `world` ranks: steps = { {t0, dur or nil, buckets = { {ready, bytes, start, dur} }} }
+-- (absolute microseconds), as the timeline writes them.
+local function trace(world, steps)
+    local ev = {}
+    for n, s in ipairs(steps) do
+        if s.dur then
+            ev[#ev + 1] = ('{"name":"step","ph":"X","pid":0,"tid":0,"ts":%.1f,"dur":%.1f,'
+                .. '"args":{"step":%d}}'):format(s.t0, s.dur, n)
+        end
+        ev[#ev + 1] = ('{"name":"forward","ph":"X","pid":0,"tid":0,"ts":%.1f,"dur":100.0,'
+            .. '"args":{"step":%d}}'):format(s.t0, n)
+        for b, bk in ipairs(s.buckets) do
+            ev[#ev + 1] = ('{"name":"bucket %d ready","ph":"i","s":"t","pid":0,"tid":0,'
+                .. '"ts":%.1f,"args":{"step":%d,"copied_bytes":0,"bytes":%d}}'):format(b,
+                s.t0 + bk[1], n, bk[2])
+            ev[#ev + 1] = ('{"name":"allreduce bucket %d","ph":"X","pid":0,"tid":%d,"ts":%.1f,'
+                .. '"dur":%.1f,"args":{"step":%d}}'):format(b, b, s.t0 + bk[3], bk[4], n)
+        end
+    end
+    local path = os.tmpname()
+    S.write(path, ('{"otherData":{"world_size":%d,"backend":"gloo"},\n"traceEvents":[\n%s\n]}\n')
+        :format(world, table.concat(ev, ',\n')))
+    return path
+end
+
+-- Two identical steps of 10 ms after a slow warm-up step, and a last step without its "step"
+-- span (the run ended): bucket 1 (4e6 bytes) ready at 6 ms, its allreduce 6-8 ms; bucket 2
+-- (1e6 bytes) ready at 9 ms, its allreduce 9-9.6 ms. Measured: exposed communication 0.6 ms,
+-- compute 9.4 ms.
+local function standard_trace()
+    local step = {{6000, 4000000, 6000, 2000}, {9000, 1000000, 9000, 600}}
+    return trace(2, {
+        {t0 = 0, dur = 50000, buckets = {{1000, 4000000, 1000, 30000}, {2000, 1000000, 31000, 100}}},
+        {t0 = 50000, dur = 10000, buckets = step},
+        {t0 = 60000, dur = 10000, buckets = step},
+        {t0 = 70000, buckets = step},
+    })
+end
+
+local function line_for(out, n)
+    local step, compute, exposed, comm, eff = out:match(('ranks %d: step ([%%d.]+) ms %%(compute '
+        .. '([%%d.]+) %%+ exposed communication ([%%d.]+); allreduce ([%%d.]+) ms per step.-'
+        .. 'scaling efficiency ([%%d.]+)%%%%'):format(n))
+    assert(step, ('no prediction for %d ranks in:\n%s'):format(n, out))
+    return tonumber(step), tonumber(compute), tonumber(exposed), tonumber(comm), tonumber(eff)
+end
+
+describe('tools/ddp_predict.lua', function()
+    it('predicts with the given bandwidth and latency (hand computation)', function()
+        local path = standard_trace()
+        local out, err, code = predict(S.q(path) .. ' --ranks 4,1 --bandwidth 1 --latency 10')
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        assert.truthy(out:find('world size 2 (gloo), 2 of 4 traced steps used', 1, true), out)
+        assert.truthy(out:find('step 10.000 ms, compute 9.400 ms, exposed communication 0.600 ms',
+            1, true), out)
+        -- 4 ranks, 1 GB/s = 1000 bytes/us: cost(4e6) = 6 x 10 + 1.5 x 4000 = 6060 us, cost(1e6)
+        -- = 60 + 1500 = 1560 us; bucket 1 runs 6000-12060, bucket 2 12060-13620: exposed
+        -- 13620 - 9000 = 4620 us; step 9400 + 4620 = 14020 us; efficiency 9400 / 14020
+        local step, compute, exposed, comm, eff = line_for(out, 4)
+        assert.are.same({14.020, 9.400, 4.620, 7.620, 67.0}, {step, compute, exposed, comm, eff})
+        -- 1 rank: no communication, efficiency 100%
+        step, compute, exposed, comm, eff = line_for(out, 1)
+        assert.are.same({9.400, 9.400, 0, 0, 100.0}, {step, compute, exposed, comm, eff})
+    end)
+
+    it('fits latency and bandwidth to the trace, reproducing its own steps', function()
+        local path = standard_trace()
+        local out, err, code = predict(S.q(path) .. ' --ranks 2,4')
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        -- through (4e6 bytes, 2000 us) and (1e6, 600): d = 133.33 + 4.6667e-4 x; on 2 ranks
+        -- A = 2 latency and B = 1 / bandwidth: latency 66.7 us, bandwidth 2.143 GB/s
+        assert.truthy(out:find('2(N-1) x 66.7 us + 2(N-1)/N x x / 2.143 GB/s', 1, true), out)
+        -- 2 ranks: the measured 10 ms
+        assert.are.equal(10.0, (line_for(out, 2)))
+        -- 4 ranks: cost(4e6) = 6 x 66.67 + 1.5 x 1866.67 = 3200, cost(1e6) = 400 + 700 = 1100;
+        -- bucket 1 6000-9200, bucket 2 9200-10300: exposed 1300; step 9400 + 1300 = 10700 us
+        local step, compute, exposed, comm, eff = line_for(out, 4)
+        assert.are.same({10.700, 9.400, 1.300, 4.300, 87.9}, {step, compute, exposed, comm, eff})
+    end)
+
+    it('--compute-scale stretches compute and ready times', function()
+        local path = standard_trace()
+        local out, err, code = predict(S.q(path)
+            .. ' --ranks 4 --bandwidth 1 --latency 10 --compute-scale 2')
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        -- ready at 12000 and 18000: bucket 1 12000-18060, bucket 2 18060-19620: exposed 1620;
+        -- step 18800 + 1620 = 20420 us; efficiency 9400 / 20420
+        local step, compute, exposed, _, eff = line_for(out, 4)
+        assert.are.same({20.420, 18.800, 1.620, 46.0}, {step, compute, exposed, eff})
+    end)
+
+    it('fits the latency alone when the bandwidth is given', function()
+        local path = standard_trace()
+        local out, err, code = predict(S.q(path) .. ' --ranks 2 --bandwidth 2')
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        -- B = 1 / 2000 us per byte: A = mean(2000 - 2000, 600 - 500) = 50 us, latency 25 us
+        assert.truthy(out:find('2(N-1) x 25 us + 2(N-1)/N x x / 2 GB/s (latency: fitted to the '
+            .. 'trace; bandwidth: --bandwidth)', 1, true), out)
+    end)
+
+    it('--calibrate fits latency and bandwidth to another trace, compute from this one',
+        function()
+            -- one rank: the same buckets ready at the same times, allreduces that cost nothing
+            local step = {{6000, 4000000, 6000, 0}, {9000, 1000000, 9000, 0}}
+            local one = trace(1, {{t0 = 0, dur = 30000, buckets = step},
+                {t0 = 30000, dur = 10000, buckets = step}, {t0 = 40000, dur = 10000, buckets = step}})
+            local two = standard_trace()
+            local out, err, code = predict(S.q(one) .. ' --ranks 4 --calibrate ' .. S.q(two))
+            assert.are.equal(0, code, err)
+            assert.truthy(out:find('world size 1 (gloo), 2 of 3 traced steps used', 1, true), out)
+            assert.truthy(out:find('x 66.7 us + 2(N-1)/N x x / 2.143 GB/s (latency: fitted to '
+                .. two, 1, true), out)
+            -- compute 10 ms; bucket 1 6000-9200, bucket 2 9200-10300: exposed 1300 us
+            local step_ms, compute, exposed, _, eff = line_for(out, 4)
+            assert.are.same({11.300, 10.000, 1.300, 88.5}, {step_ms, compute, exposed, eff})
+            -- a 1-rank trace cannot calibrate
+            out, err, code = predict(S.q(two) .. ' --ranks 4 --calibrate ' .. S.q(one))
+            assert.are.equal(2, code, out)
+            assert.truthy(err:find(one .. ' was recorded on 1 rank', 1, true), err)
+            os.remove(one)
+            os.remove(two)
+        end)
+
+    describe('bad input gets one clear line and status 2', function()
+        local function fails(args, pattern)
+            local out, err, code = predict(args)
+            assert.are.equal(2, code, out .. err)
+            assert.truthy(err:find(pattern), err)
+            assert.are.equal('', out)
+        end
+        it('a missing file', function()
+            fails('/nonexistent/trace.json --ranks 2',
+                '^ddp_predict: cannot read the trace: /nonexistent/trace.json: No such file')
+        end)
+        it('malformed JSON, with line and column', function()
+            local path = os.tmpname()
+            S.write(path, '{"traceEvents":[\n{"name":"step",}\n]}')
+            fails(S.q(path) .. ' --ranks 2', 'is not valid JSON: .*line 2, column 16: expected '
+                .. 'a string key in an object')
+            os.remove(path)
+        end)
+        it('JSON that is not a DDP trace', function()
+            local path = os.tmpname()
+            S.write(path, '[1, 2]')
+            fails(S.q(path) .. ' --ranks 2', 'expected a Chrome trace object with "traceEvents"')
+            S.write(path, '{"traceEvents":[]}')
+            fails(S.q(path) .. ' --ranks 2', '"otherData" has no world_size')
+            os.remove(path)
+        end)
+        it('a trace without a complete step', function()
+            local path = trace(2, {{t0 = 0, buckets = {{10, 100, 10, 5}}}})
+            fails(S.q(path) .. ' --ranks 2', 'no complete step %(1 traced%)')
+            os.remove(path)
+        end)
+        it('--ranks 0, a missing --ranks, bad numbers and unknown options', function()
+            local path = standard_trace()
+            fails(S.q(path) .. ' --ranks 0', "%-%-ranks: expected positive integers %(N or "
+                .. "N,N,...%), got '0'")
+            fails(S.q(path) .. ' --ranks 2,x', "got '2,x'")
+            fails(S.q(path), '%-%-ranks N is required')
+            fails(S.q(path) .. ' --ranks 2 --bandwidth 0', '%-%-bandwidth: expected GB/s > 0')
+            fails(S.q(path) .. ' --ranks 2 --latency fast', "%-%-latency: expected a number, "
+                .. "got 'fast'")
+            fails(S.q(path) .. ' --ranks 2 --nodes 3', 'unknown option %-%-nodes')
+            fails('--ranks 2', 'no trace file given')
+            os.remove(path)
+        end)
+        it('a 1-rank trace needs --bandwidth and --latency', function()
+            local path = trace(1, {{t0 = 0, dur = 100, buckets = {{50, 100, 50, 1}}},
+                {t0 = 100, dur = 100, buckets = {{50, 100, 50, 1}}}})
+            fails(S.q(path) .. ' --ranks 2 --latency 5', 'was recorded on 1 rank: it has no '
+                .. 'allreduce times to fit; give %-%-bandwidth GB/s and %-%-latency us')
+            os.remove(path)
+        end)
+    end)
+end)
