@@ -102,6 +102,27 @@ describe('tools/ddp_predict.lua', function()
         assert.are.same({10.700, 9.400, 1.300, 4.300, 87.9}, {step, compute, exposed, comm, eff})
     end)
 
+    it('takes the 0.5^(W/N) quantile of the steps: N ranks wait for the slowest', function()
+        -- one rank, 5 steps after the warm-up of 1-5 ms (in this order: 4, 1, 5, 2, 3), one
+        -- bucket whose allreduce costs a nanosecond at 1000 GB/s
+        local steps = {{t0 = 0, dur = 9000, buckets = {{500, 1000, 500, 0}}}}
+        local t0 = 9000
+        for _, d in ipairs({4000, 1000, 5000, 2000, 3000}) do
+            steps[#steps + 1] = {t0 = t0, dur = d, buckets = {{500, 1000, 500, 0}}}
+            t0 = t0 + d
+        end
+        local path = trace(1, steps)
+        local out, err, code = predict(S.q(path) .. ' --ranks 1,2,4 --bandwidth 1000 --latency 0')
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        -- 1 rank: the median, 3 ms; 2 ranks: quantile 0.7071 -> position 1 + 0.7071 x 4 = 3.83
+        -- of the sorted steps: 3.828 ms; 4 ranks: 0.8409 -> 4.364: 4.364 ms, efficiency 3 / 4.3636 = 68.75%
+        assert.are.equal(3.0, (line_for(out, 1)))
+        assert.are.equal(3.828, (line_for(out, 2)))
+        local step, _, _, _, eff = line_for(out, 4)
+        assert.are.same({4.364, 68.8}, {step, eff})
+    end)
+
     it('--compute-scale stretches compute and ready times', function()
         local path = standard_trace()
         local out, err, code = predict(S.q(path)
