@@ -46,11 +46,11 @@ local function trace(world, steps)
 end
 
 -- Two identical steps of 10 ms after a slow warm-up step, and a last step without its "step"
--- span (the run ended): bucket 1 (4e6 bytes) ready at 6 ms, its allreduce 6-8 ms; bucket 2
--- (1e6 bytes) ready at 9 ms, its allreduce 9-9.6 ms. Measured: exposed communication 0.6 ms,
--- compute 9.4 ms.
+-- span (the run ended): bucket 1 (4e6 bytes) ready at 7.5 ms, its allreduce 7.5-9.5 ms; bucket 2
+-- (1e6 bytes) ready at 9 ms, launched then, its allreduce queued behind bucket 1's: 9.5-10.1 ms.
+-- Measured: exposed communication 1.1 ms, compute 8.9 ms.
 local function standard_trace()
-    local step = {{6000, 4000000, 6000, 2000}, {9000, 1000000, 9000, 600}}
+    local step = {{7500, 4000000, 7500, 2000}, {9000, 1000000, 9000, 1100}}
     return trace(2, {
         {t0 = 0, dur = 50000, buckets = {{1000, 4000000, 1000, 30000}, {2000, 1000000, 31000, 100}}},
         {t0 = 50000, dur = 10000, buckets = step},
@@ -74,16 +74,16 @@ describe('tools/ddp_predict.lua', function()
         os.remove(path)
         assert.are.equal(0, code, err)
         assert.truthy(out:find('world size 2 (gloo), 2 of 4 traced steps used', 1, true), out)
-        assert.truthy(out:find('step 10.000 ms, compute 9.400 ms, exposed communication 0.600 ms',
+        assert.truthy(out:find('step 10.000 ms, compute 8.900 ms, exposed communication 1.100 ms',
             1, true), out)
         -- 4 ranks, 1 GB/s = 1000 bytes/us: cost(4e6) = 6 x 10 + 1.5 x 4000 = 6060 us, cost(1e6)
-        -- = 60 + 1500 = 1560 us; bucket 1 runs 6000-12060, bucket 2 12060-13620: exposed
-        -- 13620 - 9000 = 4620 us; step 9400 + 4620 = 14020 us; efficiency 9400 / 14020
+        -- = 60 + 1500 = 1560 us; bucket 1 runs 7500-13560, bucket 2 13560-15120: exposed
+        -- 15120 - 9000 = 6120 us; step 8900 + 6120 = 15020 us; efficiency 8900 / 15020
         local step, compute, exposed, comm, eff = line_for(out, 4)
-        assert.are.same({14.020, 9.400, 4.620, 7.620, 67.0}, {step, compute, exposed, comm, eff})
+        assert.are.same({15.020, 8.900, 6.120, 7.620, 59.3}, {step, compute, exposed, comm, eff})
         -- 1 rank: no communication, efficiency 100%
         step, compute, exposed, comm, eff = line_for(out, 1)
-        assert.are.same({9.400, 9.400, 0, 0, 100.0}, {step, compute, exposed, comm, eff})
+        assert.are.same({8.900, 8.900, 0, 0, 100.0}, {step, compute, exposed, comm, eff})
     end)
 
     it('fits latency and bandwidth to the trace, reproducing its own steps', function()
@@ -91,18 +91,20 @@ describe('tools/ddp_predict.lua', function()
         local out, err, code = predict(S.q(path) .. ' --ranks 2,4')
         os.remove(path)
         assert.are.equal(0, code, err)
+        -- bucket 2 ran 600 us once bucket 1 was done (10.1 - 9.5 ms)
         -- through (4e6 bytes, 2000 us) and (1e6, 600): d = 133.33 + 4.6667e-4 x; on 2 ranks
         -- A = 2 latency and B = 1 / bandwidth: latency 66.7 us, bandwidth 2.143 GB/s
         assert.truthy(out:find('2(N-1) x 66.7 us + 2(N-1)/N x x / 2.143 GB/s', 1, true), out)
         -- 2 ranks: the measured 10 ms
         assert.are.equal(10.0, (line_for(out, 2)))
         -- 4 ranks: cost(4e6) = 6 x 66.67 + 1.5 x 1866.67 = 3200, cost(1e6) = 400 + 700 = 1100;
-        -- bucket 1 6000-9200, bucket 2 9200-10300: exposed 1300; step 9400 + 1300 = 10700 us
+        -- bucket 1 7500-10700, bucket 2 10700-11800: exposed 2800; step 8900 + 2800 = 11700 us
         local step, compute, exposed, comm, eff = line_for(out, 4)
-        assert.are.same({10.700, 9.400, 1.300, 4.300, 87.9}, {step, compute, exposed, comm, eff})
+        assert.are.same({11.700, 8.900, 2.800, 4.300, 76.1}, {step, compute, exposed, comm, eff})
     end)
 
-    it('takes the 0.5^(W/N) quantile of the steps: N ranks wait for the slowest', function()
+    it('--stragglers takes the 0.5^(1/N) quantile of the steps: N ranks wait for the slowest',
+        function()
         -- one rank, 5 steps after the warm-up of 1-5 ms (in this order: 4, 1, 5, 2, 3), one
         -- bucket whose allreduce costs a nanosecond at 1000 GB/s
         local steps = {{t0 = 0, dur = 9000, buckets = {{500, 1000, 500, 0}}}}
@@ -112,8 +114,8 @@ describe('tools/ddp_predict.lua', function()
             t0 = t0 + d
         end
         local path = trace(1, steps)
-        local out, err, code = predict(S.q(path) .. ' --ranks 1,2,4 --bandwidth 1000 --latency 0')
-        os.remove(path)
+        local out, err, code = predict(S.q(path)
+            .. ' --ranks 1,2,4 --bandwidth 1000 --latency 0 --stragglers')
         assert.are.equal(0, code, err)
         -- 1 rank: the median, 3 ms; 2 ranks: quantile 0.7071 -> position 1 + 0.7071 x 4 = 3.83
         -- of the sorted steps: 3.828 ms; 4 ranks: 0.8409 -> 4.364: 4.364 ms, efficiency 3 / 4.3636 = 68.75%
@@ -121,6 +123,11 @@ describe('tools/ddp_predict.lua', function()
         assert.are.equal(3.828, (line_for(out, 2)))
         local step, _, _, _, eff = line_for(out, 4)
         assert.are.same({4.364, 68.8}, {step, eff})
+        -- without --stragglers: the median step (3 ms) at every N
+        out, err, code = predict(S.q(path) .. ' --ranks 4 --bandwidth 1000 --latency 0')
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        assert.are.equal(3.0, (line_for(out, 4)))
     end)
 
     it('--compute-scale stretches compute and ready times', function()
@@ -129,10 +136,25 @@ describe('tools/ddp_predict.lua', function()
             .. ' --ranks 4 --bandwidth 1 --latency 10 --compute-scale 2')
         os.remove(path)
         assert.are.equal(0, code, err)
-        -- ready at 12000 and 18000: bucket 1 12000-18060, bucket 2 18060-19620: exposed 1620;
-        -- step 18800 + 1620 = 20420 us; efficiency 9400 / 20420
+        -- ready at 15000 and 18000: bucket 1 15000-21060, bucket 2 21060-22620: exposed 4620;
+        -- step 17800 + 4620 = 22420 us; efficiency 8900 / 22420
         local step, compute, exposed, _, eff = line_for(out, 4)
-        assert.are.same({20.420, 18.800, 1.620, 46.0}, {step, compute, exposed, eff})
+        assert.are.same({22.420, 17.800, 4.620, 39.7}, {step, compute, exposed, eff})
+    end)
+
+    it('fits only allreduces that ended after the last bucket was ready', function()
+        -- bucket 1's allreduce ends (as seen) at 6 ms, before bucket 2 is ready at 9 ms: its span
+        -- is an upper bound and stays out of the fit, which has one size left (1e6 bytes, 600 us)
+        local step = {{1000, 4000000, 1000, 5000}, {9000, 1000000, 9000, 600}}
+        local path = trace(2, {{t0 = 0, dur = 10000, buckets = step},
+            {t0 = 10000, dur = 10000, buckets = step}, {t0 = 20000, dur = 10000, buckets = step}})
+        local out, err, code = predict(S.q(path) .. ' --ranks 2')
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        assert.truthy(out:find('2(N-1) x 0 us + 2(N-1)/N x x / 1.667 GB/s (latency: taken as 0: '
+            .. 'the trace has one bucket size', 1, true), out)
+        assert.truthy(out:find('2 allreduces fitted, 2 left out (ended while backward still ran)',
+            1, true), out)
     end)
 
     it('fits the latency alone when the bandwidth is given', function()
@@ -148,7 +170,7 @@ describe('tools/ddp_predict.lua', function()
     it('--calibrate fits latency and bandwidth to another trace, compute from this one',
         function()
             -- one rank: the same buckets ready at the same times, allreduces that cost nothing
-            local step = {{6000, 4000000, 6000, 0}, {9000, 1000000, 9000, 0}}
+            local step = {{7500, 4000000, 7500, 0}, {9000, 1000000, 9000, 0}}
             local one = trace(1, {{t0 = 0, dur = 30000, buckets = step},
                 {t0 = 30000, dur = 10000, buckets = step}, {t0 = 40000, dur = 10000, buckets = step}})
             local two = standard_trace()
@@ -157,9 +179,9 @@ describe('tools/ddp_predict.lua', function()
             assert.truthy(out:find('world size 1 (gloo), 2 of 3 traced steps used', 1, true), out)
             assert.truthy(out:find('x 66.7 us + 2(N-1)/N x x / 2.143 GB/s (latency: fitted to '
                 .. two, 1, true), out)
-            -- compute 10 ms; bucket 1 6000-9200, bucket 2 9200-10300: exposed 1300 us
+            -- compute 10 ms; bucket 1 7500-10700, bucket 2 10700-11800: exposed 2800 us
             local step_ms, compute, exposed, _, eff = line_for(out, 4)
-            assert.are.same({11.300, 10.000, 1.300, 88.5}, {step_ms, compute, exposed, eff})
+            assert.are.same({12.800, 10.000, 2.800, 78.1}, {step_ms, compute, exposed, eff})
             -- a 1-rank trace cannot calibrate
             out, err, code = predict(S.q(two) .. ' --ranks 4 --calibrate ' .. S.q(one))
             assert.are.equal(2, code, out)

@@ -4,7 +4,7 @@
 -- model, its assumptions and how it compared with measured steps.
 --
 --   ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] [--bandwidth GB/s] [--latency us]
---       [--compute-scale X] [--calibrate OTHER.json]
+--       [--compute-scale X] [--calibrate OTHER.json] [--stragglers]
 --
 -- The model, per traced step (times from the step's forward start; the first traced step is
 -- warm-up and left out when there are others; a step counts once the next forward started):
@@ -17,18 +17,22 @@
 --       start_b = max(r_b, end_{b-1}), end_b = start_b + cost_N(x_b)
 --     predicted step T_N = C + max(0, end_B - max r_b); --compute-scale s multiplies C and the
 --     ready times (for ranks that share cores: s = ranks x threads / cores).
---   * stragglers: a synchronised step waits for the slowest rank. A trace of W ranks holds steps
---     that already waited for the slowest of W; N ranks are N/W such groups, so if steps are
---     independent draws, the median N-rank step is the 0.5^(W/N) quantile of the traced steps
---     (from 1 rank: 71st percentile at 2 ranks, 84th at 4, 92nd at 8; the median at N = W).
---     The reported step T_N is that quantile of the per-step predictions (and its compute and
---     exposed parts those of the same steps, interpolated alike).
+--   * the reported step T_N is the median of the per-step predictions (and its compute and
+--     exposed parts those of the same step). With --stragglers: a synchronised step waits for the
+--     slowest rank; the compute C of a traced step is the tracing rank's own (waiting for late
+--     ranks is in E, which is left out), so if every rank's compute is an independent draw from
+--     the traced ones, the median of the slowest of N is their 0.5^(1/N) quantile (71st
+--     percentile at 2 ranks, 84th at 4, 92nd at 8), and T_N is that quantile instead (neighbouring
+--     steps interpolated). Off by default: on a shared machine the traced steps' tail is other
+--     jobs' load, which hits all ranks alike rather than independently (docs/scaling.md).
 --   * scaling efficiency (weak scaling, fixed per-rank batch as DDP) = median C / T_N, the step
 --     on one rank (no communication, compute unscaled) over the predicted one; throughput = N x
 --     that.
 -- Latency and bandwidth: --latency and --bandwidth where given; what is missing is fitted to the
--- trace's own allreduces (world size W >= 2): per bucket size, the median over steps of the time
--- each allreduce ran once the previous one was done, then least squares on
+-- trace's own allreduces (world size W >= 2): per bucket size, the 10th percentile over steps of
+-- the time each allreduce ran once the previous one was done (one that did not wait for a late
+-- rank), of the allreduces that ended after the last bucket was ready (an earlier end is seen
+-- only at the next gradient's hook, so its span is an upper bound), then least squares on
 -- d = 2(W-1) latency + 2(W-1)/W x / bandwidth. A trace of one rank has nothing to fit: give both,
 -- or --calibrate OTHER.json, a trace of the same model on W >= 2 ranks, to fit them to OTHER's
 -- allreduces while the compute comes from TRACE.
@@ -45,7 +49,8 @@ local function die(fmt, ...)
 end
 
 local USAGE = 'usage: ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] '
-    .. '[--bandwidth GB/s] [--latency us] [--compute-scale X] [--calibrate OTHER.json]'
+    .. '[--bandwidth GB/s] [--latency us] [--compute-scale X] [--calibrate OTHER.json] '
+    .. '[--stragglers]'
 
 ---------------------------------------------------------------------------------------------------
 -- command line
@@ -59,7 +64,9 @@ local function parse_args(argv)
         local a = argv[i]
         local key, value = a:match('^%-%-([%w-]+)=(.*)$')
         key = key or a:match('^%-%-([%w-]+)$')
-        if key then
+        if key == 'stragglers' and value == nil then
+            o.stragglers = true
+        elseif key then
             if not keys[key] then die('unknown option %s\n%s', a, USAGE) end
             if value == nil then
                 i = i + 1
@@ -105,15 +112,17 @@ end
 ---------------------------------------------------------------------------------------------------
 -- reading the trace
 
-local function median(list)
+-- the q quantile of a list of numbers, interpolated linearly between neighbours (0.5: median)
+local function quantile(list, q)
     local v = {}
     for i, x in ipairs(list) do v[i] = x end
     table.sort(v)
-    local n = #v
-    if n == 0 then return 0 end
-    if n % 2 == 1 then return v[(n + 1) / 2] end
-    return (v[n / 2] + v[n / 2 + 1]) / 2
+    if #v == 0 then return 0 end
+    local pos = 1 + q * (#v - 1)
+    local lo = math.floor(pos)
+    return v[lo] + (pos - lo) * ((v[math.ceil(pos)] or v[lo]) - v[lo])
 end
+local function median(list) return quantile(list, 0.5) end
 
 -- -> {world=, backend=, steps={ {step=, dur=, buckets={ {ready=, bytes=, start=, finish=} }} },
 --     total=} with times in microseconds from each step's forward start
@@ -227,26 +236,36 @@ local function calibrate(trace, o, path)
         die('%s was recorded on 1 rank: it has no allreduce times to fit; give --bandwidth GB/s '
             .. 'and --latency us (or --calibrate a trace of 2 or more ranks)', path)
     end
-    -- per bucket size: the median over steps of the time each allreduce ran once the previous
-    -- one was done (it queues behind it otherwise)
-    local by_size = {}
+    -- per bucket size: the 10th percentile over steps of the time each allreduce ran once the
+    -- previous one was done (it queues behind it otherwise): the allreduce that did not wait for a
+    -- late rank (stragglers are modelled apart). Only allreduces that ended after the step's last
+    -- bucket was ready count: the reducer notices an earlier completion only at the next
+    -- gradient's hook (its span is an upper bound), while after the last one the final wait sees
+    -- it at once.
+    local by_size, used, left_out = {}, 0, 0
     for _, s in ipairs(trace.steps) do
-        local prev = -math.huge
+        local prev, last = -math.huge, last_ready(s)
         for _, bk in ipairs(s.buckets) do
-            local d = math.max(0, bk.finish - math.max(bk.start, prev))
-            by_size[bk.bytes] = by_size[bk.bytes] or {}
-            table.insert(by_size[bk.bytes], d)
+            if bk.finish >= last then
+                local d = math.max(0, bk.finish - math.max(bk.start, prev))
+                by_size[bk.bytes] = by_size[bk.bytes] or {}
+                table.insert(by_size[bk.bytes], d)
+                used = used + 1
+            else
+                left_out = left_out + 1
+            end
             prev = bk.finish
         end
     end
     local xs, ds = {}, {}
     for x, list in pairs(by_size) do
-        xs[#xs + 1], ds[#ds + 1] = x, median(list)
+        xs[#xs + 1], ds[#ds + 1] = x, quantile(list, 0.1)
     end
     -- d = A + B x, A = 2(W-1) latency, B = 2(W-1)/W / bandwidth
     local ka, kb = 2 * (W - 1), 2 * (W - 1) / W
     local A, B
     local n = #xs
+    if n == 0 then die('%s: no allreduce ended after the last bucket was ready: nothing to fit', path) end
     local function fit_b(a) -- B for a fixed A, least squares, at least 0
         local sxd, sxx = 0, 0
         for i = 1, n do sxd, sxx = sxd + xs[i] * (ds[i] - a), sxx + xs[i] * xs[i] end
@@ -283,6 +302,8 @@ local function calibrate(trace, o, path)
             .. 'from bandwidth (give --latency)'
         how.bandwidth = 'fitted to the trace'
     end
+    how.used = ('%d allreduces fitted, %d left out (ended while backward still ran)'):format(used,
+        left_out)
     return {latency = A / ka, bandwidth = B > 0 and kb / B or math.huge, how = how}
 end
 
@@ -334,6 +355,7 @@ print(('measured, median per step: step %.3f ms, compute %.3f ms, exposed commun
 print(('allreduce of x bytes on N ranks = 2(N-1) x %.3g us + 2(N-1)/N x x / %.4g GB/s '
     .. '(latency: %s; bandwidth: %s)'):format(cal.latency, cal.bandwidth / 1e3, cal.how.latency,
     cal.how.bandwidth))
+if cal.how.used then print(cal.how.used) end
 if o.scale ~= 1 then print(('compute and ready times x %g (--compute-scale)'):format(o.scale)) end
 for _, N in ipairs(o.ranks) do
     local rows, one = {}, {}
@@ -342,8 +364,8 @@ for _, N in ipairs(o.ranks) do
         r.t, r.c, r.e, r.comm = predict_step(s, cal, N, o.scale)
         rows[i], one[i] = r, (measured(s))
     end
-    -- stragglers: the step at quantile 0.5^(W/N) of the predicted ones (see the header)
-    local q = 0.5 ^ (trace.world / N)
+    -- the median step, or with --stragglers the 0.5^(1/N) quantile (see the header)
+    local q = o.stragglers and 0.5 ^ (1 / N) or 0.5
     table.sort(rows, function(a, b) return a.t < b.t end)
     local pos = 1 + q * (#rows - 1)
     local lo, hi = rows[math.floor(pos)], rows[math.ceil(pos)]
