@@ -137,9 +137,10 @@ describe('tools/ddp_predict.lua', function()
         os.remove(path)
         assert.are.equal(0, code, err)
         -- ready at 15000 and 18000: bucket 1 15000-21060, bucket 2 21060-22620: exposed 4620;
-        -- step 17800 + 4620 = 22420 us; efficiency 8900 / 22420
+        -- step 17800 + 4620 = 22420 us; efficiency against one rank at the same speed:
+        -- 17800 / 22420
         local step, compute, exposed, _, eff = line_for(out, 4)
-        assert.are.same({22.420, 17.800, 4.620, 39.7}, {step, compute, exposed, eff})
+        assert.are.same({22.420, 17.800, 4.620, 79.4}, {step, compute, exposed, eff})
     end)
 
     it('fits only allreduces that ended after the last bucket was ready', function()

@@ -26,8 +26,9 @@
 --     steps interpolated). Off by default: on a shared machine the traced steps' tail is other
 --     jobs' load, which hits all ranks alike rather than independently (docs/scaling.md).
 --   * scaling efficiency (weak scaling, fixed per-rank batch as DDP) = median C / T_N, the step
---     on one rank (no communication, compute unscaled) over the predicted one; throughput = N x
---     that.
+--     on one rank (no communication) over the predicted one, both at the compute speed of
+--     --compute-scale: the share of the step not spent waiting for communication (a slowdown
+--     from ranks sharing cores is not in it); throughput = N x that, in one-rank steps.
 -- Latency and bandwidth: --latency and --bandwidth where given; what is missing is fitted to the
 -- trace's own allreduces (world size W >= 2): per bucket size, the 10th percentile over steps of
 -- the time each allreduce ran once the previous one was done (one that did not wait for a late
@@ -37,8 +38,8 @@
 -- or --calibrate OTHER.json, a trace of the same model on W >= 2 ranks, to fit them to OTHER's
 -- allreduces while the compute comes from TRACE.
 -- Output: one line per N, e.g.
---   ranks 4: step 14.120 ms (compute 9.500 + exposed communication 4.620; allreduce 7.620 ms per
---   step, 3.000 of it behind backward), scaling efficiency 67.3%, 2.69x one rank's throughput
+--   ranks 4: step 15.020 ms (compute 8.900 + exposed communication 6.120; allreduce 7.620 ms per
+--   step, 1.500 of it behind backward), scaling efficiency 59.3%, 2.37x one rank's throughput
 -- Errors (missing or malformed file, a trace without complete steps, bad options) are one line
 -- "ddp_predict: ..." on stderr and exit status 2.
 local json = require 'ddplua.json'
@@ -362,7 +363,7 @@ for _, N in ipairs(o.ranks) do
     for i, s in ipairs(trace.steps) do
         local r = {}
         r.t, r.c, r.e, r.comm = predict_step(s, cal, N, o.scale)
-        rows[i], one[i] = r, (measured(s))
+        rows[i], one[i] = r, o.scale * measured(s)
     end
     -- the median step, or with --stragglers the 0.5^(1/N) quantile (see the header)
     local q = o.stragglers and 0.5 ^ (1 / N) or 0.5
