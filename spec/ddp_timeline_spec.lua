@@ -16,27 +16,23 @@ local function run(path, args)
         S.q(S.bin), S.q(script), args))
 end
 
--- The trace's events by step: {[step] = {names = {name = count}, bytes = sum of bucket sizes}}
+-- The trace's events by step: {[step] = {names = {name = count}, bytes = sum of bucket sizes}},
+-- and how many steps there are.
 local function read(path)
     local text = S.slurp(path)
     assert.are_not.equal('', text, 'no trace was written at ' .. path)
     local doc = json.decode(text, path)
-    local steps = {}
+    local steps, n = {}, 0
     for _, ev in ipairs(doc.traceEvents) do
         local s = ev.args.step
+        if not steps[s] then n = n + 1 end
         steps[s] = steps[s] or {names = {}, bytes = 0}
         local name = ev.name:gsub('%d+', 'N')
         steps[s].names[name] = (steps[s].names[name] or 0) + 1
         if name == 'bucket N ready' then steps[s].bytes = steps[s].bytes + ev.args.bytes end
         assert.is_number(ev.ts)
     end
-    return doc, steps
-end
-
-local function count(steps)
-    local n = 0
-    for _ in pairs(steps) do n = n + 1 end
-    return n
+    return doc, steps, n
 end
 
 describe('DDPLUA_DDP_TIMELINE', function()
@@ -47,9 +43,9 @@ describe('DDPLUA_DDP_TIMELINE', function()
         assert.are.equal(0, code, out)
         local buckets = tonumber(out:match('TIMELINE_RUN 0 buckets=(%d+)'))
         assert.truthy(buckets and buckets >= 2, out)
-        local doc, steps = read(path)
+        local doc, steps, n_steps = read(path)
         assert.are.same({world_size = 2, backend = 'gloo'}, doc.otherData)
-        assert.are.equal(4, count(steps))
+        assert.are.equal(4, n_steps)
         for s = 1, 4 do
             local n = steps[s].names
             -- the last step has no "step" span: no forward came after it
@@ -76,9 +72,9 @@ describe('DDPLUA_DDP_TIMELINE', function()
         local out, code = run(path, 'steps=3 fail=1')
         assert.are_not.equal(0, code, out)
         assert.truthy(out:find('failing on purpose after the steps', 1, true), out)
-        local _, steps = read(path)
+        local _, steps, n_steps = read(path)
         os.remove(path)
-        assert.are.equal(3, count(steps))
+        assert.are.equal(3, n_steps)
         assert.are.equal(1, steps[2].names.step)
         assert.are.equal(1, steps[3].names.backward)
     end)
@@ -89,9 +85,9 @@ describe('DDPLUA_DDP_TIMELINE', function()
             os.remove(path)
             local out, code = run(path, 'steps=2 nosync=1')
             assert.are.equal(0, code, out)
-            local _, steps = read(path)
+            local _, steps, n_steps = read(path)
             os.remove(path)
-            assert.are.equal(2, count(steps))
+            assert.are.equal(2, n_steps)
             assert.are.equal(1, steps[2].names.step)
         end)
 end)
