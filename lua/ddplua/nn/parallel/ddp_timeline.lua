@@ -111,9 +111,12 @@ function Timeline:write_file()
     f:close()
 end
 
--- Writes the trace now, the pending step included (without its "step" span: it has not ended).
--- Never raises (it also runs as a finalizer): a failure is reported on stderr.
+-- Writes the trace now, the pending step included (without its "step" span: it has not ended);
+-- nothing for a DDP that never ran a synchronised step (so that a second, unused DDP in the
+-- process does not overwrite the trace at exit: every traced DDP of a process writes the same
+-- file). Never raises (it also runs as a finalizer): a failure is reported on stderr.
 function Timeline:write()
+    if #self.events == 0 and not self.pending then return end
     local function report(err)
         io.stderr:write(('ddplua: DDPLUA_DDP_TIMELINE: writing %s: %s\n'):format(self.path, err))
     end
