@@ -98,7 +98,7 @@ if not os.getenv('RANK') then usage('run me with the launcher: ddplua examples/d
 dist.init_process_group({backend = 'gloo'})
 local rank, world = dist.get_rank(), dist.get_world_size()
 local function log0(...) if rank == 0 then print(...) end end
-if fail_rank < 0 or fail_rank >= world then
+if fail_at and (fail_rank < 0 or fail_rank >= world) then -- only checked where it is used
     usage(('--fail-rank %d is not a rank of this job (0 to %d)'):format(fail_rank, world - 1))
 end
 if restart_count > 0 then

@@ -255,7 +255,7 @@ elseif case == 'timeline' then
         -- while backward still had gradients to compute
         local last_ready = {}
         for ts, step in text:gmatch('"name":"bucket %d+ ready","ph":"i","s":"t","pid":0,'
-                .. '"tid":0,"ts":([%d.]+),"args":{"step":(%d+),"copied_bytes":%d+}') do
+                .. '"tid":0,"ts":([%d.]+),"args":{"step":(%d+),"copied_bytes":%d+') do
             step = tonumber(step)
             last_ready[step] = math.max(last_ready[step] or 0, tonumber(ts))
         end

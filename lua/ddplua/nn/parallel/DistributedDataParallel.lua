@@ -16,7 +16,8 @@
 -- iteration that left parameters without gradient; bucket rebuild after the first iteration),
 -- buffer broadcast, the module's forward, then prepare_backward with the outputs (graph walk for
 -- find_unused_parameters; whether the coming backward synchronises, decided here as in PyTorch).
--- With DDPLUA_DDP_TIMELINE=file, rank 0 writes a Chrome trace of every synchronised step.
+-- With DDPLUA_DDP_TIMELINE=file, rank 0 writes a Chrome trace of every synchronised step
+-- (ddp_timeline.lua beside this file; also written at exit; tools/ddp_predict.lua reads it).
 -- process_group = g (from dist.new_group) reduces over g instead of the default group (PyTorch's
 -- option): the model checks, the broadcast of g's first rank's parameters and every bucket.
 -- DDPLUA_DISTRIBUTED_DEBUG=INFO (or DETAIL) logs the bucket layout to stderr at construction and
@@ -31,6 +32,7 @@ local Cdist = require 'ddplua.core.dist'
 local devices = require 'ddplua.nn.parallel.device_ids'
 local PowerSGD = require 'ddplua.distributed.algorithms.powersgd'
 local dist = ddpl.distributed
+local timeline = require 'ddplua.nn.parallel.ddp_timeline'
 
 local DDP = Module:extend('DistributedDataParallel')
 
@@ -158,8 +160,11 @@ function DDP:init(module, opts)
             bucket_cap_mb = o.bucket_cap_mb, first_bucket_mb = o.first_bucket_mb,
             find_unused_parameters = o.find_unused_parameters,
             gradient_as_bucket_view = o.gradient_as_bucket_view, static_graph = o.static_graph}),
-        timeline = os.getenv('DDPLUA_DDP_TIMELINE'), trace_events = {},
     }
+    local trace = os.getenv('DDPLUA_DDP_TIMELINE')
+    if trace and trace ~= '' and rank == 0 then
+        self._ddp.timeline = timeline.new(self._ddp.reducer, trace, world, dist.get_backend(pg))
+    end
     if self._ddp.log_buckets then self:_log_buckets('at construction') end
 end
 
@@ -188,50 +193,10 @@ local function collect(v, out, seen)
     return out
 end
 
-local function trace_write(s)
-    local f = io.open(s.timeline, 'w')
-    if not f then return end
-    f:write('{"traceEvents":[\n', table.concat(s.trace_events, ',\n'), '\n]}\n')
-    f:close()
-end
-
--- Adds the last synchronised step's reducer timeline (rank 0) to the trace: "backward" spans
--- first to last gradient ready, one "allreduce bucket b" span per bucket on its own row (launch
--- to completion seen), the bucket's ready instant (with the gradient bytes copied into the
--- bucket), and the final wait.
-local function trace_append(s)
-    if not s.trace_pending then return end
-    s.trace_pending = false
-    local d = s.trace_events
-    local tl = s.reducer:timeline()
-    s.trace_t0 = s.trace_t0 or tl[1].ready
-    local function us(t) return (t - s.trace_t0) * 1e6 end
-    local function span(name, tid, t0, t1)
-        d[#d + 1] = ('{"name":"%s","ph":"X","pid":0,"tid":%d,"ts":%.1f,"dur":%.1f,'
-            .. '"args":{"step":%d}}'):format(name, tid, us(t0), us(t1) - us(t0), s.step)
-    end
-    for _, ev in ipairs(tl) do
-        if ev.name == 'backward' and ev.start > 0 and ev['end'] > 0 then
-            span('forward end to first gradient', 0, ev.ready, ev.start)
-            span('backward', 0, ev.start, ev['end'])
-        elseif ev.name == 'bucket' and ev.start > 0 then
-            d[#d + 1] = ('{"name":"bucket %d ready","ph":"i","s":"t","pid":0,"tid":0,'
-                .. '"ts":%.1f,"args":{"step":%d,"copied_bytes":%d}}'):format(ev.bucket,
-                us(ev.ready), s.step, ev.copied_bytes or 0)
-            span('allreduce bucket ' .. ev.bucket, ev.bucket, ev.start, ev['end'])
-        elseif ev.name == 'wait' and ev['end'] > 0 then
-            span('final wait', 0, ev.start, ev['end'])
-        end
-    end
-    if s.step % 50 == 0 then trace_write(s) end
-end
-
--- Writes the DDPLUA_DDP_TIMELINE trace now (it is also written every 50 steps).
+-- Writes the DDPLUA_DDP_TIMELINE trace now (it is also written every 50 steps and at exit).
 function DDP:write_timeline()
-    local s = self._ddp
-    if not (s.timeline and s.rank == 0) then return end
-    trace_append(s)
-    trace_write(s)
+    local tl = self._ddp.timeline
+    if tl then tl:write() end
 end
 
 -- ---- join (PyTorch's Join context with DDP's _DDPJoinHook) ----
@@ -282,7 +247,7 @@ end
 
 function DDP:forward(...)
     local s = self._ddp
-    if s.timeline and s.rank == 0 then trace_append(s) end -- before a rebuild drops it
+    if s.timeline then s.timeline:forward_begins() end -- before a rebuild drops the last step
     local buffer_src
     if s.join then
         local count, _
@@ -294,7 +259,7 @@ function DDP:forward(...)
     if ddpl.is_grad_enabled() then
         s.reducer:prepare_backward(collect(out, {}, {}), s.sync)
         s.step = s.step + 1
-        s.trace_pending = s.sync and s.timeline ~= nil and s.rank == 0
+        if s.timeline then s.timeline:step_prepared(s.step, s.sync) end
     end
     return table.unpack(out, 1, out.n)
 end

@@ -1,0 +1,381 @@
+-- tools/ddp_predict.lua: predicts a DDP step's time and the scaling efficiency at N ranks from a
+-- DDPLUA_DDP_TIMELINE trace (lua/ddplua/nn/parallel/ddp_timeline.lua writes it), with a
+-- ring-allreduce cost model and the overlap measured in the trace. docs/scaling.md explains the
+-- model, its assumptions and how it compared with measured steps.
+--
+--   ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] [--bandwidth GB/s] [--latency us]
+--       [--compute-scale X] [--calibrate OTHER.json] [--stragglers]
+--
+-- The model, per traced step (times from the step's forward start; the first traced step is
+-- warm-up and left out when there are others; a step counts once the next forward started):
+--   * measured: each bucket's ready time r_b, size x_b and allreduce span; the exposed
+--     communication E = (end of the last allreduce) - (last bucket ready), at least 0; the
+--     compute C = step - E (forward, backward, optimizer, data: everything but exposed waiting).
+--   * cost of one allreduce of x bytes on N ranks (ring: 2(N-1) steps of x/N bytes each):
+--       cost_N(x) = 2(N-1) * latency + 2(N-1)/N * x / bandwidth      (0 on 1 rank)
+--   * buckets are reduced in order, each once it is ready and the previous one is done:
+--       start_b = max(r_b, end_{b-1}), end_b = start_b + cost_N(x_b)
+--     predicted step T_N = C + max(0, end_B - max r_b); --compute-scale s multiplies C and the
+--     ready times (for ranks that share cores: s = ranks x threads / cores).
+--   * the reported step T_N is the median of the per-step predictions (and its compute and
+--     exposed parts those of the same step). With --stragglers: a synchronised step waits for the
+--     slowest rank; the compute C of a traced step is the tracing rank's own (waiting for late
+--     ranks is in E, which is left out), so if every rank's compute is an independent draw from
+--     the traced ones, the median of the slowest of N is their 0.5^(1/N) quantile (71st
+--     percentile at 2 ranks, 84th at 4, 92nd at 8), and T_N is that quantile instead (neighbouring
+--     steps interpolated). Off by default: on a shared machine the traced steps' tail is other
+--     jobs' load, which hits all ranks alike rather than independently (docs/scaling.md).
+--   * scaling efficiency (weak scaling, fixed per-rank batch as DDP) = median C / T_N, the step
+--     on one rank (no communication) over the predicted one, both at the compute speed of
+--     --compute-scale: the share of the step not spent waiting for communication (a slowdown
+--     from ranks sharing cores is not in it); throughput = N x that, in one-rank steps.
+-- Latency and bandwidth: --latency and --bandwidth where given; what is missing is fitted to the
+-- trace's own allreduces (world size W >= 2): per bucket size, the 10th percentile over steps of
+-- the time each allreduce ran once the previous one was done (one that did not wait for a late
+-- rank), of the allreduces that ended after the last bucket was ready (an earlier end is seen
+-- only at the next gradient's hook, so its span is an upper bound), then least squares on
+-- d = 2(W-1) latency + 2(W-1)/W x / bandwidth. A trace of one rank has nothing to fit: give both,
+-- or --calibrate OTHER.json, a trace of the same model on W >= 2 ranks, to fit them to OTHER's
+-- allreduces while the compute comes from TRACE.
+-- Output: one line per N, e.g.
+--   ranks 4: step 15.020 ms (compute 8.900 + exposed communication 6.120; allreduce 7.620 ms per
+--   step, 1.500 of it behind backward), scaling efficiency 59.3%, 2.37x one rank's throughput
+-- Errors (missing or malformed file, a trace without complete steps, bad options) are one line
+-- "ddp_predict: ..." on stderr and exit status 2.
+local json = require 'ddplua.json'
+
+local function die(fmt, ...)
+    io.stderr:write('ddp_predict: ', fmt:format(...), '\n')
+    os.exit(2)
+end
+
+local USAGE = 'usage: ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] '
+    .. '[--bandwidth GB/s] [--latency us] [--compute-scale X] [--calibrate OTHER.json] '
+    .. '[--stragglers]'
+
+---------------------------------------------------------------------------------------------------
+-- command line
+
+local function parse_args(argv)
+    local o = {ranks = nil, bandwidth = nil, latency = nil, scale = 1}
+    local keys = {ranks = true, bandwidth = true, latency = true, ['compute-scale'] = true,
+        calibrate = true}
+    local i = 1
+    while i <= #argv do
+        local a = argv[i]
+        local key, value = a:match('^%-%-([%w-]+)=(.*)$')
+        key = key or a:match('^%-%-([%w-]+)$')
+        if key == 'stragglers' and value == nil then
+            o.stragglers = true
+        elseif key then
+            if not keys[key] then die('unknown option %s\n%s', a, USAGE) end
+            if value == nil then
+                i = i + 1
+                value = argv[i] or die('--%s needs a value\n%s', key, USAGE)
+            end
+            if key == 'calibrate' then
+                o.calibrate = value
+            elseif key == 'ranks' then
+                o.ranks = {}
+                for w in (value .. ','):gmatch('([^,]*),') do
+                    local n = math.tointeger(tonumber(w))
+                    if not n or n < 1 then
+                        die("--ranks: expected positive integers (N or N,N,...), got '%s'", value)
+                    end
+                    o.ranks[#o.ranks + 1] = n
+                end
+            else
+                local v = tonumber(value)
+                if not v or v ~= v or v == math.huge then
+                    die("--%s: expected a number, got '%s'", key, value)
+                end
+                if key == 'bandwidth' and v <= 0 then
+                    die('--bandwidth: expected GB/s > 0, got %s', value)
+                elseif key == 'latency' and v < 0 then
+                    die('--latency: expected microseconds >= 0, got %s', value)
+                elseif key == 'compute-scale' and v <= 0 then
+                    die('--compute-scale: expected a factor > 0, got %s', value)
+                end
+                o[key == 'compute-scale' and 'scale' or key] = v
+            end
+        elseif not o.trace then
+            o.trace = a
+        else
+            die("unexpected argument '%s' (one trace file at a time)\n%s", a, USAGE)
+        end
+        i = i + 1
+    end
+    if not o.trace then die('no trace file given\n%s', USAGE) end
+    if not o.ranks then die('--ranks N is required\n%s', USAGE) end
+    return o
+end
+
+---------------------------------------------------------------------------------------------------
+-- reading the trace
+
+-- the q quantile of a list of numbers, interpolated linearly between neighbours (0.5: median)
+local function quantile(list, q)
+    local v = {}
+    for i, x in ipairs(list) do v[i] = x end
+    table.sort(v)
+    if #v == 0 then return 0 end
+    local pos = 1 + q * (#v - 1)
+    local lo = math.floor(pos)
+    return v[lo] + (pos - lo) * ((v[math.ceil(pos)] or v[lo]) - v[lo])
+end
+local function median(list) return quantile(list, 0.5) end
+
+-- -> {world=, backend=, steps={ {step=, dur=, buckets={ {ready=, bytes=, start=, finish=} }} },
+--     total=} with times in microseconds from each step's forward start
+local function read_trace(path)
+    local f, err = io.open(path, 'rb')
+    if not f then die('cannot read the trace: %s', err) end
+    local text = f:read('a')
+    f:close()
+    local ok, doc = pcall(json.decode, text, path)
+    if not ok then die('%s is not valid JSON: %s', path, doc) end
+    if type(doc) ~= 'table' or type(doc.traceEvents) ~= 'table' then
+        die('%s: expected a Chrome trace object with "traceEvents" (a DDPLUA_DDP_TIMELINE file)',
+            path)
+    end
+    local other = type(doc.otherData) == 'table' and doc.otherData or {}
+    local world = math.tointeger(other.world_size)
+    if not world or world < 1 then
+        die('%s: "otherData" has no world_size (not a DDPLUA_DDP_TIMELINE trace, or one written '
+            .. 'by a ddplua before the predictor: record it again)', path)
+    end
+    local steps = {}
+    local function step_of(i, ev)
+        local args = ev.args
+        local n = type(args) == 'table' and math.tointeger(args.step)
+        if not n then die('%s: event %d ("%s") has no integer args.step', path, i, ev.name) end
+        steps[n] = steps[n] or {step = n, buckets = {}}
+        return steps[n]
+    end
+    local function num(i, ev, field, v)
+        if type(v) ~= 'number' or v ~= v then
+            die('%s: event %d ("%s") has no number %s', path, i, ev.name, field)
+        end
+        return v
+    end
+    for i, ev in ipairs(doc.traceEvents) do
+        if type(ev) ~= 'table' or type(ev.name) ~= 'string' then
+            die('%s: event %d is not an object with a "name"', path, i)
+        end
+        local b = math.tointeger(tonumber(ev.name:match('^bucket (%d+) ready$')))
+        local ab = math.tointeger(tonumber(ev.name:match('^allreduce bucket (%d+)$')))
+        if ev.name == 'step' then
+            local s = step_of(i, ev)
+            s.t0, s.dur = num(i, ev, 'ts', ev.ts), num(i, ev, 'dur', ev.dur)
+        elseif b then
+            local s = step_of(i, ev)
+            s.buckets[b] = s.buckets[b] or {}
+            s.buckets[b].ready = num(i, ev, 'ts', ev.ts)
+            s.buckets[b].bytes = num(i, ev, 'args.bytes', ev.args.bytes)
+        elseif ab then
+            local s = step_of(i, ev)
+            s.buckets[ab] = s.buckets[ab] or {}
+            s.buckets[ab].start = num(i, ev, 'ts', ev.ts)
+            s.buckets[ab].finish = s.buckets[ab].start + num(i, ev, 'dur', ev.dur)
+        end
+    end
+    -- complete steps: a "step" span, buckets 1..B each with its ready time, size and allreduce
+    local numbers, total = {}, 0
+    for n, s in pairs(steps) do
+        total = total + 1
+        local nb, complete = #s.buckets, s.dur ~= nil
+        for k in pairs(s.buckets) do
+            if math.type(k) ~= 'integer' or k < 1 or k > nb then complete = false end
+        end
+        for _, bk in ipairs(s.buckets) do
+            if not (bk.ready and bk.start) then complete = false end
+        end
+        if complete and nb > 0 then numbers[#numbers + 1] = n end
+    end
+    table.sort(numbers)
+    if #numbers > 1 then table.remove(numbers, 1) end -- warm-up: before the bucket rebuild
+    if #numbers == 0 then
+        die('%s: no complete step (%d traced): a step is complete once the next forward has '
+            .. 'started; run at least 2 synchronised steps', path, total)
+    end
+    local out = {}
+    for i, n in ipairs(numbers) do
+        local s = steps[n]
+        for _, bk in ipairs(s.buckets) do -- relative to the step's forward start
+            bk.ready, bk.start, bk.finish = bk.ready - s.t0, bk.start - s.t0, bk.finish - s.t0
+        end
+        out[i] = s
+    end
+    return {world = world, backend = tostring(other.backend or '?'), steps = out, total = total}
+end
+
+---------------------------------------------------------------------------------------------------
+-- the model
+
+local function last_ready(s)
+    local r = -math.huge
+    for _, bk in ipairs(s.buckets) do r = math.max(r, bk.ready) end
+    return r
+end
+
+-- measured: exposed communication E (us) and the compute C = step - E
+local function measured(s)
+    local finish = -math.huge
+    for _, bk in ipairs(s.buckets) do finish = math.max(finish, bk.finish) end
+    local exposed = math.max(0, finish - last_ready(s))
+    return s.dur - exposed, exposed
+end
+
+-- Fits what the options leave open to trace's allreduces: {latency = us, bandwidth = bytes/us},
+-- and how.
+local function calibrate(trace, o, path)
+    local W = trace.world
+    local lat, bw = o.latency, o.bandwidth and o.bandwidth * 1e3 -- GB/s = 1e3 bytes/us
+    local how = {latency = lat and '--latency', bandwidth = bw and '--bandwidth'}
+    if lat and bw then return {latency = lat, bandwidth = bw, how = how} end
+    if W < 2 then
+        die('%s was recorded on 1 rank: it has no allreduce times to fit; give --bandwidth GB/s '
+            .. 'and --latency us (or --calibrate a trace of 2 or more ranks)', path)
+    end
+    -- per bucket size: the 10th percentile over steps of the time each allreduce ran once the
+    -- previous one was done (it queues behind it otherwise): the allreduce that did not wait for a
+    -- late rank (stragglers are modelled apart). Only allreduces that ended after the step's last
+    -- bucket was ready count: the reducer notices an earlier completion only at the next
+    -- gradient's hook (its span is an upper bound), while after the last one the final wait sees
+    -- it at once.
+    local by_size, used, left_out = {}, 0, 0
+    for _, s in ipairs(trace.steps) do
+        local prev, last = -math.huge, last_ready(s)
+        for _, bk in ipairs(s.buckets) do
+            if bk.finish >= last then
+                local d = math.max(0, bk.finish - math.max(bk.start, prev))
+                by_size[bk.bytes] = by_size[bk.bytes] or {}
+                table.insert(by_size[bk.bytes], d)
+                used = used + 1
+            else
+                left_out = left_out + 1
+            end
+            prev = bk.finish
+        end
+    end
+    local xs, ds = {}, {}
+    for x, list in pairs(by_size) do
+        xs[#xs + 1], ds[#ds + 1] = x, quantile(list, 0.1)
+    end
+    -- d = A + B x, A = 2(W-1) latency, B = 2(W-1)/W / bandwidth
+    local ka, kb = 2 * (W - 1), 2 * (W - 1) / W
+    local A, B
+    local n = #xs
+    if n == 0 then die('%s: no allreduce ended after the last bucket was ready: nothing to fit', path) end
+    local function fit_b(a) -- B for a fixed A, least squares, at least 0
+        local sxd, sxx = 0, 0
+        for i = 1, n do sxd, sxx = sxd + xs[i] * (ds[i] - a), sxx + xs[i] * xs[i] end
+        return sxx > 0 and math.max(0, sxd / sxx) or 0
+    end
+    local function fit_a(b) -- A for a fixed B, mean, at least 0
+        local s = 0
+        for i = 1, n do s = s + ds[i] - b * xs[i] end
+        return math.max(0, s / n)
+    end
+    if lat then
+        A = ka * lat
+        B = fit_b(A)
+        how.bandwidth = 'fitted to the trace'
+    elseif bw then
+        B = kb / bw
+        A = fit_a(B)
+        how.latency = 'fitted to the trace'
+    elseif n >= 2 then
+        local mx, md = 0, 0
+        for i = 1, n do mx, md = mx + xs[i] / n, md + ds[i] / n end
+        local sxx, sxd = 0, 0
+        for i = 1, n do
+            sxx, sxd = sxx + (xs[i] - mx) ^ 2, sxd + (xs[i] - mx) * (ds[i] - md)
+        end
+        B = sxx > 0 and sxd / sxx or 0
+        A = md - B * mx
+        if A < 0 then A, B = 0, fit_b(0) end
+        if B < 0 then B, A = 0, fit_a(0) end
+        how.latency, how.bandwidth = 'fitted to the trace', 'fitted to the trace'
+    else
+        A, B = 0, fit_b(0)
+        how.latency = 'taken as 0: the trace has one bucket size, which cannot separate latency '
+            .. 'from bandwidth (give --latency)'
+        how.bandwidth = 'fitted to the trace'
+    end
+    how.used = ('%d allreduces fitted, %d left out (ended while backward still ran)'):format(used,
+        left_out)
+    return {latency = A / ka, bandwidth = B > 0 and kb / B or math.huge, how = how}
+end
+
+-- cost of one allreduce of x bytes on N ranks, us
+local function cost(cal, N, x)
+    if N == 1 then return 0 end
+    return 2 * (N - 1) * cal.latency + 2 * (N - 1) / N * x / cal.bandwidth
+end
+
+-- one step at N ranks: predicted step, compute, exposed, communication total (us)
+local function predict_step(s, cal, N, scale)
+    local compute = measured(s)
+    local finish, comm = -math.huge, 0
+    for _, bk in ipairs(s.buckets) do
+        local c = cost(cal, N, bk.bytes)
+        finish = math.max(scale * bk.ready, finish) + c
+        comm = comm + c
+    end
+    local exposed = math.max(0, finish - scale * last_ready(s))
+    return scale * compute + exposed, scale * compute, exposed, comm
+end
+
+---------------------------------------------------------------------------------------------------
+-- main
+
+local o = parse_args(arg)
+local trace = read_trace(o.trace)
+local cal_path = o.calibrate or o.trace
+local cal = calibrate(o.calibrate and read_trace(o.calibrate) or trace, o, cal_path)
+if o.calibrate then
+    for _, k in ipairs({'latency', 'bandwidth'}) do
+        cal.how[k] = cal.how[k]:gsub('fitted to the trace', 'fitted to ' .. cal_path)
+    end
+end
+
+local sizes = {}
+for b, bk in ipairs(trace.steps[#trace.steps].buckets) do sizes[b] = ('%d'):format(bk.bytes) end
+local m_step, m_compute, m_exposed = {}, {}, {}
+for i, s in ipairs(trace.steps) do
+    m_step[i] = s.dur
+    m_compute[i], m_exposed[i] = measured(s)
+end
+local function ms(us) return us / 1e3 end
+print(('%s: world size %d (%s), %d of %d traced steps used (the first is warm-up), %d bucket%s '
+    .. '(bytes: %s)'):format(o.trace, trace.world, trace.backend, #trace.steps, trace.total,
+    #sizes, #sizes == 1 and '' or 's', table.concat(sizes, ', ')))
+print(('measured, median per step: step %.3f ms, compute %.3f ms, exposed communication %.3f ms')
+    :format(ms(median(m_step)), ms(median(m_compute)), ms(median(m_exposed))))
+print(('allreduce of x bytes on N ranks = 2(N-1) x %.3g us + 2(N-1)/N x x / %.4g GB/s '
+    .. '(latency: %s; bandwidth: %s)'):format(cal.latency, cal.bandwidth / 1e3, cal.how.latency,
+    cal.how.bandwidth))
+if cal.how.used then print(cal.how.used) end
+if o.scale ~= 1 then print(('compute and ready times x %g (--compute-scale)'):format(o.scale)) end
+for _, N in ipairs(o.ranks) do
+    local rows, one = {}, {}
+    for i, s in ipairs(trace.steps) do
+        local r = {}
+        r.t, r.c, r.e, r.comm = predict_step(s, cal, N, o.scale)
+        rows[i], one[i] = r, o.scale * measured(s)
+    end
+    -- the median step, or with --stragglers the 0.5^(1/N) quantile (see the header)
+    local q = o.stragglers and 0.5 ^ (1 / N) or 0.5
+    table.sort(rows, function(a, b) return a.t < b.t end)
+    local pos = 1 + q * (#rows - 1)
+    local lo, hi = rows[math.floor(pos)], rows[math.ceil(pos)]
+    local w = pos - math.floor(pos)
+    local function at(k) return lo[k] + w * (hi[k] - lo[k]) end
+    local T, C, E, K = at('t'), at('c'), at('e'), at('comm')
+    local eff = median(one) / T
+    print(('ranks %d: step %.3f ms (compute %.3f + exposed communication %.3f; allreduce %.3f ms '
+        .. 'per step, %.3f of it behind backward), scaling efficiency %.1f%%, %.2fx one rank\'s '
+        .. 'throughput'):format(N, ms(T), ms(C), ms(E), ms(K), ms(math.max(0, K - E)), 100 * eff,
+        N * eff))
+end
