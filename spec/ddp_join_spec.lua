@@ -9,14 +9,10 @@
 -- naming both calls. The checks run inside the ranks (spec/ddp/join.lua); here we start them and
 -- read what they print.
 local S = require 'shell_util'
-local bin, src = S.bin, S.src
-local q, sh = S.q, S.sh
+local src = S.src
 local script = src .. '/spec/ddp/join.lua'
 
-local function launch(n, args, env)
-    return sh(('%s timeout 90 %s %s --nproc %d -- %s'):format(env or '', q(bin), q(script), n,
-        args))
-end
+local function launch(n, args, env) return S.launch(script, n, args, env, 90) end
 
 -- Expects exit status 0 and one `marker` line from each of the n ranks; returns the output and
 -- the graph walks each rank reported (walks[rank + 1]).

@@ -4,17 +4,13 @@
 -- device field: the check reads nothing else), so they run on a machine without a GPU.
 local S = require 'shell_util'
 local devices = require 'ddplua.nn.parallel.device_ids'
-local bin, src = S.bin, S.src
-local q, sh = S.q, S.sh
+local src = S.src
 local script = src .. '/spec/ddp/powersgd.lua'
 
 -- Runs a case on n ranks and expects exit status 0 and the marker line from each.
 local function run_ok(n, case, extra)
-    local out, code = sh(('%s timeout 120 %s %s --nproc %d -- %s %s'):format(extra or '',
-        q(bin), q(script), n, case[1], case[2] or ''))
-    assert(code == 0, out)
-    local seen = select(2, out:gsub('POWERSGD_OK ' .. case[1] .. ' ', ''))
-    assert(seen == n, ('expected %d POWERSGD_OK lines, got %d:\n%s'):format(n, seen, out))
+    local out, code = S.launch(script, n, case[1] .. ' ' .. (case[2] or ''), extra, 120)
+    S.expect_ranks(out, code, 'POWERSGD_OK ' .. case[1]:gsub('%p', '%%%0') .. ' ', n)
     return out
 end
 

@@ -16,17 +16,7 @@ local equiv = src .. '/spec/ddp/train_equiv.lua'
 local features = src .. '/spec/ddp/features.lua'
 
 -- Runs script on n ranks with `-- args`; returns the combined output and exit status.
-local function launch(script, n, args, env)
-    return sh(('%s timeout 60 %s %s --nproc %d -- %s'):format(env or '', q(bin), q(script), n,
-        args))
-end
-
-local function expect_ok(out, code, marker, n)
-    assert(code == 0, out)
-    assert(type(marker) == 'string' and math.type(n) == 'integer')
-    local seen = select(2, out:gsub(marker, ''))
-    assert(seen == n, ('expected %d "%s" lines, got %d:\n%s'):format(n, marker, seen, out))
-end
+local launch, expect_ok = S.launch, S.expect_ranks
 
 -- Runs and expects exit status 0 and the marker line from each of the n ranks.
 local function run_ok(script, n, args, marker)

@@ -87,4 +87,19 @@ function S.assert_ranks_ok(outs, codes, n, marker)
     end
 end
 
+-- Runs `ddplua script --nproc n -- args` (env: VAR=value words put in front) under `timeout`
+-- (kill_after seconds, default 60, so no run can hang); returns the combined output and the exit
+-- status.
+function S.launch(script, n, args, env, kill_after)
+    return S.sh(('%s timeout %d %s %s --nproc %d -- %s'):format(env or '', kill_after or 60,
+        S.q(S.bin), S.q(script), n, args or ''))
+end
+
+-- Asserts that a run exited 0 and printed `marker` (a Lua pattern) once per rank: n times.
+function S.expect_ranks(out, code, marker, n)
+    assert(code == 0, out)
+    local seen = select(2, out:gsub(marker, ''))
+    assert(seen == n, ('expected %d "%s" lines, got %d:\n%s'):format(n, marker, seen, out))
+end
+
 return S

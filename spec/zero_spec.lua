@@ -15,17 +15,12 @@ local q, sh = S.q, S.sh
 local equiv = src .. '/spec/zero/zero_equiv.lua'
 local errors = src .. '/spec/zero/zero_errors.lua'
 
-local function launch(script, n, args, env)
-    return sh(('%s timeout 90 %s %s --nproc %d -- %s'):format(env or '', q(bin), q(script), n,
-        args))
-end
+local function launch(script, n, args, env) return S.launch(script, n, args, env, 90) end
 
 -- exit status 0 and the marker line from each of the n ranks
 local function run_ok(script, n, args, marker, env)
     local out, code = launch(script, n, args, env)
-    assert(code == 0, out)
-    local seen = select(2, out:gsub(marker, ''))
-    assert(seen == n, ('expected %d "%s" lines, got %d:\n%s'):format(n, marker, seen, out))
+    S.expect_ranks(out, code, marker, n)
     return out
 end
 

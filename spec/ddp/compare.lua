@@ -3,8 +3,21 @@
 --     local compare = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/compare.lua')
 -- defines: compare(got, want, tol, who) -> the largest relative difference; got and want are
 -- named_parameters() lists of the same model; raises, naming `who` and the parameter, when
--- max|got - want| > tol * max|want| for some parameter.
-return function(got, want, tol, who)
+-- max|got - want| > tol * max|want| for some parameter. compare.options(defaults, args): the
+-- worker's key=value arguments over the defaults (numbers converted), as a table.
+local M = {}
+
+function M.options(defaults, args)
+    local o = {}
+    for k, v in pairs(defaults) do o[k] = v end
+    for _, a in ipairs(args) do
+        local k, v = a:match('^(%w+)=(.*)$')
+        if k then o[k] = tonumber(v) or v end
+    end
+    return o
+end
+
+local function compare(got, want, tol, who)
     local maxrel = 0
     for i, pair in ipairs(want) do
         local a, b = got[i][2], pair[2]
@@ -19,3 +32,5 @@ return function(got, want, tol, who)
     end
     return maxrel
 end
+
+return setmetatable(M, {__call = function(_, ...) return compare(...) end})

@@ -21,13 +21,9 @@ local ddpl = require 'ddplua'
 local compare = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/compare.lua')
 local nn, F, dist = ddpl.nn, ddpl.nn.functional, ddpl.distributed
 
-local o = {counts = '3,2', divide = 1, accum = 1, model = 'mlp', unused = 0, static = 0,
-    hook = 'none', view = 0, cap = 25, tol = 1e-5, batch = 4, epochs = 1, eval = 0,
-    nojoin = 0, api = 0}
-for _, a in ipairs(arg) do
-    local k, v = a:match('^(%w+)=(.*)$')
-    if k then o[k] = tonumber(v) or v end
-end
+local o = compare.options({counts = '3,2', divide = 1, accum = 1, model = 'mlp', unused = 0,
+    static = 0, hook = 'none', view = 0, cap = 25, tol = 1e-5, batch = 4, epochs = 1, eval = 0,
+    nojoin = 0, api = 0}, arg)
 
 dist.init_process_group({backend = 'gloo', timeout = 30})
 local rank, world = dist.get_rank(), dist.get_world_size()

@@ -14,12 +14,8 @@ local ddpl = require 'ddplua'
 local compare = dofile(arg[0]:match('^(.*)/[^/]*$') .. '/compare.lua')
 local nn, F, dist = ddpl.nn, ddpl.nn.functional, ddpl.distributed
 
-local o = {model = 'mlp', cap = 25, view = '0', steps = 10, batch = 8, hook = 'none',
-    tol = 1e-5, unused = '0', accum = 1}
-for _, a in ipairs(arg) do
-    local k, v = a:match('^(%w+)=(.*)$')
-    if k then o[k] = tonumber(v) or v end
-end
+local o = compare.options({model = 'mlp', cap = 25, view = '0', steps = 10, batch = 8,
+    hook = 'none', tol = 1e-5, unused = '0', accum = 1}, arg)
 
 dist.init_process_group({backend = 'gloo', timeout = 30})
 local rank, world = dist.get_rank(), dist.get_world_size()
