@@ -72,7 +72,10 @@ typedef struct shm_header {
     _Atomic uint32_t arrived;    /* ranks at the current barrier */
     _Atomic uint32_t generation; /* bumped by the last rank to arrive; waiters sleep on it */
     int32_t pids[MAX_RANKS];     /* so a waiter notices a peer that exited, before the timeout */
-    shm_tag tags[2][MAX_RANKS];  /* [comparison % 2][rank] */
+    /* generation + 1 once rank r reached the barrier of that generation: a waiter that times out
+     * names the ranks that never came (one relaxed store per barrier and rank) */
+    _Atomic uint32_t reached[MAX_RANKS];
+    shm_tag tags[2][MAX_RANKS]; /* [comparison % 2][rank] */
     /* shared-buffer creation: 2 * id + 1 once rank r created (mapped) its parts, 2 * id if not */
     uint32_t created[MAX_RANKS], mapped[MAX_RANKS];
 } shm_header;
@@ -121,9 +124,24 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* The ranks that have not reached the barrier of generation gen, as "rank 3" or "ranks 1, 3". */
+static void missing_ranks(const ddpl_shm *s, uint32_t gen, char *out, size_t n)
+{
+    int count = 0;
+    for (int q = 0; q < s->size; q++)
+        count += atomic_load_explicit(&s->hdr->reached[q], memory_order_relaxed) != gen + 1;
+    size_t used = (size_t)snprintf(out, n, "%s", count == 1 ? "rank " : "ranks ");
+    for (int q = 0, listed = 0; q < s->size && used + 16 < n; q++) {
+        if (atomic_load_explicit(&s->hdr->reached[q], memory_order_relaxed) == gen + 1) continue;
+        used += (size_t)snprintf(out + used, n - used, "%s%d", listed++ ? ", " : "", q);
+    }
+    if (count == 0) snprintf(out, n, "a peer"); /* all came, the last one too late to see */
+}
+
 int ddpl_shm_barrier(ddpl_shm *s)
 {
     uint32_t gen = atomic_load(&s->hdr->generation);
+    atomic_store_explicit(&s->hdr->reached[s->rank], gen + 1, memory_order_relaxed);
     if (atomic_fetch_add(&s->hdr->arrived, 1) == (uint32_t)s->size - 1) {
         atomic_store(&s->hdr->arrived, 0);
         atomic_fetch_add(&s->hdr->generation, 1);
@@ -139,10 +157,13 @@ int ddpl_shm_barrier(ddpl_shm *s)
     double deadline = now_s() + s->timeout_s;
     while (atomic_load(&s->hdr->generation) == gen) {
         double left = deadline - now_s();
-        if (left <= 0)
-            return ddpl_error("shared-memory barrier timed out after %g s (a peer stopped "
-                              "participating)",
-                              s->timeout_s);
+        if (left <= 0) {
+            char who[256];
+            missing_ranks(s, gen, who, sizeof who);
+            return ddpl_error("shared-memory barrier timed out after %g s: %s of the group did "
+                              "not arrive (stopped, or busy in something else)",
+                              s->timeout_s, who);
+        }
         for (int q = 0; q < s->size; q++)
             if (kill(s->hdr->pids[q], 0) < 0 && errno == ESRCH)
                 return ddpl_error("rank %d (pid %d) exited", q, (int)s->hdr->pids[q]);
