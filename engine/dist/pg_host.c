@@ -2,15 +2,17 @@
  * a work item, staged on the host and run on the group's lanes (pg.c), whose bytes move through
  * a table of host collectives: Gloo over TCP, or shared memory (shm_coll.h) when every rank is
  * on this machine. Point-to-point messages always go through Gloo.
- * defines: pg_host_backend (pg_backend.h); the reduction kernels, the Gloo and shared-memory
- *          tables of host collectives, and the run_* functions of the lanes are static.
+ * defines: pg_host_backend (pg_backend.h), pg_host_reduce_fn, pg_host_divide_by (pg_host.h); the
+ *          reduction kernels, the Gloo and shared-memory tables of host collectives and the
+ *          run_* functions of the lanes are static. The rooted collectives and all-to-all are in
+ *          pg_host_rooted.c.
  *
  * The shared-memory table replaces Gloo's for collectives only, chosen once at connect and the
  * same on every rank (ddpl_shm_connect decides collectively); it alone has buffers every rank
  * maps, which the DDP reducer's buckets live in. This file is compiled with -ffp-contract=off:
  * see pair_sum_f32. */
 #include "core/alloc.h"
-#include "dist/pg_impl.h"
+#include "dist/pg_host.h"
 #include "dist/shm_coll_rooted.h"
 
 /* ---------------------------------------------------------------- reduction kernels ---- */
@@ -72,7 +74,7 @@ static void scale_f64(void *out_, const void *in_, size_t n, double factor)
 }
 
 /* [dtype][op]; AVG reduces with SUM and divides afterwards (Gloo has no average). */
-static ddpl_reduce_fn reduce_fn(ddpl_dtype dt, ddpl_reduce_op op)
+ddpl_reduce_fn pg_host_reduce_fn(ddpl_dtype dt, ddpl_reduce_op op)
 {
 #define ROW(S)                                                                                     \
     {                                                                                              \
@@ -92,7 +94,7 @@ static ddpl_reduce_fn reduce_fn(ddpl_dtype dt, ddpl_reduce_op op)
     }
 }
 
-static void divide_by(void *data, ddpl_dtype dt, int64_t n, int size)
+void pg_host_divide_by(void *data, ddpl_dtype dt, int64_t n, int size)
 {
     if (dt == DDPL_FLOAT32) {
         float *p = data, inv = 1.0f / (float)size;
@@ -108,41 +110,6 @@ static void divide_by(void *data, ddpl_dtype dt, int64_t n, int size)
 }
 
 /* -------------------------------------------------------- tables of host collectives ---- */
-typedef struct host_coll host_coll;
-
-/* pg->comm of a group of this backend */
-typedef struct pg_host {
-    ddpl_gloo *gloo;       /* the mesh: point-to-point, and collectives off shared memory */
-    ddpl_shm *shm;         /* every rank on this machine (and DDPLUA_SHM is not 0), else NULL */
-    const host_coll *coll; /* shm_coll when shm is set, else gloo_coll */
-} pg_host;
-
-/* Collectives on contiguous host bytes (the shapes of gloo_pg.h and shm_coll.h); each returns
- * 0, or -1 with the error set. */
-struct host_coll {
-    int (*allreduce)(pg_host *h, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn);
-    int (*broadcast)(pg_host *h, void *data, size_t nbytes, int root);
-    int (*allgather)(pg_host *h, const void *in, void *out, size_t nbytes); /* out: size x */
-    int (*barrier)(pg_host *h);
-    /* Before each collective: compares this rank's fingerprint with the others' (gloo: a small
-     * allgather now), or hands it to the operation's first barrier (shm: no extra step). */
-    int (*agree)(pg_host *h, const ddpl_pg_fp *fp, int size);
-    /* count elements of data reduced into data on root; elsewhere data is only read, and
-     * scratch (count * elsize bytes) is given when reduce_scratch says the table needs it */
-    int (*reduce)(pg_host *h, void *data, void *scratch, size_t count, size_t elsize,
-                  ddpl_reduce_fn fn, int root);
-    bool reduce_scratch;
-    int (*gather)(pg_host *h, const void *in, void *out, size_t nbytes, int root);  /* out: root */
-    int (*scatter)(pg_host *h, const void *in, void *out, size_t nbytes, int root); /* in: root */
-    /* per-pair byte counts, checked to agree across ranks (max_pair_bytes: the largest) */
-    int (*alltoallv)(pg_host *h, const void *in, const size_t *in_bytes, void *out,
-                     const size_t *out_bytes, size_t max_pair_bytes);
-    /* buffers every rank maps, reduced in place (shm_coll.h); NULL: none */
-    int (*buffer_new)(pg_host *h, size_t nbytes, ddpl_shm_buffer **out);
-    int (*buffer_allreduce)(pg_host *h, ddpl_shm_buffer *b, size_t offset, size_t count,
-                            const ddpl_shm_reduce *how, const ddpl_shm_seg *segs, int nsegs);
-};
-
 static int gloo_allreduce(pg_host *h, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn)
 {
     return ddpl_gloo_allreduce(h->gloo, data, count, elsize, fn);
@@ -275,11 +242,6 @@ static const host_coll shm_coll = {
     .buffer_allreduce = shm_buffer_allreduce,
 };
 
-static pg_host *host_of(const ddpl_pg *pg)
-{
-    return pg->comm;
-}
-
 /* ------------------------------------------------------------------------- the group ---- */
 static void host_free(ddpl_pg *pg)
 {
@@ -403,7 +365,7 @@ static int run_allreduce(ddpl_work *w)
         bool f32 = dt == DDPL_FLOAT32, sum = w->op == DDPL_REDUCE_SUM || w->op == DDPL_REDUCE_AVG;
         ddpl_shm_reduce how = {
             .elsize = es,
-            .fn = reduce_fn(dt, w->op),
+            .fn = pg_host_reduce_fn(dt, w->op),
             .scale = w->prescaled ? (f32 ? scale_f32 : scale_f64) : NULL,
             .factor = w->prescaled ? w->factor : 1.0,
             .pair = !sum                 ? NULL
@@ -415,9 +377,9 @@ static int run_allreduce(ddpl_work *w)
                                        (size_t)n, &how, segs, nsegs);
         free(segs);
     } else
-        rc = h->coll->allreduce(h, w->slots[0].data, (size_t)n, es, reduce_fn(dt, w->op));
+        rc = h->coll->allreduce(h, w->slots[0].data, (size_t)n, es, pg_host_reduce_fn(dt, w->op));
     if (rc < 0) return -1;
-    if (w->op == DDPL_REDUCE_AVG) divide_by(w->slots[0].data, dt, n, w->pg->size);
+    if (w->op == DDPL_REDUCE_AVG) pg_host_divide_by(w->slots[0].data, dt, n, w->pg->size);
     return 0;
 }
 
@@ -503,10 +465,11 @@ static int run_reduce_scatter(ddpl_work *w)
     ddpl_tensor *out = w->slots[0].t;
     ddpl_dtype dt = (ddpl_dtype)out->dtype;
     int64_t n = ddpl_tensor_numel(out) * w->pg->size;
-    if (h->coll->allreduce(h, w->scratch, (size_t)n, ddpl_dtype_size(dt), reduce_fn(dt, w->op)) < 0)
+    if (h->coll->allreduce(h, w->scratch, (size_t)n, ddpl_dtype_size(dt),
+                           pg_host_reduce_fn(dt, w->op)) < 0)
         return -1;
     char *mine = (char *)w->scratch + (size_t)w->pg->rank * w->nbytes;
-    if (w->op == DDPL_REDUCE_AVG) divide_by(mine, dt, ddpl_tensor_numel(out), w->pg->size);
+    if (w->op == DDPL_REDUCE_AVG) pg_host_divide_by(mine, dt, ddpl_tensor_numel(out), w->pg->size);
     memcpy(w->slots[0].data, mine, w->nbytes);
     return 0;
 }
@@ -613,205 +576,6 @@ static ddpl_work *host_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
     return p2p(pg, "recv", t, src, false);
 }
 
-/* ---------------------------------------------------- rooted collectives, all-to-all ---- */
-/* slot 0: the tensor, read everywhere, written (and its stage unpacked) on dst only; scratch:
- * the output of a table that needs one off the root (reduce_scratch) */
-static int run_reduce(ddpl_work *w)
-{
-    pg_host *h = host_of(w->pg);
-    ddpl_tensor *t = w->slots[0].t;
-    ddpl_dtype dt = (ddpl_dtype)t->dtype;
-    int64_t n = ddpl_tensor_numel(t);
-    if (h->coll->reduce(h, w->slots[0].data, w->scratch, (size_t)n, ddpl_dtype_size(dt),
-                        reduce_fn(dt, w->op), w->peer) < 0)
-        return -1;
-    if (w->op == DDPL_REDUCE_AVG && w->pg->rank == w->peer)
-        divide_by(w->slots[0].data, dt, n, w->pg->size);
-    return 0;
-}
-
-static ddpl_work *host_reduce(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op op)
-{
-    ddpl_work *w = pg_work_new(pg, "reduce", 1, run_reduce);
-    w->op = op;
-    w->peer = dst;
-    pg_work_slot(w, 0, t, true, dst == pg->rank);
-    if (dst != pg->rank && host_of(pg)->coll->reduce_scratch)
-        w->scratch = ddpl_xmalloc(ddpl_tensor_nbytes(t) + 1);
-    return pg_lane_push(&pg->coll, w);
-}
-
-/* slot 0 = the input; on dst slots 1..size = the outputs, gathered through scratch */
-static int run_gather(ddpl_work *w)
-{
-    pg_host *h = host_of(w->pg);
-    if (h->coll->gather(h, w->slots[0].data, w->scratch, w->nbytes, w->peer) < 0) return -1;
-    for (int r = 1; r < w->nslots; r++)
-        memcpy(w->slots[r].data, (char *)w->scratch + (size_t)(r - 1) * w->nbytes, w->nbytes);
-    return 0;
-}
-
-static ddpl_work *host_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts,
-                              int dst)
-{
-    ddpl_work *w = pg_work_new(pg, "gather", 1 + nouts, run_gather);
-    w->peer = dst;
-    w->nbytes = ddpl_tensor_nbytes(t);
-    pg_work_slot(w, 0, t, true, false);
-    for (int r = 0; r < nouts; r++) pg_work_slot(w, 1 + r, outs[r], false, true);
-    if (nouts) w->scratch = ddpl_xmalloc(w->nbytes * (size_t)pg->size + 1);
-    return pg_lane_push(&pg->coll, w);
-}
-
-/* slot 0 = the output; on src, scratch holds the inputs one after another, packed at issue */
-static int run_scatter(ddpl_work *w)
-{
-    pg_host *h = host_of(w->pg);
-    return h->coll->scatter(h, w->scratch, w->slots[0].data, w->nbytes, w->peer);
-}
-
-/* ts[0..n) packed one after another into buf, in row-major order */
-static void pack_list(ddpl_tensor *const *ts, int n, char *buf)
-{
-    for (int i = 0; i < n; i++) {
-        pg_strided_copy(ts[i], buf, true);
-        buf += ddpl_tensor_nbytes(ts[i]);
-    }
-}
-
-static ddpl_work *host_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins,
-                               int src)
-{
-    ddpl_work *w = pg_work_new(pg, "scatter", 1, run_scatter);
-    w->peer = src;
-    w->nbytes = ddpl_tensor_nbytes(t);
-    pg_work_slot(w, 0, t, false, true);
-    if (nins) {
-        w->scratch = ddpl_xmalloc(w->nbytes * (size_t)pg->size + 1);
-        pack_list(ins, nins, w->scratch);
-    }
-    return pg_lane_push(&pg->coll, w);
-}
-
-/* All-to-all: scratch starts with the byte counts of this rank (in_bytes[size], then
- * out_bytes[size]); for the list form the packed inputs and the outputs' staging follow. */
-typedef struct a2a_layout {
-    size_t *in_bytes, *out_bytes;
-    char *in, *out; /* list form: packed inputs, outputs' staging */
-    size_t in_total, out_total;
-} a2a_layout;
-
-static a2a_layout a2a_of(ddpl_work *w)
-{
-    int size = w->pg->size;
-    a2a_layout a = {.in_bytes = w->scratch, .out_bytes = (size_t *)w->scratch + size};
-    for (int q = 0; q < size; q++) a.in_total += a.in_bytes[q], a.out_total += a.out_bytes[q];
-    a.in = (char *)(a.out_bytes + size);
-    a.out = a.in + a.in_total;
-    return a;
-}
-
-/* scratch for the counts and `data` more bytes; the counts filled in */
-static void a2a_alloc(ddpl_work *w, const size_t *in_bytes, const size_t *out_bytes, size_t data)
-{
-    size_t size = (size_t)w->pg->size;
-    w->scratch = ddpl_xmalloc(2 * size * sizeof(size_t) + data + 1);
-    memcpy(w->scratch, in_bytes, size * sizeof(size_t));
-    memcpy((size_t *)w->scratch + size, out_bytes, size * sizeof(size_t));
-}
-
-/* Every rank's counts go to every rank (an allgather of 2 * size words), which checks that each
- * pair agrees, all in the same order, so all ranks fail alike, before any data moves, and the
- * group stays in step (harmless). *max_pair: the largest pair's bytes. */
-static int a2a_agree(ddpl_work *w, const a2a_layout *a, size_t *max_pair)
-{
-    pg_host *h = host_of(w->pg);
-    size_t size = (size_t)w->pg->size, row = 2 * size; /* in_bytes, then out_bytes */
-    uint64_t *mine = ddpl_xmalloc(row * sizeof *mine);
-    uint64_t *all = ddpl_xmalloc(size * row * sizeof *all);
-    for (size_t q = 0; q < size; q++) mine[q] = a->in_bytes[q], mine[size + q] = a->out_bytes[q];
-    int rc = h->coll->allgather(h, mine, all, row * sizeof *mine);
-    *max_pair = 0;
-    for (size_t p = 0; rc == 0 && p < size; p++)
-        for (size_t q = 0; rc == 0 && q < size; q++) {
-            uint64_t sends = all[p * row + q], expects = all[q * row + size + p];
-            if (sends > *max_pair) *max_pair = (size_t)sends;
-            if (sends == expects) continue;
-            w->harmless = true;
-            rc = ddpl_error("%s: rank %zu sends %llu bytes to rank %zu, but rank %zu expects %llu "
-                            "bytes from rank %zu (the output for a rank must have the size of "
-                            "what that rank sends)",
-                            w->name, p, (unsigned long long)sends, q, q,
-                            (unsigned long long)expects, p);
-        }
-    free(mine);
-    free(all);
-    return rc;
-}
-
-/* slots 0..size-1 = the outputs; the inputs were packed at issue */
-static int run_alltoall(ddpl_work *w)
-{
-    pg_host *h = host_of(w->pg);
-    a2a_layout a = a2a_of(w);
-    size_t max_pair;
-    if (a2a_agree(w, &a, &max_pair) < 0 ||
-        h->coll->alltoallv(h, a.in, a.in_bytes, a.out, a.out_bytes, max_pair) < 0)
-        return -1;
-    char *p = a.out;
-    for (int q = 0; q < w->nslots; q++) {
-        memcpy(w->slots[q].data, p, a.out_bytes[q]);
-        p += a.out_bytes[q];
-    }
-    return 0;
-}
-
-static ddpl_work *host_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, ddpl_tensor *const *ins,
-                                int n)
-{
-    ddpl_work *w = pg_work_new(pg, "all_to_all", n, run_alltoall);
-    size_t *in_bytes = ddpl_xmalloc(2 * (size_t)n * sizeof *in_bytes), *out_bytes = in_bytes + n;
-    size_t total = 0;
-    for (int q = 0; q < n; q++) {
-        in_bytes[q] = ddpl_tensor_nbytes(ins[q]);
-        out_bytes[q] = ddpl_tensor_nbytes(outs[q]);
-        total += in_bytes[q] + out_bytes[q]; /* each a live tensor's bytes: no overflow */
-    }
-    a2a_alloc(w, in_bytes, out_bytes, total);
-    free(in_bytes);
-    pack_list(ins, n, a2a_of(w).in);
-    for (int q = 0; q < n; q++) pg_work_slot(w, q, outs[q], false, true);
-    return pg_lane_push(&pg->coll, w);
-}
-
-/* slot 0 = out, slot 1 = in; scratch holds only the counts */
-static int run_alltoall_single(ddpl_work *w)
-{
-    pg_host *h = host_of(w->pg);
-    a2a_layout a = a2a_of(w);
-    size_t max_pair;
-    if (a2a_agree(w, &a, &max_pair) < 0) return -1;
-    return h->coll->alltoallv(h, w->slots[1].data, a.in_bytes, w->slots[0].data, a.out_bytes,
-                              max_pair);
-}
-
-static ddpl_work *host_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
-                                       const int64_t *out_counts, const int64_t *in_counts)
-{
-    ddpl_work *w = pg_work_new(pg, "all_to_all_single", 2, run_alltoall_single);
-    size_t n = (size_t)pg->size, es = ddpl_dtype_size((ddpl_dtype)in->dtype);
-    size_t *in_bytes = ddpl_xmalloc(2 * n * sizeof *in_bytes), *out_bytes = in_bytes + n;
-    for (size_t q = 0; q < n; q++) {
-        in_bytes[q] = (size_t)in_counts[q] * es; /* parts of a live tensor: no overflow */
-        out_bytes[q] = (size_t)out_counts[q] * es;
-    }
-    a2a_alloc(w, in_bytes, out_bytes, 0);
-    free(in_bytes);
-    pg_work_slot(w, 0, out, false, true);
-    pg_work_slot(w, 1, in, true, false);
-    return pg_lane_push(&pg->coll, w);
-}
-
 /* ---------------------------------------------------------------------- work hooks ---- */
 /* Messages still posted when a broken group skipped the work: just free them. */
 static void host_work_drop(ddpl_work *w)
@@ -841,11 +605,11 @@ const struct ddpl_pg_backend pg_host_backend = {
     .send = host_send,
     .recv = host_recv,
     .barrier = host_barrier,
-    .reduce = host_reduce,
-    .gather = host_gather,
-    .scatter = host_scatter,
-    .alltoall = host_alltoall,
-    .alltoall_single = host_alltoall_single,
+    .reduce = pg_host_reduce,
+    .gather = pg_host_gather,
+    .scatter = pg_host_scatter,
+    .alltoall = pg_host_alltoall,
+    .alltoall_single = pg_host_alltoall_single,
     .shared_zeros = host_shared_zeros,
     .is_shared = host_is_shared,
     .allreduce_shared = host_allreduce_shared,
