@@ -1,6 +1,8 @@
 /* lua/bind_process.c: the POSIX process calls that ddpl.multiprocessing.spawn is built on.
  * defines: lb_process_functions (package.loaded['ddplua.core.process']): fork, pipe, close,
- *          write, read, waitpid, kill, sleep, setenv, exit, free_port, getpid.
+ *          write, read, waitpid, kill, sleep, setenv, exit, free_port, getpid, isatty,
+ *          hostname, wall_time (the last three for lua/ddplua/utils: progress bars, TensorBoard
+ *          event files).
  *
  *   fork() -> pid (0 in the child)   stdio is flushed first, so buffered output is not written
  *                                    twice; the child leads a new process group (so that kill
@@ -16,7 +18,10 @@
  * 127.0.0.1 that the kernel just had free Failures raise "spawn: <call>: <strerror>". Threads: a
  * forked child has only the calling thread; the CPU pool restarts its workers on first use
  * (engine/cpu/cpu_threads.c, pthread_atfork) and OpenBLAS's pthread build shuts its pool down
- * around fork by itself. */
+ * around fork by itself.
+ *   isatty(file | fd) -> boolean     a Lua file handle (io.stdout) or a descriptor number
+ *   hostname() -> string             gethostname(2)
+ *   wall_time() -> seconds           since the Unix epoch, with the fraction (CLOCK_REALTIME) */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -187,9 +192,48 @@ static int p_getpid(lua_State *L)
     return 1;
 }
 
+/* Whether a Lua file (io.stdout) or a descriptor number refers to a terminal: progress bars
+ * redraw in place only there (Lua's io library cannot tell). A closed file is an error. */
+static int p_isatty(lua_State *L)
+{
+    int fd;
+    if (lua_isinteger(L, 1)) {
+        fd = (int)lua_tointeger(L, 1);
+    } else {
+        luaL_Stream *stream = (luaL_Stream *)luaL_testudata(L, 1, LUA_FILEHANDLE);
+        if (!stream) return luaL_error(L, "isatty: expected a file or a descriptor number");
+        if (!stream->closef) return luaL_error(L, "isatty: attempt to use a closed file");
+        fd = fileno(stream->f);
+    }
+    lua_pushboolean(L, fd >= 0 && isatty(fd));
+    return 1;
+}
+
+/* This machine's name, as TensorBoard and PyTorch put it into event file names. */
+static int p_hostname(lua_State *L)
+{
+    char name[256];
+    if (gethostname(name, sizeof name) != 0) return sys_error(L, "gethostname");
+    name[sizeof name - 1] = '\0'; /* POSIX leaves truncation unterminated */
+    lua_pushstring(L, name);
+    return 1;
+}
+
+/* Seconds since the Unix epoch with their fraction: event files stamp every record so (os.time
+ * has whole seconds only, ddpl.time counts from an arbitrary origin). */
+static int p_wall_time(lua_State *L)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    lua_pushnumber(L, (lua_Number)ts.tv_sec + (lua_Number)ts.tv_nsec * 1e-9);
+    return 1;
+}
+
 const luaL_Reg lb_process_functions[] = {
-    {"fork", p_fork},     {"pipe", p_pipe},       {"close", p_close},         {"write", p_write},
-    {"read", p_read},     {"waitpid", p_waitpid}, {"kill", p_kill},           {"sleep", p_sleep},
-    {"setenv", p_setenv}, {"exit", p_exit},       {"free_port", p_free_port}, {"getpid", p_getpid},
+    {"fork", p_fork},     {"pipe", p_pipe},           {"close", p_close},
+    {"write", p_write},   {"read", p_read},           {"waitpid", p_waitpid},
+    {"kill", p_kill},     {"sleep", p_sleep},         {"setenv", p_setenv},
+    {"exit", p_exit},     {"free_port", p_free_port}, {"getpid", p_getpid},
+    {"isatty", p_isatty}, {"hostname", p_hostname},   {"wall_time", p_wall_time},
     {NULL, NULL},
 };

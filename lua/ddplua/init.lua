@@ -1,8 +1,8 @@
 -- lua/ddplua/init.lua: the library table that `require 'ddplua'` returns.
 -- defines: ddpl = the C core (tensors, ops, autograd, utilities) plus ddpl.autograd.gradcheck
 --          and the lazily loaded submodules ddpl.nn, ddpl.F (= ddpl.nn.functional),
---          ddpl.optim, ddpl.data, ddpl.distributed (= ddpl.dist), ddpl.multiprocessing; ddpl.cuda
---          is part of the core.
+--          ddpl.optim, ddpl.data, ddpl.distributed (= ddpl.dist), ddpl.multiprocessing,
+--          ddpl.utils (tensorboard, progress, MetricsLogger); ddpl.cuda is part of the core.
 --
 -- Submodules load on first use, so `require 'ddplua'` stays cheap and each one also loads
 -- alone (`require 'ddplua.nn'`).
@@ -37,6 +37,7 @@ local submodules = {
     dist = 'ddplua.distributed',
     multiprocessing = 'ddplua.multiprocessing',
     F = 'ddplua.nn.functional',
+    utils = 'ddplua.utils',
 }
 
 setmetatable(ddpl, {

@@ -1,6 +1,7 @@
--- lua/ddplua/json.lua: a strict JSON reader (RFC 8259), for the tools that read what ddplua
--- writes as JSON (the DDPLUA_DDP_TIMELINE Chrome trace: tools/ddp_predict.lua).
--- defines: json.decode(text [, name]) -> value, json.null.
+-- lua/ddplua/json.lua: ddplua's one JSON implementation (RFC 8259): a strict reader, for the
+-- tools that read what ddplua writes as JSON (the DDPLUA_DDP_TIMELINE Chrome trace:
+-- tools/ddp_predict.lua), and a writer, for the metrics files (ddpl.utils.MetricsLogger).
+-- defines: json.decode(text [, name]) -> value, json.encode(value [, name]) -> text, json.null.
 --
 -- Objects become Lua tables with string keys, arrays sequences (1-based), numbers Lua numbers
 -- (integers where the text has no fraction or exponent and fits in 64 bits), JSON null the
@@ -159,6 +160,96 @@ function json.decode(text, name)
     skip()
     if pos <= #text then fail('the end of the text after the value') end
     return v
+end
+
+-- json.encode(value [, name]) -> one line of JSON text (no newline in it).
+-- Tables with keys 1..n only (n >= 1) become arrays, other tables objects with their keys sorted
+-- (so that a record always reads alike; the keys must be strings); json.null is null. Integers
+-- are written as integers, floats with the fewest of 15 or 17 significant digits that read back
+-- as the same double (a float that is whole keeps a ".0": JSON readers that tell integers from
+-- floats see a float again); NaN and the infinities, which JSON cannot express, become null.
+-- Strings are written as UTF-8 with '"', '\\' and the control characters escaped. Anything else
+-- (functions, userdata, cycles, non-string keys) is an error naming NAME (default "json.encode")
+-- and the path of the bad value: "json.encode: .loss: cannot encode a userdata".
+local function encode_number(v)
+    if math.type(v) == 'integer' then return tostring(v) end
+    if v ~= v or v == math.huge or v == -math.huge then return 'null' end
+    local s = ('%.15g'):format(v)
+    if tonumber(s) ~= v then s = ('%.17g'):format(v) end
+    if not s:find('[.eEn]') then s = s .. '.0' end -- whole floats stay floats
+    return s
+end
+
+local string_escapes = {['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f',
+    ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t'}
+
+local function encode_string(s)
+    return '"' .. s:gsub('[%c"\\]', function(c)
+        return string_escapes[c] or ('\\u%04x'):format(c:byte())
+    end) .. '"'
+end
+
+function json.encode(value, name)
+    name = name or 'json.encode'
+    local out, n = {}, 0
+    local open = {} -- tables being written: a table met again inside itself is a cycle
+    local function put(s) n = n + 1; out[n] = s end
+    local function fail(path, what) error(('%s: %s%s'):format(name, path, what), 0) end
+
+    local function write(v, path, depth)
+        local t = type(v)
+        if t == 'number' then
+            put(encode_number(v))
+        elseif t == 'string' then
+            put(encode_string(v))
+        elseif t == 'boolean' then
+            put(tostring(v))
+        elseif v == json.null then
+            put('null')
+        elseif t == 'table' then
+            if open[v] then fail(path, (path == '' and '' or ': ') .. 'the table contains itself') end
+            if depth > MAX_DEPTH then fail(path, (path == '' and '' or ': ') ..
+                ('more than %d levels of nesting'):format(MAX_DEPTH)) end
+            open[v] = true
+            local keys, count = {}, 0
+            for k in pairs(v) do
+                count = count + 1
+                keys[count] = k
+            end
+            local len = #v
+            if len > 0 and count == len then -- an array: keys 1..len exactly
+                put('[')
+                for i = 1, len do
+                    if i > 1 then put(',') end
+                    write(v[i], ('%s[%d]'):format(path, i), depth + 1)
+                end
+                put(']')
+            else
+                for _, k in ipairs(keys) do
+                    if type(k) ~= 'string' then
+                        fail(path, (path == '' and '' or ': ') ..
+                            ('object keys must be strings, got the %s key %s'):format(type(k),
+                                tostring(k)))
+                    end
+                end
+                table.sort(keys)
+                put('{')
+                for i, k in ipairs(keys) do
+                    if i > 1 then put(',') end
+                    put(encode_string(k))
+                    put(':')
+                    write(v[k], path .. '.' .. k, depth + 1)
+                end
+                put('}')
+            end
+            open[v] = nil
+        else
+            fail(path, (path == '' and '' or ': ') .. 'cannot encode a ' .. t)
+        end
+    end
+
+    write(value, '', 1)
+    return table.concat(out)
 end
 
 return json
