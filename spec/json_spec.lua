@@ -1,6 +1,7 @@
 -- spec/json_spec.lua: lua/ddplua/json.lua, the strict JSON reader of the tools: values of every
 -- kind (escapes and surrogate pairs, integers and floats, null as json.null), and malformed
--- input refused with the line, the column and what was expected.
+-- input refused with the line, the column and what was expected; the writer (json.encode):
+-- round trips, sorted keys, shortest doubles, errors naming the path of the bad value.
 local json = require 'ddplua.json'
 
 describe('ddplua.json.decode', function()
@@ -56,5 +57,35 @@ describe('ddplua.json.decode', function()
         local ok, err = pcall(json.decode, 42)
         assert.is_false(ok)
         assert.truthy(err:find('expected a string to decode, got number', 1, true), err)
+    end)
+end)
+
+describe('ddplua.json.encode', function()
+    it('writes what decode reads back: sorted keys, arrays, escapes, integers and floats', function()
+        local v = {b = {1, 2.5, -3, 'x'}, a = 'q"\\\n\t\1é', c = {d = true, e = false,
+            f = json.null}, g = 0.1, h = 1e300, i = 2.0, j = math.mininteger}
+        local text = json.encode(v)
+        assert.are.equal('{"a":"q\\"\\\\\\n\\t\\u0001é","b":[1,2.5,-3,"x"],"c":{"d":true,'
+            .. '"e":false,"f":null},"g":0.1,"h":1e+300,"i":2.0,"j":-9223372036854775808}', text)
+        assert.are.same(v, json.decode(text))
+        assert.are.equal('float', math.type(json.decode(json.encode(2.0))))
+        -- the fewest digits that give back the same double
+        for _, x in ipairs({1 / 3, 0.1 + 0.2, 123456.789, 5e-324, -2 ^ 60}) do
+            assert.are.equal(x, json.decode(json.encode(x)))
+        end
+        assert.are.equal('[null,null,null]', json.encode({0 / 0, math.huge, -math.huge}))
+        assert.are.equal('{}', json.encode({}))
+    end)
+
+    it('refuses what JSON cannot hold, naming the path', function()
+        assert.has_error(function() json.encode({a = {b = print}}) end,
+            'json.encode: .a.b: cannot encode a function')
+        assert.has_error(function() json.encode({[1] = 1, x = 3}) end,
+            'json.encode: object keys must be strings, got the number key 1')
+        local t = {}
+        t.self = t
+        assert.has_error(function() json.encode(t) end, 'json.encode: .self: the table contains itself')
+        assert.has_error(function() json.encode({x = {print}}, 'log') end,
+            'log: .x[1]: cannot encode a function')
     end)
 end)
