@@ -5,6 +5,7 @@
 --       [--lr L] [--momentum 0.9] [--seed 0] [--bucket-cap-mb 25] [--checkpoint PATH]
 --       [--checkpoint-every STEPS] [--resume PATH] [--train-size N] [--test-size N]
 --       [--progress auto|on|off] [--fail-at-step K [--fail-rank R]]
+--       [--metrics FILE] [--tensorboard DIR] [--log-every 50]
 --       [--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R]
 --       [--start-powersgd-iter K]]
 --
@@ -19,8 +20,13 @@
 --     hook; powersgd takes matrix_approximation_rank from --powersgd-rank (1) and
 --     start_powerSGD_iter from --start-powersgd-iter (2). The end of the run logs the bytes each
 --     rank put into allreduces in the last step.
---   * Logging: rank 0 only; a progress bar when stdout is a terminal, one line per epoch with
---     train loss, test accuracy and global samples/s.
+--   * Logging: rank 0 only; a progress bar (ddpl.utils.progress: global samples, redrawn in place
+--     on a terminal, a plain line every tenth of an epoch otherwise, none with --progress off),
+--     one line per epoch with train loss, test accuracy and global samples/s. --metrics FILE:
+--     JSON lines (ddpl.utils.MetricsLogger, appended to when resuming) as examples/train.lua
+--     writes them, a "step" record every --log-every steps (loss: rank 0's mean over those
+--     steps; samples_per_s: global) and an "epoch" record per epoch; --tensorboard DIR: the same
+--     figures as TensorBoard scalars. Both written by rank 0.
 --   * Checkpoints (--checkpoint PATH): rank 0 saves the module's state (no 'module.' prefix,
 --     loadable by examples/train.lua), the optimizer, the epoch, the step within the next epoch,
 --     every rank's RNG state (gathered with all_gather) and the run id after every epoch and,
@@ -53,8 +59,9 @@ local defaults = {model = 'mlp', epochs = 3, ['batch-size'] = 32, lr = false, mo
     seed = 0, ['bucket-cap-mb'] = 25, checkpoint = false, resume = false, ['train-size'] = false,
     ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000, ['checkpoint-every'] = false,
     ['fail-at-step'] = false, ['fail-rank'] = 1, ['comm-hook'] = 'allreduce',
-    ['powersgd-rank'] = 1, ['start-powersgd-iter'] = 2}
-local numeric = {epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
+    ['powersgd-rank'] = 1, ['start-powersgd-iter'] = 2, metrics = false, tensorboard = false,
+    ['log-every'] = 50}
+local numeric = {['log-every'] = true, epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
     ['bucket-cap-mb'] = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
     ['checkpoint-every'] = true, ['fail-at-step'] = true, ['fail-rank'] = true,
     ['powersgd-rank'] = true, ['start-powersgd-iter'] = true}
@@ -66,7 +73,7 @@ local function usage(msg)
         '[--resume PATH] [--train-size N] [--test-size N] [--eval-batch N] ',
         '[--progress auto|on|off] [--fail-at-step K [--fail-rank R]] ',
         '[--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R] ',
-        '[--start-powersgd-iter K]]\n')
+        '[--start-powersgd-iter K]] [--metrics FILE] [--tensorboard DIR] [--log-every N]\n')
     os.exit(2)
 end
 
@@ -85,6 +92,7 @@ local function positive_int(name)
     return v and math.tointeger(v)
 end
 local every, fail_at = positive_int('checkpoint-every'), positive_int('fail-at-step')
+local log_every = positive_int('log-every')
 if every and not opt.checkpoint then usage('--checkpoint-every needs --checkpoint PATH') end
 local fail_rank = math.tointeger(opt['fail-rank']) or usage('--fail-rank must be an integer')
 local restart_count = math.tointeger(tonumber(os.getenv('TORCHELASTIC_RESTART_COUNT') or '0'))
@@ -242,8 +250,15 @@ local function maybe_fail()
     end
 end
 
-local progress = rank == 0 and (opt.progress == 'on' or (opt.progress == 'auto'
-    and os.execute('test -t 1') == true))
+-- rank 0 writes these (ddpl.utils' default in a process group); appended to after a restart
+local metrics = opt.metrics and ddpl.utils.MetricsLogger(opt.metrics, {mode = ck and 'a' or 'w'})
+local tb = opt.tensorboard and ddpl.utils.tensorboard.SummaryWriter(opt.tensorboard)
+local function log_record(rec, scalars) -- scalars: TensorBoard tag -> field of rec
+    if metrics then metrics:log(rec) end
+    if tb then
+        for tag, k in pairs(scalars) do tb:add_scalar(tag, rec[k], rec.step) end
+    end
+end
 log0(('model %s: %d parameters; %d ranks x batch %d (global %d); %d training and %d test ' ..
     'images (loaded in %.2f s); lr %g, momentum %g, %d buckets'):format(opt.model,
     net:num_parameters(), world, batch, world * batch, #train_set, #test_set, t_load, lr,
@@ -275,10 +290,14 @@ for epoch = first_epoch, opt.epochs do
     sampler:set_epoch(epoch - 1)
     model:train()
     local t0 = ddpl.time()
-    local loss_sum, seen, step, last_draw = 0, 0, 0, t0
+    local loss_sum, seen, step = 0, 0, 0
     local skip = epoch == first_epoch and skip_steps or 0
     if skip > 0 then loss_sum, seen = ck.loss_sum or 0, math.tointeger(ck.seen) or 0 end
     local trained = seen -- samples of this epoch seen before this start (for samples/s)
+    local bar = ddpl.utils.progress(world * #sampler, {desc = ('epoch %d'):format(epoch),
+        unit = 'img', initial = world * trained, disable = opt.progress == 'off',
+        terminal = opt.progress == 'on' or nil})
+    local window = {loss = 0, n = 0, t = t0} -- the steps since the last "step" record
     for x, y in train_loader:iter() do
         step = step + 1
         if step <= skip then goto next_batch end -- done before the restart
@@ -288,16 +307,19 @@ for epoch = first_epoch, opt.epochs do
         loss:backward()
         optimizer:step()
         local n = x:size(0)
-        loss_sum, seen, global_step = loss_sum + loss:item() * n, seen + n, global_step + 1
-        if progress then
+        local l = loss:item()
+        loss_sum, seen, global_step = loss_sum + l * n, seen + n, global_step + 1
+        window.loss, window.n = window.loss + l * n, window.n + n
+        bar:set_postfix({loss = loss_sum / seen})
+        bar:update(world * n)
+        if global_step % log_every == 0 then
             local now = ddpl.time()
-            if now - last_draw > 0.1 or step == steps_per_epoch then
-                io.write(('\repoch %d [%-30s] %d/%d  loss %.4f  %.0f samples/s '):format(epoch,
-                    ('='):rep(30 * step // steps_per_epoch), step, steps_per_epoch,
-                    loss_sum / seen, world * (seen - trained) / (now - t0)))
-                io.flush()
-                last_draw = now
-            end
+            log_record({event = 'step', step = global_step, epoch = epoch,
+                loss = window.loss / window.n, lr = lr,
+                samples_per_s = world * window.n / (now - window.t)},
+                {['train/loss'] = 'loss', ['train/lr'] = 'lr',
+                    ['train/samples_per_s'] = 'samples_per_s'})
+            window = {loss = 0, n = 0, t = now}
         end
         if every and global_step % every == 0 and step < steps_per_epoch then
             save_checkpoint(opt.checkpoint, epoch - 1, step, loss_sum, seen)
@@ -305,8 +327,14 @@ for epoch = first_epoch, opt.epochs do
         ::next_batch::
     end
     local train_s = ddpl.time() - t0
-    if progress then io.write('\n') end
+    bar:close()
     local acc, test_loss = evaluate()
+    log_record({event = 'epoch', step = global_step, epoch = epoch, train_loss = loss_sum / seen,
+        test_loss = test_loss, test_acc = acc, accuracy = acc, lr = lr, train_s = train_s,
+        samples_per_s = world * (seen - trained) / train_s},
+        {['test/loss'] = 'test_loss', ['test/accuracy'] = 'accuracy',
+            ['train/epoch_loss'] = 'train_loss'})
+    if tb then tb:flush() end
     log0(('epoch %d/%d  train loss %.4f (rank 0)  test loss %.4f  test accuracy %.4f  ' ..
         '%.0f samples/s (global)  %.1f s'):format(epoch, opt.epochs, loss_sum / seen, test_loss,
         acc, world * (seen - trained) / train_s, train_s))
@@ -322,4 +350,6 @@ local step_bytes = powersgd_state and powersgd_state.last_step_bytes
 log0(('comm hook %s: %d bytes allreduced per step per rank (the gradients are %d bytes)')
     :format(opt['comm-hook'], step_bytes, grad_bytes))
 model:write_timeline()
+if metrics then metrics:close() end
+if tb then tb:close() end
 dist.destroy_process_group()

@@ -3,15 +3,22 @@
 --   ddplua examples/train.lua [--model mlp|cnn|resnet] [--epochs 3] [--batch-size 64] [--lr L]
 --       [--momentum 0.9] [--seed 0] [--threads T] [--checkpoint PATH] [--resume PATH]
 --       [--metrics PATH] [--train-size N] [--test-size N] [--eval-batch 1000]
---       [--progress auto|on|off]
+--       [--progress auto|on|off] [--tensorboard DIR] [--log-every 50]
 --
 -- The settings of the PyTorch reference runs (shared/reference/torch/train_ref.py): images scaled
 -- to [0, 1] then normalised with mean 0.2860 and std 0.3530, SGD with momentum 0.9, lr 0.05 for
 -- the mlp and 0.02 for the cnn, batch 64, the last partial batch kept, test accuracy on all
 -- 10000 test images at the end of every epoch.
---   * Progress: a bar with loss and samples/s when stdout is a terminal, else one line per epoch.
---   * Metrics: one JSON object per line (a "start" record, one "epoch" record per epoch, an "end"
---     record) in --metrics, default runs/train-<model>-<date>.jsonl.
+--   * Progress (ddpl.utils.progress): a bar with loss, rate and ETA redrawn in place when stdout
+--     is a terminal (--progress on forces it), a plain line every tenth of an epoch otherwise,
+--     none with --progress off; one summary line per epoch in every case.
+--   * Metrics (ddpl.utils.MetricsLogger): one JSON object per line in --metrics, default
+--     runs/train-<model>-<date>.jsonl: a "start" record, a "step" record every --log-every steps
+--     (step, epoch, loss: the mean of those steps, lr, samples_per_s), one "epoch" record per
+--     epoch (step, epoch, train_loss, test_loss, test_acc, accuracy, lr, samples_per_s), an
+--     "end" record. `ddplua plot` draws them against step.
+--   * TensorBoard (--tensorboard DIR, ddpl.utils.tensorboard): the same figures as scalars
+--     (train/loss, train/lr, train/samples_per_s, test/loss, test/accuracy), the settings as text.
 --   * Checkpoints: with --checkpoint PATH, model, optimizer and epoch go to PATH (ddpl.save,
 --     safetensors, atomic) after every epoch. --resume PATH loads such a file and continues with
 --     the next epoch (and keeps checkpointing to PATH unless --checkpoint says otherwise). The
@@ -36,15 +43,18 @@ local defaults = {
     model = 'mlp', epochs = 3, ['batch-size'] = 64, lr = false, momentum = 0.9, seed = 0,
     threads = false, checkpoint = false, resume = false, metrics = false, ['train-size'] = false,
     ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000,
+    tensorboard = false, ['log-every'] = 50,
 }
 local numeric = { epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
-    threads = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true }
+    threads = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
+    ['log-every'] = true }
 
 local function usage(msg)
     io.stderr:write('train.lua: ', msg, '\n', 'usage: ddplua examples/train.lua [--model ',
         'mlp|cnn|resnet] [--epochs N] [--batch-size N] [--lr X] [--momentum X] [--seed N] ',
         '[--threads N] [--checkpoint PATH] [--resume PATH] [--metrics PATH] [--train-size N] ',
-        '[--test-size N] [--eval-batch N] [--progress auto|on|off]\n')
+        '[--test-size N] [--eval-batch N] [--progress auto|on|off] [--tensorboard DIR] ',
+        '[--log-every N]\n')
     os.exit(2)
 end
 
@@ -55,6 +65,8 @@ local spec = MODELS[opt.model] or usage('unknown model ' .. opt.model .. ' (mlp,
 local lr = opt.lr or spec.lr
 local batch = math.tointeger(opt['batch-size']) or usage('--batch-size must be an integer')
 if batch < 1 or opt.epochs < 0 then usage('--batch-size must be >= 1 and --epochs >= 0') end
+local log_every = math.tointeger(opt['log-every'])
+if not log_every or log_every < 1 then usage('--log-every must be a positive integer') end
 opt.checkpoint = opt.checkpoint or opt.resume
 if opt.threads then ddpl.set_num_threads(math.tointeger(opt.threads)) end
 ddpl.manual_seed(opt.seed)
@@ -69,36 +81,6 @@ local function load_model_file(name)
     if not chunk then error('train.lua: cannot load model ' .. path .. ': ' .. err, 0) end
     return chunk()
 end
-
--- JSON for the flat records of the metrics file: numbers, strings, booleans.
-local function json(record, keys)
-    local parts = {}
-    for _, k in ipairs(keys) do
-        local v = record[k]
-        local s
-        if type(v) == 'number' then
-            if v ~= v or v == math.huge or v == -math.huge then
-                s = 'null'
-            elseif math.type(v) == 'integer' then
-                s = tostring(v)
-            else -- the shortest of 15 or 17 digits that reads back as the same double
-                s = ('%.15g'):format(v)
-                if tonumber(s) ~= v then s = ('%.17g'):format(v) end
-            end
-        elseif type(v) == 'string' then
-            s = '"' .. v:gsub('[%c"\\]', function(c) return ('\\u%04x'):format(c:byte()) end) .. '"'
-        elseif type(v) == 'boolean' then
-            s = tostring(v)
-        else
-            s = 'null'
-        end
-        parts[#parts + 1] = ('"%s":%s'):format(k, s)
-    end
-    return '{' .. table.concat(parts, ',') .. '}'
-end
-
--- Lua cannot call isatty(); the shell's test -t on the inherited stdout can.
-local function stdout_is_terminal() return os.execute('test -t 1') == true end
 
 ---------------------------------------------------------------------------------------------------
 -- data: the whole split in memory as two tensors, normalised once (as the reference does), then
@@ -161,23 +143,18 @@ if not metrics_path then
     os.execute('mkdir -p runs')
     metrics_path = ('runs/train-%s-%s.jsonl'):format(opt.model, os.date('!%Y%m%d-%H%M%S'))
 end
-local metrics = assert(io.open(metrics_path, opt.resume and 'a' or 'w'))
-local function log(record, keys)
-    metrics:write(json(record, keys), '\n')
-    metrics:flush()
-end
-
-local progress = opt.progress == 'on' or (opt.progress == 'auto' and stdout_is_terminal())
+local metrics = ddpl.utils.MetricsLogger(metrics_path, { mode = opt.resume and 'a' or 'w' })
+local tb = opt.tensorboard and ddpl.utils.tensorboard.SummaryWriter(opt.tensorboard)
 local n_params = model:num_parameters()
 print(('model %s: %d parameters; %d training and %d test images (loaded in %.2f s); ' ..
     'batch %d, lr %g, momentum %g, %d threads; metrics in %s'):format(opt.model, n_params,
     n_train, #test_set, t_load, batch, lr, opt.momentum, ddpl.get_num_threads(), metrics_path))
-log({ event = 'start', model = opt.model, params = n_params, epochs = opt.epochs, batch_size = batch,
-    lr = lr, momentum = opt.momentum, seed = opt.seed, threads = ddpl.get_num_threads(),
-    train_size = n_train, test_size = #test_set, first_epoch = first_epoch,
-    time = os.date('!%Y-%m-%dT%H:%M:%SZ') },
-    { 'event', 'model', 'params', 'epochs', 'batch_size', 'lr', 'momentum', 'seed', 'threads',
-        'train_size', 'test_size', 'first_epoch', 'time' })
+local start = { event = 'start', model = opt.model, params = n_params, epochs = opt.epochs,
+    batch_size = batch, lr = lr, momentum = opt.momentum, seed = opt.seed,
+    threads = ddpl.get_num_threads(), train_size = n_train, test_size = #test_set,
+    first_epoch = first_epoch, time = os.date('!%Y-%m-%dT%H:%M:%SZ') }
+metrics:log(start)
+if tb then tb:add_text('config', require('ddplua.json').encode(start), 0) end
 
 ---------------------------------------------------------------------------------------------------
 -- training
@@ -197,50 +174,60 @@ local function evaluate()
     return correct / #test_set, loss_sum / #test_set
 end
 
-local function bar(epoch, done, total, loss, rate)
-    local width = 30
-    local filled = math.floor(width * done / total)
-    io.write(('\repoch %d [%s%s] %d/%d  loss %.4f  %.0f samples/s '):format(epoch,
-        ('='):rep(filled), (' '):rep(width - filled), done, total, loss, rate))
-    io.flush()
-end
-
 local steps_per_epoch = #train_loader
 local last_acc
 for epoch = first_epoch, opt.epochs do
     sampler:set_epoch(epoch - 1) -- 0-based epochs, as in PyTorch scripts
     model:train()
     local t0 = ddpl.time()
-    local loss_sum, seen, step, last_draw = 0, 0, 0, t0
+    local loss_sum, seen, step = 0, 0, 0
+    local bar = ddpl.utils.progress(n_train, { desc = ('epoch %d'):format(epoch), unit = 'img',
+        disable = opt.progress == 'off', terminal = opt.progress == 'on' or nil })
+    local window = { loss = 0, n = 0, t = t0 } -- the steps since the last "step" record
     for x, y in train_loader:iter() do
         local loss = F.cross_entropy(model(x), y)
         optimizer:zero_grad()
         loss:backward()
         optimizer:step()
-        local n = x:size(0)
-        loss_sum, seen, step = loss_sum + loss:item() * n, seen + n, step + 1
-        if progress then
+        local n, l = x:size(0), loss:item()
+        loss_sum, seen, step = loss_sum + l * n, seen + n, step + 1
+        window.loss, window.n = window.loss + l * n, window.n + n
+        bar:set_postfix({ loss = loss_sum / seen })
+        bar:update(n)
+        local global_step = (epoch - 1) * steps_per_epoch + step
+        if global_step % log_every == 0 then
             local now = ddpl.time()
-            if now - last_draw > 0.1 or step == steps_per_epoch then
-                bar(epoch, step, steps_per_epoch, loss_sum / seen, seen / (now - t0))
-                last_draw = now
+            local rec = { event = 'step', step = global_step, epoch = epoch,
+                loss = window.loss / window.n, lr = lr, samples_per_s = window.n / (now - window.t) }
+            metrics:log(rec)
+            if tb then
+                for _, k in ipairs({ 'loss', 'lr', 'samples_per_s' }) do
+                    tb:add_scalar('train/' .. k, rec[k], global_step)
+                end
             end
+            window = { loss = 0, n = 0, t = now }
         end
     end
     local train_s = ddpl.time() - t0
-    if progress then io.write('\n') end
+    bar:close()
     local acc, test_loss = evaluate()
     last_acc = acc
     local rate = seen / train_s
     print(('epoch %d/%d  train loss %.4f  test loss %.4f  test accuracy %.4f  %.0f samples/s  ' ..
         '%.1f s'):format(epoch, opt.epochs, loss_sum / seen, test_loss, acc, rate, train_s))
-    log({ event = 'epoch', epoch = epoch, train_loss = loss_sum / seen, test_loss = test_loss,
-        test_acc = acc, samples_per_s = rate, train_s = train_s, steps = step, lr = lr },
-        { 'event', 'epoch', 'train_loss', 'test_loss', 'test_acc', 'samples_per_s', 'train_s',
-            'steps', 'lr' })
+    local global_step = epoch * steps_per_epoch
+    metrics:log({ event = 'epoch', step = global_step, epoch = epoch, train_loss = loss_sum / seen,
+        test_loss = test_loss, test_acc = acc, accuracy = acc, samples_per_s = rate,
+        train_s = train_s, steps = step, lr = lr })
+    if tb then
+        tb:add_scalar('test/loss', test_loss, global_step)
+        tb:add_scalar('test/accuracy', acc, global_step)
+        tb:add_scalar('train/epoch_loss', loss_sum / seen, global_step)
+        tb:flush()
+    end
     if opt.checkpoint then save_checkpoint(opt.checkpoint, epoch) end
 end
 
-log({ event = 'end', test_acc = last_acc, time = os.date('!%Y-%m-%dT%H:%M:%SZ') },
-    { 'event', 'test_acc', 'time' })
+metrics:log({ event = 'end', test_acc = last_acc, time = os.date('!%Y-%m-%dT%H:%M:%SZ') })
 metrics:close()
+if tb then tb:close() end

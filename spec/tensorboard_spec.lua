@@ -3,7 +3,8 @@
 -- and both CRCs of every record, the file name, the first file_version record, the field numbers
 -- of Event, Summary.Value, HistogramProto, TensorProto and SummaryMetadata, and the values
 -- (scalars, histogram buckets, min/max/sum/sum_squares, text); add_scalars' sub-directories;
--- rank 0 only; errors naming the method and the argument.
+-- rank 0 only; errors naming the method and the argument; examples/train.lua and
+-- examples/ddp_train.lua with --metrics and --tensorboard (tiny runs: 640 training images).
 local ddpl = require 'ddplua'
 local R = require 'tfevents_reader'
 local S = require 'shell_util'
@@ -268,5 +269,78 @@ describe('SummaryWriter', function()
         assert.are.same({[1] = 1}, R.scalars(dir .. '/r0', 'x'))
         run(1, dir .. '/r1all', 'all')
         assert.are.same({[1] = 1}, R.scalars(dir .. '/r1all', 'x'))
+    end)
+end)
+
+describe('the examples log metrics and TensorBoard scalars and show progress', function()
+    local dir
+    before_each(function() dir = S.new_tmpdir() end)
+    after_each(function() os.execute('rm -rf ' .. S.q(dir)) end)
+
+    local json = require 'ddplua.json'
+
+    -- The records of a metrics file, by event.
+    local function records(path)
+        local by = {}
+        for line in io.lines(path) do
+            local r = json.decode(line, path)
+            by[r.event] = by[r.event] or {}
+            table.insert(by[r.event], r)
+        end
+        return by
+    end
+
+    -- What both examples must have written: step records every 4 steps (10 steps an epoch),
+    -- epoch records, the same figures as TensorBoard scalars, a plain progress line per tenth.
+    local function check(out, metrics, tb_dir)
+        local by = records(metrics)
+        assert.are.same({4, 8, 12, 16, 20}, (function()
+            local steps = {}
+            for _, r in ipairs(by.step) do steps[#steps + 1] = r.step end
+            return steps
+        end)(), out)
+        for _, r in ipairs(by.step) do
+            assert.are.equal('integer', math.type(r.step))
+            assert.is_true(r.loss > 0 and r.loss < 5 and r.lr == 0.05 and r.samples_per_s > 0)
+        end
+        assert.are.equal(2, #by.epoch)
+        assert.are.same({10, 20}, {by.epoch[1].step, by.epoch[2].step})
+        assert.is_true(by.epoch[2].accuracy > 0.3, out)
+        local loss = R.scalars(tb_dir, 'train/loss')
+        for _, r in ipairs(by.step) do
+            assert.is_true(math.abs(loss[r.step] - r.loss) < 1e-6 * r.loss, 'step ' .. r.step)
+        end
+        local acc = R.scalars(tb_dir, 'test/accuracy')
+        for _, r in ipairs(by.epoch) do
+            assert.is_true(math.abs(acc[r.step] - r.accuracy) < 1e-6, 'epoch ' .. r.epoch)
+        end
+        assert.is_truthy(R.scalars(tb_dir, 'train/samples_per_s')[20])
+        -- stdout is a pipe: plain progress lines, no '\r'
+        assert.truthy(out:find('epoch 2: 100%% 640/640 %[[^\n]*img/s, loss='), out)
+        assert.is_nil(out:find('\r', 1, true))
+        assert.are.equal(1, select(2, out:gsub('epoch 2: 100%%', '')), out) -- one rank prints
+    end
+
+    it('examples/train.lua --metrics --tensorboard', function()
+        local m, tb = dir .. '/m.jsonl', dir .. '/tb'
+        local out, code = S.sh(('%s %s --epochs 2 --train-size 640 --test-size 200 --threads 1 '
+            .. '--log-every 4 --metrics %s --tensorboard %s'):format(S.q(S.bin),
+            S.q(S.src .. '/examples/train.lua'), S.q(m), S.q(tb)))
+        assert.are.equal(0, code, out)
+        check(out, m, tb)
+        assert.are.equal(1, #records(m).start)
+        local config = R.read_dir(tb)[1].values[1]
+        assert.are.equal('config/text_summary', config.tag)
+        assert.are.equal('mlp', json.decode(config.tensor.string_val[1]).model)
+    end)
+
+    it('examples/ddp_train.lua on 2 ranks: rank 0 writes', function()
+        local m, tb = dir .. '/m.jsonl', dir .. '/tb'
+        local out, code = S.launch(S.src .. '/examples/ddp_train.lua', 2, ('--epochs 2 '
+            .. '--train-size 640 --test-size 200 --log-every 4 --metrics %s --tensorboard %s')
+            :format(S.q(m), S.q(tb)), nil, 300)
+        assert.are.equal(0, code, out)
+        check(out, m, tb)
+        assert.are.equal(1, #R.event_files(tb)) -- rank 1 wrote none
     end)
 end)

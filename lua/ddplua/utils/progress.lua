@@ -13,7 +13,8 @@
 -- the bar is printed each time another tenth of n is done (opts.every, a fraction) or
 -- every_secs (30 s) have passed, and at close() if the last line was not at the end:
 --     epoch 1:  40% 376/938 [00:03<00:04, 121.57 batch/s, loss=0.4123]
--- opts: desc, unit ('it'), file (io.stdout), terminal (true/false; default: whether file is a
+-- opts: desc, unit ('it'), initial (steps done before this start, e.g. on resuming: counted in
+-- the bar, not in the rate), file (io.stdout), terminal (true/false; default: whether file is a
 -- terminal, asked with isatty), disable, all_ranks, mininterval, every, every_secs, clock (a
 -- function returning seconds, ddpl.time by default: specs pass a fake one). In a distributed
 -- job only rank 0 prints unless all_ranks is true; the others count silently.
@@ -50,6 +51,10 @@ local function check_opts(opts)
     if e ~= nil and (type(e) ~= 'number' or e <= 0 or e > 1) then
         fail('', ('opts.every must be a fraction in (0, 1], got %s'):format(tostring(e)))
     end
+    local i = opts.initial
+    if i ~= nil and (type(i) ~= 'number' or i < 0 or i ~= i) then
+        fail('', ('opts.initial must be a non-negative number, got %s'):format(tostring(i)))
+    end
     if opts.clock ~= nil and type(opts.clock) ~= 'function' then
         fail('', 'opts.clock must be a function returning seconds')
     end
@@ -63,7 +68,8 @@ function Progress:init(n, opts)
     end
     opts = check_opts(opts)
     self.total = math.tointeger(n)
-    self.n = 0
+    self.initial = opts.initial or 0
+    self.n = self.initial
     self.desc = opts.desc
     self.unit = opts.unit or 'it'
     self.file = opts.file or io.stdout
@@ -83,7 +89,9 @@ function Progress:init(n, opts)
     self.drawn_width = 0        -- terminal: the length of the line on screen, to blank it out
     self.printed_n = nil        -- plain: the count of the last line printed
     self.last_print = self.start
-    self.next_mark = 1          -- plain: the next multiple of `every` that prints a line
+    -- plain: the next multiple of `every` (of n) that prints a line
+    self.next_mark = self.total > 0
+        and math.floor(self.initial / (self.total * self.every) + 1e-9) + 1 or 1
     self.closed = false
 end
 
@@ -105,7 +113,7 @@ end
 function Progress:line(with_bar)
     if with_bar == nil then with_bar = self.terminal end
     local elapsed = math.max(self.clock() - self.start, 0)
-    local rate = elapsed > 0 and self.n / elapsed or nil
+    local rate = elapsed > 0 and (self.n - self.initial) / elapsed or nil
     local remaining = (rate and rate > 0) and math.max(self.total - self.n, 0) / rate or math.huge
     local frac = self.total > 0 and math.min(self.n / self.total, 1) or 1
     local parts = {}
