@@ -41,7 +41,7 @@ function crc32c.checksum(s, crc)
 end
 
 -- TFRecord stores the CRC rotated right by 15 bits plus a constant, because a CRC of data that
--- itself holds CRCs is weak (tensorflow/core/lib/hash/crc32c.h, Mask).
+-- itself holds CRCs is weak (TensorFlow's crc32c::Mask).
 function crc32c.masked(s)
     local c = crc32c.checksum(s)
     return (((c >> 15) | (c << 17)) + MASK_DELTA) & 0xFFFFFFFF
