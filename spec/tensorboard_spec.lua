@@ -344,3 +344,73 @@ describe('the examples log metrics and TensorBoard scalars and show progress', f
         assert.are.equal(1, #R.event_files(tb)) -- rank 1 wrote none
     end)
 end)
+
+-- Optional: PyTorch's own make_histogram (its source read from the installed torch, run with
+-- numpy; the tensorboard and protobuf packages it imports are not needed for this function) on
+-- the same values gives the same buckets. Skipped where /usr/bin/python3 has no torch sources or
+-- numpy: the decoder checks above are the required ones.
+describe('PyTorch\'s make_histogram (optional, needs /usr/bin/python3 with numpy and torch)', function()
+    local script = [==[
+import ast, json, struct, sys, os, numpy as np
+import importlib.util
+spec = importlib.util.find_spec('torch')
+path = os.path.join(os.path.dirname(spec.origin), 'utils', 'tensorboard', 'summary.py')
+# torch 1.13 passes dtype=np.int32 to np.greater, which numpy >= 1.24 refuses; same result:
+src = open(path).read().replace('np.greater(counts, 0, dtype=np.int32)',
+                                'np.greater(counts, 0).astype(np.int32)')
+tree = ast.parse(src)
+fn = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == 'make_histogram')
+env = {'np': np, 'HistogramProto': lambda **kw: kw}
+exec(compile(ast.Module(body=[fn], type_ignores=[]), path, 'exec'), env)
+data = open(sys.argv[1], 'rb').read()
+values = np.array(struct.unpack('<%dd' % (len(data) // 8), data))
+v, buckets = 1e-12, []
+while v < 1e20:
+    buckets.append(v)
+    v *= 1.1
+default_bins = [-b for b in buckets[::-1]] + [0] + buckets
+out = {}
+for name, bins in (('tensorflow', default_bins), ('four', 4)):
+    h = env['make_histogram'](values, bins)
+    out[name] = {k: (list(map(float, x)) if k in ('bucket', 'bucket_limit') else float(x))
+                 for k, x in h.items()}
+print(json.dumps(out))
+]==]
+    local have = os.execute('/usr/bin/python3 -c "import numpy, importlib.util; '
+        .. 'assert importlib.util.find_spec(\'torch\')" >/dev/null 2>&1')
+
+    it('gives the buckets, limits and figures SummaryWriter writes', function()
+        if not have then return pending('/usr/bin/python3 with numpy and torch is not available') end
+        local dir = S.new_tmpdir()
+        ddpl.manual_seed(11)
+        local values = (ddpl.randn(3000, {dtype = 'float64'}) * 2):tolist()
+        -- values on edges: 0, the first default edges on both sides
+        for _, v in ipairs({0.0, 0.0, 1e-12, -1e-12, 1e-12 * 1.1, 5e-13, -5e-13}) do
+            values[#values + 1] = v
+        end
+        S.write(dir .. '/values.bin', string.pack('<' .. ('d'):rep(#values), table.unpack(values)))
+        S.write(dir .. '/mh.py', script)
+        local out, code = S.sh(('/usr/bin/python3 %s %s'):format(S.q(dir .. '/mh.py'),
+            S.q(dir .. '/values.bin')))
+        assert.are.equal(0, code, out)
+        local ref = require('ddplua.json').decode(out)
+        local w = SummaryWriter(dir .. '/tb')
+        w:add_histogram('tf', values, 1)
+        w:add_histogram('four', values, 2, {bins = 4})
+        w:close()
+        local events = R.read_dir(dir .. '/tb')
+        for tag, step in pairs({tf = 1, four = 2}) do
+            local mine = find(events, tag, step).histo
+            local theirs = ref[tag == 'tf' and 'tensorflow' or 'four']
+            assert.are.same(theirs.bucket_limit, mine.bucket_limit, tag)
+            assert.are.same(theirs.bucket, mine.bucket, tag)
+            for _, k in ipairs({'min', 'max', 'num'}) do
+                assert.are.equal(theirs[k], mine[k], tag .. ' ' .. k)
+            end
+            for _, k in ipairs({'sum', 'sum_squares'}) do -- numpy sums pairwise
+                assert.is_true(close_to(theirs[k], mine[k], 1e-12), tag .. ' ' .. k)
+            end
+        end
+        os.execute('rm -rf ' .. S.q(dir))
+    end)
+end)
