@@ -215,6 +215,13 @@ describe('SummaryWriter', function()
         assert.are.equal(2, #R.records(w:get_path()))
         w:close()
         w:close() -- a second close does nothing
+        -- a writer never closed writes its records out when the interpreter closes
+        S.write(dir .. '/open.lua', "local w = require('ddplua.utils.tensorboard')"
+            .. ".SummaryWriter(arg[1]); w:add_scalar('kept', 4, 9)")
+        local out, code = S.sh(('%s %s %s'):format(S.q(S.bin), S.q(dir .. '/open.lua'),
+            S.q(dir .. '/open')))
+        assert.are.equal(0, code, out)
+        assert.are.same({[9] = 4}, R.scalars(dir .. '/open', 'kept'))
     end)
 
     it('errors name the method and the bad argument', function()

@@ -9,9 +9,11 @@
 -- little-endian, and its data an Event message (tensorflow/core/util/event.proto):
 --     wall_time = 1 (double, seconds since the epoch), step = 2 (int64, left out when 0 as proto3
 --     does), file_version = 3 (string) | summary = 5 (a Summary message, built by the caller).
--- The first record holds file_version "brain.Event:2". Records are buffered and written out when
--- max_queue (10) are waiting, flush_secs (120 s) have passed since the last write, on flush() and
--- on close(), as PyTorch's writer does; each record is framed whole before it is buffered.
+-- The first record holds file_version "brain.Event:2". Each record is framed whole, then written
+-- into the file's stdio buffer, which goes to disk when max_queue (10) records are waiting,
+-- flush_secs (120 s) have passed since the last flush, on flush() and on close(), as PyTorch's
+-- writer does; and when a writer never closed is collected, at the latest when the interpreter
+-- closes (the buffer is the Lua file's, which closes itself).
 local class = require 'ddplua.class'
 local crc32c = require 'ddplua.utils.crc32c'
 local pb = require 'ddplua.utils.protobuf'
@@ -57,17 +59,19 @@ function EventFile:init(dir, opts, who)
         P.hostname(), P.getpid(), files_opened, opts.filename_suffix or '')
     local f, err = io.open(self.path, 'wb')
     if not f then error(('%s: cannot open an event file: %s'):format(self.who, err), 0) end
+    f:setvbuf('full', 1 << 16)
     self.file = f
-    self.queue = {}
-    self.last_write = now
+    self.pending = 0 -- records written since the last flush
+    self.last_flush = now
     self:_add(frame(event(now, nil, pb.bytes(3, 'brain.Event:2'))))
     self:flush() -- the file is valid (and found by TensorBoard) from the start
 end
 
 function EventFile:_add(record)
-    local q = self.queue
-    q[#q + 1] = record
-    if #q >= self.max_queue or P.wall_time() - self.last_write >= self.flush_secs then
+    local ok, err = self.file:write(record)
+    if not ok then error(('%s: cannot write %s: %s'):format(self.who, self.path, err), 0) end
+    self.pending = self.pending + 1
+    if self.pending >= self.max_queue or P.wall_time() - self.last_flush >= self.flush_secs then
         self:flush()
     end
 end
@@ -79,13 +83,10 @@ end
 
 function EventFile:flush()
     if not self.file then return end
-    if #self.queue > 0 then
-        local ok, err = self.file:write(table.concat(self.queue))
-        if not ok then error(('%s: cannot write %s: %s'):format(self.who, self.path, err), 0) end
-        self.queue = {}
-    end
-    self.file:flush()
-    self.last_write = P.wall_time()
+    local ok, err = self.file:flush()
+    if not ok then error(('%s: cannot write %s: %s'):format(self.who, self.path, err), 0) end
+    self.pending = 0
+    self.last_flush = P.wall_time()
 end
 
 function EventFile:close()
