@@ -61,10 +61,10 @@ local defaults = {model = 'mlp', epochs = 3, ['batch-size'] = 32, lr = false, mo
     ['fail-at-step'] = false, ['fail-rank'] = 1, ['comm-hook'] = 'allreduce',
     ['powersgd-rank'] = 1, ['start-powersgd-iter'] = 2, metrics = false, tensorboard = false,
     ['log-every'] = 50}
-local numeric = {['log-every'] = true, epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
+local numeric = {epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
     ['bucket-cap-mb'] = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
     ['checkpoint-every'] = true, ['fail-at-step'] = true, ['fail-rank'] = true,
-    ['powersgd-rank'] = true, ['start-powersgd-iter'] = true}
+    ['powersgd-rank'] = true, ['start-powersgd-iter'] = true, ['log-every'] = true}
 
 local function usage(msg)
     io.stderr:write('ddp_train.lua: ', msg, '\nusage: ddplua examples/ddp_train.lua --nproc N ',

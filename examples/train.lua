@@ -198,7 +198,8 @@ for epoch = first_epoch, opt.epochs do
         if global_step % log_every == 0 then
             local now = ddpl.time()
             local rec = { event = 'step', step = global_step, epoch = epoch,
-                loss = window.loss / window.n, lr = lr, samples_per_s = window.n / (now - window.t) }
+                loss = window.loss / window.n, lr = lr,
+                samples_per_s = window.n / (now - window.t) }
             metrics:log(rec)
             if tb then
                 for _, k in ipairs({ 'loss', 'lr', 'samples_per_s' }) do

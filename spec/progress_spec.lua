@@ -202,7 +202,8 @@ describe('ddpl.utils.MetricsLogger', function()
         assert.has_error(function() m:log({step = 1, f = print}) end,
             'MetricsLogger.log: .f: cannot encode a function')
         m:close()
-        assert.has_error(function() m:log({step = 1}) end, 'MetricsLogger.log: the logger is closed')
+        assert.has_error(function() m:log({step = 1}) end,
+            'MetricsLogger.log: the logger is closed')
         assert.are.equal('', S.slurp(dir .. '/e.jsonl')) -- nothing half-written
         assert.has_error(function() ddpl.utils.MetricsLogger(dir .. '/no/such/dir.jsonl') end)
         assert.has_error(function() ddpl.utils.MetricsLogger(dir .. '/x', {mode = 'r'}) end,

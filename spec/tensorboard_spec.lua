@@ -48,7 +48,8 @@ describe('CRC-32C', function()
             assert.are.equal(R.masked_crc(part), crc32c.masked(part), 'length ' .. n)
         end
         -- continuing a CRC over two pieces gives the CRC of the whole
-        assert.are.equal(crc32c.checksum(s), crc32c.checksum(s:sub(31), crc32c.checksum(s:sub(1, 30))))
+        assert.are.equal(crc32c.checksum(s),
+            crc32c.checksum(s:sub(31), crc32c.checksum(s:sub(1, 30))))
     end)
 end)
 
@@ -248,7 +249,8 @@ describe('SummaryWriter', function()
         err('SummaryWriter.add_scalar: call it as writer:add_scalar(...), with a colon',
             function() w.add_scalar('a', 1, 1) end)
         w:close()
-        err('SummaryWriter.add_scalar: the writer is closed', function() w:add_scalar('a', 1, 1) end)
+        err('SummaryWriter.add_scalar: the writer is closed',
+            function() w:add_scalar('a', 1, 1) end)
         err('SummaryWriter.new: log_dir must be a non-empty string, got 5',
             function() SummaryWriter(5) end)
         -- nothing half-written: the file holds the file_version record only
@@ -356,7 +358,7 @@ end)
 -- numpy; the tensorboard and protobuf packages it imports are not needed for this function) on
 -- the same values gives the same buckets. Skipped where /usr/bin/python3 has no torch sources or
 -- numpy: the decoder checks above are the required ones.
-describe('PyTorch\'s make_histogram (optional, needs /usr/bin/python3 with numpy and torch)', function()
+describe('PyTorch\'s make_histogram (optional: /usr/bin/python3 with numpy and torch)', function()
     local script = [==[
 import ast, json, struct, sys, os, numpy as np
 import importlib.util
@@ -387,7 +389,9 @@ print(json.dumps(out))
         .. 'assert importlib.util.find_spec(\'torch\')" >/dev/null 2>&1')
 
     it('gives the buckets, limits and figures SummaryWriter writes', function()
-        if not have then return pending('/usr/bin/python3 with numpy and torch is not available') end
+        if not have then
+            return pending('/usr/bin/python3 with numpy and torch is not available')
+        end
         local dir = S.new_tmpdir()
         ddpl.manual_seed(11)
         local values = (ddpl.randn(3000, {dtype = 'float64'}) * 2):tolist()

@@ -207,9 +207,11 @@ function json.encode(value, name)
         elseif v == json.null then
             put('null')
         elseif t == 'table' then
-            if open[v] then fail(path, (path == '' and '' or ': ') .. 'the table contains itself') end
-            if depth > MAX_DEPTH then fail(path, (path == '' and '' or ': ') ..
-                ('more than %d levels of nesting'):format(MAX_DEPTH)) end
+            local sep = path == '' and '' or ': '
+            if open[v] then fail(path, sep .. 'the table contains itself') end
+            if depth > MAX_DEPTH then
+                fail(path, sep .. ('more than %d levels of nesting'):format(MAX_DEPTH))
+            end
             open[v] = true
             local keys, count = {}, 0
             for k in pairs(v) do

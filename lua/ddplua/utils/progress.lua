@@ -7,17 +7,18 @@
 --   bar:close()
 -- On a terminal the bar is redrawn in place ('\r', at most every mininterval = 0.1 s, and when
 -- it completes):
---     epoch 1:  42%|############                  | 396/938 [00:03<00:04, 121.57 batch/s, loss=0.4123]
+--   epoch 1:  42%|############                  | 396/938 [00:03<00:04, 121.57 batch/s, loss=0.41]
 -- elapsed<remaining as [h:]mm:ss, the rate over the whole run so far. When the output is not a
 -- terminal (a log file, a pipe) redrawing would leave a line per redraw, so a plain line without
 -- the bar is printed each time another tenth of n is done (opts.every, a fraction) or
 -- every_secs (30 s) have passed, and at close() if the last line was not at the end:
---     epoch 1:  40% 376/938 [00:03<00:04, 121.57 batch/s, loss=0.4123]
+--   epoch 1:  40% 376/938 [00:03<00:04, 121.57 batch/s, loss=0.41]
 -- opts: desc, unit ('it'), initial (steps done before this start, e.g. on resuming: counted in
--- the bar, not in the rate), file (io.stdout), terminal (true/false; default: whether file is a
--- terminal, asked with isatty), disable, all_ranks, mininterval, every, every_secs, clock (a
--- function returning seconds, ddpl.time by default: specs pass a fake one). In a distributed
--- job only rank 0 prints unless all_ranks is true; the others count silently.
+-- the bar, not in the rate), file (io.stdout, or anything with write and flush), terminal
+-- (true/false; default: whether file is a terminal, asked with isatty), disable, all_ranks,
+-- mininterval, every, every_secs, clock (a function returning seconds, ddpl.time by default:
+-- specs pass a fake one). In a distributed job only rank 0 prints unless all_ranks is true; the
+-- others count silently.
 local class = require 'ddplua.class'
 local ddpl = require 'ddplua'
 local rank = require 'ddplua.utils.rank'
@@ -82,7 +83,8 @@ function Progress:init(n, opts)
     if opts.terminal ~= nil then
         self.terminal = opts.terminal and true or false
     else
-        self.terminal = self.active and P.isatty(self.file)
+        -- only a real file can be a terminal; anything else with a write method prints plain
+        self.terminal = self.active and io.type(self.file) == 'file' and P.isatty(self.file)
     end
     self.start = self.clock()
     self.last_draw = -math.huge -- terminal: when the bar was last drawn

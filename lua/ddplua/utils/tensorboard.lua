@@ -15,9 +15,9 @@
 -- The messages (tensorflow's summary.proto; field numbers in docs/tensorboard-progress.md):
 --   scalar:    Summary{value = [Value{tag = 1, simple_value = 2 (float)}]}
 --   histogram: Value{tag, histo = 5: HistogramProto{min 1, max 2, num 3, sum 4, sum_squares 5,
---              bucket_limit 6, bucket 7 (packed doubles)}} (buckets: lua/ddplua/utils/histogram.lua)
---   text:      Value{tag = tag .. '/text_summary', tensor = 8: TensorProto{dtype = 1: DT_STRING (7),
---              tensor_shape = 2: {dim = 2: {size = 1: 1}}, string_val = 8: text},
+--              bucket_limit 6, bucket 7 (packed doubles)}} (lua/ddplua/utils/histogram.lua)
+--   text:      Value{tag = tag .. '/text_summary', tensor = 8: TensorProto{dtype = 1: DT_STRING
+--              (7), tensor_shape = 2: {dim = 2: {size = 1: 1}}, string_val = 8: text},
 --              metadata = 9: SummaryMetadata{plugin_data = 1: {plugin_name = 1: 'text'}}}
 -- add_scalars writes each name to its own event file in log_dir/<main_tag with '/' -> '_'>_<name>
 -- under the tag main_tag, so TensorBoard draws the series as runs on one chart (PyTorch's layout).
