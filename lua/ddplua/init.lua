@@ -39,14 +39,6 @@ local submodules = {
     F = 'ddplua.nn.functional',
 }
 
-setmetatable(ddpl, {
-    __index = function(t, key)
-        local name = submodules[key]
-        if not name then return nil end
-        local mod = require(name)
-        rawset(t, key, mod)
-        return mod
-    end,
-})
+require('ddplua.lazy')(submodules, ddpl)
 
 return ddpl

@@ -32,12 +32,4 @@ function data.default_collate(items)
     return require('ddplua.data.DataLoader').default_collate(items)
 end
 
-return setmetatable(data, {
-    __index = function(t, key)
-        local name = classes[key]
-        if not name then return nil end
-        local mod = require(name)
-        rawset(t, key, mod)
-        return mod
-    end,
-})
+return require('ddplua.lazy')(classes, data)

@@ -33,11 +33,7 @@ local HINT = 'download the binary version from https://www.cs.toronto.edu/~kriz/
 
 local OPTIONS = { root = true, train = true }
 
-local function exists(path)
-    local f = io.open(path, 'rb')
-    if f then f:close() end
-    return f ~= nil
-end
+local exists = VisionDataset.file_exists
 
 -- The folder holding the split's files: root itself or root/cifar-10-batches-bin.
 function CIFAR10:find_dir(root, first)

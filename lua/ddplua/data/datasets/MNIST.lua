@@ -20,11 +20,7 @@ MNIST.install_hint = 'download MNIST into it or set MNIST_DIR'
 
 local OPTIONS = { root = true, train = true }
 
-local function exists(path)
-    local f = io.open(path, 'rb')
-    if f then f:close() end
-    return f ~= nil
-end
+local exists = VisionDataset.file_exists
 
 -- root/name.gz, else root/name (as unpacked by hand)
 function MNIST:find_file(root, name)

@@ -3,7 +3,8 @@
 -- defines: VisionDataset; a subclass calls self:parse_options(opts, known) in init, sets
 --          self.data (uint8 (N, ...)) and self.targets (int64 (N)), and defines
 --          to_image(pixels): uint8 (B, ...) -> float32 (B, C, H, W) in [0, 1]; it inherits len(),
---          get(i) -> image, label (after transform / target_transform) and get_batch(idx).
+--          get(i) -> image, label (after transform / target_transform) and get_batch(idx);
+--          VisionDataset.file_exists(path).
 --
 -- Without a transform, get_batch is the DataLoader's native fast path: one uint8 index_select
 -- for the whole batch, then one conversion. Transforms act on single items (as torchvision's
@@ -29,6 +30,13 @@ function VisionDataset:parse_options(opts, known)
     end
     self.transform, self.target_transform = opts.transform, opts.target_transform
     return opts
+end
+
+-- Whether path can be opened for reading (the readers look for their files with it).
+function VisionDataset.file_exists(path)
+    local f = io.open(path, 'rb')
+    if f then f:close() end
+    return f ~= nil
 end
 
 function VisionDataset:to_image()

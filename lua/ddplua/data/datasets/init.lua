@@ -7,12 +7,4 @@ local names = {
     VisionDataset = 'ddplua.data.datasets.VisionDataset',
 }
 
-return setmetatable({}, {
-    __index = function(t, key)
-        local name = names[key]
-        if not name then return nil end
-        local mod = require(name)
-        rawset(t, key, mod)
-        return mod
-    end,
-})
+return require('ddplua.lazy')(names)
