@@ -53,12 +53,23 @@ describe('Normalize', function()
         local batch = ddpl.ones(3, 2, 1, 1)
         H.assert_close(T.Normalize({ 1, 0 }, { 1, 2 })(batch), { 0, 0.5, 0, 0.5, 0, 0.5 })
         assert.equals('Normalize(mean={1, 2}, std={2, 4})', tostring(T.Normalize({ 1, 2 }, { 2, 4 })))
+        -- one Normalize for images of several dtypes and channel counts (its tensors are kept
+        -- per dtype and channel count)
+        local n = T.Normalize({ 1, 2 }, { 2, 4 })
+        H.assert_close(n(ddpl.ones(2, 1, 1)), { 0, -0.25 })
+        local n64 = n(ddpl.ones(2, 1, 1, { dtype = 'float64' }))
+        assert.equals('float64', H.dtype_name(n64.dtype))
+        H.assert_close(n64, { 0, -0.25 })
+        H.assert_error(function() n(ddpl.ones(3, 1, 1)) end, 'mean has 2 values but the image has 3 channels')
+        H.assert_close(n(ddpl.ones(2, 1, 1)), { 0, -0.25 })
     end)
 
     it('refuses a zero std, integer images, wrong channel counts and bad arguments', function()
         H.assert_error(function() T.Normalize({ 0, 0 }, { 1, 0 }) end, 'Normalize', 'std', 'zero')
         -- 1e-50 is not zero as a double but is in float32
-        H.assert_error(function() T.Normalize(0, 1e-50)(ddpl.ones(1, 2, 2)) end,
+        local tiny = T.Normalize(0, 1e-50)
+        H.assert_close(tiny(ddpl.ones(1, 1, 1, { dtype = 'float64' })), { 1e50 })
+        H.assert_error(function() tiny(ddpl.ones(1, 2, 2)) end,
             'std evaluated to zero after conversion to float32')
         H.assert_error(function() T.Normalize(0, 1)(ddpl.ones(1, 2, 2, { dtype = 'uint8' })) end,
             'normalize', 'floating point', 'uint8')

@@ -4,7 +4,8 @@
 -- defines: functional.check_image(who, img) -> dims of H and W; functional.parse_padding(who, p)
 --          -> {left, top, right, bottom}; functional.pad(img, padding [, fill [, mode]]);
 --          functional.crop(img, top, left, height, width); functional.hflip(img);
---          functional.normalize(img, mean, std [, inplace]);
+--          functional.normalize(img, mean, std [, inplace]); functional.normalize_params(img,
+--          mean, std) -> its checked (C, 1, 1) mean and std tensors;
 --          functional.number_list(who, what, v, level) (a number or list of numbers, checked).
 --
 -- Images are tensors (..., C, H, W) as torchvision's tensor transforms take them: the last two
@@ -177,27 +178,34 @@ local function channel_values(name, v, c, dtype, device)
     return ddpl.tensor(list, { dtype = dtype, device = device }):view(#list, 1, 1)
 end
 
--- (img - mean[c]) / std[c] for each channel c of img (..., C, H, W), a floating tensor; mean and
--- std are numbers or lists of 1 or C numbers. inplace: overwrite img instead of a new tensor.
-function functional.normalize(img, mean, std, inplace)
+-- Checks img (..., C, H, W), a floating tensor, and returns mean and std (numbers or lists of 1
+-- or C numbers) as (C or 1, 1, 1) tensors of its dtype and device, for normalize.
+function functional.normalize_params(img, mean, std)
     if not ddpl.is_tensor(img) then
-        error('normalize: expected an image tensor (..., C, H, W), got ' .. type(img), 2)
+        error('normalize: expected an image tensor (..., C, H, W), got ' .. type(img), 3)
     end
     if not is_float(img) then
         error('normalize: expected a floating point image tensor, got ' .. dtype_name(img)
-            .. ' (convert it with :float() first)', 2)
+            .. ' (convert it with :float() first)', 3)
     end
     if img:dim() < 3 then
         error('normalize: expected an image tensor (..., C, H, W) of at least 3 dimensions, got shape '
-            .. shape_string(img), 2)
+            .. shape_string(img), 3)
     end
     local c = img:size(img:dim() - 3)
     local m = channel_values('mean', mean, c, img.dtype, img.device)
     local s = channel_values('std', std, c, img.dtype, img.device)
     if s:eq(0):sum():item() > 0 then
         error(string.format('normalize: std evaluated to zero after conversion to %s, leading to '
-            .. 'division by zero', dtype_name(img)), 2)
+            .. 'division by zero', dtype_name(img)), 3)
     end
+    return m, s
+end
+
+-- (img - mean[c]) / std[c] for each channel c of img (..., C, H, W), a floating tensor; mean and
+-- std are numbers or lists of 1 or C numbers. inplace: overwrite img instead of a new tensor.
+function functional.normalize(img, mean, std, inplace)
+    local m, s = functional.normalize_params(img, mean, std)
     if inplace then return img:sub_(m):div_(s) end
     return (img - m) / s
 end
