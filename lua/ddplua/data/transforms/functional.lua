@@ -12,7 +12,6 @@
 -- dimensions are height and width, so a batch (N, C, H, W) is transformed as one image (one
 -- crop window, one flip decision for all of it), exactly as torchvision does.
 local ddpl = require 'ddplua'
-local random = require 'ddplua.data.random'
 
 local functional = {}
 
@@ -64,11 +63,11 @@ function functional.parse_padding(who, p)
 end
 
 -- The source index of each of the before + n + after output positions of a padded dimension of
--- size n, for the modes that repeat input values (numpy's names, as torchvision's):
+-- size n (an int64 tensor on device), for the modes that repeat input values (numpy's names, as torchvision's):
 --   edge       a a a | a b c d | d d d
 --   reflect    d c b | a b c d | c b a   (the edge not repeated: before, after < n)
 --   symmetric  c b a | a b c d | d c b   (the edge repeated: before, after <= n)
-local function source_index(mode, before, n, after)
+local function source_index(mode, before, n, after, device)
     local idx = {}
     for k = -before, n + after - 1 do
         local s = k
@@ -81,7 +80,7 @@ local function source_index(mode, before, n, after)
         end
         idx[#idx + 1] = s
     end
-    return random.index_tensor(idx)
+    return ddpl.tensor(idx, { dtype = 'int64', device = device })
 end
 
 local function check_mode_fits(mode, before, n, after, dim_name)
@@ -118,8 +117,8 @@ function functional.pad(img, padding, fill, mode)
     check_mode_fits(mode, l, w, r, 'width')
     check_mode_fits(mode, t, h, b, 'height')
     local out = img
-    if l > 0 or r > 0 then out = out:index_select(wd, source_index(mode, l, w, r)) end
-    if t > 0 or b > 0 then out = out:index_select(hd, source_index(mode, t, h, b)) end
+    if l > 0 or r > 0 then out = out:index_select(wd, source_index(mode, l, w, r, img.device)) end
+    if t > 0 or b > 0 then out = out:index_select(hd, source_index(mode, t, h, b, img.device)) end
     return out
 end
 
