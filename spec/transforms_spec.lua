@@ -201,7 +201,8 @@ describe('RandomCrop', function()
             'required crop size (5, 5) is larger than the input image size (4, 4)')
         H.assert_error(function() T.RandomCrop({ 2, 5 }, { padding = { 0, 1 } })(grid(1, 4, 4)) end,
             'required crop size (2, 5)', 'input image size (6, 4)')
-        H.assert_error(function() T.RandomCrop(0) end, 'RandomCrop', 'size', 'positive')
+        H.assert_error(function() T.RandomCrop(0) end, 'RandomCrop', 'size', 'positive', 'got 0')
+        H.assert_error(function() T.RandomCrop({ 2, 0 }) end, 'got a list of 2 {2, 0}')
         H.assert_error(function() T.RandomCrop({ 1, 2, 3 }) end, 'RandomCrop', 'size', 'list of 3')
         H.assert_error(function() T.RandomCrop(2, { padding = { 1, 2, 3 } }) end, 'RandomCrop',
             'padding', 'list of 3')

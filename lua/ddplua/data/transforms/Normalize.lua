@@ -5,7 +5,7 @@
 -- every channel's). A std of zero is refused here and again after conversion to the image's
 -- dtype (a tiny std can round to zero in float32), as torchvision does.
 local ddpl = require 'ddplua'
-local F = require 'ddplua.data.transforms.functional'
+local F = require 'ddplua.data.transforms.image_ops'
 local Transform = require 'ddplua.data.transforms.Transform'
 
 local Normalize = Transform:extend('Normalize')

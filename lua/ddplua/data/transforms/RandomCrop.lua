@@ -9,14 +9,13 @@
 -- window's top i = randint(0, h - th + 1) is drawn before its left j = randint(0, w - tw + 1),
 -- both from data.transform_rng (see transform_rng.lua). An image exactly the window's size is
 -- returned without a draw. The result is a view of the (padded) image.
-local F = require 'ddplua.data.transforms.functional'
+local F = require 'ddplua.data.transforms.image_ops'
 local rng = require 'ddplua.data.transform_rng'
 local Transform = require 'ddplua.data.transforms.Transform'
 
 local RandomCrop = Transform:extend('RandomCrop')
 
 local OPTIONS = { padding = true, pad_if_needed = true, fill = true, padding_mode = true }
-local MODES = { constant = true, edge = true, reflect = true, symmetric = true }
 
 local function parse_size(size)
     local list = math.type(size) == 'integer' and { size, size } or size
@@ -24,8 +23,13 @@ local function parse_size(size)
     local ok = type(list) == 'table' and #list == 2
     for k = 1, 2 do ok = ok and math.type(list[k]) == 'integer' and list[k] > 0 end
     if not ok then
-        error('RandomCrop: size must be a positive integer or a list {h, w} of two, got '
-            .. (type(size) == 'table' and ('a list of ' .. #size) or tostring(size)), 4)
+        local got = tostring(size)
+        if type(size) == 'table' then
+            local parts = {}
+            for k, v in ipairs(size) do parts[k] = tostring(v) end
+            got = ('a list of %d {%s}'):format(#size, table.concat(parts, ', '))
+        end
+        error('RandomCrop: size must be a positive integer or a list {h, w} of two, got ' .. got, 4)
     end
     return { list[1], list[2] }
 end
@@ -48,10 +52,7 @@ function RandomCrop:init(size, opts)
         error('RandomCrop: fill must be a number, got ' .. type(self.fill), 3)
     end
     self.padding_mode = opts.padding_mode or 'constant'
-    if not MODES[self.padding_mode] then
-        error(string.format("RandomCrop: padding_mode must be 'constant', 'edge', 'reflect' or "
-            .. "'symmetric', got %s", tostring(self.padding_mode)), 3)
-    end
+    F.check_padding_mode('RandomCrop', self.padding_mode, 3)
 end
 
 -- The window (top, left, th, tw) for img (..., H, W), drawn from transform_rng: top first.
@@ -61,7 +62,7 @@ function RandomCrop.get_params(img, output_size)
     local th, tw = output_size[1], output_size[2]
     if h < th or w < tw then
         error(string.format('RandomCrop: required crop size (%d, %d) is larger than the input image '
-            .. 'size (%d, %d)%s', th, tw, h, w, ' (after padding; pad_if_needed pads small images)'), 3)
+            .. 'size (%d, %d)', th, tw, h, w), 3)
     end
     if h == th and w == tw then return 0, 0, h, w end
     local i = rng.randint(0, h - th + 1)

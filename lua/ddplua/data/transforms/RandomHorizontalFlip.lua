@@ -3,7 +3,7 @@
 --
 -- One draw per call, whatever p is (torchvision draws torch.rand(1) every time too), from
 -- data.transform_rng, never from ddpl's generator: see transform_rng.lua.
-local F = require 'ddplua.data.transforms.functional'
+local F = require 'ddplua.data.transforms.image_ops'
 local rng = require 'ddplua.data.transform_rng'
 local Transform = require 'ddplua.data.transforms.Transform'
 

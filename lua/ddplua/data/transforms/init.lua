@@ -14,7 +14,7 @@ local names = {
     RandomHorizontalFlip = 'ddplua.data.transforms.RandomHorizontalFlip',
     Lambda = 'ddplua.data.transforms.Lambda',
     Transform = 'ddplua.data.transforms.Transform',
-    functional = 'ddplua.data.transforms.functional',
+    functional = 'ddplua.data.transforms.image_ops', -- torchvision's name for it
 }
 
 return require('ddplua.lazy')(names)

@@ -1,8 +1,10 @@
--- lua/ddplua/data/transforms/functional.lua: the per-image operations behind the transforms
--- (torchvision.transforms.functional for tensors), each a few native ops, never a Lua loop over
+-- lua/ddplua/data/transforms/image_ops.lua: the per-image operations behind the transforms,
+-- public as data.transforms.functional (torchvision.transforms.functional for tensors; the file
+-- is not named functional.lua, which nn has); each a few native ops, never a Lua loop over
 -- pixels.
 -- defines: functional.check_image(who, img) -> dims of H and W; functional.parse_padding(who, p)
---          -> {left, top, right, bottom}; functional.pad(img, padding [, fill [, mode]]);
+--          -> {left, top, right, bottom}; functional.check_padding_mode(who, mode, level);
+--          functional.pad(img, padding [, fill [, mode]]);
 --          functional.crop(img, top, left, height, width); functional.hflip(img);
 --          functional.normalize(img, mean, std [, inplace]); functional.normalize_params(img,
 --          mean, std) -> its checked (C, 1, 1) mean and std tensors;
@@ -16,6 +18,14 @@ local ddpl = require 'ddplua'
 local functional = {}
 
 local PAD_MODES = { constant = true, edge = true, reflect = true, symmetric = true }
+
+-- Raises "<who>: padding_mode must be ..." unless mode is one of the four.
+function functional.check_padding_mode(who, mode, level)
+    if not PAD_MODES[mode] then
+        error(string.format("%s: padding_mode must be 'constant', 'edge', 'reflect' or "
+            .. "'symmetric', got %s", who, tostring(mode)), level + 1)
+    end
+end
 
 local function shape_string(t) return '[' .. table.concat(t:shape(), ', ') .. ']' end
 
@@ -63,7 +73,8 @@ function functional.parse_padding(who, p)
 end
 
 -- The source index of each of the before + n + after output positions of a padded dimension of
--- size n (an int64 tensor on device), for the modes that repeat input values (numpy's names, as torchvision's):
+-- size n, as an int64 tensor on device, for the modes that repeat input values (numpy's names,
+-- as torchvision's):
 --   edge       a a a | a b c d | d d d
 --   reflect    d c b | a b c d | c b a   (the edge not repeated: before, after < n)
 --   symmetric  c b a | a b c d | d c b   (the edge repeated: before, after <= n)
@@ -102,10 +113,7 @@ function functional.pad(img, padding, fill, mode)
     if type(fill) ~= 'number' then
         error('pad: fill must be a number, got ' .. type(fill), 2)
     end
-    if not PAD_MODES[mode] then
-        error(string.format("pad: padding_mode must be 'constant', 'edge', 'reflect' or "
-            .. "'symmetric', got %s", tostring(mode)), 2)
-    end
+    functional.check_padding_mode('pad', mode, 2)
     local h, w = img:size(hd), img:size(wd)
     if mode == 'constant' then
         local shape = img:shape()
