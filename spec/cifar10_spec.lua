@@ -161,8 +161,9 @@ describe('CIFAR10', function()
         H.assert_error(function() data.datasets.CIFAR10({ root = tmpdir .. '/none' }) end,
             'CIFAR10', tmpdir .. '/none/data_batch_1.bin not found',
             'cifar-10-batches-bin/data_batch_1.bin', 'cifar-10-binary.tar.gz', 'CIFAR10_DIR')
-        H.assert_error(function() data.datasets.CIFAR10({ root = variant('no4', 'data_batch_4.bin') }) end,
-            'CIFAR10: cannot open', 'data_batch_4.bin')
+        local no4 = variant('no4', 'data_batch_4.bin')
+        H.assert_error(function() data.datasets.CIFAR10({ root = no4 }) end,
+            'CIFAR10: ' .. no4 .. '/data_batch_4.bin: cannot open: No such file', 'cifar-10-binary')
         local third = read_file(flat .. '/data_batch_3.bin') -- 2 records
         local cut = variant('cut', 'data_batch_3.bin', third:sub(1, #third - 1))
         H.assert_error(function() data.datasets.CIFAR10({ root = cut }) end,
@@ -177,6 +178,17 @@ describe('CIFAR10', function()
         local foreign = variant('label', 'data_batch_3.bin', bad_label)
         H.assert_error(function() data.datasets.CIFAR10({ root = foreign }) end,
             'data_batch_3.bin: record 1 has label 12', 'labels are 0 to 9')
+        -- the reader itself
+        H.assert_error(function() ddpl.read_cifar10(flat) end, 'read_cifar10', 'a list of paths')
+        H.assert_error(function() ddpl.read_cifar10({}) end, 'read_cifar10', '1 to 1024 paths')
+        H.assert_error(function() ddpl.read_cifar10({ flat .. '/test_batch.bin', 7 }) end,
+            'read_cifar10: path 2 is a number')
+        H.assert_error(function() ddpl.read_cifar10({ flat }) end, 'read_cifar10: ' .. flat,
+            'is a directory')
+        local x, y = ddpl.read_cifar10({ flat .. '/test_batch.bin', flat .. '/data_batch_1.bin' })
+        assert.same({ TEST + TRAIN[1], 3, 32, 32 }, H.shape(x))
+        assert.same({ files.label(0, 3), files.label(1, 0) }, H.values(y:narrow(0, TEST - 1, 2)))
+        assert.equals(files.pixel(1, 2, 3071), x[TEST + 2][2][31][31]:item())
         H.assert_error(function() data.datasets.CIFAR10({ root = flat, download = true }) end,
             "CIFAR10: unknown option 'download'")
         H.assert_error(function() data.datasets.CIFAR10({ root = flat, transform = 3 }) end,

@@ -6,9 +6,10 @@
 -- The binary version (cifar-10-binary.tar.gz, https://www.cs.toronto.edu/~kriz/cifar.html):
 -- data_batch_1.bin ... data_batch_5.bin (training, 10000 records each) and test_batch.bin; a
 -- record is 1 label byte (0..9) then 3072 pixel bytes, the 1024 red, then green, then blue
--- values of a 32x32 image in row-major order. Each file is read with one read into a uint8
--- tensor; the pixels are kept as they come, channels first, so an item needs no permute
--- (torchvision's .data is (N,32,32,3), channels last, made for PIL).
+-- values of a 32x32 image in row-major order. ddpl.read_cifar10 (engine/io/cifar.c) checks the
+-- files' sizes and labels and reads all of a split's records straight into the two tensors; the
+-- pixels are kept as they come, channels first, so an item needs no permute (torchvision's
+-- .data is (N,32,32,3), channels last, made for PIL).
 -- root defaults to $CIFAR10_DIR; the files may sit in root or in root/cifar-10-batches-bin (the
 -- folder the archive unpacks to).
 local ddpl = require 'ddplua'
@@ -25,9 +26,6 @@ CIFAR10.test_files = { 'test_batch.bin' }
 CIFAR10.classes = { 'airplane', 'automobile', 'bird', 'cat', 'deer', 'dog', 'frog', 'horse',
     'ship', 'truck' }
 
-local CHANNELS, SIZE = 3, 32
-local PIXELS = CHANNELS * SIZE * SIZE -- 3072 bytes per image
-local RECORD = 1 + PIXELS             -- the label byte, then the pixels
 local HINT = 'download the binary version from https://www.cs.toronto.edu/~kriz/cifar.html '
     .. '(cifar-10-binary.tar.gz), unpack it into root, or set CIFAR10_DIR'
 
@@ -44,21 +42,6 @@ function CIFAR10:find_dir(root, first)
         HINT), 0)
 end
 
--- One file -> uint8 (n, 3073) records, n > 0; the size is checked before anything is kept.
-local function read_records(path)
-    local f, why = io.open(path, 'rb')
-    if not f then error(string.format('CIFAR10: cannot open %s; %s', why, HINT), 0) end
-    local bytes = f:read('a')
-    f:close()
-    if bytes == nil then error('CIFAR10: ' .. path .. ': cannot read the file', 0) end
-    if #bytes == 0 or #bytes % RECORD ~= 0 then
-        error(string.format('CIFAR10: %s: %d bytes is not a whole number of %d-byte records (1 label '
-            .. 'byte + %d pixel bytes): the file is truncated or not from the binary version', path,
-            #bytes, RECORD, PIXELS), 0)
-    end
-    return ddpl.frombytes(bytes, 'uint8', { #bytes // RECORD, RECORD })
-end
-
 function CIFAR10:init(opts)
     opts = self:parse_options(opts, OPTIONS)
     local root = opts.root or os.getenv(self.env_var)
@@ -72,23 +55,16 @@ function CIFAR10:init(opts)
     local dir = self:find_dir(root, files[1])
     self.root, self.train = root, train
 
-    local images, labels = {}, {}
-    for k, name in ipairs(files) do
-        local path = dir .. '/' .. name
-        local records = read_records(path)
-        local label = records:select(1, 0)
-        local top = label:max():item()
-        if top >= #self.classes then
-            local at = label:ge(#self.classes):long():argmax():item()
-            error(string.format('CIFAR10: %s: record %d has label %d; labels are 0 to %d: not a '
-                .. 'CIFAR-10 file (CIFAR-100 records have 2 label bytes)', path, at, top,
-                #self.classes - 1), 0)
-        end
-        labels[k] = label:long()
-        images[k] = records:narrow(1, 1, PIXELS):contiguous():view(-1, CHANNELS, SIZE, SIZE)
+    local paths = {}
+    for k, name in ipairs(files) do paths[k] = dir .. '/' .. name end
+    local ok, images, labels = pcall(ddpl.read_cifar10, paths)
+    if not ok then
+        local msg = tostring(images):gsub('^read_cifar10: ', '')
+        if msg:find(': cannot open: ', 1, true) then msg = msg .. '; ' .. HINT end
+        error('CIFAR10: ' .. msg, 0)
     end
-    self.data = #images == 1 and images[1] or ddpl.cat(images, 0)     -- uint8 (N, 3, 32, 32)
-    self.targets = #labels == 1 and labels[1] or ddpl.cat(labels, 0) -- int64 (N)
+    self.data = images    -- uint8 (N, 3, 32, 32)
+    self.targets = labels -- int64 (N)
 end
 
 -- uint8 (B, 3, 32, 32) -> float32 (B, 3, 32, 32) in [0, 1]
