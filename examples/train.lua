@@ -131,7 +131,8 @@ local function load_cifar10_split(train, limit)
     local normalize = T.Normalize(CIFAR_MEAN, CIFAR_STD)
     local transform = normalize
     if train then
-        transform = T.Compose({ T.RandomCrop(32, { padding = 4 }), T.RandomHorizontalFlip(), normalize })
+        transform = T.Compose({ T.RandomCrop(32, { padding = 4 }), T.RandomHorizontalFlip(),
+            normalize })
     end
     local ds = data.datasets.CIFAR10({ root = opt.data or nil, train = train, transform = transform })
     if limit and limit < #ds then ds = data.Subset(ds, ddpl.arange(math.tointeger(limit))) end

@@ -17,8 +17,10 @@ local function file_bytes(file, n)
     for r = 0, n - 1 do
         local px = {}
         for p = 0, 3071 do px[p + 1] = cifar_files.pixel(file, r, p) end
-        records[#records + 1] = string.char(cifar_files.label(file, r)) .. string.char(table.unpack(px, 1, 1024))
-            .. string.char(table.unpack(px, 1025, 2048)) .. string.char(table.unpack(px, 2049, 3072))
+        -- string.char takes at most a few thousand arguments: one plane at a time
+        records[#records + 1] = string.char(cifar_files.label(file, r))
+            .. string.char(table.unpack(px, 1, 1024)) .. string.char(table.unpack(px, 1025, 2048))
+            .. string.char(table.unpack(px, 2049, 3072))
     end
     return table.concat(records)
 end

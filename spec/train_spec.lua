@@ -175,6 +175,26 @@ describe('examples/train.lua --dataset cifar10', function()
     end)
 end)
 
+describe('examples/train.lua --data', function()
+    it('reads each dataset from --data and names the folder when the files are missing', function()
+        local missing = os.tmpname() .. '-none'
+        local cases = {
+            { 'fashion-mnist', 'FashionMNIST: ' .. missing .. '/train-images-idx3-ubyte.gz' },
+            { 'cifar10', 'CIFAR10: ' .. missing .. '/data_batch_1.bin not found' },
+        }
+        for _, c in ipairs(cases) do
+            local ok, err = pcall(run, 'examples/train.lua', '--dataset ' .. c[1] .. ' --data '
+                .. q(missing) .. ' --epochs 1 --progress off')
+            assert.is_false(ok)
+            assert.truthy(tostring(err):find(c[2], 1, true), err)
+        end
+        local ok, err = pcall(run, 'examples/train.lua', '--dataset imagenet')
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find('unknown dataset imagenet (fashion-mnist, cifar10)', 1, true),
+            err)
+    end)
+end)
+
 describe('examples/gpt_tiny.lua', function()
     it('the validation loss falls within 60 small steps', function()
         local out = run('examples/gpt_tiny.lua', '--steps 60 --n-layer 1 --n-embd 32 ' ..

@@ -60,7 +60,8 @@ describe('Normalize', function()
         local n64 = n(ddpl.ones(2, 1, 1, { dtype = 'float64' }))
         assert.equals('float64', H.dtype_name(n64.dtype))
         H.assert_close(n64, { 0, -0.25 })
-        H.assert_error(function() n(ddpl.ones(3, 1, 1)) end, 'mean has 2 values but the image has 3 channels')
+        H.assert_error(function() n(ddpl.ones(3, 1, 1)) end,
+            'mean has 2 values but the image has 3 channels')
         H.assert_close(n(ddpl.ones(2, 1, 1)), { 0, -0.25 })
     end)
 

@@ -40,7 +40,8 @@ function VisionDataset.file_exists(path)
 end
 
 function VisionDataset:to_image()
-    error(getmetatable(self).__name .. ': to_image(pixels) is not implemented (define it in the subclass)', 2)
+    error(getmetatable(self).__name
+        .. ': to_image(pixels) is not implemented (define it in the subclass)', 2)
 end
 
 function VisionDataset:len()

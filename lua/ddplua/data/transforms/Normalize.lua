@@ -12,7 +12,9 @@ local Normalize = Transform:extend('Normalize')
 
 function Normalize:init(mean, std, opts)
     opts = opts or {}
-    if type(opts) ~= 'table' then error('Normalize: expected an options table, got ' .. type(opts), 3) end
+    if type(opts) ~= 'table' then
+        error('Normalize: expected an options table, got ' .. type(opts), 3)
+    end
     for k in pairs(opts) do
         if k ~= 'inplace' then error("Normalize: unknown option '" .. tostring(k) .. "'", 3) end
     end
