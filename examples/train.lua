@@ -1,6 +1,7 @@
--- examples/train.lua: single-process training of a model from models/ on Fashion-MNIST.
+-- examples/train.lua: single-process training of a model from models/ on Fashion-MNIST or CIFAR-10.
 --
---   ddplua examples/train.lua [--model mlp|cnn|resnet] [--epochs 3] [--batch-size 64] [--lr L]
+--   ddplua examples/train.lua [--model mlp|cnn|resnet] [--dataset fashion-mnist|cifar10]
+--       [--data DIR] [--epochs 3] [--batch-size 64] [--lr L]
 --       [--momentum 0.9] [--seed 0] [--threads T] [--checkpoint PATH] [--resume PATH]
 --       [--metrics PATH] [--train-size N] [--test-size N] [--eval-batch 1000]
 --       [--progress auto|on|off] [--tensorboard DIR] [--log-every 50]
@@ -24,7 +25,11 @@
 --     the next epoch (and keeps checkpointing to PATH unless --checkpoint says otherwise). The
 --     shuffle order of epoch e depends only on --seed and e (DistributedSampler semantics with
 --     one replica), so a resumed run follows the same path as an uninterrupted one.
--- The data is read from $FASHION_MNIST_DIR, else from Debian's dataset-fashion-mnist package.
+-- The data is read from --data DIR, else $FASHION_MNIST_DIR or Debian's dataset-fashion-mnist
+-- package (fashion-mnist), $CIFAR10_DIR (cifar10: the binary version, data_batch_*.bin). CIFAR-10
+-- trains with the usual augmentation, RandomCrop(32, {padding=4}) and RandomHorizontalFlip, then
+-- Normalize with the training set's per-channel mean and std; the test set is only normalised.
+-- The models get 3-channel 32x32 inputs then (each reads the option it knows).
 local ddpl = require 'ddplua'
 local nn, F, optim, data = ddpl.nn, ddpl.F, ddpl.optim, ddpl.data
 
@@ -43,7 +48,7 @@ local defaults = {
     model = 'mlp', epochs = 3, ['batch-size'] = 64, lr = false, momentum = 0.9, seed = 0,
     threads = false, checkpoint = false, resume = false, metrics = false, ['train-size'] = false,
     ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000,
-    tensorboard = false, ['log-every'] = 50,
+    tensorboard = false, ['log-every'] = 50, dataset = 'fashion-mnist', data = false,
 }
 local numeric = { epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
     threads = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
@@ -51,7 +56,8 @@ local numeric = { epochs = true, ['batch-size'] = true, lr = true, momentum = tr
 
 local function usage(msg)
     io.stderr:write('train.lua: ', msg, '\n', 'usage: ddplua examples/train.lua [--model ',
-        'mlp|cnn|resnet] [--epochs N] [--batch-size N] [--lr X] [--momentum X] [--seed N] ',
+        'mlp|cnn|resnet] [--dataset fashion-mnist|cifar10] [--data DIR] [--epochs N] ',
+        '[--batch-size N] [--lr X] [--momentum X] [--seed N] ',
         '[--threads N] [--checkpoint PATH] [--resume PATH] [--metrics PATH] [--train-size N] ',
         '[--test-size N] [--eval-batch N] [--progress auto|on|off] [--tensorboard DIR] ',
         '[--log-every N]\n')
@@ -87,7 +93,7 @@ end
 -- a TensorDataset, whose batches the DataLoader gathers with one native index_select per tensor.
 
 local function load_split(train, limit)
-    local ds = data.datasets.FashionMNIST({ train = train })
+    local ds = data.datasets.FashionMNIST({ root = opt.data or nil, train = train })
     local x, y = ds.data, ds.targets -- (N, 28, 28) uint8, (N,) int64
     if limit and limit < x:size(0) then
         x, y = x:narrow(0, 0, limit), y:narrow(0, 0, limit)
@@ -97,9 +103,35 @@ local function load_split(train, limit)
     return data.TensorDataset(x:view(x:size(0), 1, 28, 28), y)
 end
 
+-- CIFAR-10: items go through the transforms one by one (random crops differ per image), so the
+-- data set stays a CIFAR10 (uint8 pixels) and a --train-size/--test-size limit is a Subset.
+local CIFAR_MEAN, CIFAR_STD = { 0.4914, 0.4822, 0.4465 }, { 0.2470, 0.2435, 0.2616 }
+
+local function load_cifar10_split(train, limit)
+    local T = data.transforms
+    local normalize = T.Normalize(CIFAR_MEAN, CIFAR_STD)
+    local transform = normalize
+    if train then
+        transform = T.Compose({ T.RandomCrop(32, { padding = 4 }), T.RandomHorizontalFlip(),
+            normalize })
+    end
+    local ds = data.datasets.CIFAR10({ root = opt.data or nil, train = train, transform = transform })
+    if limit and limit < #ds then ds = data.Subset(ds, ddpl.arange(math.tointeger(limit))) end
+    return ds
+end
+
+-- --dataset -> loader of a split and the options that fit the models to its images
+local DATASETS = {
+    ['fashion-mnist'] = { load = load_split, model_opts = {} },
+    cifar10 = { load = load_cifar10_split,
+        model_opts = { in_channels = 3, image_size = 32, in_features = 3 * 32 * 32 } },
+}
+local dataset = DATASETS[opt.dataset] or usage('unknown dataset ' .. opt.dataset ..
+    ' (fashion-mnist, cifar10)')
+
 local t_load = ddpl.time()
-local train_set = load_split(true, opt['train-size'])
-local test_set = load_split(false, opt['test-size'])
+local train_set = dataset.load(true, opt['train-size'])
+local test_set = dataset.load(false, opt['test-size'])
 t_load = ddpl.time() - t_load
 local n_train = #train_set
 
@@ -113,7 +145,7 @@ local test_loader = data.DataLoader(test_set, { batch_size = opt['eval-batch'] }
 ---------------------------------------------------------------------------------------------------
 -- model, optimizer, checkpoint
 
-local model = load_model_file(spec.file)()
+local model = load_model_file(spec.file)(dataset.model_opts)
 local optimizer = optim.SGD(model:parameters(), { lr = lr, momentum = opt.momentum })
 local first_epoch = 1
 
@@ -145,6 +177,12 @@ if not metrics_path then
 end
 local metrics = ddpl.utils.MetricsLogger(metrics_path, { mode = opt.resume and 'a' or 'w' })
 local tb = opt.tensorboard and ddpl.utils.tensorboard.SummaryWriter(opt.tensorboard)
+
+if opt.dataset ~= 'fashion-mnist' then
+    local ds = train_set.dataset or train_set -- the CIFAR10 under a Subset
+    print(('data %s from %s; training transform %s'):format(opt.dataset, ds.root,
+        (tostring(ds.transform):gsub('\n%s*', ' '))))
+end
 local n_params = model:num_parameters()
 print(('model %s: %d parameters; %d training and %d test images (loaded in %.2f s); ' ..
     'batch %d, lr %g, momentum %g, %d threads; metrics in %s'):format(opt.model, n_params,

@@ -1,7 +1,8 @@
 -- spec/train_spec.lua: the models of models/ and the training examples, end to end.
 -- defines: specs for models/{mlp,lenet,resnet,gpt}.lua (shapes, parameter counts, a tied GPT
 --          head, a learning step), examples/train.lua (the MLP learns Fashion-MNIST on a 4000-image
---          subset; --resume continues exactly where an uninterrupted run would be) and
+--          subset; --resume continues exactly where an uninterrupted run would be; the resnet
+--          trains on small files in CIFAR-10's binary format with crop+flip augmentation) and
 --          examples/gpt_tiny.lua (the validation loss falls).
 --
 -- The examples run as child processes of the ddplua executable ($DDPLUA_BIN, set by ctest) with
@@ -144,6 +145,53 @@ describe('examples/train.lua', function()
             n = n + 1
         end
         assert.are.equal(6, n)
+    end)
+end)
+
+describe('examples/train.lua --dataset cifar10', function()
+    it('trains the resnet with crop+flip augmentation on files in the binary format', function()
+        local dir = os.tmpname()
+        os.remove(dir)
+        -- 8 records per file, in the folder the archive unpacks to
+        require('cifar_files').write(dir .. '/cifar-10-batches-bin', { train = { 8, 8, 8, 8, 8 },
+            test = 8 })
+        local m = dir .. '/m.jsonl'
+        local ok, out = pcall(run, 'examples/train.lua', '--model resnet --dataset cifar10 --data '
+            .. q(dir) .. ' --epochs 2 --batch-size 8 --train-size 24 --threads 1 --progress off '
+            .. '--metrics ' .. q(m))
+        local epochs = ok and records(m, 'epoch') or {}
+        os.execute('rm -rf ' .. q(dir))
+        assert(ok, out)
+        assert.truthy(out:find('data cifar10 from ' .. dir, 1, true), out)
+        assert.truthy(out:find('RandomCrop(size={32, 32}, padding={4, 4, 4, 4}) '
+            .. 'RandomHorizontalFlip(p=0.5) Normalize(mean={0.4914, 0.4822, 0.4465}', 1, true), out)
+        assert.truthy(out:find('24 training and 8 test images', 1, true), out)
+        assert.equals(2, #epochs, out)
+        for _, e in ipairs(epochs) do
+            assert.equals(3, e.steps) -- 24 images in batches of 8
+            assert.is_true(e.train_loss > 0 and e.train_loss < 10, out) -- finite, not diverged
+            assert.is_true(e.test_acc >= 0 and e.test_acc <= 1, out)
+        end
+    end)
+end)
+
+describe('examples/train.lua --data', function()
+    it('reads each dataset from --data and names the folder when the files are missing', function()
+        local missing = os.tmpname() .. '-none'
+        local cases = {
+            { 'fashion-mnist', 'FashionMNIST: ' .. missing .. '/train-images-idx3-ubyte.gz' },
+            { 'cifar10', 'CIFAR10: ' .. missing .. '/data_batch_1.bin not found' },
+        }
+        for _, c in ipairs(cases) do
+            local ok, err = pcall(run, 'examples/train.lua', '--dataset ' .. c[1] .. ' --data '
+                .. q(missing) .. ' --epochs 1 --progress off')
+            assert.is_false(ok)
+            assert.truthy(tostring(err):find(c[2], 1, true), err)
+        end
+        local ok, err = pcall(run, 'examples/train.lua', '--dataset imagenet')
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find('unknown dataset imagenet (fashion-mnist, cifar10)', 1, true),
+            err)
     end)
 end)
 

@@ -10,12 +10,14 @@
 -- another way (nn.Module gives them a metatable of their own that registers assignments); it
 -- then sets `__class` in that metatable so is_instance_of still finds the class. Metamethods
 -- (__tostring, __len, ...) are copied down when a subclass is made, because Lua reads them
--- with rawget on the metatable, so the inherited chain alone would not find them.
+-- with rawget on the metatable, so the inherited chain alone would not find them. A class's
+-- __call (instances called as functions: the data transforms) is an instance metamethod too;
+-- calling the class itself goes through the class's own metatable and still constructs.
 local class = {}
 
 local METAMETHODS = {
     '__tostring', '__len', '__eq', '__lt', '__le', '__concat', '__close', '__unm', '__add',
-    '__sub', '__mul', '__div', '__mod', '__pow', '__idiv',
+    '__sub', '__mul', '__div', '__mod', '__pow', '__idiv', '__call',
 }
 
 function class.construct(cls, ...)

@@ -40,14 +40,6 @@ local submodules = {
     utils = 'ddplua.utils',
 }
 
-setmetatable(ddpl, {
-    __index = function(t, key)
-        local name = submodules[key]
-        if not name then return nil end
-        local mod = require(name)
-        rawset(t, key, mod)
-        return mod
-    end,
-})
+require('ddplua.lazy')(submodules, ddpl)
 
 return ddpl

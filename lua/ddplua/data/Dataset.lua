@@ -9,7 +9,7 @@
 -- `#ds` calls ds:len(). An item is whatever get(i) returns (one or several values). A data set
 -- may also define get_batch(idx) (idx an int64 tensor of indices) returning the collated batch
 -- directly; the DataLoader then fetches each batch with one call instead of one get per item,
--- as PyTorch's __getitems__ does. TensorDataset and the MNIST data sets do.
+-- as PyTorch's __getitems__ does. TensorDataset and the image data sets (VisionDataset) do.
 local class = require 'ddplua.class'
 
 local Dataset = class.new('Dataset')

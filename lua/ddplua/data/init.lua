@@ -1,7 +1,7 @@
 -- lua/ddplua/data/init.lua: the data library (ddpl.data, also require 'ddplua.data').
 -- defines: Dataset, TensorDataset, Subset, DataLoader, Sampler, SequentialSampler, RandomSampler,
---          BatchSampler, DistributedSampler, datasets (MNIST, FashionMNIST), read_idx,
---          default_collate; each class loaded on first use.
+--          BatchSampler, DistributedSampler, datasets (MNIST, FashionMNIST, CIFAR10), transforms,
+--          transform_rng, read_idx, default_collate; each class loaded on first use.
 --
 -- Beyond API.md: data.Subset(dataset, indices) as PyTorch's; data.read_idx(path) (= ddpl.read_idx) reads an IDX file, gzip or plain, into a
 -- tensor of the file's shape; data.Sampler is the base class of samplers (len(), indices()
@@ -22,6 +22,8 @@ local classes = {
     BatchSampler = 'ddplua.data.BatchSampler',
     DistributedSampler = 'ddplua.data.DistributedSampler',
     datasets = 'ddplua.data.datasets',
+    transforms = 'ddplua.data.transforms',
+    transform_rng = 'ddplua.data.transform_rng',
 }
 
 local data = { read_idx = ddpl.read_idx }
@@ -30,12 +32,4 @@ function data.default_collate(items)
     return require('ddplua.data.DataLoader').default_collate(items)
 end
 
-return setmetatable(data, {
-    __index = function(t, key)
-        local name = classes[key]
-        if not name then return nil end
-        local mod = require(name)
-        rawset(t, key, mod)
-        return mod
-    end,
-})
+return require('ddplua.lazy')(classes, data)
