@@ -69,18 +69,27 @@ function Conv2d:forward(x)
                                                 dilation = self.dilation, groups = self.groups})
 end
 
--- PyTorch's text: options at their default are left out.
+-- whether some element of the list t differs from v
+local function any_ne(t, v)
+    for _, x in ipairs(t) do
+        if x ~= v then return true end
+    end
+    return false
+end
+
+-- PyTorch's text: options at their default are left out. Conv1d shares it (its sizes are
+-- one-element lists).
 function Conv2d:extra_repr()
     local R = Module.repr
     local s = string.format('%d, %d, kernel_size=%s, stride=%s', self.in_channels,
                             self.out_channels, R(self.kernel_size), R(self.stride))
     local p = self.padding
     if type(p) == 'string' then
-        s = s .. ', padding=' .. R(p)
-    elseif p[1] ~= 0 or p[2] ~= 0 then
+        s = s .. ', padding=' .. p -- PyTorch formats it with str(): padding=same
+    elseif any_ne(p, 0) then
         s = s .. ', padding=' .. R(p)
     end
-    if self.dilation[1] ~= 1 or self.dilation[2] ~= 1 then
+    if any_ne(self.dilation, 1) then
         s = s .. ', dilation=' .. R(self.dilation)
     end
     if self.groups ~= 1 then s = s .. ', groups=' .. self.groups end
