@@ -351,4 +351,11 @@ suite('gradcheck: nn.functional (issue 16)', {
     {'conv1d', function(x, w, b)
         return F.conv1d(x, w, b, {stride = 2, padding = 1, dilation = 2, groups = 2})
     end, function() return {U({2, 4, 7}), U({4, 2, 3}), U({4})} end},
+    {'conv_transpose2d stride, padding, output_padding, groups, dilation', function(x, w, b)
+        return F.conv_transpose2d(x, w, b, {stride = {2, 1}, padding = {1, 0},
+                                            output_padding = {1, 0}, groups = 2,
+                                            dilation = {1, 2}})
+    end, function() return {U({2, 4, 3, 3}), U({4, 1, 2, 3}), U({2})} end},
+    {'conv_transpose2d unbatched', function(x, w) return F.conv_transpose2d(x, w, nil, 2) end,
+     function() return {U({2, 3, 2}), U({2, 3, 2, 2})} end},
 })

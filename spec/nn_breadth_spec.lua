@@ -1,7 +1,8 @@
 -- spec/nn_breadth_spec.lua: issue 16's nn.functional additions against PyTorch
 -- (spec/fixtures/nn_breadth.lua, tools/gen_nn_fixtures.py): binary_cross_entropy(_with_logits),
 -- l1/smooth_l1/huber losses, kl_div, leaky_relu, elu, softplus, one_hot, pad, group_norm,
--- rms_norm, conv1d (values and input gradients, float64 to 1e-9); then their argument errors
+-- rms_norm, conv1d, conv_transpose2d (values and input gradients, float64 to 1e-9); then their
+-- argument errors
 -- and the containers ModuleDict, ParameterList, ParameterDict. The module forms are cases of
 -- spec/nn_spec.lua (fixture nn_modules.lua).
 local H = require 'helpers'
@@ -44,6 +45,7 @@ local runners = {
         return F.rms_norm(ins[1], o.normalized_shape, ins[2], {eps = o.eps})
     end,
     conv1d = function(ins, o) return F.conv1d(ins[1], ins[2], ins[3], o) end,
+    conv_transpose2d = function(ins, o) return F.conv_transpose2d(ins[1], ins[2], ins[3], o) end,
 }
 
 describe('nn.functional (issue 16) matches PyTorch', function()
@@ -140,6 +142,41 @@ describe('nn.functional (issue 16) arguments', function()
         end, 'conv1d', 'stride')
     end)
 
+    it('conv_transpose2d checks shapes and sizes; positional order is PyTorch\'s', function()
+        local x, w = ddpl.randn(1, 4, 3, 3), ddpl.randn(4, 3, 2, 2)
+        H.assert_close(F.conv_transpose2d(x, w, nil, 2, 0, 1, 1, 1),
+                       F.conv_transpose2d(x, w, {stride = 2, output_padding = 1}))
+        assert.are.same({1, 3, 7, 7}, F.conv_transpose2d(x, w, nil, 2, 0, 1):shape())
+        H.assert_error(function() F.conv_transpose2d(ddpl.randn(1, 3, 3, 3), w) end,
+                       'conv_transpose2d', '3 channels', 'expects 4')
+        H.assert_error(function() F.conv_transpose2d(x, w, nil, {output_padding = 2}) end,
+                       'conv_transpose2d', 'output_padding', 'smaller than either stride')
+        H.assert_error(function() F.conv_transpose2d(x, w, nil, {groups = 3}) end,
+                       'conv_transpose2d', 'groups=3')
+        H.assert_error(function() F.conv_transpose2d(x, w, ddpl.randn(4)) end,
+                       'conv_transpose2d', 'bias')
+        H.assert_error(function() F.conv_transpose2d(x, w, nil, {padding = 3}) end,
+                       'conv_transpose2d', 'empty output')
+        H.assert_error(function() F.conv_transpose2d(x, w, nil, {stride = 0}) end,
+                       'conv_transpose2d', 'stride')
+        H.assert_error(function() F.conv_transpose2d(x:long(), w) end, 'floating point')
+        H.assert_error(function() F.conv_transpose2d(x, w, {outpad = 1}) end,
+                       "'outpad'")
+    end)
+
+    it('conv_transpose2d is the adjoint of conv2d: <conv2d(u, w), v> = <u, conv_t(v, w)>',
+       function()
+        local u = ddpl.randn(2, 3, 7, 6, {dtype = 'float64'})
+        local w = ddpl.randn(4, 3, 3, 2, {dtype = 'float64'})
+        local o = {stride = 2, padding = 1, dilation = {1, 2}}
+        local cu = F.conv2d(u, w, nil, o)
+        local v = ddpl.randn(table.unpack(cu:shape())):double()
+        o.output_padding = {0, 1} -- makes the transposed output (7, 6) again
+        local tv = F.conv_transpose2d(v, w, nil, o)
+        assert.are.same(u:shape(), tv:shape())
+        H.assert_close((cu * v):sum(), (u * tv):sum():item(), 1e-12, 1e-10)
+    end)
+
     it('rms_norm of a 16-bit input computes in float32 and returns its dtype', function()
         local h = ddpl.randn(2, 8):to('bfloat16')
         local y = F.rms_norm(h, 8)
@@ -157,6 +194,10 @@ describe('nn layers of issue 16', function()
         assert.are.equal('LogSoftmax(dim=1)', tostring(nn.LogSoftmax(1)))
         assert.are.equal('Conv1d(2, 3, kernel_size=(3,), stride=(1,))', tostring(nn.Conv1d(2, 3, 3)))
         assert.are.equal('GroupNorm(2, 4, eps=1e-05, affine=True)', tostring(nn.GroupNorm(2, 4)))
+        assert.are.equal('ConvTranspose2d(2, 3, kernel_size=(3, 3), stride=(2, 2), '
+                         .. 'output_padding=(1, 1), bias=False)',
+                         tostring(nn.ConvTranspose2d(2, 3, 3, {stride = 2, output_padding = 1,
+                                                               bias = false})))
         assert.are.equal('RMSNorm((4,), eps=None, elementwise_affine=True)',
                          tostring(nn.RMSNorm(4)))
         assert.are.equal('KLDivLoss()', tostring(nn.KLDivLoss({reduction = 'batchmean'})))

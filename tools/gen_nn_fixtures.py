@@ -9,7 +9,7 @@ Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/pyt
     /usr/bin/python3 tools/gen_nn_fixtures.py --only nn_breadth   # one of the two files
 
 nn_breadth.lua holds the nn.functional cases of issue 16's layers (losses, activations, one_hot,
-pad, group_norm, rms_norm, conv1d) in tools/gen_fixtures.py's case format (read by
+pad, group_norm, rms_norm, conv1d, conv_transpose2d) in tools/gen_fixtures.py's case format (read by
 spec/nn_breadth_spec.lua); their module forms are cases of nn_modules.lua, in float64.
 
 Each case builds one torch.nn module, records its state dict (keys in PyTorch's order, with the
@@ -270,6 +270,14 @@ def breadth_module_cases():
         [r(1, 4, 11)])
     add('Conv1d/same_unbatched', nn.Conv1d(3, 2, 4, padding='same'),
         spec('Conv1d', 3, 2, 4, padding='same', dtype='float64'), [r(3, 9)])
+    add('ConvTranspose2d/stride_outpad', nn.ConvTranspose2d(3, 4, 3, stride=2, padding=1,
+                                                            output_padding=1),
+        spec('ConvTranspose2d', 3, 4, 3, stride=2, padding=1, output_padding=1,
+             dtype='float64'), [r(2, 3, 4, 4)])
+    add('ConvTranspose2d/groups_dilation_nobias',
+        nn.ConvTranspose2d(4, 6, (2, 3), groups=2, dilation=(2, 1), bias=False),
+        spec('ConvTranspose2d', 4, 6, [2, 3], groups=2, dilation=[2, 1], bias=False,
+             dtype='float64'), [r(1, 4, 3, 5)])
 
     # containers: state_dict names, shapes and printed form as PyTorch's
     md = nn.ModuleDict({'conv': nn.Conv1d(2, 3, 3), 'act': nn.LeakyReLU(),
@@ -429,6 +437,24 @@ def breadth_functional_cases():
         add('conv1d/f64/same_k%d_d%d' % (k, dil), 'conv1d', [r(2, 3, 8), r(2, 3, k)],
             lambda x, w, dil=dil: F.conv1d(x, w, padding='same', dilation=dil), diff=(0, 1),
             opts={'stride': 1, 'padding': 'same', 'dilation': dil, 'groups': 1})
+    for name, xs, ws, kw in (
+            ('plain', (2, 3, 4, 5), (3, 2, 3, 3), {}),
+            ('stride_padding_outpad', (1, 4, 3, 4), (4, 3, 3, 2),
+             {'stride': 2, 'padding': 1, 'output_padding': 1}),
+            ('groups_dilation', (2, 4, 3, 3), (4, 1, 2, 3),
+             {'stride': (2, 1), 'padding': (0, 2), 'groups': 2, 'dilation': (1, 2)}),
+            ('outpad_below_dilation', (1, 2, 4, 4), (2, 2, 3, 3),
+             {'stride': 1, 'dilation': 2, 'output_padding': 1}),
+            ('unbatched', (3, 4, 4), (3, 2, 2, 2), {'stride': 2})):
+        opts = {'stride': 1, 'padding': 0, 'output_padding': 0, 'groups': 1, 'dilation': 1}
+        opts.update({k: list(v) if isinstance(v, tuple) else v for k, v in kw.items()})
+        add('conv_transpose2d/f64/%s' % name, 'conv_transpose2d',
+            [r(*xs), r(*ws), r(ws[1] * opts['groups'])],
+            lambda x, w, b, kw=kw: F.conv_transpose2d(x, w, b, **kw), diff=(0, 1, 2), opts=opts)
+    add('conv_transpose2d/f32/no_bias', 'conv_transpose2d',
+        [r(2, 2, 3, 3, dt=F32), r(2, 3, 3, 3, dt=F32)],
+        lambda x, w: F.conv_transpose2d(x, w, stride=2, padding=1), diff=(0, 1),
+        opts={'stride': 2, 'padding': 1, 'output_padding': 0, 'groups': 1, 'dilation': 1})
     add('conv1d/f64/valid', 'conv1d', [r(2, 3, 8), r(2, 3, 4)],
         lambda x, w: F.conv1d(x, w, padding='valid'), diff=(0, 1),
         opts={'stride': 1, 'padding': 'valid', 'dilation': 1, 'groups': 1})

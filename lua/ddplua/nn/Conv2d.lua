@@ -14,15 +14,16 @@ local F = require 'ddplua.nn.functional'
 
 local Conv2d = Module:extend('Conv2d')
 
--- an int or an {h, w} pair -> {h, w}
-local function pair(v, what, min)
+-- an int or an {h, w} pair -> {h, w} (cls: the class name errors give)
+local function pair(v, what, min, cls)
+    cls = cls or 'Conv2d'
     if type(v) == 'table' and #v == 2 then
-        return {Module.check_int('Conv2d', v[1], what, min),
-                Module.check_int('Conv2d', v[2], what, min)}
+        return {Module.check_int(cls, v[1], what, min), Module.check_int(cls, v[2], what, min)}
     end
-    local n = Module.check_int('Conv2d', v, what, min)
+    local n = Module.check_int(cls, v, what, min)
     return {n, n}
 end
+Conv2d.pair = pair
 
 function Conv2d:init(in_channels, out_channels, kernel_size, opts)
     local o = Module.options('Conv2d', opts, {stride = 1, padding = 0, dilation = 1, groups = 1,
@@ -77,8 +78,8 @@ local function any_ne(t, v)
     return false
 end
 
--- PyTorch's text: options at their default are left out. Conv1d shares it (its sizes are
--- one-element lists).
+-- PyTorch's text: options at their default are left out. Conv1d (one-element lists) and
+-- ConvTranspose2d (with output_padding) share it.
 function Conv2d:extra_repr()
     local R = Module.repr
     local s = string.format('%d, %d, kernel_size=%s, stride=%s', self.in_channels,
@@ -91,6 +92,9 @@ function Conv2d:extra_repr()
     end
     if any_ne(self.dilation, 1) then
         s = s .. ', dilation=' .. R(self.dilation)
+    end
+    if self.output_padding and any_ne(self.output_padding, 0) then -- ConvTranspose2d's
+        s = s .. ', output_padding=' .. R(self.output_padding)
     end
     if self.groups ~= 1 then s = s .. ', groups=' .. self.groups end
     if self.bias == nil then s = s .. ', bias=False' end

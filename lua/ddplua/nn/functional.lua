@@ -1,7 +1,7 @@
 -- lua/ddplua/nn/functional.lua: ddpl.nn.functional (also ddpl.F).
--- defines: linear conv2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm layer_norm
---          embedding dropout softmax log_softmax cross_entropy nll_loss mse_loss relu gelu silu
---          sigmoid tanh scaled_dot_product_attention (C), and, written in Lua:
+-- defines: linear conv2d conv_transpose2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm
+--          layer_norm embedding dropout softmax log_softmax cross_entropy nll_loss mse_loss relu
+--          gelu silu sigmoid tanh scaled_dot_product_attention (C), and, written in Lua:
 --          binary_cross_entropy binary_cross_entropy_with_logits l1_loss smooth_l1_loss
 --          huber_loss kl_div (functional_losses.lua), leaky_relu elu softplus
 --          (functional_activations.lua), one_hot pad (functional_shape.lua), group_norm rms_norm
