@@ -6,17 +6,13 @@
 local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
 local Parameter = require 'ddplua.nn.Parameter'
+local LayerNorm = require 'ddplua.nn.LayerNorm'
 local F = require 'ddplua.nn.functional'
 
 local RMSNorm = Module:extend('RMSNorm')
 
 function RMSNorm:init(normalized_shape, opts)
-    local shape = type(normalized_shape) == 'table' and normalized_shape or {normalized_shape}
-    local copy = {}
-    for i, s in ipairs(shape) do
-        copy[i] = Module.check_int('RMSNorm', s, 'normalized_shape', 1)
-    end
-    if #copy == 0 then error('RMSNorm: normalized_shape must not be empty', 2) end
+    local copy = LayerNorm.normalized_shape_arg('RMSNorm', normalized_shape)
     self.normalized_shape = copy
     local o = Module.options('RMSNorm', opts, {eps = false, elementwise_affine = true}, true)
     if o.eps and type(o.eps) ~= 'number' then
