@@ -86,6 +86,15 @@ describe('nn.functional (issue 16) arguments', function()
         end, 'floating point')
     end)
 
+    it('BCE at probabilities 0 and 1: clamped logs, finite gradients', function()
+        local x = ddpl.tensor({0.0, 1.0, 0.0, 1.0}, {dtype = 'float64', requires_grad = true})
+        local y = ddpl.tensor({0.0, 1.0, 1.0, 0.0}, {dtype = 'float64'})
+        local l = F.binary_cross_entropy(x, y, {reduction = 'none'})
+        H.assert_close(l, {0, 0, 100, 100})
+        l:sum():backward()
+        H.assert_close(x.grad, {1, -1, 0, 0}) -- d/dx of the unclamped term; 0 from the clamped
+    end)
+
     it('BCE with logits stays finite and exact for huge logits (the naive form overflows)',
        function()
         local z = ddpl.tensor({-1000.0, 1000.0, 0.0}, {dtype = 'float64', requires_grad = true})

@@ -33,8 +33,12 @@ function L.binary_cross_entropy(...)
     if x:numel() > 0 and inside:item() == 0 then
         error(fname .. ': all elements of input should be between 0 and 1', 2)
     end
-    local log_x = x:log():clamp(-100)
-    local log_1mx = (1 - x):log():clamp(-100)
+    -- log clamped at -100 as PyTorch; the argument is first kept >= e^-100 so that at a
+    -- probability of exactly 0 or 1 the clamped term's gradient is 0, not 0/0 = NaN (PyTorch's
+    -- native backward divides by max(x (1 - x), 1e-12) instead)
+    local tiny = math.exp(-100)
+    local log_x = x:clamp(tiny):log():clamp(-100)
+    local log_1mx = (1 - x):clamp(tiny):log():clamp(-100)
     local loss = (y - 1) * log_1mx - y * log_x
     if a.weight ~= nil then loss = loss * a.weight end
     return Args.reduce(loss, a.reduction)
