@@ -68,6 +68,13 @@ describe('nn.functional (issue 16) arguments', function()
         H.assert_error(function() F.smooth_l1_loss(x, y, {beta = -1}) end, 'beta')
         H.assert_error(function() F.softplus(x, 0) end, 'softplus', 'beta')
         H.assert_error(function() F.l1_loss(x, y, 'sum', 'sum') end, 'at most')
+        H.assert_error(function() F.l1_loss(x, ddpl.zeros(5)) end, 'l1_loss', 'input [3,4]',
+                       'target [5]', 'broadcast')
+        H.assert_error(function() F.kl_div(x, ddpl.zeros(2, 4)) end, 'kl_div', 'broadcast')
+        H.assert_error(function() F.leaky_relu(ddpl.zeros(2, {dtype = 'int64'})) end,
+                       'leaky_relu', 'floating point', 'int64')
+        H.assert_error(function() F.group_norm(ddpl.zeros(2, 4, {dtype = 'int64'}), 2) end,
+                       'group_norm', 'floating point')
     end)
 
     it('the BCE losses refuse other target shapes and probabilities outside [0, 1]', function()
@@ -201,7 +208,8 @@ describe('nn layers of issue 16', function()
         assert.are.equal('Softplus(beta=1, threshold=20)', tostring(nn.Softplus()))
         assert.are.equal('Softmax(dim=None)', tostring(nn.Softmax()))
         assert.are.equal('LogSoftmax(dim=1)', tostring(nn.LogSoftmax(1)))
-        assert.are.equal('Conv1d(2, 3, kernel_size=(3,), stride=(1,))', tostring(nn.Conv1d(2, 3, 3)))
+        assert.are.equal('Conv1d(2, 3, kernel_size=(3,), stride=(1,))',
+                         tostring(nn.Conv1d(2, 3, 3)))
         assert.are.equal('GroupNorm(2, 4, eps=1e-05, affine=True)', tostring(nn.GroupNorm(2, 4)))
         assert.are.equal('ConvTranspose2d(2, 3, kernel_size=(3, 3), stride=(2, 2), '
                          .. 'output_padding=(1, 1), bias=False)',

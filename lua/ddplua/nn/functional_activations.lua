@@ -16,7 +16,7 @@ local A = {}
 
 -- leaky_relu(input [, negative_slope=0.01])
 function A.leaky_relu(...)
-    local a = Args.parse('leaky_relu', {{'input', 'tensor'}, {'negative_slope', 'number', 0.01}},
+    local a = Args.parse('leaky_relu', {{'input', 'ftensor'}, {'negative_slope', 'number', 0.01}},
                          ...)
     local x = a.input
     return ddpl.where(x:gt(0), x, x * a.negative_slope)
@@ -24,7 +24,7 @@ end
 
 -- elu(input [, alpha=1])
 function A.elu(...)
-    local a = Args.parse('elu', {{'input', 'tensor'}, {'alpha', 'number', 1.0}}, ...)
+    local a = Args.parse('elu', {{'input', 'ftensor'}, {'alpha', 'number', 1.0}}, ...)
     local x = a.input
     local neg = (x:clamp(nil, 0):exp() - 1) * a.alpha
     return ddpl.where(x:gt(0), x, neg)
@@ -33,7 +33,7 @@ end
 -- softplus(input [, beta=1 [, threshold=20]])
 function A.softplus(...)
     local fname = 'softplus'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'beta', 'number', 1},
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'beta', 'number', 1},
                                  {'threshold', 'number', 20}}, ...)
     if a.beta == 0 then error(fname .. ': beta must not be 0', 2) end
     local x, beta = a.input, a.beta

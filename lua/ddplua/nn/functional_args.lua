@@ -2,12 +2,14 @@
 --          Lua (functional_losses.lua, functional_activations.lua, functional_shape.lua,
 --          functional_layers.lua).
 -- defines: Args.parse(fname, spec, ...) -> a table of named values; Args.reduce(loss,
---          reduction) (PyTorch's apply_loss_reduction); Args.check_same_shape.
+--          reduction) (PyTorch's apply_loss_reduction); Args.check_same_shape,
+--          Args.check_broadcast.
 --
 -- The C functions (engine/lua/bind_functional.c) take PyTorch's arguments positionally or by name
 -- in a trailing options table; these do the same:
 --     F.smooth_l1_loss(x, y, 'sum', 0.5) == F.smooth_l1_loss(x, y, {reduction = 'sum', beta = 0.5})
 -- A spec is a list of {name, kind [, default]}; kinds: 'tensor', 'tensor?' (nil allowed),
+-- 'ftensor', 'ftensor?' (a floating point tensor),
 -- 'number', 'number?', 'int', 'boolean', 'string', 'reduction', 'reduction+batchmean', 'list' (a
 -- Lua sequence), 'any-shape' (an int or a list of ints -> a list), 'any' (unchecked). A trailing
 -- table that is not a tensor and not a sequence (t[1] == nil) is the options table.
@@ -27,6 +29,12 @@ local function check(fname, name, kind, v)
     local ok
     if kind == 'tensor' then
         ok = ddpl.is_tensor(v)
+    elseif kind == 'ftensor' or kind == 'ftensor?' then
+        if ddpl.is_tensor(v) and not v:is_floating_point() then
+            error(string.format('%s: %s must be a floating point tensor, got %s', fname, name,
+                                v.dtype), 4)
+        end
+        ok = ddpl.is_tensor(v) or (kind == 'ftensor?' and v == nil)
     elseif kind == 'tensor?' then
         ok = v == nil or ddpl.is_tensor(v)
     elseif kind == 'number' or kind == 'number?' then
@@ -59,6 +67,7 @@ local function check(fname, name, kind, v)
     end
     if not ok then
         local want = {['tensor?'] = 'a tensor or nil', tensor = 'a tensor', int = 'an integer',
+                      ftensor = 'a tensor', ['ftensor?'] = 'a tensor or nil',
                       list = 'a list', ['number?'] = 'a number or nil',
                       ['any-shape'] = 'a positive integer or a list of them'}
         error(string.format('%s: %s must be %s, got %s', fname, name, want[kind] or 'a ' .. kind,
@@ -119,6 +128,20 @@ function Args.reduce(loss, reduction)
     if reduction == 'mean' then return loss:mean() end
     if reduction == 'sum' then return loss:sum() end
     return loss
+end
+
+-- Errors unless a and b broadcast together (PyTorch's rule, trailing dimensions first), so a
+-- loss names itself rather than the elementwise op inside it.
+function Args.check_broadcast(fname, what_a, a, what_b, b)
+    local sa, sb = a:shape(), b:shape()
+    for i = 1, math.min(#sa, #sb) do
+        local x, y = sa[#sa + 1 - i], sb[#sb + 1 - i]
+        if x ~= y and x ~= 1 and y ~= 1 then
+            error(string.format('%s: %s [%s] and %s [%s] cannot be broadcast together', fname,
+                                what_a, table.concat(sa, ','), what_b, table.concat(sb, ',')),
+                  3)
+        end
+    end
 end
 
 -- Errors unless a and b have the same shape (PyTorch's BCE losses refuse to broadcast target).

@@ -29,8 +29,8 @@ end
 
 function Lay.group_norm(...)
     local fname = 'group_norm'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'num_groups', 'int'},
-                                 {'weight', 'tensor?'}, {'bias', 'tensor?'},
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'num_groups', 'int'},
+                                 {'weight', 'ftensor?'}, {'bias', 'ftensor?'},
                                  {'eps', 'number', 1e-5}}, ...)
     local x, G = a.input, a.num_groups
     if x:dim() < 2 then
@@ -61,8 +61,8 @@ end
 
 function Lay.rms_norm(...)
     local fname = 'rms_norm'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'normalized_shape', 'any-shape'},
-                                 {'weight', 'tensor?'}, {'eps', 'number?'}}, ...)
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'normalized_shape', 'any-shape'},
+                                 {'weight', 'ftensor?'}, {'eps', 'number?'}}, ...)
     local x = a.input
     local shape = a.normalized_shape
     local nd, xs = #shape, x:shape()
@@ -116,7 +116,7 @@ end
 
 function Lay.conv1d(...)
     local fname = 'conv1d'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'weight', 'tensor'}, {'bias', 'tensor?'},
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'weight', 'ftensor'}, {'bias', 'ftensor?'},
                                  {'stride', 'any', 1}, {'padding', 'any', 0},
                                  {'dilation', 'any', 1}, {'groups', 'int', 1}}, ...)
     local x, w = a.input, a.weight

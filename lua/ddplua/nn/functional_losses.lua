@@ -12,21 +12,13 @@ local Args = require 'ddplua.nn.functional_args'
 
 local L = {}
 
-local function check_float(fname, what, t)
-    if not t:is_floating_point() then
-        error(string.format('%s: %s must be a floating point tensor, got %s', fname, what,
-                            t.dtype), 3)
-    end
-end
-
 -- binary_cross_entropy(input, target [, weight [, reduction='mean']]): input probabilities in
 -- [0, 1]; loss = -w (y log x + (1 - y) log(1 - x)), each log clamped at -100 as PyTorch does.
 function L.binary_cross_entropy(...)
     local fname = 'binary_cross_entropy'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'target', 'tensor'}, {'weight', 'tensor?'},
-                                 {'reduction', 'reduction', 'mean'}}, ...)
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'target', 'ftensor'},
+                                 {'weight', 'ftensor?'}, {'reduction', 'reduction', 'mean'}}, ...)
     local x, y = a.input, a.target
-    check_float(fname, 'input', x)
     Args.check_same_shape(fname, 'input', x, 'target', y)
     -- PyTorch refuses probabilities outside [0, 1] (and NaN): one readback, as its CPU kernel
     local inside = ddpl.no_grad(function() return x:ge(0):long():mul(x:le(1):long()):min() end)
@@ -53,11 +45,10 @@ end
 -- Both exponents are <= 0, so no value overflows.
 function L.binary_cross_entropy_with_logits(...)
     local fname = 'binary_cross_entropy_with_logits'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'target', 'tensor'}, {'weight', 'tensor?'},
-                                 {'reduction', 'reduction', 'mean'}, {'pos_weight', 'tensor?'}},
-                         ...)
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'target', 'ftensor'},
+                                 {'weight', 'ftensor?'}, {'reduction', 'reduction', 'mean'},
+                                 {'pos_weight', 'ftensor?'}}, ...)
     local x, y = a.input, a.target
-    check_float(fname, 'input', x)
     Args.check_same_shape(fname, 'input', x, 'target', y)
     local m = (-x):clamp(0):detach()
     local log_term = m + ((-m):exp() + (-x - m):exp()):log()
@@ -74,8 +65,9 @@ end
 
 -- l1_loss(input, target [, reduction='mean']): |x - y|.
 function L.l1_loss(...)
-    local a = Args.parse('l1_loss', {{'input', 'tensor'}, {'target', 'tensor'},
+    local a = Args.parse('l1_loss', {{'input', 'ftensor'}, {'target', 'ftensor'},
                                      {'reduction', 'reduction', 'mean'}}, ...)
+    Args.check_broadcast('l1_loss', 'input', a.input, 'target', a.target)
     return Args.reduce((a.input - a.target):abs(), a.reduction)
 end
 
@@ -84,11 +76,12 @@ end
 -- which also keeps 1/beta out of the graph).
 function L.smooth_l1_loss(...)
     local fname = 'smooth_l1_loss'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'target', 'tensor'},
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'target', 'ftensor'},
                                  {'reduction', 'reduction', 'mean'}, {'beta', 'number', 1.0}}, ...)
     if a.beta < 0 then
         error(fname .. ': beta must be non-negative, got ' .. tostring(a.beta), 2)
     end
+    Args.check_broadcast(fname, 'input', a.input, 'target', a.target)
     local d = (a.input - a.target):abs()
     if a.beta == 0 then return Args.reduce(d, a.reduction) end
     local loss = ddpl.where(d:lt(a.beta), d * d * (0.5 / a.beta), d - 0.5 * a.beta)
@@ -99,11 +92,12 @@ end
 -- d < delta, else delta (d - 0.5 delta).
 function L.huber_loss(...)
     local fname = 'huber_loss'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'target', 'tensor'},
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'target', 'ftensor'},
                                  {'reduction', 'reduction', 'mean'}, {'delta', 'number', 1.0}}, ...)
     if not (a.delta > 0) then
         error(fname .. ': delta must be positive, got ' .. tostring(a.delta), 2)
     end
+    Args.check_broadcast(fname, 'input', a.input, 'target', a.target)
     local d = (a.input - a.target):abs()
     local loss = ddpl.where(d:lt(a.delta), d * d * 0.5, (d - 0.5 * a.delta) * a.delta)
     return Args.reduce(loss, a.reduction)
@@ -116,10 +110,11 @@ end
 -- PyTorch (which warns about it).
 function L.kl_div(...)
     local fname = 'kl_div'
-    local a = Args.parse(fname, {{'input', 'tensor'}, {'target', 'tensor'},
+    local a = Args.parse(fname, {{'input', 'ftensor'}, {'target', 'ftensor'},
                                  {'reduction', 'reduction+batchmean', 'mean'},
                                  {'log_target', 'boolean', false}}, ...)
     local x, t = a.input, a.target
+    Args.check_broadcast(fname, 'input', x, 'target', t)
     local loss
     if a.log_target then
         loss = t:exp() * (t - x)
