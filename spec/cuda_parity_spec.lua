@@ -418,6 +418,54 @@ case { name = 'F.scaled_dot_product_attention causal, heads as a transposed view
         return F.scaled_dot_product_attention(heads(q), heads(k), heads(v), { is_causal = true })
     end }
 
+-- issue 16's additions (nn.functional_*.lua, ops/nn_conv_transpose.c)
+case { name = 'F.binary_cross_entropy weight', ins = { P { 3, 4 }, P { 3, 4 }, P { 4 } },
+    dtypes = FP,
+    f = function(x, y, w) return F.binary_cross_entropy(x * 0.5, y - 0.5, { weight = w }) end }
+case { name = 'F.binary_cross_entropy_with_logits pos_weight', dtypes = FP,
+    ins = { R { 3, 4 }, P { 3, 4 }, P { 4 } },
+    f = function(x, y, pw)
+        return F.binary_cross_entropy_with_logits(x * 3, y - 0.5, { pos_weight = pw,
+                                                                    reduction = 'none' })
+    end }
+case { name = 'F.l1, smooth_l1, huber losses', ins = { R { 4, 5 }, R { 4, 5 } }, dtypes = FP,
+    f = function(a, b)
+        return F.l1_loss(a, b), F.smooth_l1_loss(a, b, { beta = 0.5, reduction = 'sum' }),
+            F.huber_loss(a, b, { delta = 0.7, reduction = 'none' })
+    end }
+case { name = 'F.kl_div batchmean and log_target', ins = { R { 3, 5 }, R { 3, 5 } }, dtypes = FP,
+    f = function(x, t)
+        local lp, q = F.log_softmax(x, 1), F.softmax(t, 1)
+        return F.kl_div(lp, q, { reduction = 'batchmean' }),
+            F.kl_div(lp, q:log(), { reduction = 'sum', log_target = true })
+    end }
+case { name = 'F.leaky_relu, elu, softplus', ins = { R { 4, 6 } }, dtypes = FP,
+    f = function(x)
+        return F.leaky_relu(x, 0.2), F.elu(x * 3, 0.5), F.softplus(x * 10, 2, 5)
+    end }
+case { name = 'F.one_hot', ins = { I({ 2, 5 }, 4) }, grad = false, dtypes = FP,
+    f = function(t) return F.one_hot(t, 6) end }
+case { name = 'F.pad constant, reflect, replicate, circular', ins = { R { 2, 3, 4, 5 } },
+    f = function(x)
+        return F.pad(x, { 1, -1, 2, 0 }, { value = 0.5 }),
+            F.pad(x, { 2, 1, 1, 2 }, { mode = 'reflect' }),
+            F.pad(x, { 3, 0, 1, 1 }, { mode = 'replicate' }),
+            F.pad(x, { 1, 2, 2, 1 }, { mode = 'circular' })
+    end }
+case { name = 'F.group_norm and rms_norm', ins = { R { 2, 6, 3, 2 }, R { 6 }, R { 6 }, R { 3, 2 } },
+    dtypes = FP,
+    f = function(x, w, b, g)
+        return F.group_norm(x, 3, w, b), F.rms_norm(x, { 3, 2 }, g)
+    end }
+case { name = 'F.conv1d same, groups', ins = { R { 2, 4, 9 }, R { 6, 2, 4 }, R { 6 } }, tol = 3,
+    f = function(x, w, b) return F.conv1d(x, w, b, { padding = 'same', groups = 2 }) end }
+case { name = 'F.conv_transpose2d stride, output_padding, groups, dilation',
+    ins = { R { 2, 4, 4, 3 }, R { 4, 3, 3, 2 }, R { 6 } }, tol = 3,
+    f = function(x, w, b)
+        return F.conv_transpose2d(x, w, b, { stride = 2, padding = 1, output_padding = 1,
+                                             groups = 2, dilation = { 1, 2 } })
+    end }
+
 -- the fused optimizer steps: two steps on a parameter whose gradient is g
 local function two_steps(make)
     return function(x, g)

@@ -298,3 +298,64 @@ suite('gradcheck: nn.functional', {
         return F.scaled_dot_product_attention(q, k, v, {attn_mask = m})
     end, function() return {U({2, 2}), U({3, 2}), U({3, 2})} end},
 })
+
+-- issue 16's additions (nn.functional_*.lua): losses, activations, pad, norms, conv1d. Inputs
+-- avoid the kinks (|x - y| at 0 and at beta/delta, x at 0 for the activations, the softplus
+-- threshold), where finite differences are not meaningful.
+suite('gradcheck: nn.functional (issue 16)', {
+    {'binary_cross_entropy with weight', function(x, y)
+        return F.binary_cross_entropy(x, y, {weight = ddpl.tensor({0.5, 2.0, 1.0},
+                                                                  {dtype = 'float64'})})
+    end, function() return {U({2, 3}, 0.1, 0.9), U({2, 3}, 0, 1)} end},
+    {'binary_cross_entropy_with_logits pos_weight and weight (all four inputs)',
+     function(x, y, w, pw)
+        return F.binary_cross_entropy_with_logits(x, y, {weight = w, pos_weight = pw,
+                                                         reduction = 'sum'})
+    end, function() return {U({2, 3}, -4, 4), U({2, 3}, 0, 1), U({3}, 0.5, 2), U({3}, 0.5, 3)}
+    end},
+    {'binary_cross_entropy_with_logits none', function(x, y)
+        return F.binary_cross_entropy_with_logits(x, y, {reduction = 'none'})
+    end, function() return {U({4}, -3, 3), U({4}, 0, 1)} end},
+    {'l1_loss', function(a, b) return F.l1_loss(a, b, 'sum') end,
+     function() return {A({2, 3}), ddpl.zeros(2, 3, {dtype = 'float64'})} end},
+    {'smooth_l1_loss beta 0.5', function(a)
+        return F.smooth_l1_loss(a, ddpl.zeros(2, 4, {dtype = 'float64'}), {beta = 0.5})
+    end, function() return {A({2, 4})} end},
+    {'huber_loss delta 0.7', function(a)
+        return F.huber_loss(a, ddpl.zeros(2, 4, {dtype = 'float64'}), {delta = 0.7,
+                                                                       reduction = 'none'})
+    end, function() return {A({2, 4})} end},
+    {'kl_div batchmean (input and target)', function(x, t)
+        return F.kl_div(x, t, {reduction = 'batchmean'})
+    end, function() return {U({3, 4}, -3, -0.1), U({3, 4}, 0.05, 1)} end},
+    {'kl_div log_target', function(x, t)
+        return F.kl_div(x, t, {reduction = 'sum', log_target = true})
+    end, function() return {U({3, 4}, -3, -0.1), U({3, 4}, -3, -0.1)} end},
+    {'leaky_relu', function(x) return F.leaky_relu(x, 0.2) end, function() return {A({6})} end},
+    {'elu', function(x) return F.elu(x, 0.7) end, function() return {A({6})} end},
+    {'softplus beta 2 threshold 3', function(x) return F.softplus(x, 2, 3) end,
+     function() return {U({8}, -3, 1.4)} end},
+    {'pad constant with negative amounts', function(x)
+        return F.pad(x, {1, -1, 2, 0}, {value = 0.5})
+    end, function() return {U({2, 3, 4})} end},
+    {'pad reflect', function(x) return F.pad(x, {2, 1, 1, 2}, {mode = 'reflect'}) end,
+     function() return {U({1, 2, 3, 4})} end},
+    {'pad replicate', function(x) return F.pad(x, {2, 3}, {mode = 'replicate'}) end,
+     function() return {U({2, 3})} end},
+    {'pad circular', function(x) return F.pad(x, {1, 2, 2, 0}, {mode = 'circular'}) end,
+     function() return {U({1, 1, 3, 3})} end},
+    {'group_norm', function(x, w, b) return F.group_norm(x, 2, w, b) end,
+     function() return {U({2, 4, 3}), U({4}), U({4})} end},
+    {'rms_norm', function(x, w) return F.rms_norm(x, {2, 3}, w) end,
+     function() return {U({2, 2, 3}), U({2, 3})} end},
+    {'conv1d', function(x, w, b)
+        return F.conv1d(x, w, b, {stride = 2, padding = 1, dilation = 2, groups = 2})
+    end, function() return {U({2, 4, 7}), U({4, 2, 3}), U({4})} end},
+    {'conv_transpose2d stride, padding, output_padding, groups, dilation', function(x, w, b)
+        return F.conv_transpose2d(x, w, b, {stride = {2, 1}, padding = {1, 0},
+                                            output_padding = {1, 0}, groups = 2,
+                                            dilation = {1, 2}})
+    end, function() return {U({2, 4, 3, 3}), U({4, 1, 2, 3}), U({2})} end},
+    {'conv_transpose2d unbatched', function(x, w) return F.conv_transpose2d(x, w, nil, 2) end,
+     function() return {U({2, 3, 2}), U({2, 3, 2, 2})} end},
+})

@@ -12,6 +12,13 @@ local function build(desc)
         for i, c in ipairs(desc.children) do kids[i] = build(c) end
         return nn[desc.ctor](table.unpack(kids))
     end
+    if desc.entries then -- ModuleDict, ParameterDict: {key, module spec or tensor} pairs
+        local pairs_ = {}
+        for i, e in ipairs(desc.entries) do
+            pairs_[i] = {e[1], e[2].shape and H.tensor(e[2]) or build(e[2])}
+        end
+        return nn[desc.ctor](pairs_)
+    end
     local args = {}
     for i, a in ipairs(desc.args or {}) do
         if type(a) == 'table' and not a.shape and next(a) and a[1] == nil then
@@ -20,6 +27,10 @@ local function build(desc)
                 opts[k] = type(v) == 'table' and v.shape and H.tensor(v) or v
             end
             a = opts
+        elseif type(a) == 'table' and type(a[1]) == 'table' and a[1].shape then
+            local list = {} -- a ParameterList's tensors
+            for j, t in ipairs(a) do list[j] = H.tensor(t) end
+            a = list
         end
         args[i] = a
     end
@@ -71,6 +82,10 @@ describe('nn modules against PyTorch (fixture)', function()
             local sd = {}
             for _, kv in ipairs(c.state) do sd[kv[1]] = H.tensor(kv[2]) end
             m:load_state_dict(sd)
+            for k, v in pairs(m:state_dict()) do -- the shapes too (load_state_dict checks them)
+                assert.are.same(H.shape(sd[k]), H.shape(v), k)
+            end
+            if not c.inputs then return end -- a container: names, shapes and printed form
             m:train(c.train)
             local ins = {}
             for i, e in ipairs(c.inputs) do

@@ -1,7 +1,8 @@
 /* lua/bind_functional.c: ddpl.nn.functional (F.*) over the C API's neural-network functions.
- * defines: lb_functional (linear conv2d max_pool2d avg_pool2d adaptive_avg_pool2d batch_norm
- *          layer_norm embedding dropout softmax log_softmax cross_entropy nll_loss mse_loss
- *          relu gelu silu sigmoid tanh scaled_dot_product_attention), lb_functional_methods
+ * defines: lb_functional (linear conv2d conv_transpose2d max_pool2d avg_pool2d
+ *          adaptive_avg_pool2d batch_norm layer_norm embedding dropout softmax log_softmax
+ *          cross_entropy nll_loss mse_loss relu gelu silu sigmoid tanh
+ *          scaled_dot_product_attention), lb_functional_methods
  *          (x:softmax, x:log_softmax).
  *
  * Arguments follow PyTorch: its positional parameters in its order, and any parameter by name
@@ -96,6 +97,30 @@ static int f_conv2d(lua_State *L)
         lb_pair(L, pi, "conv2d", "padding", 0, padding);
     }
     RETURN_RESULT(L, "conv2d", ddpl_conv2d(x, w, b, stride, padding, dilation, groups));
+}
+
+static const char *const conv_transpose_opts[] = {"bias",   "stride",   "padding", "output_padding",
+                                                  "groups", "dilation", NULL};
+
+/* F.conv_transpose2d(x, w [, bias, stride, padding, output_padding, groups, dilation]):
+ * PyTorch's positional order (groups before dilation, unlike conv2d) */
+static int f_conv_transpose2d(lua_State *L)
+{
+    static const char *fname = "conv_transpose2d";
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, fname, conv_transpose_opts);
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    ddpl_tensor *w = lb_check(L, 2, fname);
+    ddpl_tensor *b = lb_opt(L, lb_arg(L, &a, 3, "bias"), fname);
+    int stride[2], padding[2], output_padding[2], dilation[2];
+    lb_pair(L, lb_arg(L, &a, 4, "stride"), fname, "stride", 1, stride);
+    lb_pair(L, lb_arg(L, &a, 5, "padding"), fname, "padding", 0, padding);
+    lb_pair(L, lb_arg(L, &a, 6, "output_padding"), fname, "output_padding", 0, output_padding);
+    int groups = (int)lb_int(L, lb_arg(L, &a, 7, "groups"), fname, "groups", 1);
+    lb_pair(L, lb_arg(L, &a, 8, "dilation"), fname, "dilation", 1, dilation);
+    RETURN_RESULT(
+        L, fname,
+        ddpl_conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation));
 }
 
 static const char *const max_pool_opts[] = {"kernel_size", "stride",         "padding", "dilation",
@@ -396,6 +421,7 @@ static int f_sdpa(lua_State *L)
 const luaL_Reg lb_functional[] = {
     {"linear", f_linear},
     {"conv2d", f_conv2d},
+    {"conv_transpose2d", f_conv_transpose2d},
     {"max_pool2d", f_max_pool2d},
     {"avg_pool2d", f_avg_pool2d},
     {"adaptive_avg_pool2d", f_adaptive_avg_pool2d},

@@ -1,6 +1,6 @@
 /* ops/nn_common.h: checks and helpers shared by the neural-network ops (ops/nn_*.c).
  * defines: nn_check_float, nn_check_param, nn_contiguous, nn_alias, nn_run_or_release,
- *          nn_rename_error.
+ *          nn_rename_error; declares nn_run_conv_kernel (nn_conv.c).
  *
  * The nn kernels take contiguous float32/float64 tensors in canonical layouts; these helpers
  * produce them without recording autograd (the op records one node for the whole function). */
@@ -9,6 +9,11 @@
 
 #include "nn_params.h"
 #include "op_util.h"
+
+/* Runs CONV2D or CONV2D_BACKWARD (outs/ins as ops.def); 16-bit operands on the CPU compute in
+ * float32 copies (nn_conv.c). */
+int nn_run_conv_kernel(ddpl_op op, ddpl_tensor **outs, int n_out, ddpl_tensor **ins, int n_in,
+                       const ddpl_conv_params *p);
 
 /* The nn kernels exist for float32 and float64. */
 static inline int nn_check_float(const char *op, const char *what, const ddpl_tensor *x)

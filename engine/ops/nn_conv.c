@@ -1,5 +1,5 @@
 /* ops/nn_conv.c: 2-D convolution with its gradient.
- * defines: ddpl_conv2d.
+ * defines: ddpl_conv2d, nn_run_conv_kernel.
  *
  * The forward and backward kernels take contiguous x (N,C,H,W), w (O,C/groups,kh,kw) and
  * produce y (N,O,OH,OW) with OH = (H + 2*ph - dh*(kh-1) - 1) / sh + 1 (floor), likewise OW.
@@ -15,9 +15,10 @@ typedef struct {
 } conv_ctx;
 
 /* Runs a conv kernel. The CPU kernels exist for float32/float64 only: 16-bit operands are
- * widened to float32 copies, the kernel writes float32 outputs, which are rounded into outs. */
-static int run_conv_kernel(ddpl_op op, ddpl_tensor **outs, int n_out, ddpl_tensor **ins, int n_in,
-                           const ddpl_conv_params *p)
+ * widened to float32 copies, the kernel writes float32 outputs, which are rounded into outs.
+ * Shared with conv_transpose2d (nn_conv_transpose.c). */
+int nn_run_conv_kernel(ddpl_op op, ddpl_tensor **outs, int n_out, ddpl_tensor **ins, int n_in,
+                       const ddpl_conv_params *p)
 {
     ddpl_tensor *in0 = ins[0];
     bool half = in0->dtype == DDPL_FLOAT16 || in0->dtype == DDPL_BFLOAT16;
@@ -57,8 +58,8 @@ static int conv2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
         rc = -1;
     ddpl_tensor *ins[3] = {g, x, w};
     if (rc == 0 && (outs[0] || outs[1] || outs[2]))
-        rc = run_conv_kernel(DDPL_OP_CONV2D_BACKWARD, outs, 3, ins, 3,
-                             &DDPL_NODE_CTX(n, conv_ctx)->p);
+        rc = nn_run_conv_kernel(DDPL_OP_CONV2D_BACKWARD, outs, 3, ins, 3,
+                                &DDPL_NODE_CTX(n, conv_ctx)->p);
     ddpl_tensor_release(g);
     for (int i = 0; i < 3; i++) {
         if (rc == 0)
@@ -137,7 +138,7 @@ static ddpl_tensor *conv2d_batched(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *
     ddpl_tensor *y =
         xc && wc && (bc || !bias) ? ddpl_tensor_new(4, ys, (ddpl_dtype)x->dtype, x->device) : NULL;
     ddpl_tensor *ins[3] = {xc, wc, bc};
-    if (y && run_conv_kernel(DDPL_OP_CONV2D, &y, 1, ins, 3, p) < 0) {
+    if (y && nn_run_conv_kernel(DDPL_OP_CONV2D, &y, 1, ins, 3, p) < 0) {
         ddpl_tensor_release(y);
         y = NULL;
     }

@@ -147,6 +147,11 @@ ddpl_tensor *ddpl_linear(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias)
 ddpl_tensor *ddpl_conv2d(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias,
                          const int stride[2], const int padding[2], const int dilation[2],
                          int groups);
+/* x (N,Cin,H,W) or (Cin,H,W), weight (Cin,Cout/groups,kh,kw), bias (Cout) or NULL; the
+ * adjoint of conv2d, output (N,Cout,(H-1)*sh-2*ph+dh*(kh-1)+oph+1, likewise W) */
+ddpl_tensor *ddpl_conv_transpose2d(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias,
+                                   const int stride[2], const int padding[2],
+                                   const int output_padding[2], int groups, const int dilation[2]);
 ddpl_tensor *ddpl_max_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
                              const int padding[2]);
 ddpl_tensor *ddpl_avg_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],

@@ -9,13 +9,17 @@ local F = require 'ddplua.nn.functional'
 
 local LayerNorm = Module:extend('LayerNorm')
 
-function LayerNorm:init(normalized_shape, opts)
+-- normalized_shape (an int or a non-empty list of positive ints) -> a new list; RMSNorm's too
+function LayerNorm.normalized_shape_arg(cls, normalized_shape)
     local shape = type(normalized_shape) == 'table' and normalized_shape or {normalized_shape}
     local copy = {}
-    for i, s in ipairs(shape) do
-        copy[i] = Module.check_int('LayerNorm', s, 'normalized_shape', 1)
-    end
-    if #copy == 0 then error('LayerNorm: normalized_shape must not be empty', 2) end
+    for i, s in ipairs(shape) do copy[i] = Module.check_int(cls, s, 'normalized_shape', 1) end
+    if #copy == 0 then error(cls .. ': normalized_shape must not be empty', 3) end
+    return copy
+end
+
+function LayerNorm:init(normalized_shape, opts)
+    local copy = LayerNorm.normalized_shape_arg('LayerNorm', normalized_shape)
     self.normalized_shape = copy
     local o = Module.options('LayerNorm', opts, {eps = 1e-5, elementwise_affine = true}, true)
     self.eps, self.elementwise_affine = o.eps, o.elementwise_affine

@@ -2,7 +2,8 @@
 -- defines: State.new() (a fresh instance table), State.get(m, k) (the __index part that finds
 --          registered names), State.set(m, k, v) (__newindex: registration by assignment),
 --          State.register(m, kind, name, v, fname [, persistent]), State.entries(m, kind)
---          (ordered {name, value} pairs, nil values included).
+--          (ordered {name, value} pairs, nil values included), State.remove(m, name) (drops a
+--          registered name and its slot: the dict containers' pop).
 --
 -- Each registry is an ordered dictionary (keys in registration order, a key keeps its place
 -- when re-assigned) because named_parameters and state_dict must list names in the order
@@ -112,6 +113,11 @@ function State.set(m, k, v)
     else
         rawget(m, '__attrs')[k] = v
     end
+end
+
+function State.remove(m, name)
+    for _, field in pairs(KIND_FIELD) do od_del(rawget(m, field), name) end
+    rawget(m, '__nonpersistent')[name] = nil
 end
 
 -- The registry's {name, value} pairs in order, nil values included (state_dict needs the

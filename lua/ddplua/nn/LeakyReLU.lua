@@ -1,0 +1,28 @@
+-- lua/ddplua/nn/LeakyReLU.lua: nn.LeakyReLU([negative_slope=0.01]) (or {negative_slope=}).
+-- defines: LeakyReLU: y = x for x > 0, negative_slope * x otherwise (F.leaky_relu).
+local Module = require 'ddplua.nn.Module'
+local F = require 'ddplua.nn.functional'
+
+local LeakyReLU = Module:extend('LeakyReLU')
+
+function LeakyReLU:init(negative_slope)
+    if type(negative_slope) == 'table' then
+        negative_slope = Module.options('LeakyReLU', negative_slope,
+                                        {negative_slope = 0.01}).negative_slope
+    end
+    if negative_slope == nil then negative_slope = 0.01 end
+    if type(negative_slope) ~= 'number' then
+        error('LeakyReLU: negative_slope must be a number, got ' .. tostring(negative_slope), 2)
+    end
+    self.negative_slope = negative_slope
+end
+
+function LeakyReLU:forward(x)
+    return F.leaky_relu(x, self.negative_slope)
+end
+
+function LeakyReLU:extra_repr()
+    return 'negative_slope=' .. Module.repr(self.negative_slope)
+end
+
+return LeakyReLU
