@@ -9,8 +9,8 @@
 -- y scale and its own legend to the right of it (outside the plot area, so it never covers a
 -- curve). Series go to one panel when their values are comparable (see compatible()); loss and
 -- accuracy never share one. One <path class="curve"> per series and file; colour tells series
--- apart, and with several files each file also has its own dash pattern (several runs or ranks
--- of one job). Curves with few points also get a dot per point, so a 2-epoch run still shows.
+-- apart, and with several files (several runs or ranks of one job) each file has its own dash
+-- pattern, or its own colour where every panel holds one series. Curves with few points also get a dot per point, so a 2-epoch run still shows.
 -- Elements carry classes (panel, plot-area, tick-x, tick-y, curve, legend-label) and data-
 -- attributes so that tests and scripts can read the picture back.
 local ticks = require 'ddplua.tools.ticks'
@@ -104,26 +104,24 @@ local function text_width(s) return #s * CHAR_W end
 
 -- ---- the chart ----
 
--- The curves of a panel: one per key and run that has the series.
-local function panel_curves(panel, runs)
+-- The curves of a panel: one per key and run that has the series. by_run: colour tells runs
+-- apart (every panel has one series); otherwise colour tells series apart (key_index: a key's
+-- place among all keys, so no two series of the chart share a colour) and, with several runs,
+-- a dash pattern per run, the same in every panel.
+local function panel_curves(panel, runs, by_run, key_index)
     local curves = {}
     local several_runs = #runs > 1
-    for ki, key in ipairs(panel.keys) do
+    for _, key in ipairs(panel.keys) do
         for ri, run in ipairs(runs) do
             local s = run.series[key]
             if s then
-                curves[#curves + 1] = { key = key, key_index = ki, run = run, run_index = ri,
-                    x = s.x, y = s.y,
-                    label = several_runs and ('%s (%s)'):format(key, run.label) or key }
+                local ci = by_run and ri or key_index[key]
+                curves[#curves + 1] = { key = key, run = run, x = s.x, y = s.y,
+                    label = several_runs and ('%s (%s)'):format(key, run.label) or key,
+                    color = PALETTE[(ci - 1) % #PALETTE + 1],
+                    dash = (several_runs and not by_run) and DASHES[(ri - 1) % #DASHES + 1] or nil }
             end
         end
-    end
-    -- colour per series; with several runs and one series, colour per run instead
-    local by_run = #panel.keys == 1 and several_runs
-    for _, c in ipairs(curves) do
-        local ci = by_run and c.run_index or c.key_index
-        c.color = PALETTE[(ci - 1) % #PALETTE + 1]
-        c.dash = (several_runs and not by_run) and DASHES[(c.run_index - 1) % #DASHES + 1] or nil
     end
     return curves
 end
@@ -134,8 +132,12 @@ function svg_chart.render(runs, keys, opts)
     local panels = svg_chart.panels(keys, runs)
     local xlo, xhi = math.huge, -math.huge
     local legend_chars, n_curves = 0, 0
+    local by_run = #runs > 1
+    for _, p in ipairs(panels) do by_run = by_run and #p.keys == 1 end
+    local key_index = {}
+    for i, k in ipairs(keys) do key_index[k] = i end
     for _, p in ipairs(panels) do
-        p.curves = panel_curves(p, runs)
+        p.curves = panel_curves(p, runs, by_run, key_index)
         for _, c in ipairs(p.curves) do
             n_curves = n_curves + 1
             legend_chars = math.max(legend_chars, #c.label)
