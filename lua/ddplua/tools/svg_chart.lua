@@ -35,17 +35,20 @@ function svg_chart.kind(key)
     return nil
 end
 
+-- [lo, hi] widened to hold every value of list
+local function extend(lo, hi, list)
+    for _, v in ipairs(list) do
+        if v < lo then lo = v end
+        if v > hi then hi = v end
+    end
+    return lo, hi
+end
+
 -- [lo, hi] of a series over every run
 local function key_range(key, runs)
     local lo, hi = math.huge, -math.huge
     for _, run in ipairs(runs) do
-        local s = run.series[key]
-        if s then
-            for _, v in ipairs(s.y) do
-                if v < lo then lo = v end
-                if v > hi then hi = v end
-            end
-        end
+        if run.series[key] then lo, hi = extend(lo, hi, run.series[key].y) end
     end
     return lo, hi
 end
@@ -141,10 +144,7 @@ function svg_chart.render(runs, keys, opts)
         for _, c in ipairs(p.curves) do
             n_curves = n_curves + 1
             legend_chars = math.max(legend_chars, #c.label)
-            for _, x in ipairs(c.x) do
-                if x < xlo then xlo = x end
-                if x > xhi then xhi = x end
-            end
+            xlo, xhi = extend(xlo, xhi, c.x)
         end
     end
 
