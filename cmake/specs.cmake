@@ -32,6 +32,12 @@ foreach(spec ${DDPL_SPECS})
   ddpl_lock_gpu_if_cuda(${name} ${spec})
 endforeach()
 
+# package_spec builds the Debian package (cpack: a minute or more on a busy 2-core machine);
+# `ctest -LE slow` leaves it out.
+if(TEST package_spec)
+  set_tests_properties(package_spec PROPERTIES LABELS slow)
+endif()
+
 file(GLOB DDPL_C_TESTS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/c/*.c)
 foreach(src ${DDPL_C_TESTS})
   get_filename_component(name ${src} NAME_WE)

@@ -15,6 +15,8 @@ packages=(
     iproute2                            # `ip netns`, for the multi-node spec
     dataset-fashion-mnist               # the real data set the examples train on
     util-linux                          # `script`, for the REPL's pty spec
+    luarocks                            # the rock (ddplua-dev-1.rockspec, luarocks_spec)
+    dpkg-dev                            # dpkg-shlibdeps: the .deb's Depends (package_spec)
 )
 
 missing=()

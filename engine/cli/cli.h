@@ -1,5 +1,6 @@
 /* cli/cli.h: what the files of the ddplua command share.
- * defines: cli_options (parsed command line, launcher flags included), cli_parse, cli_usage,
+ * defines: cli_options (parsed command line, launcher flags and subcommands included), cli_parse,
+ *          cli_usage,
  *          cli_docall, cli_report, cli_message, cli_repl, CLI_PROGNAME. */
 #ifndef DDPL_CLI_H
 #define DDPL_CLI_H
@@ -27,6 +28,9 @@ typedef struct cli_launch {
 } cli_launch;
 
 typedef struct cli_options {
+    /* a subcommand given as the first argument ("plot"): runs the Lua tool
+     * ddplua.tools.<command> with the remaining arguments (script_args) instead of a script */
+    const char *command;
     int script; /* argv index of the script ("-" is stdin), 0 when none */
     int n_actions;
     cli_action *actions; /* argc entries at most */

@@ -1,5 +1,6 @@
 /* cli/main.c: the ddplua command (modelled on lua.c): runs scripts, -e and -l, then the REPL;
- * with launcher flags it hands over to cli/launch.c instead.
+ * with launcher flags it hands over to cli/launch.c instead, and a subcommand (`ddplua plot`)
+ * runs its Lua tool (lua/ddplua/tools/).
  * defines: main, cli_docall, cli_report, cli_message.
  *
  * Everything runs under lua_pcall with a traceback handler, so an error prints
@@ -19,7 +20,8 @@
 #include "ddpl/lua.h"
 
 static lua_State *globalL;
-static int launch_status = -1; /* the launcher's exit status, when it ran */
+static int launch_status = -1;  /* the launcher's exit status, when it ran */
+static int command_status = -1; /* a subcommand's exit status, when one ran */
 
 /* ---- Ctrl-C while Lua runs ---- */
 
@@ -164,6 +166,32 @@ static int handle_script(lua_State *L, char **argv, const cli_options *o)
     return cli_report(L, status);
 }
 
+/* require('ddplua.tools.<command>').main({args...}): the tool prints its own messages and
+ * returns the exit status (0 done, 1 failed, 2 bad usage). */
+static int run_command(lua_State *L, const cli_options *o)
+{
+    lua_getglobal(L, "require");
+    lua_pushfstring(L, "ddplua.tools.%s", o->command);
+    int status = cli_docall(L, 1, 1);
+    if (status == LUA_OK) {
+        lua_getfield(L, -1, "main");
+        lua_remove(L, -2);
+        lua_createtable(L, o->n_script_args, 0);
+        for (int i = 0; i < o->n_script_args; i++) {
+            lua_pushstring(L, o->script_args[i]);
+            lua_rawseti(L, -2, i + 1);
+        }
+        status = cli_docall(L, 1, 1);
+        if (status == LUA_OK) {
+            int isnum;
+            lua_Integer rc = lua_tointegerx(L, -1, &isnum);
+            command_status = (isnum && rc >= 0 && rc <= 255) ? (int)rc : EXIT_FAILURE;
+            lua_pop(L, 1);
+        }
+    }
+    return cli_report(L, status);
+}
+
 static int pmain(lua_State *L)
 {
     int argc = (int)lua_tointeger(L, 1);
@@ -192,6 +220,12 @@ static int pmain(lua_State *L)
     if (o.warnings) lua_warning(L, "@on", 0);
     if (o.version) print_version();
     bool ok = preload_ddpl(L) == LUA_OK;
+    if (o.command) {
+        ok = ok && run_command(L, &o) == LUA_OK;
+        free(o.actions);
+        lua_pushboolean(L, ok);
+        return 1;
+    }
     for (int i = 0; ok && i < o.n_actions; i++) {
         const cli_action *a = &o.actions[i];
         ok = (a->kind == 'e' ? dostring(L, a->value, "=(command line)") : dolibrary(L, a->value)) ==
@@ -220,5 +254,6 @@ int main(int argc, char **argv)
     cli_report(L, status);
     lua_close(L);
     if (launch_status >= 0 && status == LUA_OK) return launch_status;
+    if (command_status >= 0 && status == LUA_OK) return command_status;
     return (result && status == LUA_OK) ? EXIT_SUCCESS : EXIT_FAILURE;
 }

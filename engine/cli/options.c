@@ -2,6 +2,13 @@
  * defines: cli_parse, cli_usage.
  *
  *   ddplua [options] [launcher flags] [script [launcher flags] [--] [args...]]
+ *   ddplua COMMAND [args...]
+ *
+ * A subcommand (COMMANDS below: plot) is recognised only as the very first argument, and wins
+ * over a script of the same name in the current directory, as git's and cargo's do: such a
+ * script runs as `ddplua ./plot` or `ddplua -- plot`. Scripts are normally *.lua, so the clash
+ * needs a file named exactly like a command; a command then still does what its help says
+ * whatever directory it is run from.
  *
  * Lua's options (-e -l -i -v -E -W -h, "-" for stdin, "--" to stop) as lua.c has them, plus the
  * launcher flags of API.md (--nproc, --nnodes, --node-rank, --master-addr, --master-port, and
@@ -15,6 +22,9 @@
 
 #include "cli.h"
 
+/* the subcommands, each a Lua tool ddplua.tools.<name> with main(args) -> exit status */
+static const char *const COMMANDS[] = {"plot", NULL};
+
 void cli_usage(const char *badoption)
 {
     if (badoption) {
@@ -25,6 +35,7 @@ void cli_usage(const char *badoption)
     }
     fprintf(stderr,
             "usage: %s [options] [script [args]]\n"
+            "       %s plot FILE.jsonl... [-o OUT.svg] [--x FIELD] [--y A,B,...]\n"
             "Available options are:\n"
             "  -e stat   execute string 'stat'\n"
             "  -i        enter interactive mode after executing 'script'\n"
@@ -46,8 +57,11 @@ void cli_usage(const char *badoption)
             "  --standalone         one machine, rendezvous on a free local port (torchrun's)\n"
             "  --max-restarts N     when a worker fails, stop all and start them again, up to N\n"
             "                       times (TORCHELASTIC_RESTART_COUNT tells them which start)\n"
+            "Commands (first argument only; './plot' or '-- plot' runs a script of that name):\n"
+            "  plot FILE.jsonl...   draw training metrics (JSON lines) as an SVG chart; one\n"
+            "                       curve per series and file (ddplua plot --help)\n"
             "With no script and no -e, ddplua starts a REPL with 'ddpl' preloaded.\n",
-            CLI_PROGNAME);
+            CLI_PROGNAME, CLI_PROGNAME);
     fflush(stderr);
 }
 
@@ -157,6 +171,14 @@ int cli_parse(int argc, char **argv, cli_options *o)
     o->launch.nnodes = 1;
     o->actions = calloc((size_t)argc + 1, sizeof *o->actions);
     if (!o->actions) return -1;
+    for (int k = 0; argc > 1 && COMMANDS[k]; k++) {
+        if (strcmp(argv[1], COMMANDS[k]) == 0) {
+            o->command = COMMANDS[k];
+            o->script_args = argv + 2;
+            o->n_script_args = argc - 2;
+            return 0;
+        }
+    }
     int i = 1;
     while (i < argc) {
         const char *a = argv[i];

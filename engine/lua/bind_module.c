@@ -157,10 +157,12 @@ static bool add_library_dir(lua_State *L)
     }
     Dl_info info;
     if (dladdr((void *)luaopen_ddplua, &info) && info.dli_fname && info.dli_fname[0] == '/') {
-        /* lib/lua/5.4/ddplua.so or lib/libddplua.so of an installed tree */
-        if (try_dir(L, sibling(buf, sizeof buf, info.dli_fname, "../../../share/lua/5.4")))
-            return true;
-        if (try_dir(L, sibling(buf, sizeof buf, info.dli_fname, "../share/lua/5.4"))) return true;
+        /* lib/lua/5.4/ddplua.so or lib/libddplua.so of an installed tree, or the same under
+         * Debian's multiarch lib/x86_64-linux-gnu/ (cmake/packaging.cmake) */
+        static const char *const up[] = {"../../../share/lua/5.4", "../share/lua/5.4",
+                                         "../../../../share/lua/5.4", "../../share/lua/5.4"};
+        for (size_t i = 0; i < sizeof up / sizeof up[0]; i++)
+            if (try_dir(L, sibling(buf, sizeof buf, info.dli_fname, up[i]))) return true;
     }
 #ifdef DDPL_LUA_SOURCE_DIR
     if (try_dir(L, DDPL_LUA_SOURCE_DIR)) return true;
