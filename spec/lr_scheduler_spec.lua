@@ -38,6 +38,15 @@ local function check_lrs(sched, opt, want, what)
     for i, g in ipairs(opt.param_groups) do assert.are.equal(got[i], g.lr, what) end
 end
 
+-- The lrs (and momenta, where the case has them) after step k (0: at construction).
+local function check_point(case, sched, opt, k)
+    check_lrs(sched, opt, case.expected[k + 1], 'step ' .. k)
+    if case.momenta then
+        H.assert_values(momenta(opt), case.momenta[k + 1], nil, 1e-12, 1e-15,
+                        'momentum at step ' .. k)
+    end
+end
+
 -- Each kind of case: build(case) -> opt, sched; advance(sched, case, k) takes step k (1-based).
 local kinds = {
     schedulers = {
@@ -77,11 +86,7 @@ for kind, K in pairs(kinds) do
                 local opt, sched = K.build(case)
                 for k = 0, K.steps(case) do
                     if k > 0 then K.advance(sched, case, k) end
-                    check_lrs(sched, opt, case.expected[k + 1], 'step ' .. k)
-                    if case.momenta then
-                        H.assert_values(momenta(opt), case.momenta[k + 1], nil, 1e-12, 1e-15,
-                                        'momentum at step ' .. k)
-                    end
+                    check_point(case, sched, opt, k)
                 end
             end)
         end
@@ -103,11 +108,7 @@ for kind, K in pairs(kinds) do
                 sched2:load_state_dict(ssd)
                 for k = half + 1, n do
                     K.advance(sched2, case, k)
-                    check_lrs(sched2, opt2, case.expected[k + 1], 'step ' .. k)
-                    if case.momenta then
-                        H.assert_values(momenta(opt2), case.momenta[k + 1], nil, 1e-12, 1e-15,
-                                        'momentum at step ' .. k)
-                    end
+                    check_point(case, sched2, opt2, k)
                 end
             end)
         end
