@@ -21,10 +21,10 @@ M.StepLR = LRScheduler:extend('StepLR')
 
 function M.StepLR:init(opts)
     opts = check_opts('StepLR', opts, {step_size = true, gamma = true})
-    if opts.step_size == nil then error('StepLR: step_size is required', 4) end
+    if opts.step_size == nil then error('StepLR: step_size is required', 3) end
     self.step_size = num('StepLR', opts, 'step_size')
     if self.step_size < 1 or math.type(self.step_size) ~= 'integer' then
-        error('StepLR: step_size must be a positive integer, got ' .. tostring(self.step_size), 4)
+        error('StepLR: step_size must be a positive integer, got ' .. tostring(self.step_size), 3)
     end
     self.gamma = num('StepLR', opts, 'gamma', 0.1)
 end
@@ -47,13 +47,13 @@ function M.MultiStepLR:init(opts)
     opts = check_opts('MultiStepLR', opts, {milestones = true, gamma = true})
     local ms = opts.milestones
     if type(ms) ~= 'table' then
-        error('MultiStepLR: milestones is required (a list of epochs)', 4)
+        error('MultiStepLR: milestones is required (a list of epochs)', 3)
     end
     self.milestones = {}
     for i, m in ipairs(ms) do
         if math.type(m) ~= 'integer' then
             error(string.format('MultiStepLR: milestone %d is %s, not an integer epoch', i,
-                                tostring(m)), 4)
+                                tostring(m)), 3)
         end
         self.milestones[m] = (self.milestones[m] or 0) + 1
     end
@@ -78,7 +78,7 @@ M.ExponentialLR = LRScheduler:extend('ExponentialLR')
 
 function M.ExponentialLR:init(opts)
     opts = check_opts('ExponentialLR', opts, {gamma = true})
-    if opts.gamma == nil then error('ExponentialLR: gamma is required', 4) end
+    if opts.gamma == nil then error('ExponentialLR: gamma is required', 3) end
     self.gamma = num('ExponentialLR', opts, 'gamma')
 end
 
@@ -95,9 +95,9 @@ M.CosineAnnealingLR = LRScheduler:extend('CosineAnnealingLR')
 
 function M.CosineAnnealingLR:init(opts)
     opts = check_opts('CosineAnnealingLR', opts, {T_max = true, eta_min = true})
-    if opts.T_max == nil then error('CosineAnnealingLR: T_max is required', 4) end
+    if opts.T_max == nil then error('CosineAnnealingLR: T_max is required', 3) end
     self.T_max = num('CosineAnnealingLR', opts, 'T_max')
-    if self.T_max <= 0 then error('CosineAnnealingLR: T_max must be positive', 4) end
+    if self.T_max <= 0 then error('CosineAnnealingLR: T_max must be positive', 3) end
     self.eta_min = num('CosineAnnealingLR', opts, 'eta_min', 0)
 end
 
@@ -129,10 +129,10 @@ function M.LinearLR:init(opts)
     self.end_factor = num('LinearLR', opts, 'end_factor', 1.0)
     self.total_iters = num('LinearLR', opts, 'total_iters', 5)
     if self.start_factor > 1 or self.start_factor <= 0 then
-        error('LinearLR: start_factor must be in (0, 1], got ' .. tostring(self.start_factor), 4)
+        error('LinearLR: start_factor must be in (0, 1], got ' .. tostring(self.start_factor), 3)
     end
     if self.end_factor > 1 or self.end_factor < 0 then
-        error('LinearLR: end_factor must be in [0, 1], got ' .. tostring(self.end_factor), 4)
+        error('LinearLR: end_factor must be in [0, 1], got ' .. tostring(self.end_factor), 3)
     end
 end
 
@@ -159,11 +159,11 @@ function M.LambdaLR:init(fn)
         for i = 1, n do self.lr_lambdas[i] = fn end
     elseif type(fn) == 'table' then
         if #fn ~= n then
-            error(string.format('LambdaLR: expected %d lr_lambdas, got %d', n, #fn), 4)
+            error(string.format('LambdaLR: expected %d lr_lambdas, got %d', n, #fn), 3)
         end
         self.lr_lambdas = fn
     else
-        error('LambdaLR: expected a function (or a list, one per group) as argument 2', 4)
+        error('LambdaLR: expected a function (or a list, one per group) as argument 2', 3)
     end
 end
 

@@ -31,18 +31,18 @@ end
 
 function OneCycleLR:init(opts)
     opts = base.check_opts(NAME, opts, KNOWN)
-    if opts.max_lr == nil then error(NAME .. ': max_lr is required', 4) end
+    if opts.max_lr == nil then error(NAME .. ': max_lr is required', 3) end
     if opts.total_steps ~= nil then
         self.total_steps = positive_integer(opts, 'total_steps')
     elseif opts.epochs ~= nil or opts.steps_per_epoch ~= nil then
         self.total_steps = positive_integer(opts, 'epochs') * positive_integer(opts,
             'steps_per_epoch')
     else
-        error(NAME .. ': give either total_steps or epochs and steps_per_epoch', 4)
+        error(NAME .. ': give either total_steps or epochs and steps_per_epoch', 3)
     end
     local pct = num(NAME, opts, 'pct_start', 0.3)
     if pct < 0 or pct > 1 then
-        error(NAME .. ': expected pct_start between 0 and 1, got ' .. tostring(pct), 4)
+        error(NAME .. ': expected pct_start between 0 and 1, got ' .. tostring(pct), 3)
     end
     local total = self.total_steps
     if opts.three_phase then
@@ -64,7 +64,7 @@ function OneCycleLR:init(opts)
     end
     local strategy = opts.anneal_strategy or 'cos'
     if strategy ~= 'cos' and strategy ~= 'linear' then
-        error(NAME .. ": anneal_strategy must be 'cos' or 'linear', got " .. tostring(strategy), 4)
+        error(NAME .. ": anneal_strategy must be 'cos' or 'linear', got " .. tostring(strategy), 3)
     end
     self.anneal_strategy = strategy
     local div = num(NAME, opts, 'div_factor', 25)
@@ -81,7 +81,7 @@ function OneCycleLR:init(opts)
         local defaults = opt.defaults or {}
         if defaults.momentum == nil and defaults.betas == nil then
             error(NAME .. ': the optimizer has no momentum nor betas to cycle (pass '
-                .. 'cycle_momentum = false)', 4)
+                .. 'cycle_momentum = false)', 3)
         end
         self.use_beta1 = defaults.betas ~= nil
         local maxs = base.per_group(NAME, opt, 'max_momentum', opts.max_momentum or 0.95, 4)

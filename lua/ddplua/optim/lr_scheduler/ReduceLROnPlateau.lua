@@ -40,7 +40,7 @@ function Plateau:init(opt, opts)
     if self.factor >= 1 then
         error(NAME .. ': factor must be < 1, got ' .. tostring(self.factor), 3)
     end
-    self.min_lrs = base.per_group(NAME, opt, 'min_lr', opts.min_lr or 0, 3)
+    self.min_lrs = base.per_group(NAME, opt, 'min_lr', opts.min_lr or 0, 4)
     self.patience = base.num(NAME, opts, 'patience', 10)
     self.cooldown = base.num(NAME, opts, 'cooldown', 0)
     self.threshold = base.num(NAME, opts, 'threshold', 1e-4)

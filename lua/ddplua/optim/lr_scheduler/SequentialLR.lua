@@ -55,7 +55,7 @@ function SequentialLR:_initial()
     for _, g in ipairs(self.optimizer.param_groups) do
         if g.initial_lr == nil then
             error(NAME .. ': the optimizer\'s groups have no initial_lr (construct the '
-                .. 'schedulers first)', 4)
+                .. 'schedulers first)', 3)
         end
         g.lr = g.initial_lr
     end
