@@ -1,4 +1,5 @@
--- spec/autocast_spec.lua: mixed precision on the CPU (ddpl.autocast('cpu', ...), bfloat16) and
+-- spec/autocast_spec.lua: mixed precision on the CPU (ddpl.autocast('cpu', ...), bfloat16, and
+-- float16 with a GradScaler training loop: its own describe block at the end) and
 -- the float32 matmul precision switch. Inside autocast the "lower precision" ops (matmul, mm,
 -- bmm, addmm, linear, conv2d) return bfloat16 and the "float32" ops (softmax, log_softmax,
 -- layer_norm, batch_norm, cross_entropy, nll_loss) upcast 16-bit inputs and return float32;
@@ -189,7 +190,7 @@ describe('autocast state', function()
 
     it('rejects bad arguments with clear errors', function()
         H.assert_error(function() ddpl.autocast('tpu', {}, function() end) end, 'autocast')
-        H.assert_error(function() ddpl.autocast('cpu', {dtype = 'float16'}, function() end) end,
+        H.assert_error(function() ddpl.autocast('cpu', {dtype = 'float32'}, function() end) end,
                        'bfloat16')
         H.assert_error(function() ddpl.autocast('cpu', {dtype = 'float64'}, function() end) end,
                        'autocast')
@@ -240,5 +241,59 @@ describe('float32 matmul precision', function()
         local y1 = a:matmul(b)
         ddpl.set_float32_matmul_precision('highest')
         close(y1, y0, 0, 0, 'matmul')
+    end)
+end)
+
+describe('float16 autocast on the CPU', function()
+    local function fp16(fn, ...) return ddpl.autocast('cpu', {dtype = 'float16'}, fn, ...) end
+
+    it('lower-precision ops return float16, float32 ops float32, values within float16 precision',
+       function()
+        local a, b = data({8, 16}, 81), data({16, 8}, 82)
+        local w, bias = data({3, 16}, 83), data({3}, 84)
+        local y, l, s, dt = fp16(function()
+            return a:matmul(b), F.linear(a, w, bias), a:matmul(b):softmax(1),
+                   ddpl.get_autocast_dtype('cpu')
+        end)
+        assert.are.equal('float16', dt)
+        assert.are.equal('float16', H.dtype_name(y.dtype))
+        assert.are.equal('float16', H.dtype_name(l.dtype))
+        assert.are.equal('float32', H.dtype_name(s.dtype))
+        close(y, a:matmul(b), 2e-3, 5e-3, 'matmul')
+        close(l, F.linear(a, w, bias), 2e-3, 5e-3, 'linear')
+        assert.are.equal('bfloat16', ddpl.get_autocast_dtype('cpu')) -- restored
+    end)
+
+    it('trains with a GradScaler: float32 gradients close to the float32 run', function()
+        local target = ddpl.tensor({0, 2, 1, 2, 0, 1}, {dtype = 'int64'})
+        local function leaves()
+            local t = {data({12, 10}, 91), data({12}, 92), data({3, 12}, 93)}
+            for _, l in ipairs(t) do l.requires_grad = true end
+            return t
+        end
+        local x = data({6, 10}, 94)
+        local function loss_of(p)
+            return F.cross_entropy(F.linear(F.linear(x, p[1], p[2]):relu(), p[3]), target)
+        end
+        local p32, pmx = leaves(), leaves()
+        local o32 = ddpl.optim.SGD(p32, {lr = 0.1})
+        local omx = ddpl.optim.SGD(pmx, {lr = 0.1})
+        local scaler = ddpl.amp.GradScaler({init_scale = 2.0 ^ 12})
+        for _ = 1, 3 do
+            o32:zero_grad()
+            loss_of(p32):backward()
+            o32:step()
+            omx:zero_grad()
+            local loss = fp16(loss_of, pmx)
+            assert.are.equal('float32', H.dtype_name(loss.dtype))
+            scaler:scale(loss):backward()
+            scaler:step(omx)
+            scaler:update()
+        end
+        assert.are.equal(2.0 ^ 12, scaler:get_scale()) -- no overflow: no step skipped
+        for i = 1, 3 do
+            assert.are.equal('float32', H.dtype_name(pmx[i].dtype))
+            close(pmx[i], p32[i], 1e-2, 5e-3, 'parameter ' .. i)
+        end
     end)
 end)

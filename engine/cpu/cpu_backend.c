@@ -81,5 +81,8 @@ const struct ddpl_backend ddpl_cpu_backend = {
             [DDPL_OP_NLL_LOSS_BACKWARD] = cpu_nll_loss_backward,
             [DDPL_OP_SGD_STEP] = cpu_sgd_step,
             [DDPL_OP_ADAM_STEP] = cpu_adam_step,
+            [DDPL_OP_RMSPROP_STEP] = cpu_rmsprop_step,
+            [DDPL_OP_ADAGRAD_STEP] = cpu_adagrad_step,
+            [DDPL_OP_AMP_UNSCALE] = cpu_amp_unscale,
         },
 };

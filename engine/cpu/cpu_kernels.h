@@ -78,5 +78,8 @@ DDPL_CPU_KERNEL(cpu_nll_loss);
 DDPL_CPU_KERNEL(cpu_nll_loss_backward);
 DDPL_CPU_KERNEL(cpu_sgd_step);
 DDPL_CPU_KERNEL(cpu_adam_step);
+DDPL_CPU_KERNEL(cpu_rmsprop_step);
+DDPL_CPU_KERNEL(cpu_adagrad_step);
+DDPL_CPU_KERNEL(cpu_amp_unscale);
 
 #endif

@@ -15,7 +15,8 @@ void cuda_register_reduce(ddpl_kernel *k);    /* sum prod amax amin max min topk
 void cuda_register_index(ddpl_kernel *k);     /* index_select index_add gather scatter_add */
 void cuda_register_softmax(ddpl_kernel *k);   /* softmax log_softmax nll_loss (+ backward) */
 void cuda_register_nn(ddpl_kernel *k);        /* norms, pools */
-void cuda_register_optim(ddpl_kernel *k);     /* sgd_step adam_step */
+void cuda_register_optim(
+    ddpl_kernel *k); /* sgd_step adam_step rmsprop_step adagrad_step amp_unscale */
 void cuda_register_blas(ddpl_kernel *k);      /* matmul (cuBLAS), conv2d (cuDNN) */
 void cuda_register_attention(ddpl_kernel *k); /* fused attention forward/backward */
 

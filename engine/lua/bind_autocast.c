@@ -3,7 +3,7 @@
  *          set_float32_matmul_precision get_float32_matmul_precision).
  *
  * ddpl.autocast(device_type [, opts], fn, ...) runs fn(...) with autocast set for
- * device_type ('cuda' or 'cpu'; opts.dtype 'bfloat16' (default) or 'float16' (cuda only),
+ * device_type ('cuda' or 'cpu'; opts.dtype 'bfloat16' (default) or 'float16', on both),
  * opts.enabled=false switches it off inside fn, as PyTorch's enabled=False) and returns fn's
  * results. The previous state is restored by a guard in a to-be-closed slot of the C frame, so
  * it comes back even when fn raises (and after the message handler has seen the error, as in

@@ -22,8 +22,6 @@ int ddpl_autocast_set(ddpl_device_type type, ddpl_autocast_state s, ddpl_autocas
     if (s.dtype != DDPL_BFLOAT16 && s.dtype != DDPL_FLOAT16)
         return ddpl_error("autocast: dtype must be bfloat16 or float16, got %s",
                           ddpl_dtype_name(s.dtype));
-    if (type == DDPL_CPU && s.dtype == DDPL_FLOAT16 && s.enabled)
-        return ddpl_error("autocast: 'cpu' supports dtype bfloat16 only, got float16");
     if (prev) *prev = autocast_state[type];
     autocast_state[type] = s;
     return 0;

@@ -21,7 +21,8 @@ typedef struct ddpl_autocast_state {
 } ddpl_autocast_state;
 
 /* Sets the state for device type `type` and returns the previous one (to restore later).
- * Refuses (-1, error set) a dtype other than bfloat16/float16, and float16 on the CPU. */
+ * Refuses (-1, error set) a dtype other than bfloat16/float16. Both work on every device
+ * type (PyTorch 1.13 refuses float16 on the CPU; ddplua's CPU kernels have float16). */
 int ddpl_autocast_set(ddpl_device_type type, ddpl_autocast_state s, ddpl_autocast_state *prev);
 bool ddpl_autocast_enabled(ddpl_device_type type);
 ddpl_dtype ddpl_autocast_dtype(ddpl_device_type type);

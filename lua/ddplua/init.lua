@@ -1,7 +1,7 @@
 -- lua/ddplua/init.lua: the library table that `require 'ddplua'` returns.
 -- defines: ddpl = the C core (tensors, ops, autograd, utilities) plus ddpl.autograd.gradcheck
 --          and the lazily loaded submodules ddpl.nn, ddpl.F (= ddpl.nn.functional),
---          ddpl.optim, ddpl.data, ddpl.distributed (= ddpl.dist), ddpl.multiprocessing,
+--          ddpl.optim, ddpl.amp, ddpl.data, ddpl.distributed (= ddpl.dist), ddpl.multiprocessing,
 --          ddpl.utils (tensorboard, progress, MetricsLogger); ddpl.cuda is part of the core.
 --
 -- Submodules load on first use, so `require 'ddplua'` stays cheap and each one also loads
@@ -32,6 +32,7 @@ end
 local submodules = {
     nn = 'ddplua.nn',
     optim = 'ddplua.optim',
+    amp = 'ddplua.amp',
     data = 'ddplua.data',
     distributed = 'ddplua.distributed',
     dist = 'ddplua.distributed',

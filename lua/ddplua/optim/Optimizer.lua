@@ -3,7 +3,7 @@
 --          Class(params, opts), opt.param_groups, opt.state, opt:add_param_group(group),
 --          opt:zero_grad([set_to_none | {set_to_none = b}]), opt:state_dict(),
 --          opt:load_state_dict(sd), opt:step([closure]) (calls self:_update(group) for each
---          group).
+--          group); for subclasses, _with_grads, _check_number and _check_boolean.
 --
 -- `params` is a list of tensors or of groups ({params = {...}, lr = ..., ...}); each group
 -- gets the optimizer's options as defaults. `state` is keyed by the parameter tensor, as in
@@ -270,6 +270,15 @@ function Optimizer:_check_number(g, k, lo, hi, level)
     local v = g[k]
     if type(v) ~= 'number' or v ~= v or v < lo or (hi and v >= hi) then
         error(string.format('%s: invalid %s value: %s', self.__name, k, tostring(v)), level + 1)
+    end
+end
+
+-- Checks that option k of group g is a boolean.
+function Optimizer:_check_boolean(g, k, level)
+    local v = g[k]
+    if type(v) ~= 'boolean' then
+        error(string.format('%s: invalid %s value: expected a boolean, got %s', self.__name, k,
+                            tostring(v)), level + 1)
     end
 end
 
