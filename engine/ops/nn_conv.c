@@ -66,7 +66,7 @@ static int conv2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
         else
             ddpl_tensor_release(outs[i]);
     }
-    return rc;
+    return rc == 0 ? ddpl_mark_not_differentiable("conv2d", n, grad, 3, gi) : rc;
 }
 
 static int check_pair(const char *what, const int v[2], int min)

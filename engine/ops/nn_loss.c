@@ -47,7 +47,7 @@ static int nll_loss_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
         return -1;
     }
     gi[0] = dx;
-    return 0;
+    return ddpl_mark_not_differentiable("nll_loss", n, grad, 1, gi);
 }
 
 /* Checks logp (N,C,d...) / (C) against target (N,d...) / (); fills N, C, S. */

@@ -91,12 +91,11 @@ static void back_strides(const ddpl_tensor *t, int ndim, uint32_t mask, bool kee
     }
 }
 
-ddpl_tensor *red_expand_back(ddpl_tensor *t, int ndim, const int64_t *sizes, uint32_t mask,
-                             bool keepdim)
+/* Under create_graph (grad mode on in backward) a tensor with history must go through the view
+ * ops, which record; otherwise a bare alias is cheaper. */
+static bool recorded(const ddpl_tensor *t)
 {
-    int64_t strides[DDPL_MAX_DIMS];
-    back_strides(t, ndim, mask, keepdim, strides);
-    return ddpl_tensor_alias(t, ndim, sizes, strides, t->offset);
+    return ddpl_is_grad_enabled() && ddpl_requires_grad(t);
 }
 
 ddpl_tensor *red_keep_view(ddpl_tensor *t, int ndim, const int64_t *sizes, uint32_t mask,
@@ -105,7 +104,22 @@ ddpl_tensor *red_keep_view(ddpl_tensor *t, int ndim, const int64_t *sizes, uint3
     int64_t strides[DDPL_MAX_DIMS], ks[DDPL_MAX_DIMS];
     back_strides(t, ndim, mask, keepdim, strides);
     for (int d = 0; d < ndim; d++) ks[d] = (mask & (1u << d)) ? 1 : sizes[d];
+    if (recorded(t)) return ddpl_reshape(t, ndim, ks);
     return ddpl_tensor_alias(t, ndim, ks, strides, t->offset);
+}
+
+ddpl_tensor *red_expand_back(ddpl_tensor *t, int ndim, const int64_t *sizes, uint32_t mask,
+                             bool keepdim)
+{
+    if (recorded(t)) {
+        ddpl_tensor *k = red_keep_view(t, ndim, sizes, mask, keepdim);
+        ddpl_tensor *e = k ? ddpl_expand(k, ndim, sizes) : NULL;
+        ddpl_tensor_release(k);
+        return e;
+    }
+    int64_t strides[DDPL_MAX_DIMS];
+    back_strides(t, ndim, mask, keepdim, strides);
+    return ddpl_tensor_alias(t, ndim, sizes, strides, t->offset);
 }
 
 int red_scale_(ddpl_tensor *t, ddpl_op kop, double s)
