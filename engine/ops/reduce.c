@@ -227,6 +227,7 @@ ddpl_tensor *ddpl_mean(ddpl_tensor *x)
 }
 
 /* ---- prod ---- */
+static ddpl_tensor *prod_mask(ddpl_tensor *x, uint32_t mask, bool keepdim);
 
 /* The gradient of a product w.r.t. x_i is the product of the others. Dividing the product by
  * x_i fails at zeros, so count the zeros of each reduced slice: with none, g*prod/x; with one,
@@ -243,9 +244,11 @@ static int prod_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     ddpl_tensor *z = ddpl_eq(x, zero); /* x's shape */
     ddpl_tensor *nz = z ? red_forward("prod", DDPL_OP_SUM, z, c->mask, true, DDPL_INT64) : NULL;
     ddpl_tensor *safe = z ? ddpl_where(z, one, x) : NULL;
-    ddpl_tensor *pn =
-        safe ? red_forward("prod", DDPL_OP_PROD, safe, c->mask, true, (ddpl_dtype)safe->dtype)
-             : NULL;                                 /* keepdim */
+    /* under create_graph the product of the others is the recorded op (safe records) */
+    ddpl_tensor *pn = !safe            ? NULL
+                      : recorded(safe) ? prod_mask(safe, c->mask, true)
+                                       : red_forward("prod", DDPL_OP_PROD, safe, c->mask, true,
+                                                     (ddpl_dtype)safe->dtype);
     ddpl_tensor *gp = pn ? ddpl_mul(gk, pn) : NULL;  /* keepdim */
     ddpl_tensor *q = gp ? ddpl_div(gp, safe) : NULL; /* no zeros */
     ddpl_tensor *nz0 = q && nz ? ddpl_eq(nz, zero) : NULL;
