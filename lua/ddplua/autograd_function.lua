@@ -203,6 +203,7 @@ local function apply(cls, ...)
         for r, z in pairs(zeros_for) do grads[r] = ddpl.zeros(z[1], z[2]) end
         grads[out_pos[k]] = grad
         local rets = table.pack(cls.backward(ctx, table.unpack(grads, 1, n_results)))
+        rawset(ctx, 'saved_tensors', nil) -- set again by the next call (retain_graph)
         return checked_gradients(name, rets, args, tensor_pos)
     end
     autograd._record_function(name, backward, tensor_ins, outs, differentiable, saved_outputs)
