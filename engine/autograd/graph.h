@@ -15,7 +15,9 @@
  * A backward function gets the gradient of the node's (single) output and fills grad_inputs[i]
  * with a new reference for each input i whose edge has a node (ddpl_node_needs_grad); it may
  * leave others NULL. It runs with grad mode off and uses front-end ops, so it works on every
- * device. Gradients may come back in a wider dtype: the engine casts them to the input's. */
+ * device; under create_graph grad mode is on, so those ops record (a formula running a native
+ * kernel marks its results with ddpl_mark_not_differentiable, ops/op_util.h). Gradients may
+ * come back in a wider dtype: the engine casts them to the input's. */
 #ifndef DDPL_AUTOGRAD_GRAPH_H
 #define DDPL_AUTOGRAD_GRAPH_H
 
