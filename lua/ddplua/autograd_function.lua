@@ -61,14 +61,6 @@ end
 
 local function shape_str(shape) return '[' .. table.concat(shape, ', ') .. ']' end
 
-local function same_shape(a, b)
-    if #a ~= #b then return false end
-    for d = 1, #a do
-        if a[d] ~= b[d] then return false end
-    end
-    return true
-end
-
 -- The checked gradients of Fn.backward's results `rets` (table.pack), one per tensor input.
 local function checked_gradients(name, rets, args, tensor_pos)
     local n = args.n
@@ -93,7 +85,7 @@ local function checked_gradients(name, rets, args, tensor_pos)
                 error(('%s.backward: the gradient for input %d is a %s, expected a tensor or nil')
                     :format(name, i, type(g)), 0)
             end
-            if not same_shape(g:shape(), a.shape) then
+            if shape_str(g:shape()) ~= shape_str(a.shape) then
                 error(('%s.backward: the gradient for input %d has shape %s, but the input has '
                     .. 'shape %s'):format(name, i, shape_str(g:shape()), shape_str(a.shape)), 0)
             end
