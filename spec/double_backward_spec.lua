@@ -118,6 +118,20 @@ suite('gradgradcheck: matmul forms', {
      function() return {U({3, 4}), U({2, 4}), U({2})} end},
 })
 
+suite('gradgradcheck: conv2d (double backward written with convolutions)', {
+    {'with bias', function(x, w, b) return F.conv2d(x, w, b) end,
+     function() return {U({1, 2, 5, 5}), U({3, 2, 3, 3}), U({3})} end},
+    {'stride and padding', function(x, w) return F.conv2d(x, w, nil, {stride = 2, padding = 1}) end,
+     function() return {U({2, 2, 5, 5}), U({2, 2, 3, 3})} end},
+    {'groups and dilation', function(x, w)
+        return F.conv2d(x, w, nil, {groups = 2, dilation = 2, padding = 2})
+    end, function() return {U({1, 4, 5, 5}), U({4, 2, 3, 3})} end},
+    {'non-contiguous input, then tanh', function(x, w) return F.conv2d(x:transpose(2, 3), w):tanh() end,
+     function() return {U({1, 2, 5, 5}), U({3, 2, 3, 3})} end},
+    {'unbatched input', function(x, w) return F.conv2d(x, w) end,
+     function() return {U({2, 5, 5}), U({3, 2, 3, 3})} end},
+})
+
 suite('gradgradcheck: views and joins', {
     {'reshape, permute', function(x) return (x:reshape(3, 2):permute(1, 0) * x) end,
      function() return {U({2, 3})} end},
@@ -246,8 +260,12 @@ describe('create_graph refuses backward formulas that are not differentiable', f
         assert.matches('create_graph: the backward of ' .. op .. ' is not differentiable', err, 1, true)
     end
 
-    it('conv2d', function()
-        refused('conv2d', function(x, w) return F.conv2d(x, w) end, {U({1, 1, 4, 4}), U({2, 1, 3, 3})})
+    it('conv2d, at the third derivative', function()
+        local x, w = U({1, 1, 4, 4}), U({2, 1, 3, 3})
+        local g1 = grad({(F.conv2d(x, w) ^ 2):sum()}, {x}, {create_graph = true})[1]
+        local g2 = grad({(g1 ^ 2):sum()}, {w}, {create_graph = true})[1]
+        H.assert_error(function() (g2 ^ 2):sum():backward() end,
+                       'create_graph: the backward of conv2d is not differentiable')
     end)
     it('max_pool2d', function() refused('max_pool2d', function(x) return F.max_pool2d(x, 2) end, {U({1, 1, 4, 4})}) end)
     it('avg_pool2d', function() refused('avg_pool2d', function(x) return F.avg_pool2d(x, 2) end, {U({1, 1, 4, 4})}) end)
@@ -257,18 +275,20 @@ describe('create_graph refuses backward formulas that are not differentiable', f
     end)
 
     it('raises only when the second derivative goes through it', function()
-        -- g does depend on w, through conv2d's backward: its use is fine, its backward is not
-        local x, w = U({1, 1, 4, 4}), U({2, 1, 3, 3})
-        local g = grad({F.conv2d(x, w):sum()}, {x}, {create_graph = true})[1]
+        -- g depends on x through layer_norm's backward: its use is fine, its backward is not
+        local x = U({2, 3})
+        local g = grad({(F.layer_norm(x, {3}) ^ 3):sum()}, {x}, {create_graph = true})[1]
         assert.is_true(g.requires_grad)
+        local plain = grad({(F.layer_norm(x, {3}) ^ 3):sum()}, {x})[1]
+        H.assert_close(g:detach(), plain, 0, 0) -- the same values as without create_graph
         H.assert_error(function() (g ^ 2):sum():backward() end,
-                       'create_graph: the backward of conv2d is not differentiable')
-        -- a penalty on the gradient of a layer after the convolution only does not need it
-        local h = F.conv2d(x, w):detach()
-        h.requires_grad = true
-        local gh = grad({(h:tanh()):sum()}, {h}, {create_graph = true})[1]
-        ;(gh ^ 2):sum():backward()
-        assert.is_not_nil(h.grad)
+                       'create_graph: the backward of layer_norm is not differentiable')
+        -- a penalty on the gradient of a layer after the normalisation does not go through it
+        local w = U({3, 3})
+        local y = F.layer_norm(x, {3})
+        local gy = grad({(y:matmul(w):tanh()):sum()}, {w}, {create_graph = true})[1]
+        ;(gy ^ 2):sum():backward()
+        assert.is_not_nil(x.grad)
     end)
 end)
 

@@ -83,7 +83,7 @@ static int nll_loss_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     gi[0] = linear ? nll_loss_grad_recorded(n, grad, target, w, total)
                    : nll_loss_grad_kernel(n, grad, target, w, total);
     if (!gi[0]) return -1;
-    return ddpl_mark_not_differentiable("nll_loss", n, grad, 1, gi);
+    return ddpl_mark_not_differentiable("nll_loss", n, grad, 1, gi, false);
 }
 
 /* Checks logp (N,C,d...) / (C) against target (N,d...) / (); fills N, C, S. */

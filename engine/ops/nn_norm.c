@@ -53,7 +53,7 @@ static int batch_norm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi
 {
     int rc =
         norm_backward_run(DDPL_OP_BATCH_NORM_BACKWARD, n, grad, &DDPL_NODE_CTX(n, bn_ctx)->p, gi);
-    return rc == 0 ? ddpl_mark_not_differentiable("batch_norm", n, grad, 3, gi) : rc;
+    return rc == 0 ? ddpl_mark_not_differentiable("batch_norm", n, grad, 3, gi, true) : rc;
 }
 
 static int check_running(const char *what, ddpl_tensor *t)
@@ -154,7 +154,7 @@ static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
 static int layer_norm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     int rc = norm_backward_run(DDPL_OP_LAYER_NORM_BACKWARD, n, grad, NULL, gi);
-    return rc == 0 ? ddpl_mark_not_differentiable("layer_norm", n, grad, 3, gi) : rc;
+    return rc == 0 ? ddpl_mark_not_differentiable("layer_norm", n, grad, 3, gi, true) : rc;
 }
 
 /* weight/bias of layer_norm: the normalized shape (x's last n dims), or NULL. */

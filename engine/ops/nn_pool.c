@@ -31,20 +31,21 @@ static int max_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi
     if (!argmax) return -1;
     int rc = pool_backward_run(DDPL_OP_MAX_POOL2D_BACKWARD, n, grad, argmax,
                                &DDPL_NODE_CTX(n, pool_ctx)->p, gi);
-    return rc == 0 ? ddpl_mark_not_differentiable("max_pool2d", n, grad, 1, gi) : rc;
+    return rc == 0 ? ddpl_mark_not_differentiable("max_pool2d", n, grad, 1, gi, false) : rc;
 }
 
 static int avg_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     int rc = pool_backward_run(DDPL_OP_AVG_POOL2D_BACKWARD, n, grad, NULL,
                                &DDPL_NODE_CTX(n, pool_ctx)->p, gi);
-    return rc == 0 ? ddpl_mark_not_differentiable("avg_pool2d", n, grad, 1, gi) : rc;
+    return rc == 0 ? ddpl_mark_not_differentiable("avg_pool2d", n, grad, 1, gi, false) : rc;
 }
 
 static int adaptive_avg_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     int rc = pool_backward_run(DDPL_OP_ADAPTIVE_AVG_POOL2D_BACKWARD, n, grad, NULL, NULL, gi);
-    return rc == 0 ? ddpl_mark_not_differentiable("adaptive_avg_pool2d", n, grad, 1, gi) : rc;
+    return rc == 0 ? ddpl_mark_not_differentiable("adaptive_avg_pool2d", n, grad, 1, gi, false)
+                   : rc;
 }
 
 static int check_input(const char *op, const ddpl_tensor *x)

@@ -73,13 +73,13 @@ static int not_differentiable_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_ten
 {
     DDPL_UNUSED(grad);
     DDPL_UNUSED(gi);
-    return ddpl_error("create_graph: the backward of %s is not differentiable (a second "
-                      "derivative through it is not implemented)",
+    return ddpl_error("create_graph: the backward of %s is not differentiable (its "
+                      "derivative is not implemented)",
                       DDPL_NODE_CTX(n, not_differentiable_ctx)->op);
 }
 
 int ddpl_mark_not_differentiable(const char *op, ddpl_node *n, ddpl_tensor *grad, int n_outs,
-                                 ddpl_tensor **outs)
+                                 ddpl_tensor **outs, bool through_inputs)
 {
     if (!ddpl_is_grad_enabled()) return 0; /* the common case: backward records nothing */
     ddpl_tensor *operands[1 + DDPL_NODE_MAX_SAVED] = {grad};
@@ -88,7 +88,11 @@ int ddpl_mark_not_differentiable(const char *op, ddpl_node *n, ddpl_tensor *grad
         operands[1 + i] = ddpl_node_saved(n, i);
         if (!operands[1 + i]) return -1;
     }
-    if (!ddpl_grad_needed(1 + n->n_saved, operands)) return 0;
+    /* a saved tensor may be a contiguous copy without history: the inputs' edges say more */
+    bool inputs_record = false;
+    for (int i = 0; through_inputs && i < n->n_inputs; i++)
+        inputs_record = inputs_record || ddpl_node_needs_grad(n, i);
+    if (!inputs_record && !ddpl_grad_needed(1 + n->n_saved, operands)) return 0;
     ddpl_node *mark = ddpl_node_new("NotDifferentiableBackward", not_differentiable_backward,
                                     1 + n->n_saved, operands);
     DDPL_NODE_CTX(mark, not_differentiable_ctx)->op = op;

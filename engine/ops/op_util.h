@@ -20,13 +20,14 @@ ddpl_tensor *ddpl_as_dtype(ddpl_tensor *x, ddpl_dtype dt);
 ddpl_tensor *ddpl_to_dtype(ddpl_tensor *x, ddpl_dtype dt);
 /* Gradient of a broadcast input: sums grad over the broadcast dims down to sizes (ndim dims). */
 ddpl_tensor *ddpl_sum_to(ddpl_tensor *grad, int ndim, const int64_t *sizes);
-/* For backward formulas that run native kernels (conv2d's, pooling's, ...): when the pass
- * records itself (create_graph) and the incoming gradient or a saved tensor of n requires grad,
- * gives each non-NULL outs[i] a node whose backward fails with "create_graph: the backward of
- * <op> is not differentiable", so a second derivative through it is an error, not a silently
- * wrong (zero) value. 0, or -1 with an error. */
+/* For backward formulas that run native kernels (pooling's, norms', ...): when the pass
+ * records itself (create_graph) and the incoming gradient or a saved tensor of n requires grad
+ * (or, with through_inputs, for formulas whose results depend on the forward inputs, one of
+ * n's inputs does), gives each non-NULL outs[i] without history a node whose backward fails
+ * with "create_graph: the backward of <op> is not differentiable", so a second derivative
+ * through it is an error, not a silently wrong (zero) value. 0, or -1 with an error. */
 int ddpl_mark_not_differentiable(const char *op, ddpl_node *n, ddpl_tensor *grad, int n_outs,
-                                 ddpl_tensor **outs);
+                                 ddpl_tensor **outs, bool through_inputs);
 /* Contiguous host copy of the elements (malloc; caller frees); NULL with an error
  * (ops/readback.c). */
 void *ddpl_tensor_host_copy(const ddpl_tensor *t);
