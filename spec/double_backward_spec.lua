@@ -13,7 +13,7 @@ local gradgradcheck = ddpl.autograd.gradgradcheck
 ddpl.manual_seed(4321)
 
 local grad_inputs = require 'grad_inputs'
-local U, A = grad_inputs.U, grad_inputs.A
+local U, A, D = grad_inputs.U, grad_inputs.A, grad_inputs.D
 
 local function ok_gradgradcheck(fn, inputs, opts)
     local ok, res = pcall(gradgradcheck, fn, inputs, opts)
@@ -130,6 +130,20 @@ suite('gradgradcheck: conv2d (double backward written with convolutions)', {
      function() return {U({1, 2, 5, 5}), U({3, 2, 3, 3})} end},
     {'unbatched input', function(x, w) return F.conv2d(x, w) end,
      function() return {U({2, 5, 5}), U({3, 2, 3, 3})} end},
+})
+
+suite('gradgradcheck: pooling (linear in the gradient)', {
+    {'max_pool2d', function(x) return F.max_pool2d(x, 2) end, function() return {D({1, 2, 4, 4})} end},
+    {'max_pool2d strided, padded, times a sum', function(x)
+        return F.max_pool2d(x, 3, {stride = 2, padding = 1}) * x:sum()
+    end, function() return {D({2, 1, 5, 5})} end},
+    {'max_pool2d unbatched', function(x) return F.max_pool2d(x, 2) end, function() return {D({2, 4, 4})} end},
+    {'avg_pool2d', function(x) return F.avg_pool2d(x, 2) end, function() return {U({1, 2, 4, 4})} end},
+    {'avg_pool2d strided, padded, tanh', function(x)
+        return F.avg_pool2d(x, 3, {stride = 2, padding = 1}):tanh()
+    end, function() return {U({1, 2, 5, 5})} end},
+    {'adaptive_avg_pool2d squared', function(x) return F.adaptive_avg_pool2d(x, {2, 3}) ^ 2 end,
+     function() return {U({1, 2, 5, 7})} end},
 })
 
 suite('gradgradcheck: views and joins', {
@@ -267,8 +281,9 @@ describe('create_graph refuses backward formulas that are not differentiable', f
         H.assert_error(function() (g2 ^ 2):sum():backward() end,
                        'create_graph: the backward of conv2d is not differentiable')
     end)
-    it('max_pool2d', function() refused('max_pool2d', function(x) return F.max_pool2d(x, 2) end, {U({1, 1, 4, 4})}) end)
-    it('avg_pool2d', function() refused('avg_pool2d', function(x) return F.avg_pool2d(x, 2) end, {U({1, 1, 4, 4})}) end)
+    it('batch_norm', function()
+        refused('batch_norm', function(x) return F.batch_norm(x, nil, nil, {training = true}) end, {U({4, 3})})
+    end)
     it('layer_norm', function() refused('layer_norm', function(x) return F.layer_norm(x, {3}) end, {U({2, 3})}) end)
     it('embedding (index_select)', function()
         refused('index_select', function(w) return F.embedding(ddpl.tensor({1, 0, 1}), w) end, {U({3, 2})})
