@@ -151,10 +151,59 @@ static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
 }
 
 /* ---- layer_norm ---- */
+typedef struct {
+    double eps;
+    int64_t M, N; /* rows (the leading dims) and the normalized size */
+} ln_ctx;
+
+/* create_graph: the gradients written with ops on x (M, N) recomputed from the forward input,
+ * so they are differentiated through the statistics too:
+ *   xhat = (x - mean) rstd, rstd = 1/sqrt(var + eps), dxhat = g w (g without weight)
+ *   dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dw = sum_rows(g xhat),
+ *   db = sum_rows(g).  saved: 4 x and 5 weight as given (with their history). */
+static int layer_norm_backward_recorded(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    ln_ctx *c = DDPL_NODE_CTX(n, ln_ctx);
+    ddpl_tensor *x = ddpl_node_saved(n, 4), *w = ddpl_node_saved(n, 5);
+    if (!x || (!w && !ddpl_node_saved_is_null(n, 5))) return -1;
+    int64_t s2[2] = {c->M, c->N};
+    op_temps k = {0};
+    ddpl_tensor *xr = OP_T(&k, ddpl_reshape(x, 2, s2)), *g = OP_T(&k, ddpl_reshape(grad, 2, s2));
+    ddpl_tensor *xm = OP_T(&k, ddpl_sub(xr, OP_T(&k, ddpl_mean_dim(xr, 1, true))));
+    ddpl_tensor *var = OP_T(&k, ddpl_mean_dim(OP_T(&k, ddpl_mul(xm, xm)), 1, true));
+    ddpl_tensor *rstd = OP_T(&k, ddpl_rsqrt(OP_T(&k, ddpl_add(var, OP_NUM(&k, c->eps)))));
+    ddpl_tensor *xhat = OP_T(&k, ddpl_mul(xm, rstd));
+    ddpl_tensor *w1 = w ? OP_T(&k, ddpl_reshape(w, 1, &c->N)) : NULL;
+    ddpl_tensor *dxhat = w ? OP_T(&k, ddpl_mul(g, w1)) : g;
+    int rc = 0;
+    if (!k.failed && ddpl_node_needs_grad(n, 0)) {
+        ddpl_tensor *m1 = OP_T(&k, ddpl_mean_dim(dxhat, 1, true));
+        ddpl_tensor *m2 = OP_T(&k, ddpl_mean_dim(OP_T(&k, ddpl_mul(dxhat, xhat)), 1, true));
+        ddpl_tensor *inner =
+            OP_T(&k, ddpl_sub(OP_T(&k, ddpl_sub(dxhat, m1)), OP_T(&k, ddpl_mul(xhat, m2))));
+        ddpl_tensor *dx = OP_T(&k, ddpl_mul(inner, rstd));
+        gi[0] = k.failed ? NULL : ddpl_reshape(dx, n->edges[0].ndim, n->edges[0].sizes);
+        if (!gi[0]) rc = -1;
+    }
+    for (int i = 1; i < 3 && rc == 0 && !k.failed; i++) { /* 1 weight: g xhat, 2 bias: g */
+        if (!ddpl_node_needs_grad(n, i)) continue;
+        ddpl_tensor *rows = i == 1 ? OP_T(&k, ddpl_mul(g, xhat)) : g;
+        ddpl_tensor *summed = OP_T(&k, ddpl_sum_dim(rows, 0, false));
+        gi[i] = k.failed ? NULL : ddpl_reshape(summed, n->edges[i].ndim, n->edges[i].sizes);
+        if (!gi[i]) rc = -1;
+    }
+    if (k.failed) rc = -1;
+    op_temps_release(&k);
+    return rc;
+}
+
 static int layer_norm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
-    int rc = norm_backward_run(DDPL_OP_LAYER_NORM_BACKWARD, n, grad, NULL, gi);
-    return rc == 0 ? ddpl_mark_not_differentiable("layer_norm", n, grad, 3, gi, true) : rc;
+    bool record = ddpl_grad_needed(1, &grad);
+    for (int i = 0; i < 3 && ddpl_is_grad_enabled(); i++)
+        record = record || ddpl_node_needs_grad(n, i);
+    if (record) return layer_norm_backward_recorded(n, grad, gi);
+    return norm_backward_run(DDPL_OP_LAYER_NORM_BACKWARD, n, grad, NULL, gi);
 }
 
 /* weight/bias of layer_norm: the normalized shape (x's last n dims), or NULL. */
@@ -234,6 +283,9 @@ static ddpl_tensor *layer_norm_impl(ddpl_tensor *x, int n_normalized, ddpl_tenso
         ddpl_node_save(n, w1);
         ddpl_node_save(n, mean);
         ddpl_node_save(n, rstd);
+        ddpl_node_save(n, x);      /* for create_graph (layer_norm_backward_recorded) */
+        ddpl_node_save(n, weight); /* NULL keeps the slot */
+        *DDPL_NODE_CTX(n, ln_ctx) = (ln_ctx){eps, M, N};
         ddpl_set_history(y, n);
     }
     ddpl_tensor *tmp[] = {xc, x2, wc, w1, bc, b1, y2, mean, rstd};
