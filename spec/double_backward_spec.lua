@@ -132,6 +132,19 @@ suite('gradgradcheck: conv2d (double backward written with convolutions)', {
      function() return {U({2, 5, 5}), U({3, 2, 3, 3})} end},
 })
 
+suite('gradgradcheck: batch_norm (written with ops under create_graph)', {
+    {'training', function(x) return F.batch_norm(x, nil, nil, {training = true}) end,
+     function() return {U({4, 3})} end},
+    {'training, weight and bias, spatial dims', function(x, w, b)
+        return F.batch_norm(x, nil, nil, {weight = w, bias = b, training = true})
+    end, function() return {U({3, 2, 2, 2}), U({2}), U({2})} end},
+    {'evaluation (running statistics are constants), then tanh', function(x, w, b)
+        local rm = ddpl.tensor({0.1, -0.2}, {dtype = 'float64'})
+        local rv = ddpl.tensor({0.7, 1.3}, {dtype = 'float64'})
+        return F.batch_norm(x, rm, rv, {weight = w, bias = b, training = false}):tanh()
+    end, function() return {U({3, 2, 2}), U({2}), U({2})} end},
+})
+
 suite('gradgradcheck: layer_norm (written with ops under create_graph)', {
     {'plain', function(x) return F.layer_norm(x, {3}) end, function() return {U({2, 3})} end},
     {'weight and bias', function(x, w, b) return F.layer_norm(x, {3}, w, b) end,
@@ -291,29 +304,50 @@ describe('create_graph refuses backward formulas that are not differentiable', f
         H.assert_error(function() (g2 ^ 2):sum():backward() end,
                        'create_graph: the backward of conv2d is not differentiable')
     end)
-    it('batch_norm', function()
-        refused('batch_norm', function(x) return F.batch_norm(x, nil, nil, {training = true}) end, {U({4, 3})})
+    -- attention: the fused kernel (forced here from any size) is refused, the composite passes
+    local function with_fused_attention(fn)
+        local previous = ddpl._sdpa_cpu_fused_min_bytes(0)
+        local ok, err = pcall(fn)
+        ddpl._sdpa_cpu_fused_min_bytes(previous)
+        if not ok then error(err, 0) end
+    end
+    local function attention(q, k, v) return F.scaled_dot_product_attention(q, k, v) end
+
+    it('scaled_dot_product_attention: the fused kernel', function()
+        with_fused_attention(function()
+            refused('scaled_dot_product_attention', attention,
+                    {U({1, 1, 3, 2}), U({1, 1, 3, 2}), U({1, 1, 3, 2})})
+        end)
+    end)
+
+    it('scaled_dot_product_attention: the composite (small CPU inputs) is differentiable twice', function()
+        local previous = ddpl._sdpa_cpu_fused_min_bytes(1e12)
+        local ok, err = pcall(ok_gradgradcheck, attention, {U({1, 1, 3, 2}), U({1, 1, 3, 2}), U({1, 1, 3, 2})})
+        ddpl._sdpa_cpu_fused_min_bytes(previous)
+        assert(ok, err)
     end)
     it('embedding (index_select)', function()
         refused('index_select', function(w) return F.embedding(ddpl.tensor({1, 0, 1}), w) end, {U({3, 2})})
     end)
 
     it('raises only when the second derivative goes through it', function()
-        -- g depends on x through batch_norm's backward: its use is fine, its backward is not
-        local x = U({4, 3})
-        local function bn(a) return F.batch_norm(a, nil, nil, {training = true}) end
-        local g = grad({(bn(x) ^ 3):sum()}, {x}, {create_graph = true})[1]
-        assert.is_true(g.requires_grad)
-        local plain = grad({(bn(x) ^ 3):sum()}, {x})[1]
-        H.assert_close(g:detach(), plain, 0, 0) -- the same values as without create_graph
-        H.assert_error(function() (g ^ 2):sum():backward() end,
-                       'create_graph: the backward of batch_norm is not differentiable')
-        -- a penalty on the gradient of a layer after the normalisation does not go through it
-        local w = U({3, 3})
-        local y = bn(x)
-        local gy = grad({(y:matmul(w):tanh()):sum()}, {w}, {create_graph = true})[1]
-        ;(gy ^ 2):sum():backward()
-        assert.is_not_nil(x.grad)
+        with_fused_attention(function()
+            -- g depends on x through attention's backward: its use is fine, its backward is not
+            local x = U({1, 1, 3, 3})
+            local function attend(a) return F.scaled_dot_product_attention(a, a, a) end
+            local g = grad({(attend(x) ^ 3):sum()}, {x}, {create_graph = true})[1]
+            assert.is_true(g.requires_grad)
+            local plain = grad({(attend(x) ^ 3):sum()}, {x})[1]
+            H.assert_close(g:detach(), plain, 0, 0) -- the same values as without create_graph
+            H.assert_error(function() (g ^ 2):sum():backward() end,
+                           'create_graph: the backward of scaled_dot_product_attention is not differentiable')
+            -- a penalty on the gradient of a layer after the attention does not go through it
+            local w = U({3, 3})
+            local y = attend(x)
+            local gy = grad({(y:matmul(w):tanh()):sum()}, {w}, {create_graph = true})[1]
+            ;(gy ^ 2):sum():backward()
+            assert.is_not_nil(x.grad)
+        end)
     end)
 end)
 
