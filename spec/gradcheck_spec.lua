@@ -9,37 +9,8 @@ local gradcheck = ddpl.autograd.gradcheck
 
 ddpl.manual_seed(1234)
 
-local function with_opts(shape, opts)
-    local args = {table.unpack(shape)}
-    args[#args + 1] = opts
-    return table.unpack(args)
-end
-
--- a float64 leaf that requires grad, uniform in [lo, hi)
-local function U(shape, lo, hi)
-    lo, hi = lo or -1, hi or 1
-    local x = (ddpl.rand(with_opts(shape, {dtype = 'float64'})) * (hi - lo) + lo):detach()
-    x.requires_grad = true
-    return x
-end
-
--- a float64 leaf whose values have |v| in [0.2, 1.2] with random signs (no kink at 0)
-local function A(shape)
-    local mag = ddpl.rand(with_opts(shape, {dtype = 'float64'})) + 0.2
-    local sign = ddpl.rand(with_opts(shape, {dtype = 'float64'})):gt(0.5):double() * 2 - 1
-    local x = (mag * sign):detach()
-    x.requires_grad = true
-    return x
-end
-
--- a float64 leaf with distinct values 0.25 apart in random order (no ties for max/min/pools)
-local function D(shape)
-    local n = 1
-    for _, s in ipairs(shape) do n = n * s end
-    local x = ((ddpl.randperm(n):double() - n / 2) * 0.25):reshape(table.unpack(shape)):detach()
-    x.requires_grad = true
-    return x
-end
+local grad_inputs = require 'grad_inputs'
+local U, A, D = grad_inputs.U, grad_inputs.A, grad_inputs.D
 
 local function ok_gradcheck(fn, inputs, opts)
     local ok, res = pcall(gradcheck, fn, inputs, opts)

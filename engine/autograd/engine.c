@@ -1,11 +1,15 @@
 /* autograd/engine.c: the backward pass, and the graph walk it starts with.
- * defines: ddpl_backward, ddpl_autograd_grad, ddpl_leaves_reached.
+ * defines: ddpl_backward, ddpl_backward_ex, ddpl_autograd_grad, ddpl_autograd_grad_ex,
+ *          ddpl_leaves_reached.
  *
  * 1. Walk the graph from the roots, counting for every node how many edges lead into it.
  * 2. Run ready nodes (all their incoming gradients summed) highest sequence number first, so
  *    later operations are differentiated first and AccumulateGrad nodes run as soon as their
  *    leaf's gradient is complete.
  * 3. Without retain_graph, each node frees its saved tensors once it has run.
+ * With create_graph the pass runs in grad mode, so the formulas' ops (written with front-end
+ * ops) record a graph of their own: gradients come back with a grad_fn and can be
+ * differentiated again. Leaves then get .grad out of place (a copy, then a + b), keeping it.
  * Before step 2, leaves with a gradient home (ddpl_tensor_set_grad_home) and no .grad ask the
  * node that makes their gradient to write it there (plan_homes). */
 #include "ddpl/ops.h"
@@ -126,7 +130,15 @@ static int accumulate_into_leaf(ddpl_node *n, ddpl_tensor *grad)
 {
     ddpl_tensor *leaf = n->variable;
     ddpl_autograd_meta *m = leaf->autograd;
-    if (!m->grad) {
+    if (ddpl_is_grad_enabled()) {
+        /* create_graph: .grad keeps the graph (PyTorch: a recorded clone, then out-of-place
+         * sums, since the previous .grad may be part of someone's graph) */
+        ddpl_tensor *next = m->grad ? ddpl_add(m->grad, grad) : ddpl_clone(grad);
+        ddpl_tensor_release(grad);
+        if (!next) return -1;
+        ddpl_tensor_release(m->grad);
+        m->grad = next;
+    } else if (!m->grad) {
         /* Keep the gradient itself when nothing else can see its memory, or when it was made
          * in the leaf's home; otherwise copy, since later accumulation writes into .grad in
          * place. */
@@ -205,6 +217,7 @@ static int run_node(ddpl_node *n, ddpl_tensor *grad, const capture_set *cap, boo
         n->n_inputs <= 8 ? stack_grads : ddpl_xcalloc((size_t)n->n_inputs, sizeof *grads);
     for (int i = 0; i < n->n_inputs; i++) grads[i] = NULL;
     int rc = n->backward(n, grad, grads);
+    ddpl_node_drop_unpacked(n);
     ddpl_tensor_release(grad);
     grad = NULL;
     ddpl_tensor_release(n->dest);
@@ -348,13 +361,14 @@ void ddpl_leaves_reached(int n_roots, ddpl_tensor *const *roots, int n_leaves,
 }
 
 static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *root_grads,
-                   const capture_set *cap, bool retain_graph)
+                   const capture_set *cap, bool retain_graph, bool create_graph)
 {
     ddpl_node *stack_nodes[8];
     ddpl_node **nodes = n_roots <= 8 ? stack_nodes : ddpl_xcalloc((size_t)n_roots, sizeof *nodes);
     int rc = 0;
     node_vec all = {0}, ready = {0};
-    bool prev_mode = ddpl_grad_mode_set(false);
+    bool prev_mode = ddpl_grad_mode_set(create_graph);
+    retain_graph = retain_graph || create_graph; /* the new graph refers to the old one */
 
     for (int i = 0; i < n_roots; i++) nodes[i] = NULL;
     for (int i = 0; i < n_roots; i++) {
@@ -397,7 +411,8 @@ static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *r
             goto done;
         }
     }
-    if (!cap) plan_homes(&all); /* autograd.grad leaves .grad alone */
+    /* autograd.grad leaves .grad alone; create_graph's gradients are new tensors with history */
+    if (!cap && !create_graph) plan_homes(&all);
     for (size_t i = 0; i < all.n; i++)
         if (all.items[i]->dependencies == 0) heap_push(&ready, all.items[i]);
 
@@ -436,13 +451,27 @@ done:
 
 int ddpl_backward(ddpl_tensor *root, ddpl_tensor *grad, bool retain_graph)
 {
+    return ddpl_backward_ex(root, grad, retain_graph, false);
+}
+
+int ddpl_backward_ex(ddpl_tensor *root, ddpl_tensor *grad, bool retain_graph, bool create_graph)
+{
     ddpl_tensor *grads[1] = {grad};
-    return execute(1, &root, grad ? grads : NULL, NULL, retain_graph);
+    return execute(1, &root, grad ? grads : NULL, NULL, retain_graph, create_graph);
 }
 
 int ddpl_autograd_grad(int n_outputs, ddpl_tensor *const *outputs, ddpl_tensor *const *grad_outputs,
                        int n_inputs, ddpl_tensor *const *inputs, ddpl_tensor **grads_out,
                        bool retain_graph, bool allow_unused)
+{
+    return ddpl_autograd_grad_ex(n_outputs, outputs, grad_outputs, n_inputs, inputs, grads_out,
+                                 retain_graph, false, allow_unused);
+}
+
+int ddpl_autograd_grad_ex(int n_outputs, ddpl_tensor *const *outputs,
+                          ddpl_tensor *const *grad_outputs, int n_inputs,
+                          ddpl_tensor *const *inputs, ddpl_tensor **grads_out, bool retain_graph,
+                          bool create_graph, bool allow_unused)
 {
     capture_set cap = {n_inputs, ddpl_xcalloc((size_t)n_inputs, sizeof(ddpl_node *)), grads_out};
     int rc = 0;
@@ -459,7 +488,7 @@ int ddpl_autograd_grad(int n_outputs, ddpl_tensor *const *outputs, ddpl_tensor *
         }
         cap.capture_nodes[i] = root_node(inputs[i]);
     }
-    rc = execute(n_outputs, outputs, grad_outputs, &cap, retain_graph);
+    rc = execute(n_outputs, outputs, grad_outputs, &cap, retain_graph, create_graph);
     if (rc == 0 && !allow_unused) {
         for (int i = 0; i < n_inputs; i++)
             if (!grads_out[i]) {

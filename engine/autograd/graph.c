@@ -52,6 +52,8 @@ static void node_destroy(ddpl_node *n)
 {
     for (int i = 0; i < n->n_inputs; i++) ddpl_node_release(n->edges[i].node);
     free(n->edges);
+    if (n->free_ctx) n->free_ctx(n);
+    ddpl_node_drop_unpacked(n);
     for (int i = 0; i < n->n_saved; i++) ddpl_tensor_release(n->saved[i].t);
     free_hooks(n->pre_hooks);
     if (n->retain_grad_of) n->retain_grad_of->autograd->retains_grad = false;
@@ -149,17 +151,22 @@ int ddpl_node_save_output(ddpl_node *n, ddpl_tensor *out)
     ddpl_tensor *alias = ddpl_tensor_alias(out, out->ndim, out->sizes, out->strides, out->offset);
     int slot = ddpl_node_save(n, alias);
     ddpl_tensor_release(alias);
+    n->saved[slot].is_output = true;
     return slot;
+}
+
+bool ddpl_node_check_released(ddpl_node *n)
+{
+    if (!n->released) return false;
+    ddpl_error("%s: trying to backward through the graph a second time (its saved tensors "
+               "were freed); pass retain_graph=true to the first backward",
+               n->name);
+    return true;
 }
 
 ddpl_tensor *ddpl_node_saved(ddpl_node *n, int slot)
 {
-    if (n->released) {
-        ddpl_error("%s: trying to backward through the graph a second time (its saved tensors "
-                   "were freed); pass retain_graph=true to the first backward",
-                   n->name);
-        return NULL;
-    }
+    if (ddpl_node_check_released(n)) return NULL;
     ddpl_saved *s = &n->saved[slot];
     if (s->t && atomic_load(&s->t->storage->version) != s->version) {
         ddpl_error("%s: a tensor saved for backward was modified by an in-place operation "
@@ -167,7 +174,23 @@ ddpl_tensor *ddpl_node_saved(ddpl_node *n, int slot)
                    n->name, atomic_load(&s->t->storage->version), s->version);
         return NULL;
     }
-    return s->t;
+    if (!s->t || !s->is_output || grad_disabled) return s->t;
+    if (!s->unpacked) {
+        ddpl_tensor *t = s->t;
+        s->unpacked = ddpl_tensor_alias(t, t->ndim, t->sizes, t->strides, t->offset);
+        ddpl_node_retain(n);
+        ddpl_set_history(s->unpacked, n);
+    }
+    return s->unpacked;
+}
+
+void ddpl_node_drop_unpacked(ddpl_node *n)
+{
+    for (int i = 0; i < n->n_saved; i++) {
+        ddpl_tensor *u = n->saved[i].unpacked;
+        n->saved[i].unpacked = NULL;
+        ddpl_tensor_release(u);
+    }
 }
 
 void ddpl_set_history(ddpl_tensor *out, ddpl_node *n)

@@ -15,7 +15,9 @@
  * A backward function gets the gradient of the node's (single) output and fills grad_inputs[i]
  * with a new reference for each input i whose edge has a node (ddpl_node_needs_grad); it may
  * leave others NULL. It runs with grad mode off and uses front-end ops, so it works on every
- * device. Gradients may come back in a wider dtype: the engine casts them to the input's. */
+ * device; under create_graph grad mode is on, so those ops record (a formula running a native
+ * kernel marks its results with ddpl_mark_not_differentiable, ops/op_util.h). Gradients may
+ * come back in a wider dtype: the engine casts them to the input's. */
 #ifndef DDPL_AUTOGRAD_GRAPH_H
 #define DDPL_AUTOGRAD_GRAPH_H
 
@@ -73,6 +75,10 @@ typedef struct ddpl_edge {
 typedef struct ddpl_saved {
     ddpl_tensor *t;   /* owned */
     unsigned version; /* storage version when saved */
+    bool is_output;   /* the node's own output, saved as a history-free alias */
+    /* create_graph: the output handed to the running backward, with this node as its grad_fn
+     * (owned; dropped by ddpl_node_drop_unpacked once the formula has run) */
+    ddpl_tensor *unpacked;
 } ddpl_saved;
 
 #define DDPL_NODE_MAX_SAVED 6
@@ -92,6 +98,9 @@ typedef struct ddpl_node {
     ddpl_hook *pre_hooks;                                /* hooks of this node's output tensor */
     ddpl_tensor *retain_grad_of; /* weak: the output tensor that asked for retain_grad */
     ddpl_tensor *variable;       /* AccumulateGrad only: the leaf (owned) */
+    /* Called when the node dies, for nodes whose ctx owns something (a Lua function's
+     * reference: engine/lua/bind_function.c); NULL for ops. */
+    void (*free_ctx)(struct ddpl_node *n);
     /* Gradient homes (ddpl_tensor_set_grad_home). A node whose backward can write an input's
      * gradient into a given tensor sets that input's bit in dest_inputs and reads n->dest /
      * n->dest_input while it runs (ddpl_node_dest). A view node that can pass the request on to
@@ -120,8 +129,17 @@ int ddpl_node_save(ddpl_node *n, ddpl_tensor *t);
 /* Saves the node's own output without a reference cycle (a history-free alias). */
 int ddpl_node_save_output(ddpl_node *n, ddpl_tensor *out);
 /* Borrowed saved tensor; NULL with an error if it was freed or modified in place since. A slot
- * saved as NULL returns NULL with no error: check ddpl_node_saved_is_null first. */
+ * saved as NULL returns NULL with no error: check ddpl_node_saved_is_null first.
+ * While grad mode is on (a backward with create_graph records itself), a saved output comes
+ * back with this node as its grad_fn, so formulas written with ops that use it (exp's g * y)
+ * are differentiated through it too, as PyTorch unpacks saved outputs. */
 ddpl_tensor *ddpl_node_saved(ddpl_node *n, int slot);
+/* Releases the outputs ddpl_node_saved handed to a create_graph backward (they hold the node:
+ * kept past the formula they would be a reference cycle). The engine calls it after each node. */
+void ddpl_node_drop_unpacked(ddpl_node *n);
+/* Whether the node's saved tensors were freed by a backward without retain_graph; sets the
+ * error ddpl_node_saved reports then ("... backward through the graph a second time"). */
+bool ddpl_node_check_released(ddpl_node *n);
 static inline bool ddpl_node_saved_is_null(const ddpl_node *n, int slot)
 {
     return n->saved[slot].t == NULL;

@@ -13,7 +13,7 @@ static char restore_on_key, restore_off_key;
 static const char *const backward_opts[] = {"gradient", "retain_graph", "create_graph", "inputs",
                                             NULL};
 
-/* y:backward([gradient] [, {retain_graph=false}]) */
+/* y:backward([gradient] [, {retain_graph=create_graph, create_graph=false}]) */
 static int m_backward(lua_State *L)
 {
     ddpl_tensor *t = lb_check(L, 1, "backward");
@@ -21,13 +21,12 @@ static int m_backward(lua_State *L)
     lb_check_opts(L, a.opts, "backward", backward_opts);
     int gi = lb_arg(L, &a, 2, "gradient");
     ddpl_tensor *g = gi ? lb_check(L, gi, "backward") : NULL;
-    bool retain = lb_bool(L, lb_arg(L, &a, 3, "retain_graph"), "backward", "retain_graph", false);
-    if (lb_bool(L, lb_arg(L, &a, 4, "create_graph"), "backward", "create_graph", false))
-        return luaL_error(L, "backward: create_graph=true is not supported");
+    bool create = lb_bool(L, lb_arg(L, &a, 4, "create_graph"), "backward", "create_graph", false);
+    bool retain = lb_bool(L, lb_arg(L, &a, 3, "retain_graph"), "backward", "retain_graph", create);
     if (lb_arg(L, &a, 0, "inputs"))
         return luaL_error(L, "backward: 'inputs' is not supported; use ddpl.autograd.grad");
     lb_active prev = lb_backward_begin(L);
-    int rc = ddpl_backward(t, g, retain);
+    int rc = ddpl_backward_ex(t, g, retain, create);
     lb_backward_end(L, prev, rc);
     return 0;
 }
@@ -123,8 +122,9 @@ static int tensors_arg(lua_State *L, int idx, const char *what, ddpl_tensor ***o
 static const char *const grad_opts[] = {"grad_outputs", "retain_graph", "create_graph",
                                         "allow_unused", NULL};
 
-/* ddpl.autograd.grad(outputs, inputs [, {grad_outputs, retain_graph, allow_unused}]) -> list of
- * gradients, one per input (nil for an unused input with allow_unused) */
+/* ddpl.autograd.grad(outputs, inputs [, {grad_outputs, retain_graph=create_graph,
+ * create_graph=false, allow_unused}]) -> list of gradients, one per input (nil for an unused
+ * input with allow_unused) */
 static int f_grad(lua_State *L)
 {
     lb_args a = lb_parse_args(L);
@@ -150,12 +150,12 @@ static int f_grad(lua_State *L)
             return lb_opterror(L, gi, "autograd.grad", "grad_outputs", "a tensor or a list");
         }
     }
+    bool create =
+        lb_bool(L, lb_arg(L, &a, 0, "create_graph"), "autograd.grad", "create_graph", false);
     bool retain =
-        lb_bool(L, lb_arg(L, &a, 0, "retain_graph"), "autograd.grad", "retain_graph", false);
+        lb_bool(L, lb_arg(L, &a, 0, "retain_graph"), "autograd.grad", "retain_graph", create);
     bool allow_unused =
         lb_bool(L, lb_arg(L, &a, 0, "allow_unused"), "autograd.grad", "allow_unused", false);
-    if (lb_bool(L, lb_arg(L, &a, 0, "create_graph"), "autograd.grad", "create_graph", false))
-        return luaL_error(L, "autograd.grad: create_graph=true is not supported");
     /* result boxes exist before the call, so nothing can fail between it and their filling */
     lua_createtable(L, n_in, 0);
     int list = lua_gettop(L);
@@ -166,7 +166,8 @@ static int f_grad(lua_State *L)
         lua_rawseti(L, list, i + 1);
     }
     lb_active prev = lb_backward_begin(L);
-    int rc = ddpl_autograd_grad(n_out, outs, gouts, n_in, ins, grads, retain, allow_unused);
+    int rc =
+        ddpl_autograd_grad_ex(n_out, outs, gouts, n_in, ins, grads, retain, create, allow_unused);
     lb_backward_end(L, prev, rc);
     for (int i = 0; i < n_in; i++) {
         boxes[i]->t = grads[i];

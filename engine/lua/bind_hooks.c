@@ -1,6 +1,7 @@
 /* lua/bind_hooks.c: Lua functions as tensor hooks, and the backward-pass bracket around them.
- * defines: lb_hooks_open, lb_backward_begin, lb_backward_end, lb_hook_methods
- *          (register_hook), the ddplua.HookHandle type (handle:remove()).
+ * defines: lb_hooks_open, lb_backward_begin, lb_backward_end, lb_ref_new, lb_ref_free,
+ *          lb_backward_pcall, lb_hook_methods (register_hook), the ddplua.HookHandle type
+ *          (handle:remove()).
  *
  * The engine calls a C hook with the gradient; ours calls the Lua function under lua_pcall, so a
  * Lua error never unwinds through the engine's C frames. The error value is kept in the registry
@@ -10,9 +11,10 @@
  * freed outside any Lua call: by the GC's finalizer of another tensor, by a C thread dropping a
  * reference, or after lua_close. So the hook's registry reference is not released there; it is
  * queued on the per-state record and unref'd by the next hook registration or backward pass,
- * and a hook whose lua_State has closed does nothing. A hook function that refers to its own
- * tensor keeps that tensor alive (the registry is a GC root): remove the hook to break the
- * cycle. */
+ * and a hook whose lua_State has closed does nothing. Graph nodes of ddpl.autograd.Function
+ * (bind_function.c) keep their Lua backward the same way (lb_ref_new, lb_ref_free). A hook function
+ * that refers to its own tensor keeps that tensor alive (the registry is a GC root): remove the
+ * hook to break the cycle. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -31,7 +33,7 @@ typedef struct hook_state {
     int n_dead, cap_dead;
 } hook_state;
 
-typedef struct lua_hook {
+typedef struct lb_ref {
     hook_state *st;
     int ref; /* the function, in the registry */
 } lua_hook;
@@ -73,7 +75,7 @@ static void drain(lua_State *L, hook_state *st)
     for (int i = 0; i < n; i++) luaL_unref(L, LUA_REGISTRYINDEX, refs[i]);
 }
 
-static void free_lua_hook(void *ud)
+void lb_ref_free(void *ud)
 {
     lua_hook *h = ud;
     hook_state *st = h->st;
@@ -94,15 +96,42 @@ static void free_lua_hook(void *ud)
     free(h);
 }
 
-/* Runs inside lua_pcall: (fn, lightuserdata grad) -> lightuserdata replacement (retained) or
- * nil. Everything that can raise happens here, under the protection of the pcall. */
+int lb_backward_pcall(lb_ref *r, lua_CFunction trampoline, void *arg, const char *what)
+{
+    hook_state *st = r->st;
+    if (!atomic_load(&st->alive)) return ddpl_error("%s: its Lua state was closed", what);
+    lua_State *L = active_st == st ? active_L : st->main;
+    if (!lua_checkstack(L, 4)) return ddpl_error("%s: Lua stack overflow", what);
+    int top = lua_gettop(L);
+    lua_pushcfunction(L, trampoline);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, r->ref);
+    lua_pushlightuserdata(L, arg);
+    int rc = 0;
+    if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+        const char *msg = lua_tostring(L, -1);
+        ddpl_error("%s: %s", what, msg ? msg : "a non-string error was raised");
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &error_key);
+        rc = -1;
+    }
+    lua_settop(L, top);
+    return rc;
+}
+
+typedef struct {
+    ddpl_tensor *grad;   /* borrowed */
+    ddpl_tensor *result; /* the hook's replacement (new reference), or NULL */
+} hook_call;
+
+/* Runs inside lua_pcall (lb_backward_pcall): fn(grad) -> replacement or nil. Everything that
+ * can raise happens here, under the protection of the pcall. */
 static int hook_trampoline(lua_State *L)
 {
-    ddpl_tensor *g = lua_touserdata(L, 2);
+    hook_call *call = lua_touserdata(L, 2);
+    ddpl_tensor *g = call->grad;
     lua_settop(L, 1);
     ddpl_lua_push_tensor(L, g);
     lua_call(L, 1, 1);
-    if (lua_isnil(L, -1)) return 1;
+    if (lua_isnil(L, -1)) return 0;
     ddpl_tensor *r = ddpl_lua_test_tensor(L, -1);
     if (!r)
         return luaL_error(L, "register_hook: the hook must return a tensor or nil, got %s",
@@ -116,37 +145,18 @@ static int hook_trampoline(lua_State *L)
                           "or dtype (%s) than it was given (%s)",
                           ddpl_dtype_name(ddpl_tensor_dtype(r)),
                           ddpl_dtype_name(ddpl_tensor_dtype(g)));
-    lua_pushlightuserdata(L, ddpl_tensor_retain(r));
-    return 1;
+    call->result = ddpl_tensor_retain(r);
+    return 0;
 }
 
 /* The C hook the engine calls (ddpl_tensor_hook_fn). */
 static ddpl_tensor *call_lua_hook(ddpl_tensor *grad, void *ud, bool *failed)
 {
     lua_hook *h = ud;
-    hook_state *st = h->st;
-    if (!atomic_load(&st->alive)) return NULL;
-    lua_State *L = active_st == st ? active_L : st->main;
-    if (!lua_checkstack(L, 4)) {
-        *failed = true;
-        ddpl_error("register_hook: Lua stack overflow");
-        return NULL;
-    }
-    int top = lua_gettop(L);
-    lua_pushcfunction(L, hook_trampoline);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, h->ref);
-    lua_pushlightuserdata(L, grad);
-    ddpl_tensor *result = NULL;
-    if (lua_pcall(L, 2, 1, 0) == LUA_OK) {
-        result = lua_touserdata(L, -1);
-    } else {
-        const char *msg = lua_tostring(L, -1);
-        ddpl_error("register_hook: %s", msg ? msg : "the hook raised a non-string error");
-        lua_rawsetp(L, LUA_REGISTRYINDEX, &error_key);
-        *failed = true;
-    }
-    lua_settop(L, top);
-    return result;
+    if (!atomic_load(&h->st->alive)) return NULL; /* a hook outliving its state does nothing */
+    hook_call call = {grad, NULL};
+    if (lb_backward_pcall(h, hook_trampoline, &call, "register_hook") < 0) *failed = true;
+    return call.result;
 }
 
 lb_active lb_backward_begin(lua_State *L)
@@ -174,6 +184,23 @@ void lb_backward_end(lua_State *L, lb_active prev, int rc)
     lb_error(L);
 }
 
+lb_ref *lb_ref_new(lua_State *L, int idx)
+{
+    hook_state *st = get_state(L);
+    drain(L, st);
+    lua_pushvalue(L, idx);
+    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    lua_hook *h = malloc(sizeof *h);
+    if (!h) {
+        luaL_unref(L, LUA_REGISTRYINDEX, ref);
+        luaL_error(L, "ddplua: out of memory");
+    }
+    h->st = st;
+    h->ref = ref;
+    atomic_fetch_add(&st->refs, 1);
+    return h;
+}
+
 /* x:register_hook(fn) -> handle; fn(grad) may return a replacement gradient */
 static int m_register_hook(lua_State *L)
 {
@@ -181,24 +208,13 @@ static int m_register_hook(lua_State *L)
     if (!lua_isfunction(L, 2) && luaL_getmetafield(L, 2, "__call") == LUA_TNIL)
         return lb_argerror(L, 2, "register_hook", "a function");
     lua_settop(L, 2);
-    hook_state *st = get_state(L);
-    drain(L, st);
     hook_handle *hh = lua_newuserdatauv(L, sizeof *hh, 0);
     hh->t = NULL;
     hh->key = NULL;
     luaL_setmetatable(L, HANDLE_MT);
-    lua_pushvalue(L, 2);
-    int ref = luaL_ref(L, LUA_REGISTRYINDEX);
-    lua_hook *h = malloc(sizeof *h);
-    if (!h) {
-        luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        return luaL_error(L, "register_hook: out of memory");
-    }
-    h->st = st;
-    h->ref = ref;
-    atomic_fetch_add(&st->refs, 1);
-    if (ddpl_tensor_register_hook(t, call_lua_hook, h, free_lua_hook) < 0) {
-        free_lua_hook(h);
+    lua_hook *h = lb_ref_new(L, 2);
+    if (ddpl_tensor_register_hook(t, call_lua_hook, h, lb_ref_free) < 0) {
+        lb_ref_free(h);
         lb_error(L);
     }
     hh->t = ddpl_tensor_retain(t);

@@ -82,6 +82,7 @@ int luaopen_ddplua_core(lua_State *L)
 
     lua_newtable(L); /* ddpl.autograd (gradcheck is added by lua/ddplua/autograd.lua) */
     register_into(L, lua_gettop(L), mt, methods, lb_autograd_table);
+    register_into(L, lua_gettop(L), mt, methods, lb_function_table);
     lua_setfield(L, ddpl, "autograd");
     lua_newtable(L);
     register_into(L, lua_gettop(L), mt, methods, lb_cuda_functions);

@@ -125,6 +125,17 @@ typedef struct lb_active {
 LB_HIDDEN lb_active lb_backward_begin(lua_State *L);
 /* Ends the pass; on failure (rc < 0) raises the hook's error, or the engine's. */
 LB_HIDDEN void lb_backward_end(lua_State *L, lb_active prev, int rc);
+/* A Lua value (a function) kept for a C object that may die outside any Lua call (a hook, a
+ * graph node): lb_ref_free only queues the registry slot, released on the next backward or
+ * registration. lb_ref_new raises on failure. */
+typedef struct lb_ref lb_ref;
+LB_HIDDEN lb_ref *lb_ref_new(lua_State *L, int idx);
+LB_HIDDEN void lb_ref_free(void *ref);
+/* From C code the engine runs during backward: trampoline(fn, lightuserdata arg) under
+ * lua_pcall on the state running the pass, fn being r's value; the trampoline reports through
+ * arg. 0, or -1 with the error set ("what: message") and the error value kept, which
+ * lb_backward_end re-raises unchanged. */
+LB_HIDDEN int lb_backward_pcall(lb_ref *r, lua_CFunction trampoline, void *arg, const char *what);
 /* Creates the per-state record and the hook handle metatable (at luaopen). */
 LB_HIDDEN void lb_hooks_open(lua_State *L);
 
@@ -136,25 +147,26 @@ LB_HIDDEN extern const luaL_Reg lb_view_methods[];   /* views */
 LB_HIDDEN extern const luaL_Reg lb_math_methods[];   /* pointwise_linalg: incl. in place, mm */
 LB_HIDDEN extern const luaL_Reg lb_math_functions[]; /* pointwise_linalg: ddpl.where, ddpl.addmm */
 LB_HIDDEN extern const luaL_Reg lb_reduce_methods[]; /* reduce: reductions, indexing */
-LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];   /* reduce: ddpl.cat, ddpl.stack */
-LB_HIDDEN extern const luaL_Reg lb_create_functions[];   /* create: factories */
-LB_HIDDEN extern const luaL_Reg lb_hook_methods[];       /* hooks: register_hook */
-LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];   /* autograd: backward, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_functions[]; /* autograd: no_grad, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_table[];     /* autograd: ddpl.autograd.grad */
-LB_HIDDEN extern const luaL_Reg lb_functional[];         /* functional: F.* */
-LB_HIDDEN extern const luaL_Reg lb_functional_methods[]; /* functional: x:softmax(dim), ... */
-LB_HIDDEN extern const luaL_Reg lb_util_functions[];     /* util: time, threads, config, cuda */
-LB_HIDDEN extern const luaL_Reg lb_rng_functions[];      /* rng: ddpl.* and ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];     /* util: ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_dist_functions[];     /* dist_pg: ddplua.core.dist */
+LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];    /* reduce: ddpl.cat, ddpl.stack */
+LB_HIDDEN extern const luaL_Reg lb_create_functions[];    /* create: factories */
+LB_HIDDEN extern const luaL_Reg lb_hook_methods[];        /* hooks: register_hook */
+LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];    /* autograd: backward, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_functions[];  /* autograd: no_grad, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_table[];      /* autograd: ddpl.autograd.grad */
+LB_HIDDEN extern const luaL_Reg lb_function_table[];      /* function: autograd._record_function */
+LB_HIDDEN extern const luaL_Reg lb_functional[];          /* functional: F.* */
+LB_HIDDEN extern const luaL_Reg lb_functional_methods[];  /* functional: x:softmax(dim), ... */
+LB_HIDDEN extern const luaL_Reg lb_util_functions[];      /* util: time, threads, config, cuda */
+LB_HIDDEN extern const luaL_Reg lb_rng_functions[];       /* rng: ddpl.* and ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];      /* util: ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_dist_functions[];      /* dist_pg: ddplua.core.dist */
 LB_HIDDEN extern const luaL_Reg lb_serialize_functions[]; /* serialize: ddplua.core.serialize */
 LB_HIDDEN extern const luaL_Reg lb_process_functions[];   /* process: ddplua.core.process */
-LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];      /* ddp: ddplua.core.ddp */
-LB_HIDDEN extern const luaL_Reg lb_data_functions[];     /* data: ddpl.read_idx */
-LB_HIDDEN extern const luaL_Reg lb_io_functions[];       /* io: ddpl.save, ddpl.load */
-LB_HIDDEN extern const luaL_Reg lb_optim_functions[];    /* optim: ddpl._fused_sgd_, _adam_ */
-LB_HIDDEN extern const luaL_Reg lb_autocast_functions[]; /* autocast: ddpl.autocast, precision */
+LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];       /* ddp: ddplua.core.ddp */
+LB_HIDDEN extern const luaL_Reg lb_data_functions[];      /* data: ddpl.read_idx */
+LB_HIDDEN extern const luaL_Reg lb_io_functions[];        /* io: ddpl.save, ddpl.load */
+LB_HIDDEN extern const luaL_Reg lb_optim_functions[];     /* optim: ddpl._fused_sgd_, _adam_ */
+LB_HIDDEN extern const luaL_Reg lb_autocast_functions[];  /* autocast: ddpl.autocast, precision */
 
 /* bind_dist_store.c: sets ddpl._store = {TCPStore = ...} on the table at index ddpl (at
  * luaopen). */

@@ -159,7 +159,7 @@ static int index_select_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **
     if (!index) return -1;
     gi[0] = scatter_into_zeros(DDPL_OP_INDEX_ADD, &n->edges[0], index, grad,
                                DDPL_NODE_CTX(n, dim_ctx)->dim);
-    return gi[0] ? 0 : -1;
+    return gi[0] ? ddpl_mark_not_differentiable("index_select", n, grad, 1, gi, false) : -1;
 }
 
 ddpl_tensor *ddpl_index_select(ddpl_tensor *x, int dim, ddpl_tensor *index)
@@ -203,7 +203,9 @@ static int scatter_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     if (!index) return -1;
     gi[0] = scatter_into_zeros(DDPL_OP_SCATTER_ADD, &n->edges[0], index, grad,
                                DDPL_NODE_CTX(n, dim_ctx)->dim);
-    return gi[0] ? 0 : -1;
+    return gi[0] ? ddpl_mark_not_differentiable(n->name[0] == 'T' ? "topk" : "gather", n, grad, 1,
+                                                gi, false)
+                 : -1;
 }
 
 ddpl_tensor *ddpl_gather(ddpl_tensor *x, int dim, ddpl_tensor *index)

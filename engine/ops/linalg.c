@@ -103,6 +103,16 @@ typedef struct {
 static ddpl_tensor *mm_in_layout_of(const ddpl_tensor *like, ddpl_tensor *p, ddpl_tensor *q,
                                     double alpha, ddpl_tensor *dest)
 {
+    if (ddpl_is_grad_enabled() && (ddpl_requires_grad(p) || ddpl_requires_grad(q))) {
+        /* create_graph: the product is recorded, so the gradient can be differentiated */
+        ddpl_tensor *r = ddpl_mm(p, q);
+        if (!r || alpha == 1.0) return r;
+        ddpl_tensor *s = ddpl_wrapped_number(alpha, false);
+        ddpl_tensor *scaled = s ? ddpl_mul(r, s) : NULL;
+        ddpl_tensor_release(s);
+        ddpl_tensor_release(r);
+        return scaled;
+    }
     bool column_major = like->ndim == 2 && like->strides[0] == 1 && like->strides[1] != 1 &&
                         like->sizes[0] > 1 && like->sizes[1] > 1;
     if (!column_major) return mm_raw_into(dest, p, q, alpha);

@@ -131,7 +131,9 @@ static int sdpa_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
         else
             ddpl_tensor_release(outs[i]);
     }
-    return rc;
+    return rc == 0
+               ? ddpl_mark_not_differentiable("scaled_dot_product_attention", n, grad, 3, gi, true)
+               : rc;
 }
 
 /* Runs the fused kernel: 0 with *out set, -1 on error, SDPA_UNSUPPORTED when the call does not

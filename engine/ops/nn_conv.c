@@ -42,32 +42,124 @@ int nn_run_conv_kernel(ddpl_op op, ddpl_tensor **outs, int n_out, ddpl_tensor **
     return rc;
 }
 
-/* inputs 0 x, 1 w, 2 bias?; saved: x and w as the kernel saw them (contiguous) */
+/* One gradient of the convolution from the backward kernel: which = 0 the input's (shape of
+ * x), 1 the weight's (shape of w), for the output gradient g; x and w are read as the kernel
+ * needs them (contiguous) and only for what that gradient depends on. No autograd. */
+static ddpl_tensor *conv_grad_kernel(int which, ddpl_tensor *g, ddpl_tensor *x, ddpl_tensor *w,
+                                     const ddpl_conv_params *p)
+{
+    ddpl_tensor *gc = nn_contiguous(g), *xc = nn_contiguous(x), *wc = nn_contiguous(w);
+    ddpl_tensor *outs[3] = {NULL, NULL, NULL};
+    int rc = gc && xc && wc ? 0 : -1;
+    if (rc == 0 && !(outs[which] = ddpl_empty_like(which == 0 ? xc : wc))) rc = -1;
+    ddpl_tensor *ins[3] = {gc, xc, wc};
+    if (rc == 0) rc = run_conv_kernel(DDPL_OP_CONV2D_BACKWARD, outs, 3, ins, 3, p);
+    ddpl_tensor_release(gc);
+    ddpl_tensor_release(xc);
+    ddpl_tensor_release(wc);
+    if (rc < 0) {
+        ddpl_tensor_release(outs[which]);
+        return NULL;
+    }
+    return outs[which];
+}
+
+/* ---- double backward (create_graph) ----
+ * The input gradient dx = convT(g, w) and the weight gradient dw = corr(x, g) are bilinear, so
+ * their own gradients are convolutions again (PyTorch's _convolution_double_backward):
+ *   dx's node (inputs g, w), given ggx:  d/dg = conv2d(ggx, w),  d/dw = dw-kernel(ggx, g)
+ *   dw's node (inputs g, x), given ggw:  d/dg = conv2d(x, ggw),  d/dx = dx-kernel(g, ggw)
+ * conv2d records; the kernel results are marked not differentiable, so a third derivative
+ * through a convolution is refused. The bias gradient is a recorded sum. */
+typedef struct {
+    ddpl_conv_params p;
+    int64_t x_sizes[4], w_sizes[4]; /* the forward operands' shapes */
+} conv_double_ctx;
+
+/* saved: 0 g, 1 w (input-gradient node) or x (weight-gradient node) */
+static int conv2d_double_backward(ddpl_node *n, ddpl_tensor *gg, ddpl_tensor **gi)
+{
+    conv_double_ctx *c = DDPL_NODE_CTX(n, conv_double_ctx);
+    ddpl_tensor *g = ddpl_node_saved(n, 0), *other = ddpl_node_saved(n, 1);
+    if (!g || !other) return -1;
+    bool input_node = strcmp(n->name, "Conv2dInputGradBackward") == 0;
+    const ddpl_conv_params *p = &c->p;
+    if (ddpl_node_needs_grad(n, 0)) { /* d/dg: the forward convolution of the other operands */
+        gi[0] = input_node
+                    ? ddpl_conv2d(gg, other, NULL, p->stride, p->padding, p->dilation, p->groups)
+                    : ddpl_conv2d(other, gg, NULL, p->stride, p->padding, p->dilation, p->groups);
+        if (!gi[0]) return -1;
+    }
+    if (ddpl_node_needs_grad(n, 1)) {
+        /* the dx node sends a weight gradient: kernel(g, input=gg); the dw node an input
+         * gradient: kernel(g, weight=gg). The third operand only gives the kernel its shape. */
+        ddpl_tensor *shape_only =
+            ddpl_zeros(4, input_node ? c->w_sizes : c->x_sizes, (ddpl_dtype)gg->dtype, gg->device);
+        gi[1] = !shape_only  ? NULL
+                : input_node ? conv_grad_kernel(1, g, gg, shape_only, p)
+                             : conv_grad_kernel(0, g, shape_only, gg, p);
+        ddpl_tensor_release(shape_only);
+        if (!gi[1]) return -1;
+    }
+    return ddpl_mark_not_differentiable("conv2d", n, gg, 2, gi, true);
+}
+
+/* Gives dx and dw (from the kernel) the nodes above, and makes db a recorded sum of grad. */
+static int conv2d_record_grads(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor *x, ddpl_tensor *w,
+                               ddpl_tensor **gi)
+{
+    conv_double_ctx ctx = {DDPL_NODE_CTX(n, conv_ctx)->p, {0}, {0}};
+    memcpy(ctx.x_sizes, x->sizes, sizeof ctx.x_sizes);
+    memcpy(ctx.w_sizes, w->sizes, sizeof ctx.w_sizes);
+    const char *names[2] = {"Conv2dInputGradBackward", "Conv2dWeightGradBackward"};
+    for (int i = 0; i < 2; i++) {
+        ddpl_tensor *operands[2] = {grad, i == 0 ? w : x};
+        if (!gi[i] || !ddpl_grad_needed(2, operands)) continue;
+        ddpl_node *d = ddpl_node_new(names[i], conv2d_double_backward, 2, operands);
+        ddpl_node_save(d, grad);
+        ddpl_node_save(d, operands[1]);
+        *DDPL_NODE_CTX(d, conv_double_ctx) = ctx;
+        ddpl_set_history(gi[i], d);
+    }
+    if (gi[2] && ddpl_requires_grad(grad)) {
+        int dims[3] = {0, 2, 3};
+        ddpl_tensor *db = ddpl_sum_dims(grad, 3, dims, false);
+        if (!db) return -1;
+        ddpl_tensor_release(gi[2]);
+        gi[2] = db;
+    }
+    return 0;
+}
+
+/* inputs 0 x, 1 w, 2 bias?; saved: x and w as given (made contiguous here: double backward
+ * needs them with their history) */
 static int conv2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     ddpl_tensor *x = ddpl_node_saved(n, 0), *w = ddpl_node_saved(n, 1);
     if (!x || !w) return -1;
-    ddpl_tensor *g = nn_contiguous(grad);
-    if (!g) return -1;
+    ddpl_tensor *g = nn_contiguous(grad), *xc = nn_contiguous(x), *wc = nn_contiguous(w);
     ddpl_tensor *outs[3] = {NULL, NULL, NULL};
-    int rc = 0;
-    if (ddpl_node_needs_grad(n, 0) && !(outs[0] = ddpl_empty_like(x))) rc = -1;
-    if (rc == 0 && ddpl_node_needs_grad(n, 1) && !(outs[1] = ddpl_empty_like(w))) rc = -1;
+    int rc = g && xc && wc ? 0 : -1;
+    if (rc == 0 && ddpl_node_needs_grad(n, 0) && !(outs[0] = ddpl_empty_like(xc))) rc = -1;
+    if (rc == 0 && ddpl_node_needs_grad(n, 1) && !(outs[1] = ddpl_empty_like(wc))) rc = -1;
     if (rc == 0 && n->edges[2].ndim == 1 && ddpl_node_needs_grad(n, 2) &&
         !(outs[2] = ddpl_tensor_new(1, n->edges[2].sizes, (ddpl_dtype)x->dtype, x->device)))
         rc = -1;
-    ddpl_tensor *ins[3] = {g, x, w};
+    ddpl_tensor *ins[3] = {g, xc, wc};
     if (rc == 0 && (outs[0] || outs[1] || outs[2]))
         rc = nn_run_conv_kernel(DDPL_OP_CONV2D_BACKWARD, outs, 3, ins, 3,
                                 &DDPL_NODE_CTX(n, conv_ctx)->p);
     ddpl_tensor_release(g);
+    ddpl_tensor_release(xc);
+    ddpl_tensor_release(wc);
     for (int i = 0; i < 3; i++) {
         if (rc == 0)
             gi[i] = outs[i];
         else
             ddpl_tensor_release(outs[i]);
     }
-    return rc;
+    if (rc < 0 || !ddpl_is_grad_enabled()) return rc;
+    return conv2d_record_grads(n, grad, x, w, gi);
 }
 
 static int check_pair(const char *what, const int v[2], int min)
@@ -145,8 +237,8 @@ static ddpl_tensor *conv2d_batched(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *
     ddpl_tensor *args[3] = {x, w, bias};
     if (y && ddpl_grad_needed(3, args)) {
         ddpl_node *n = ddpl_node_new("Conv2dBackward", conv2d_backward, 3, args);
-        ddpl_node_save(n, xc);
-        ddpl_node_save(n, wc);
+        ddpl_node_save(n, x);
+        ddpl_node_save(n, w);
         DDPL_NODE_CTX(n, conv_ctx)->p = *p;
         ddpl_set_history(y, n);
     }

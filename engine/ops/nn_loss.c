@@ -24,11 +24,10 @@ typedef struct {
 } nll_ctx;
 
 /* input 0 logp; saved: 0 target (N,S), 1 weight?, 2 total_weight */
-static int nll_loss_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+/* The kernel's dlogp for the loss gradient grad (no autograd). */
+static ddpl_tensor *nll_loss_grad_kernel(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor *target,
+                                         ddpl_tensor *w, ddpl_tensor *total)
 {
-    ddpl_tensor *target = ddpl_node_saved(n, 0), *w = ddpl_node_saved(n, 1);
-    ddpl_tensor *total = ddpl_node_saved(n, 2);
-    if (!target || (!w && !ddpl_node_saved_is_null(n, 1)) || !total) return -1;
     ddpl_edge *e = &n->edges[0];
     int64_t N = target->sizes[0], S = target->sizes[1];
     int64_t s3[3] = {N, DDPL_NODE_CTX(n, nll_ctx)->C, S};
@@ -44,10 +43,47 @@ static int nll_loss_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     ddpl_tensor_release(dx3);
     if (rc < 0) {
         ddpl_tensor_release(dx);
-        return -1;
+        return NULL;
     }
-    gi[0] = dx;
-    return 0;
+    return dx;
+}
+
+/* create_graph with a loss gradient that requires grad (gradgradcheck, a penalty on the
+ * gradient of a per-sample loss): dlogp is linear in it, kernel(ones) * grad with grad's
+ * sample dims broadcast over the classes (dim 1), which records. */
+static ddpl_tensor *nll_loss_grad_recorded(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor *target,
+                                           ddpl_tensor *w, ddpl_tensor *total)
+{
+    ddpl_tensor *ones = ddpl_ones(grad->ndim, grad->sizes, (ddpl_dtype)grad->dtype, grad->device);
+    ddpl_tensor *unit = ones ? nll_loss_grad_kernel(n, ones, target, w, total) : NULL;
+    ddpl_tensor_release(ones);
+    if (!unit) return NULL;
+    ddpl_tensor *g = ddpl_tensor_retain(grad);
+    if (grad->ndim > 0) { /* (N, d...) -> (N, 1, d...) */
+        int64_t sizes[DDPL_MAX_DIMS];
+        sizes[0] = grad->sizes[0];
+        sizes[1] = 1;
+        for (int d = 1; d < grad->ndim; d++) sizes[d + 1] = grad->sizes[d];
+        ddpl_tensor_release(g);
+        g = ddpl_reshape(grad, grad->ndim + 1, sizes);
+    }
+    ddpl_tensor *dx = g ? ddpl_mul(unit, g) : NULL;
+    ddpl_tensor_release(g);
+    ddpl_tensor_release(unit);
+    return dx;
+}
+
+static int nll_loss_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    ddpl_tensor *target = ddpl_node_saved(n, 0), *w = ddpl_node_saved(n, 1);
+    ddpl_tensor *total = ddpl_node_saved(n, 2);
+    if (!target || (!w && !ddpl_node_saved_is_null(n, 1)) || !total) return -1;
+    bool linear = ddpl_is_grad_enabled() && ddpl_requires_grad(grad) &&
+                  !(w && ddpl_requires_grad(w)) && !ddpl_requires_grad(total);
+    gi[0] = linear ? nll_loss_grad_recorded(n, grad, target, w, total)
+                   : nll_loss_grad_kernel(n, grad, target, w, total);
+    if (!gi[0]) return -1;
+    return ddpl_mark_not_differentiable("nll_loss", n, grad, 1, gi, false);
 }
 
 /* Checks logp (N,C,d...) / (C) against target (N,d...) / (); fills N, C, S. */

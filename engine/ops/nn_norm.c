@@ -49,10 +49,98 @@ static int norm_backward_run(ddpl_op op, ddpl_node *n, ddpl_tensor *grad, const 
     return rc;
 }
 
+/* The geometry of a normalisation's gradients written with ops (create_graph). */
+typedef struct {
+    int ndim;                 /* of the canonical shape: 2 (M,N) layer_norm, 3 (N,C,S) batch */
+    int64_t sizes[3];         /* the canonical shape x and grad are reshaped to */
+    int n_stat, stat_dims[2]; /* the statistics' dims (kept) */
+    int n_sum, sum_dims[2];   /* what weight and bias gradients sum over */
+    int64_t param_sizes[3];   /* weight and bias viewed to broadcast against x */
+    double eps;
+} norm_geometry;
+
+/* create_graph: a normalisation's gradients written with ops from the input x as given (saved
+ * with its history), so they are differentiated through the statistics too:
+ *   xhat = (x - mean) rstd, rstd = 1/sqrt(var + eps), dxhat = g w (g without weight)
+ *   dx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)),  dw = sum(g xhat),  db = sum(g)
+ * Statistics given (fixed_mean, fixed_rstd: batch_norm in evaluation, the running ones) are
+ * constants: then dx = rstd dxhat. */
+static int norm_backward_recorded(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor *x, ddpl_tensor *w,
+                                  ddpl_tensor *fixed_mean, ddpl_tensor *fixed_rstd,
+                                  const norm_geometry *geo, ddpl_tensor **gi)
+{
+    op_temps k = {0};
+    const int *sd = geo->stat_dims;
+    ddpl_tensor *xr = OP_T(&k, ddpl_reshape(x, geo->ndim, geo->sizes));
+    ddpl_tensor *g = OP_T(&k, ddpl_reshape(grad, geo->ndim, geo->sizes));
+    ddpl_tensor *mean, *rstd;
+    if (fixed_mean) {
+        mean = OP_T(&k, ddpl_reshape(fixed_mean, geo->ndim, geo->param_sizes));
+        rstd = OP_T(&k, ddpl_reshape(fixed_rstd, geo->ndim, geo->param_sizes));
+    } else {
+        mean = OP_T(&k, ddpl_mean_dims(xr, geo->n_stat, sd, true));
+    }
+    ddpl_tensor *xm = OP_T(&k, ddpl_sub(xr, mean));
+    if (!fixed_mean) {
+        ddpl_tensor *var =
+            OP_T(&k, ddpl_mean_dims(OP_T(&k, ddpl_mul(xm, xm)), geo->n_stat, sd, true));
+        rstd = OP_T(&k, ddpl_rsqrt(OP_T(&k, ddpl_add(var, OP_NUM(&k, geo->eps)))));
+    }
+    ddpl_tensor *xhat = OP_T(&k, ddpl_mul(xm, rstd));
+    ddpl_tensor *dxhat =
+        w ? OP_T(&k, ddpl_mul(g, OP_T(&k, ddpl_reshape(w, geo->ndim, geo->param_sizes)))) : g;
+    int rc = 0;
+    if (!k.failed && ddpl_node_needs_grad(n, 0)) {
+        ddpl_tensor *dx;
+        if (fixed_mean) {
+            dx = OP_T(&k, ddpl_mul(dxhat, rstd));
+        } else {
+            ddpl_tensor *m1 = OP_T(&k, ddpl_mean_dims(dxhat, geo->n_stat, sd, true));
+            ddpl_tensor *m2 =
+                OP_T(&k, ddpl_mean_dims(OP_T(&k, ddpl_mul(dxhat, xhat)), geo->n_stat, sd, true));
+            ddpl_tensor *inner =
+                OP_T(&k, ddpl_sub(OP_T(&k, ddpl_sub(dxhat, m1)), OP_T(&k, ddpl_mul(xhat, m2))));
+            dx = OP_T(&k, ddpl_mul(inner, rstd));
+        }
+        gi[0] = k.failed ? NULL : ddpl_reshape(dx, n->edges[0].ndim, n->edges[0].sizes);
+        if (!gi[0]) rc = -1;
+    }
+    for (int i = 1; i < 3 && rc == 0 && !k.failed; i++) { /* 1 weight: g xhat, 2 bias: g */
+        if (!ddpl_node_needs_grad(n, i)) continue;
+        ddpl_tensor *terms = i == 1 ? OP_T(&k, ddpl_mul(g, xhat)) : g;
+        ddpl_tensor *summed = OP_T(&k, ddpl_sum_dims(terms, geo->n_sum, geo->sum_dims, false));
+        gi[i] = k.failed ? NULL : ddpl_reshape(summed, n->edges[i].ndim, n->edges[i].sizes);
+        if (!gi[i]) rc = -1;
+    }
+    if (k.failed) rc = -1;
+    op_temps_release(&k);
+    return rc;
+}
+
+/* Whether backward records (create_graph) and the gradients need a graph. */
+static bool norm_records(ddpl_node *n, ddpl_tensor *grad)
+{
+    bool record = ddpl_grad_needed(1, &grad);
+    for (int i = 0; i < 3 && ddpl_is_grad_enabled(); i++)
+        record = record || ddpl_node_needs_grad(n, i);
+    return record;
+}
+
+/* saved for create_graph: 4 x and 5 weight as given */
 static int batch_norm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
-    return norm_backward_run(DDPL_OP_BATCH_NORM_BACKWARD, n, grad, &DDPL_NODE_CTX(n, bn_ctx)->p,
-                             gi);
+    const ddpl_batch_norm_params *p = &DDPL_NODE_CTX(n, bn_ctx)->p;
+    if (!norm_records(n, grad))
+        return norm_backward_run(DDPL_OP_BATCH_NORM_BACKWARD, n, grad, p, gi);
+    ddpl_tensor *x3 = ddpl_node_saved(n, 0), *x = ddpl_node_saved(n, 4);
+    ddpl_tensor *w = ddpl_node_saved(n, 5);
+    ddpl_tensor *mean = ddpl_node_saved(n, 2), *invstd = ddpl_node_saved(n, 3);
+    if (!x3 || !x || (!w && !ddpl_node_saved_is_null(n, 5)) || !mean || !invstd) return -1;
+    int64_t C = x3->sizes[1];
+    norm_geometry geo = {3,     {x3->sizes[0], C, x3->sizes[2]}, 2, {0, 2}, 2, {0, 2}, {1, C, 1},
+                         p->eps};
+    return norm_backward_recorded(n, grad, x, w, p->training ? NULL : mean,
+                                  p->training ? NULL : invstd, &geo, gi);
 }
 
 static int check_running(const char *what, ddpl_tensor *t)
@@ -137,6 +225,8 @@ static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
         ddpl_node_save(n, weight);
         ddpl_node_save(n, mean);
         ddpl_node_save(n, invstd);
+        ddpl_node_save(n, x);      /* for create_graph (norm_backward_recorded) */
+        ddpl_node_save(n, weight); /* with its history, NULL keeps the slot */
         DDPL_NODE_CTX(n, bn_ctx)->p = p;
         ddpl_set_history(y, n);
     }
@@ -150,9 +240,21 @@ static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
 }
 
 /* ---- layer_norm ---- */
+typedef struct {
+    double eps;
+    int64_t M, N; /* rows (the leading dims) and the normalized size */
+} ln_ctx;
+
+/* saved for create_graph: 4 x and 5 weight as given */
 static int layer_norm_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
-    return norm_backward_run(DDPL_OP_LAYER_NORM_BACKWARD, n, grad, NULL, gi);
+    if (!norm_records(n, grad))
+        return norm_backward_run(DDPL_OP_LAYER_NORM_BACKWARD, n, grad, NULL, gi);
+    ln_ctx *c = DDPL_NODE_CTX(n, ln_ctx);
+    ddpl_tensor *x = ddpl_node_saved(n, 4), *w = ddpl_node_saved(n, 5);
+    if (!x || (!w && !ddpl_node_saved_is_null(n, 5))) return -1;
+    norm_geometry geo = {2, {c->M, c->N}, 1, {1}, 1, {0}, {1, c->N}, c->eps};
+    return norm_backward_recorded(n, grad, x, w, NULL, NULL, &geo, gi);
 }
 
 /* weight/bias of layer_norm: the normalized shape (x's last n dims), or NULL. */
@@ -232,6 +334,9 @@ static ddpl_tensor *layer_norm_impl(ddpl_tensor *x, int n_normalized, ddpl_tenso
         ddpl_node_save(n, w1);
         ddpl_node_save(n, mean);
         ddpl_node_save(n, rstd);
+        ddpl_node_save(n, x);      /* for create_graph (layer_norm_backward_recorded) */
+        ddpl_node_save(n, weight); /* NULL keeps the slot */
+        *DDPL_NODE_CTX(n, ln_ctx) = (ln_ctx){eps, M, N};
         ddpl_set_history(y, n);
     }
     ddpl_tensor *tmp[] = {xc, x2, wc, w1, bc, b1, y2, mean, rstd};

@@ -25,23 +25,78 @@ static int pool_backward_run(ddpl_op op, ddpl_node *n, ddpl_tensor *grad, ddpl_t
     return dx ? 0 : -1;
 }
 
+/* ---- double backward (create_graph) ----
+ * The pooling gradients are linear in the output gradient g and do not depend on x otherwise
+ * (max_pool2d's argmax is piecewise constant), so their own gradient goes to g only: the
+ * adjoint of the backward map, which is the forward pooling for the averages (the same window
+ * and divisor per output) and a gather at the argmax for max_pool2d. */
+typedef struct {
+    ddpl_pool_params p;
+    int kind;       /* 0 max, 1 avg, 2 adaptive */
+    int64_t oh, ow; /* the pooled output's size (adaptive) */
+} pool_double_ctx;
+
+/* saved (max only): the argmax (N,C,OH,OW), h*W + w within each plane */
+static int pool_double_backward(ddpl_node *n, ddpl_tensor *gg, ddpl_tensor **gi)
+{
+    pool_double_ctx *c = DDPL_NODE_CTX(n, pool_double_ctx);
+    if (c->kind == 1) {
+        gi[0] = ddpl_avg_pool2d(gg, c->p.kernel, c->p.stride, c->p.padding, c->p.count_include_pad);
+    } else if (c->kind == 2) {
+        gi[0] = ddpl_adaptive_avg_pool2d(gg, (int)c->oh, (int)c->ow);
+    } else {
+        ddpl_tensor *am = ddpl_node_saved(n, 0);
+        if (!am) return -1;
+        int64_t planes[3] = {gg->sizes[0], gg->sizes[1], gg->sizes[2] * gg->sizes[3]};
+        int64_t picks[3] = {am->sizes[0], am->sizes[1], am->sizes[2] * am->sizes[3]};
+        ddpl_tensor *flat = ddpl_reshape(gg, 3, planes), *idx = ddpl_reshape(am, 3, picks);
+        ddpl_tensor *picked = flat && idx ? ddpl_gather(flat, 2, idx) : NULL;
+        gi[0] = picked ? ddpl_reshape(picked, 4, am->sizes) : NULL;
+        ddpl_tensor_release(flat);
+        ddpl_tensor_release(idx);
+        ddpl_tensor_release(picked);
+    }
+    return gi[0] ? 0 : -1;
+}
+
+/* Gives dx a node leading to grad when grad records (kind as in pool_double_ctx). */
+static int pool_record_grad(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor *argmax, int kind,
+                            ddpl_tensor **gi)
+{
+    if (!ddpl_grad_needed(1, &grad)) return 0;
+    static const char *const names[3] = {"MaxPool2dGradBackward", "AvgPool2dGradBackward",
+                                         "AdaptiveAvgPool2dGradBackward"};
+    ddpl_node *d = ddpl_node_new(names[kind], pool_double_backward, 1, &grad);
+    pool_double_ctx *c = DDPL_NODE_CTX(d, pool_double_ctx);
+    c->p = DDPL_NODE_CTX(n, pool_ctx)->p; /* zeros for the adaptive pooling: unused */
+    c->kind = kind;
+    c->oh = grad->sizes[2];
+    c->ow = grad->sizes[3];
+    if (argmax) ddpl_node_save(d, argmax);
+    ddpl_set_history(gi[0], d);
+    return 0;
+}
+
 static int max_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     ddpl_tensor *argmax = ddpl_node_saved(n, 0);
     if (!argmax) return -1;
-    return pool_backward_run(DDPL_OP_MAX_POOL2D_BACKWARD, n, grad, argmax,
-                             &DDPL_NODE_CTX(n, pool_ctx)->p, gi);
+    int rc = pool_backward_run(DDPL_OP_MAX_POOL2D_BACKWARD, n, grad, argmax,
+                               &DDPL_NODE_CTX(n, pool_ctx)->p, gi);
+    return rc == 0 ? pool_record_grad(n, grad, argmax, 0, gi) : rc;
 }
 
 static int avg_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
-    return pool_backward_run(DDPL_OP_AVG_POOL2D_BACKWARD, n, grad, NULL,
-                             &DDPL_NODE_CTX(n, pool_ctx)->p, gi);
+    int rc = pool_backward_run(DDPL_OP_AVG_POOL2D_BACKWARD, n, grad, NULL,
+                               &DDPL_NODE_CTX(n, pool_ctx)->p, gi);
+    return rc == 0 ? pool_record_grad(n, grad, NULL, 1, gi) : rc;
 }
 
 static int adaptive_avg_pool2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
-    return pool_backward_run(DDPL_OP_ADAPTIVE_AVG_POOL2D_BACKWARD, n, grad, NULL, NULL, gi);
+    int rc = pool_backward_run(DDPL_OP_ADAPTIVE_AVG_POOL2D_BACKWARD, n, grad, NULL, NULL, gi);
+    return rc == 0 ? pool_record_grad(n, grad, NULL, 2, gi) : rc;
 }
 
 static int check_input(const char *op, const ddpl_tensor *x)

@@ -11,12 +11,37 @@ typedef struct {
     bool log;
 } softmax_ctx;
 
+/* create_graph: the gradient written with ops, so it records its history.
+ * softmax: y (g - sum(g y)); log_softmax: g - exp(y) sum(g), sums over dim kept. */
+static int softmax_backward_recorded(const softmax_ctx *c, ddpl_tensor *grad, ddpl_tensor *y,
+                                     ddpl_tensor **gi)
+{
+    ddpl_tensor *p = c->log ? ddpl_exp(y) : ddpl_mul(grad, y);
+    ddpl_tensor *s = p ? ddpl_sum_dims(c->log ? grad : p, 1, &c->dim, true) : NULL;
+    ddpl_tensor *r = NULL;
+    if (s && c->log) {
+        ddpl_tensor *ps = ddpl_mul(p, s);
+        r = ps ? ddpl_sub(grad, ps) : NULL;
+        ddpl_tensor_release(ps);
+    } else if (s) {
+        ddpl_tensor *d = ddpl_sub(grad, s);
+        r = d ? ddpl_mul(y, d) : NULL;
+        ddpl_tensor_release(d);
+    }
+    ddpl_tensor_release(p);
+    ddpl_tensor_release(s);
+    gi[0] = r;
+    return r ? 0 : -1;
+}
+
 /* saved: 0 the forward output */
 static int softmax_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     softmax_ctx *c = DDPL_NODE_CTX(n, softmax_ctx);
     ddpl_tensor *y = ddpl_node_saved(n, 0);
     if (!y) return -1;
+    ddpl_tensor *operands[2] = {grad, y};
+    if (ddpl_grad_needed(2, operands)) return softmax_backward_recorded(c, grad, y, gi);
     ddpl_tensor *g = nn_contiguous(grad);
     ddpl_tensor *dx = g ? ddpl_empty_like(y) : NULL;
     ddpl_dim_params p = {c->dim};

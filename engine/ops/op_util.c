@@ -1,5 +1,6 @@
 /* ops/op_util.c: see op_util.h.
- * defines: ddpl_check_*, ddpl_as_dtype, ddpl_to_dtype, ddpl_sum_to. */
+ * defines: ddpl_check_*, ddpl_as_dtype, ddpl_to_dtype, ddpl_sum_to,
+ *          ddpl_mark_not_differentiable. */
 #include "op_util.h"
 
 int ddpl_check_inplace(const char *op, const ddpl_tensor *x)
@@ -62,4 +63,45 @@ ddpl_tensor *ddpl_sum_to(ddpl_tensor *grad, int ndim, const int64_t *sizes)
     ddpl_tensor *r = ddpl_view(s, ndim, sizes);
     ddpl_tensor_release(s);
     return r;
+}
+
+typedef struct {
+    const char *op;
+} not_differentiable_ctx;
+
+static int not_differentiable_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    DDPL_UNUSED(grad);
+    DDPL_UNUSED(gi);
+    return ddpl_error("create_graph: the backward of %s is not differentiable (its "
+                      "derivative is not implemented)",
+                      DDPL_NODE_CTX(n, not_differentiable_ctx)->op);
+}
+
+int ddpl_mark_not_differentiable(const char *op, ddpl_node *n, ddpl_tensor *grad, int n_outs,
+                                 ddpl_tensor **outs, bool through_inputs)
+{
+    if (!ddpl_is_grad_enabled()) return 0; /* the common case: backward records nothing */
+    ddpl_tensor *operands[1 + DDPL_NODE_MAX_SAVED] = {grad};
+    for (int i = 0; i < n->n_saved; i++) {
+        if (ddpl_node_saved_is_null(n, i)) continue;
+        operands[1 + i] = ddpl_node_saved(n, i);
+        if (!operands[1 + i]) return -1;
+    }
+    /* a saved tensor may be a contiguous copy without history: the inputs' edges say more */
+    bool inputs_record = false;
+    for (int i = 0; through_inputs && i < n->n_inputs; i++)
+        inputs_record = inputs_record || ddpl_node_needs_grad(n, i);
+    if (!inputs_record && !ddpl_grad_needed(1 + n->n_saved, operands)) return 0;
+    ddpl_node *mark = ddpl_node_new("NotDifferentiableBackward", not_differentiable_backward,
+                                    1 + n->n_saved, operands);
+    DDPL_NODE_CTX(mark, not_differentiable_ctx)->op = op;
+    for (int i = 0; i < n_outs; i++) {
+        /* a result that already records (a gradient passed through as it is) keeps that */
+        if (!outs[i] || ddpl_requires_grad(outs[i])) continue;
+        ddpl_node_retain(mark);
+        ddpl_set_history(outs[i], mark);
+    }
+    ddpl_node_release(mark);
+    return 0;
 }

@@ -1,6 +1,7 @@
 /* ops/op_util.h: checks and small helpers shared by the op implementations.
  * defines: ddpl_check_inplace, ddpl_check_same_device, ddpl_check_floating, ddpl_as_dtype,
- *          ddpl_tensor_host_copy, OP_INPUTS. */
+ *          ddpl_tensor_host_copy, ddpl_mark_not_differentiable, op_temps (OP_T, OP_NUM), OP_INPUTS.
+ */
 #ifndef DDPL_OP_UTIL_H
 #define DDPL_OP_UTIL_H
 
@@ -20,6 +21,44 @@ ddpl_tensor *ddpl_as_dtype(ddpl_tensor *x, ddpl_dtype dt);
 ddpl_tensor *ddpl_to_dtype(ddpl_tensor *x, ddpl_dtype dt);
 /* Gradient of a broadcast input: sums grad over the broadcast dims down to sizes (ndim dims). */
 ddpl_tensor *ddpl_sum_to(ddpl_tensor *grad, int ndim, const int64_t *sizes);
+/* Temporaries of a formula written with ops (create_graph formulas): kept for one release at
+ * the end; the first failure (a NULL result) makes OP_T skip the rest, so no op sees NULL.
+ *     op_temps k = {0};
+ *     ddpl_tensor *d = OP_T(&k, ddpl_mul(x, OP_T(&k, ddpl_sub(OP_NUM(&k, 1.0), y))));
+ *     gi[0] = k.failed ? NULL : ddpl_mul(grad, d);
+ *     op_temps_release(&k); */
+typedef struct {
+    ddpl_tensor *t[32];
+    int n;
+    bool failed;
+} op_temps;
+
+static inline ddpl_tensor *op_temps_keep(op_temps *k, ddpl_tensor *t)
+{
+    if (!t || k->n == (int)(sizeof k->t / sizeof k->t[0])) {
+        ddpl_tensor_release(t);
+        k->failed = true;
+        return NULL;
+    }
+    return k->t[k->n++] = t;
+}
+
+static inline void op_temps_release(op_temps *k)
+{
+    for (int i = 0; i < k->n; i++) ddpl_tensor_release(k->t[i]);
+}
+
+#define OP_T(k, expr) ((k)->failed ? NULL : op_temps_keep((k), (expr)))
+#define OP_NUM(k, v)  OP_T(k, ddpl_wrapped_number((v), false))
+
+/* For backward formulas that run native kernels (pooling's, norms', ...): when the pass
+ * records itself (create_graph) and the incoming gradient or a saved tensor of n requires grad
+ * (or, with through_inputs, for formulas whose results depend on the forward inputs, one of
+ * n's inputs does), gives each non-NULL outs[i] without history a node whose backward fails
+ * with "create_graph: the backward of <op> is not differentiable", so a second derivative
+ * through it is an error, not a silently wrong (zero) value. 0, or -1 with an error. */
+int ddpl_mark_not_differentiable(const char *op, ddpl_node *n, ddpl_tensor *grad, int n_outs,
+                                 ddpl_tensor **outs, bool through_inputs);
 /* Contiguous host copy of the elements (malloc; caller frees); NULL with an error
  * (ops/readback.c). */
 void *ddpl_tensor_host_copy(const ddpl_tensor *t);

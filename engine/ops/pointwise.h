@@ -2,7 +2,7 @@
  * pointwise_inplace.c) and the reductions.
  * defines: kernel_input, kin_prepare, kin_scalar, kin_release, pw_pick_device, pw_can_cast,
  *          pw_grad_to_input, pw_scalar_is_integral, pw_wrapped, pw_unary_forward,
- *          pw_clamp_dtype.
+ *          pw_clamp_dtype, pw_fused_backward, pw_activation_grad_recorded.
  *
  * Kernels read only the geometry, dtype and data pointer of their inputs, so an input is handed
  * over as a header on the C stack (a kernel_input) that views it broadcast to the output's
@@ -51,6 +51,14 @@ ddpl_tensor *pw_wrapped(double v);
 /* out (x's shape, out_dt) <- kop(x) computed in out_dt, without autograd
  * (pointwise_unary.c). */
 ddpl_tensor *pw_unary_forward(ddpl_op kop, ddpl_tensor *x, ddpl_dtype out_dt, const void *params);
+
+/* gi[0] <- the fused activation backward kernel kop (RELU_BACKWARD, ...) on grad and the saved
+ * tensor, in their promoted dtype; records nothing (pointwise_unary.c). */
+int pw_fused_backward(ddpl_op kop, ddpl_tensor *grad, ddpl_tensor *saved, const void *params,
+                      ddpl_tensor **gi);
+/* The same gradient written with ops, recorded for create_graph (activation_grad.c). */
+int pw_activation_grad_recorded(ddpl_op kop, ddpl_tensor *grad, ddpl_tensor *saved,
+                                const void *params, ddpl_tensor **gi);
 
 /* The result dtype of clamping x with the bounds in p (pointwise_unary.c). */
 int pw_clamp_dtype(const char *op, ddpl_tensor *x, const ddpl_clamp_params *p, ddpl_dtype *dt);

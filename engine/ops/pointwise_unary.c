@@ -155,8 +155,8 @@ static int cos_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 }
 
 /* Fused activation backward: out <- kop(grad, saved), in the promoted dtype of the two. */
-static int fused_backward(ddpl_op kop, ddpl_tensor *grad, ddpl_tensor *saved, const void *params,
-                          ddpl_tensor **gi)
+int pw_fused_backward(ddpl_op kop, ddpl_tensor *grad, ddpl_tensor *saved, const void *params,
+                      ddpl_tensor **gi)
 {
     if (!saved) return -1;
     ddpl_dtype dt = ddpl_promote_types((ddpl_dtype)grad->dtype, (ddpl_dtype)saved->dtype);
@@ -176,6 +176,18 @@ static int fused_backward(ddpl_op kop, ddpl_tensor *grad, ddpl_tensor *saved, co
     kin_release(&ks);
     gi[0] = out;
     return out ? 0 : -1;
+}
+
+/* The fused kernel, or under create_graph (when the result must record its history) the same
+ * gradient written with ops (activation_grad.c). */
+static int fused_backward(ddpl_op kop, ddpl_tensor *grad, ddpl_tensor *saved, const void *params,
+                          ddpl_tensor **gi)
+{
+    if (!saved) return -1;
+    ddpl_tensor *operands[2] = {grad, saved};
+    if (ddpl_grad_needed(2, operands))
+        return pw_activation_grad_recorded(kop, grad, saved, params, gi);
+    return pw_fused_backward(kop, grad, saved, params, gi);
 }
 
 static int tanh_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)

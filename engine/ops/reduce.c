@@ -91,12 +91,11 @@ static void back_strides(const ddpl_tensor *t, int ndim, uint32_t mask, bool kee
     }
 }
 
-ddpl_tensor *red_expand_back(ddpl_tensor *t, int ndim, const int64_t *sizes, uint32_t mask,
-                             bool keepdim)
+/* Under create_graph (grad mode on in backward) a tensor with history must go through the view
+ * ops, which record; otherwise a bare alias is cheaper. */
+static bool recorded(const ddpl_tensor *t)
 {
-    int64_t strides[DDPL_MAX_DIMS];
-    back_strides(t, ndim, mask, keepdim, strides);
-    return ddpl_tensor_alias(t, ndim, sizes, strides, t->offset);
+    return ddpl_is_grad_enabled() && ddpl_requires_grad(t);
 }
 
 ddpl_tensor *red_keep_view(ddpl_tensor *t, int ndim, const int64_t *sizes, uint32_t mask,
@@ -105,7 +104,22 @@ ddpl_tensor *red_keep_view(ddpl_tensor *t, int ndim, const int64_t *sizes, uint3
     int64_t strides[DDPL_MAX_DIMS], ks[DDPL_MAX_DIMS];
     back_strides(t, ndim, mask, keepdim, strides);
     for (int d = 0; d < ndim; d++) ks[d] = (mask & (1u << d)) ? 1 : sizes[d];
+    if (recorded(t)) return ddpl_reshape(t, ndim, ks);
     return ddpl_tensor_alias(t, ndim, ks, strides, t->offset);
+}
+
+ddpl_tensor *red_expand_back(ddpl_tensor *t, int ndim, const int64_t *sizes, uint32_t mask,
+                             bool keepdim)
+{
+    if (recorded(t)) {
+        ddpl_tensor *k = red_keep_view(t, ndim, sizes, mask, keepdim);
+        ddpl_tensor *e = k ? ddpl_expand(k, ndim, sizes) : NULL;
+        ddpl_tensor_release(k);
+        return e;
+    }
+    int64_t strides[DDPL_MAX_DIMS];
+    back_strides(t, ndim, mask, keepdim, strides);
+    return ddpl_tensor_alias(t, ndim, sizes, strides, t->offset);
 }
 
 int red_scale_(ddpl_tensor *t, ddpl_op kop, double s)
@@ -213,6 +227,7 @@ ddpl_tensor *ddpl_mean(ddpl_tensor *x)
 }
 
 /* ---- prod ---- */
+static ddpl_tensor *prod_mask(ddpl_tensor *x, uint32_t mask, bool keepdim);
 
 /* The gradient of a product w.r.t. x_i is the product of the others. Dividing the product by
  * x_i fails at zeros, so count the zeros of each reduced slice: with none, g*prod/x; with one,
@@ -229,9 +244,11 @@ static int prod_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     ddpl_tensor *z = ddpl_eq(x, zero); /* x's shape */
     ddpl_tensor *nz = z ? red_forward("prod", DDPL_OP_SUM, z, c->mask, true, DDPL_INT64) : NULL;
     ddpl_tensor *safe = z ? ddpl_where(z, one, x) : NULL;
-    ddpl_tensor *pn =
-        safe ? red_forward("prod", DDPL_OP_PROD, safe, c->mask, true, (ddpl_dtype)safe->dtype)
-             : NULL;                                 /* keepdim */
+    /* under create_graph the product of the others is the recorded op (safe records) */
+    ddpl_tensor *pn = !safe            ? NULL
+                      : recorded(safe) ? prod_mask(safe, c->mask, true)
+                                       : red_forward("prod", DDPL_OP_PROD, safe, c->mask, true,
+                                                     (ddpl_dtype)safe->dtype);
     ddpl_tensor *gp = pn ? ddpl_mul(gk, pn) : NULL;  /* keepdim */
     ddpl_tensor *q = gp ? ddpl_div(gp, safe) : NULL; /* no zeros */
     ddpl_tensor *nz0 = q && nz ? ddpl_eq(nz, zero) : NULL;

@@ -44,9 +44,19 @@ static void record(ddpl_tensor *out, ddpl_tensor *x, const char *name, ddpl_back
 
 /* ---- var and std: sum((x - mean)^2) / max(0, N - correction), two passes ---- */
 
-/* x - mean(x) over mask, broadcast to x's shape */
+/* x - mean(x) over mask, broadcast to x's shape. Under create_graph (x records) the mean is
+ * the recorded op, so that the result is differentiated through it too. */
 static ddpl_tensor *centered(ddpl_tensor *x, uint32_t mask)
 {
+    if (ddpl_is_grad_enabled() && ddpl_requires_grad(x)) {
+        int dims[DDPL_MAX_DIMS], nd = 0;
+        for (int d = 0; d < x->ndim; d++)
+            if (mask & (1u << d)) dims[nd++] = d;
+        ddpl_tensor *mean = ddpl_mean_dims(x, nd, dims, true);
+        ddpl_tensor *r = mean ? ddpl_sub(x, mean) : NULL;
+        ddpl_tensor_release(mean);
+        return r;
+    }
     ddpl_tensor *m = red_forward("var", DDPL_OP_SUM, x, mask, true, (ddpl_dtype)x->dtype);
     if (m && red_scale_(m, DDPL_OP_DIV, (double)red_count(x, mask)) < 0) {
         ddpl_tensor_release(m);

@@ -38,10 +38,41 @@ typedef struct {
     bool squeeze; /* select: the dim was removed */
 } narrow_ctx;
 
+/* create_graph: zeros before and after the gradient, joined by cat (which records) */
+static int narrow_backward_recorded(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    narrow_ctx *c = DDPL_NODE_CTX(n, narrow_ctx);
+    ddpl_edge *e = &n->edges[0];
+    ddpl_tensor *g = c->squeeze ? ddpl_unsqueeze(grad, c->dim) : ddpl_tensor_retain(grad);
+    if (!g) return -1;
+    int64_t sizes[DDPL_MAX_DIMS];
+    memcpy(sizes, e->sizes, sizeof sizes);
+    int64_t before = c->start, after = e->sizes[c->dim] - c->start - g->sizes[c->dim];
+    ddpl_tensor *parts[3] = {NULL, g, NULL};
+    int rc = 0;
+    sizes[c->dim] = before;
+    if (before > 0 &&
+        !(parts[0] = ddpl_zeros(e->ndim, sizes, (ddpl_dtype)grad->dtype, grad->device)))
+        rc = -1;
+    sizes[c->dim] = after;
+    if (rc == 0 && after > 0 &&
+        !(parts[2] = ddpl_zeros(e->ndim, sizes, (ddpl_dtype)grad->dtype, grad->device)))
+        rc = -1;
+    ddpl_tensor *list[3];
+    int k = 0;
+    for (int i = 0; i < 3; i++)
+        if (parts[i]) list[k++] = parts[i];
+    gi[0] = rc == 0 ? ddpl_cat(k, list, c->dim) : NULL;
+    for (int i = 0; i < 3; i++) ddpl_tensor_release(parts[i]);
+    return gi[0] ? 0 : -1;
+}
+
 static int narrow_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     narrow_ctx *c = DDPL_NODE_CTX(n, narrow_ctx);
     ddpl_edge *e = &n->edges[0];
+    if (ddpl_is_grad_enabled() && ddpl_requires_grad(grad))
+        return narrow_backward_recorded(n, grad, gi);
     ddpl_tensor *z = ddpl_zeros(e->ndim, e->sizes, (ddpl_dtype)grad->dtype, grad->device);
     if (!z) return -1;
     int64_t len = c->squeeze ? 1 : grad->sizes[c->dim];

@@ -1,14 +1,22 @@
 -- lua/ddplua/autograd.lua: ddpl.autograd, the C functions plus gradient checking.
--- defines: autograd.grad (C), autograd.gradcheck(fn, inputs [, opts]).
+-- defines: autograd.grad (C), autograd.gradcheck(fn, inputs [, opts]),
+--          autograd.gradgradcheck(fn, inputs [, opts]), autograd.Function (autograd_function.lua).
 --
 -- gradcheck compares the Jacobian that backward computes (ddpl.autograd.grad, one output
 -- element at a time) with central differences (f(x + eps) - f(x - eps)) / 2eps, all in float64,
 -- as torch.autograd.gradcheck does. An element passes when |analytical - numerical| <=
 -- atol + rtol * |numerical|.
+--
+-- gradgradcheck is torch.autograd.gradgradcheck: it runs gradcheck on the function
+-- (inputs, grad_outputs) -> autograd.grad(fn(inputs), inputs, {grad_outputs, create_graph=true}),
+-- with random float64 grad_outputs that require grad, so the second derivatives (the backward
+-- of the recorded backward) are compared with central differences of the first.
 local ddpl = require 'ddplua.core'
 local autograd = ddpl.autograd
 
 local defaults = { eps = 1e-6, atol = 1e-5, rtol = 1e-3, raise_exception = true }
+local gradgrad_defaults = { eps = 1e-6, atol = 1e-5, rtol = 1e-3, raise_exception = true,
+    grad_outputs = false }
 
 local function as_list(x)
     if ddpl.is_tensor(x) then return { x } end
@@ -16,11 +24,11 @@ local function as_list(x)
 end
 
 -- Float64 contiguous copies of the inputs (leaves; floating inputs keep requires_grad).
-local function prepare(inputs)
+local function prepare(inputs, name)
     local copies = {}
     for i, x in ipairs(inputs) do
         if not ddpl.is_tensor(x) then
-            error(('gradcheck: input %d is a %s, expected a tensor'):format(i, type(x)), 3)
+            error(('%s: input %d is a %s, expected a tensor'):format(name, i, type(x)), 3)
         end
         if x:is_floating_point() then
             local c = x:detach():to('float64', { copy = true }):contiguous()
@@ -100,24 +108,22 @@ local function analytical_rows(fn, inputs, wrt)
     return rows, j
 end
 
-function autograd.gradcheck(fn, inputs, opts)
-    opts = opts or {}
-    for key in pairs(opts) do
-        if defaults[key] == nil then error("gradcheck: unknown option '" .. tostring(key) .. "'", 2) end
-    end
+local function is_callable(f)
+    return type(f) == 'function' or (getmetatable(f) or {}).__call ~= nil
+end
+
+-- gradcheck under the name `name` (gradgradcheck reports as itself); level: error level.
+local function check(name, fn, inputs, opts, level)
     local eps = opts.eps or defaults.eps
     local atol, rtol = opts.atol or defaults.atol, opts.rtol or defaults.rtol
     local raise = opts.raise_exception
     if raise == nil then raise = defaults.raise_exception end
-    if type(fn) ~= 'function' and not (getmetatable(fn) or {}).__call then
-        error('gradcheck: expected a function as argument 1, got ' .. type(fn), 2)
-    end
-    local xs = prepare(as_list(inputs))
+    local xs = prepare(as_list(inputs), name)
     local wrt, any = {}, false
     for i, x in ipairs(xs) do
         if x.requires_grad then wrt[i], any = true, true end
     end
-    if not any then error('gradcheck: no input requires grad', 2) end
+    if not any then error(name .. ': no input requires grad', level) end
 
     local analytical = analytical_rows(fn, xs, wrt)
     for i in pairs(wrt) do
@@ -127,10 +133,10 @@ function autograd.gradcheck(fn, inputs, opts)
                 local row = analytical[i][j]
                 local a = row and row[k] or 0.0
                 if not (math.abs(a - numerical) <= atol + rtol * math.abs(numerical)) then
-                    local msg = ('gradcheck: Jacobian mismatch for output element %d with respect to '
+                    local msg = ('%s: Jacobian mismatch for output element %d with respect to '
                         .. 'input %d, element %d: numerical %.6g, analytical %.6g (atol %g, rtol %g)')
-                        :format(j - 1, i, k - 1, numerical, a, atol, rtol)
-                    if raise then error(msg, 2) end
+                        :format(name, j - 1, i, k - 1, numerical, a, atol, rtol)
+                    if raise then error(msg, level) end
                     return false, msg
                 end
             end
@@ -138,5 +144,94 @@ function autograd.gradcheck(fn, inputs, opts)
     end
     return true
 end
+
+function autograd.gradcheck(fn, inputs, opts)
+    opts = opts or {}
+    for key in pairs(opts) do
+        if defaults[key] == nil then error("gradcheck: unknown option '" .. tostring(key) .. "'", 2) end
+    end
+    if not is_callable(fn) then
+        error('gradcheck: expected a function as argument 1, got ' .. type(fn), 2)
+    end
+    return check('gradcheck', fn, inputs, opts, 3)
+end
+
+-- opts: eps, atol, rtol, raise_exception as gradcheck; grad_outputs: a list with one tensor per
+-- floating output of fn (default: standard normal values, float64)
+function autograd.gradgradcheck(fn, inputs, opts)
+    opts = opts or {}
+    for key in pairs(opts) do
+        if gradgrad_defaults[key] == nil then
+            error("gradgradcheck: unknown option '" .. tostring(key) .. "'", 2)
+        end
+    end
+    if not is_callable(fn) then
+        error('gradgradcheck: expected a function as argument 1, got ' .. type(fn), 2)
+    end
+    local xs = prepare(as_list(inputs), 'gradgradcheck')
+    local wrt = {}
+    for i, x in ipairs(xs) do
+        if x.requires_grad then wrt[#wrt + 1] = i end
+    end
+    if #wrt == 0 then error('gradgradcheck: no input requires grad', 2) end
+
+    -- the differentiable outputs, and one grad_output for each
+    local function differentiable(outs)
+        local list = {}
+        for _, out in ipairs(as_list(outs)) do
+            if out:is_floating_point() then list[#list + 1] = out end
+        end
+        return list
+    end
+    local outs = differentiable(ddpl.no_grad(fn, table.unpack(xs)))
+    local gouts = {}
+    for j, out in ipairs(outs) do
+        local g = opts.grad_outputs and opts.grad_outputs[j]
+        if g ~= nil and not (ddpl.is_tensor(g)
+                and table.concat(g:shape(), ',') == table.concat(out:shape(), ',')) then
+            error(('gradgradcheck: grad_outputs[%d] must be a tensor of shape [%s]'):format(
+                j, table.concat(out:shape(), ', ')), 2)
+        end
+        g = g and g:detach():to('float64', { copy = true }) or ddpl.randn(out:shape(), { dtype = 'float64' })
+        g.requires_grad = true
+        gouts[j] = g
+    end
+
+    local nx = #xs
+    -- (inputs..., grad_outputs...) -> the first derivatives, recorded (zeros where unused)
+    local function first_derivatives(...)
+        local args = table.pack(...)
+        return ddpl.enable_grad(function()
+            local ins, go = {}, {}
+            for i = 1, nx do ins[i] = args[i] end
+            for j = 1, #gouts do go[j] = args[nx + j] end
+            local ys = differentiable(fn(table.unpack(ins)))
+            local live_ys, live_go, wrt_ins = {}, {}, {}
+            for j, y in ipairs(ys) do
+                if y.requires_grad then
+                    live_ys[#live_ys + 1] = y
+                    live_go[#live_go + 1] = go[j]
+                end
+            end
+            for w, i in ipairs(wrt) do wrt_ins[w] = ins[i] end
+            local grads = {}
+            if #live_ys > 0 then
+                grads = autograd.grad(live_ys, wrt_ins, {
+                    grad_outputs = live_go, create_graph = true, allow_unused = true,
+                })
+            end
+            local result = {}
+            for w, i in ipairs(wrt) do result[w] = grads[w] or ddpl.zeros_like(ins[i]) end
+            return result
+        end)
+    end
+    local all = {}
+    for i, x in ipairs(xs) do all[i] = x end
+    for j, g in ipairs(gouts) do all[nx + j] = g end
+    return check('gradgradcheck', first_derivatives, all,
+        { eps = opts.eps, atol = opts.atol, rtol = opts.rtol, raise_exception = opts.raise_exception }, 3)
+end
+
+require 'ddplua.autograd_function'
 
 return autograd

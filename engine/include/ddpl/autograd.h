@@ -44,12 +44,22 @@ int ddpl_tensor_retain_grad(ddpl_tensor *t);
 /* Runs backward from root. grad may be NULL when root has one element (then it is 1).
  * Without retain_graph the graph's saved tensors are freed. */
 int ddpl_backward(ddpl_tensor *root, ddpl_tensor *grad, bool retain_graph);
+/* As ddpl_backward; with create_graph the backward pass is itself recorded (gradients of
+ * gradients: .grad gets a grad_fn) and the graph is retained. Formulas that run native backward
+ * kernels give gradients whose own backward raises "create_graph: the backward of <op> is not
+ * differentiable" (docs/autograd-extend.md lists them). */
+int ddpl_backward_ex(ddpl_tensor *root, ddpl_tensor *grad, bool retain_graph, bool create_graph);
 
 /* Gradients of outputs w.r.t. inputs, without touching .grad. grads_out[i] gets a new
- * reference, or NULL if input i is unreachable and allow_unused. grad_outputs may be NULL. */
+ * reference, or NULL if input i is unreachable and allow_unused. grad_outputs may be NULL.
+ * create_graph as in ddpl_backward_ex. */
 int ddpl_autograd_grad(int n_outputs, ddpl_tensor *const *outputs, ddpl_tensor *const *grad_outputs,
                        int n_inputs, ddpl_tensor *const *inputs, ddpl_tensor **grads_out,
                        bool retain_graph, bool allow_unused);
+int ddpl_autograd_grad_ex(int n_outputs, ddpl_tensor *const *outputs,
+                          ddpl_tensor *const *grad_outputs, int n_inputs,
+                          ddpl_tensor *const *inputs, ddpl_tensor **grads_out, bool retain_graph,
+                          bool create_graph, bool allow_unused);
 
 /* Called with the gradient flowing into t during backward. Return NULL to keep it, or a new
  * reference to use instead; set *failed (with an error set via ddpl_error) to abort backward. */

@@ -7,7 +7,8 @@
 --          num_parameters, extra_repr, tostring(m) (PyTorch's tree); state_dict and
 --          load_state_dict come from module_state_dict.lua. For layer files: Module.is(v),
 --          Module.repr(v) (Python's repr of numbers, booleans, tuples), Module.options,
---          Module.check_int, _child_slots.
+--          Module.check_int, _child_slots; register_forward_pre_hook and register_forward_hook
+--          come from module_hooks.lua.
 --
 -- Registration. Instances keep parameters, buffers, child modules and plain attributes in
 -- four ordered tables and none as raw fields, so every assignment reaches __newindex: that is
@@ -63,7 +64,7 @@ local function locate(err, d)
     return string.format('in %s (%s): %s', table.concat(where, '.'), m.__name, err)
 end
 
-local function call(self, ...)
+local function run(self, ...)
     depth = depth + 1
     local d = depth
     calling[d] = self
@@ -79,6 +80,15 @@ local function call(self, ...)
     end
     calling[d], depth = nil, d - 1
     error(err, 0)
+end
+
+local hooks_of, hooks_call -- module_hooks.lua, installed below with the class
+
+-- m(...): forward hooks only cost the lookup when the module has none
+local function call(self, ...)
+    local h = hooks_of[self]
+    if h then return hooks_call(run, self, h, ...) end
+    return run(self, ...)
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -478,5 +488,9 @@ end
 
 -- state_dict and load_state_dict live in their own file
 require('ddplua.nn.module_state_dict')(Module, State)
+do
+    local hooks = require('ddplua.nn.module_hooks')(Module)
+    hooks_of, hooks_call = hooks.of, hooks.call
+end
 
 return Module
