@@ -53,7 +53,7 @@ static ddpl_tensor *conv_grad_kernel(int which, ddpl_tensor *g, ddpl_tensor *x, 
     int rc = gc && xc && wc ? 0 : -1;
     if (rc == 0 && !(outs[which] = ddpl_empty_like(which == 0 ? xc : wc))) rc = -1;
     ddpl_tensor *ins[3] = {gc, xc, wc};
-    if (rc == 0) rc = run_conv_kernel(DDPL_OP_CONV2D_BACKWARD, outs, 3, ins, 3, p);
+    if (rc == 0) rc = nn_run_conv_kernel(DDPL_OP_CONV2D_BACKWARD, outs, 3, ins, 3, p);
     ddpl_tensor_release(gc);
     ddpl_tensor_release(xc);
     ddpl_tensor_release(wc);

@@ -51,7 +51,9 @@ static int conv_transpose2d_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tenso
     }
     gi[0] = dx;
     gi[1] = dw;
-    return 0;
+    /* dx is conv2d, recorded under create_graph; dw comes from the raw kernel, which records
+     * nothing: a second derivative through it is refused rather than silently zero */
+    return ddpl_mark_not_differentiable("conv_transpose2d", n, grad, 2, gi, true);
 }
 
 /* Validates x (N,Cin,H,W), w (Cin,Cout/groups,kh,kw), bias (Cout) and the sizes; fills the
