@@ -170,7 +170,7 @@ static void **alloc_per_thread(int nt, int64_t elems, size_t esz, bool zero)
     void **bufs = calloc((size_t)nt, sizeof *bufs);
     if (!bufs) return NULL;
     for (int t = 0; t < nt; t++) {
-        bufs[t] = zero ? calloc((size_t)elems, esz) : malloc((size_t)elems * esz);
+        bufs[t] = zero ? calloc((size_t)elems, esz) : ddpl_malloc_array(elems, esz);
         if (!bufs[t]) {
             for (int u = 0; u < t; u++) free(bufs[u]);
             free(bufs);

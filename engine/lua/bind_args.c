@@ -186,8 +186,8 @@ int lb_sizes_table(lua_State *L, int idx, const char *fname, const char *name, i
 {
     if (lua_type(L, idx) != LUA_TTABLE) lb_opterror(L, idx, fname, name, "a table of sizes");
     lua_Integer n = luaL_len(L, idx);
-    if (n > DDPL_MAX_DIMS)
-        luaL_error(L, "%s: %d dimensions requested, at most %d are supported", fname, (int)n,
+    if (n < 0 || n > DDPL_MAX_DIMS) /* __len may return anything */
+        luaL_error(L, "%s: %I dimensions requested, at most %d are supported", fname, n,
                    DDPL_MAX_DIMS);
     for (int i = 0; i < n; i++) {
         lua_rawgeti(L, idx, i + 1);
@@ -240,15 +240,23 @@ int lb_tensor_list(lua_State *L, int idx, const char *fname, ddpl_tensor ***out)
 {
     if (lua_type(L, idx) != LUA_TTABLE) lb_argerror(L, idx, fname, "a list of tensors");
     lua_Integer n = luaL_len(L, idx);
-    ddpl_tensor **ts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ts, 0);
+    if (n < 0) /* a __len metamethod may say anything */
+        luaL_error(L, "%s: expected a list of tensors, got a table of length %I", fname, n);
+    /* every entry is checked before the array is allocated: a table that claims a huge length
+     * fails at its first missing entry, not in the allocator */
     for (lua_Integer i = 0; i < n; i++) {
         lua_rawgeti(L, idx, i + 1);
         lb_box *b = lb_testbox(L, -1);
         if (!b)
-            luaL_error(L, "%s: expected a list of tensors, got %s at position %d", fname,
-                       type_of(L, -1), (int)i + 1);
+            luaL_error(L, "%s: expected a list of tensors, got %s at position %I", fname,
+                       type_of(L, -1), i + 1);
         if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
-        ts[i] = b->t; /* the list keeps the box, hence the tensor, alive */
+        lua_pop(L, 1);
+    }
+    ddpl_tensor **ts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ts, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        ts[i] = lb_testbox(L, -1)->t; /* the list keeps the box, hence the tensor, alive */
         lua_pop(L, 1);
     }
     *out = ts;
