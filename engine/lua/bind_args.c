@@ -18,12 +18,22 @@ int lb_error(lua_State *L)
     __builtin_unreachable();
 }
 
+/* The engine's message under fname: "op: what" from the op that fname is built on (sub on
+ * add, fill_ on item, setindex on select) becomes "fname: what (in op)"; a message that names no
+ * op is prefixed. */
 int lb_error_in(lua_State *L, const char *fname)
 {
     const char *msg = ddpl_last_error();
     size_t n = strlen(fname);
     if (strncmp(msg, fname, n) == 0 && msg[n] == ':') luaL_error(L, "%s", msg);
     if (strncmp(msg, "tensor: ", 8) == 0) luaL_error(L, "%s: %s", fname, msg + 8);
+    size_t op = strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789_");
+    if (op > 0 && op < 64 && msg[op] == ':' && msg[op + 1] == ' ') {
+        char name[64];
+        memcpy(name, msg, op);
+        name[op] = '\0';
+        luaL_error(L, "%s: %s (in %s)", fname, msg + op + 2, name);
+    }
     luaL_error(L, "%s: %s", fname, msg);
     __builtin_unreachable();
 }

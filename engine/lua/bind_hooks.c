@@ -199,7 +199,7 @@ static int m_register_hook(lua_State *L)
     atomic_fetch_add(&st->refs, 1);
     if (ddpl_tensor_register_hook(t, call_lua_hook, h, free_lua_hook) < 0) {
         free_lua_hook(h);
-        lb_error(L);
+        lb_error_in(L, "register_hook");
     }
     hh->t = ddpl_tensor_retain(t);
     hh->key = h;

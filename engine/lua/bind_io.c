@@ -262,7 +262,7 @@ static int f_save(lua_State *L)
     int nmeta = c->flat ? 0 : 1;
     if (ddpl_safetensors_save(path, c->n, (const char *const *)c->names, c->tensors, nmeta, mkeys,
                               mvals, mlens) < 0)
-        lb_error(L);
+        lb_error_in(L, "save");
     return 0;
 }
 

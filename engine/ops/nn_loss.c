@@ -98,8 +98,8 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
         return NULL;
     int64_t s3[3] = {N, C, S}, s2[2] = {N, S};
     ddpl_tensor *lc = nn_contiguous(logp), *l3 = lc ? nn_alias(lc, 3, s3) : NULL;
-    ddpl_tensor *tc = nn_contiguous(target), *t2 = tc ? nn_alias(tc, 2, s2) : NULL;
-    ddpl_tensor *wc = nn_contiguous(weight);
+    ddpl_tensor *tc = l3 ? nn_contiguous(target) : NULL, *t2 = tc ? nn_alias(tc, 2, s2) : NULL;
+    ddpl_tensor *wc = t2 ? nn_contiguous(weight) : NULL;
     bool none = reduction == DDPL_REDUCTION_NONE;
     /* any of the contiguous copies may have failed (out of memory): nothing runs then */
     ddpl_tensor *loss = l3 && t2 && (wc || !weight)
