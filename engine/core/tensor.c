@@ -141,7 +141,9 @@ int ddpl_check_view_geometry(const char *op, int ndim, const int64_t *sizes,
     /* elements [offset, last] must lie in the storage; an empty view only needs its offset in
      * [0, end] */
     size_t end_bytes = 0;
-    if (!over) over = ddpl_bytes_overflow(numel ? last + 1 : offset, elem_size, &end_bytes);
+    int64_t end = offset; /* one past the last element; the offset for an empty view */
+    if (!over && numel) over = ddpl_add_overflow(last, 1, &end);
+    if (!over) over = ddpl_bytes_overflow(end, elem_size, &end_bytes);
     if (over || end_bytes > storage_bytes)
         return ddpl_error("%s: a view of size %s, strides %s and offset %lld reaches outside "
                           "the storage of %zu bytes",
