@@ -77,6 +77,7 @@ local function battery()
   add("''", '')
   add('{}', {})
   add('{1,2}', {1, 2})
+  add('{2,2}', {2, 2})
   add('{{1},{2,3}}', {{1}, {2, 3}})
   add('{-1,-1}', {-1, -1})
   add('{2^62,4}', {1 << 62, 4})
@@ -129,7 +130,7 @@ local function argument_lists(b)
   end
   local by = {}
   for _, e in ipairs(b) do by[e[1]] = e end
-  local x, zero, one = by.x23, by['0'], by['1']
+  local x, zero, one, pair, square = by.x23, by['0'], by['1'], by['{1,2}'], by['{2,2}']
   add()
   for _, a in ipairs(b) do
     add(a)
@@ -137,6 +138,9 @@ local function argument_lists(b)
     add(a, x)
     add(x, zero, a)
     add(x, a, one)
+    add(x, zero, one, a) -- narrow(dim, start, length), clamp(min, max), ...
+    add(x, pair, a) -- as_strided(size, stride), view(size, ...), ...
+    add(x, square, a)
   end
   for _, t in ipairs(b) do
     if ddpl.is_tensor(t[2]) then
@@ -146,6 +150,30 @@ local function argument_lists(b)
     end
   end
   return lists
+end
+
+-- Reads a returned tensor's first and last elements (and all of a small one): a view that
+-- reaches outside its storage crashes here rather than pass as a success. Errors are ignored:
+-- only crashes matter for results.
+local function touch_one(r)
+  if not ddpl.is_tensor(r) or r:numel() == 0 then return end
+  if r:numel() <= 4096 then r:tolist() return end
+  for _, last in ipairs({false, true}) do
+    local v = r
+    while v:dim() > 0 do v = v[last and v:size(0) - 1 or 0] end
+    v:item()
+  end
+end
+
+local function touch(...)
+  for i = 1, select('#', ...) do
+    local r = select(i, ...)
+    if type(r) == 'table' then
+      for _, e in ipairs(r) do pcall(touch_one, e) end
+    else
+      pcall(touch_one, r)
+    end
+  end
 end
 
 local function names_target(msg, t)
@@ -167,9 +195,11 @@ local function run(names)
         local desc = call_desc(t.name, l[1], l[3])
         io.stderr:write('CALL ', desc, '\n')
         calls = calls + 1
-        local good, err = pcall(t.fn, table.unpack(l[2], 1, l[3]))
+        local results = table.pack(pcall(t.fn, table.unpack(l[2], 1, l[3])))
+        local good, err = results[1], results[2]
         if good then
           ok = ok + 1
+          touch(table.unpack(results, 2, results.n))
         elseif type(err) == 'string' and names_target(err, t) then
           errors = errors + 1
         else
