@@ -59,8 +59,7 @@ int ddpl_check_shape(const char *op, int ndim, const int64_t *sizes, int64_t *nu
  * elem_size bytes reaches only elements inside it (offset and strides non-negative; an empty
  * view may start at the storage's end); else -1 with an error naming op, the geometry and the
  * storage size. The shape is checked too (ddpl_check_shape). */
-int ddpl_check_view_geometry(const char *op, int ndim, const int64_t *sizes,
-                             const int64_t *strides, int64_t offset, size_t elem_size,
-                             size_t storage_bytes);
+int ddpl_check_view_geometry(const char *op, int ndim, const int64_t *sizes, const int64_t *strides,
+                             int64_t offset, size_t elem_size, size_t storage_bytes);
 
 #endif

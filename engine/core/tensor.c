@@ -120,9 +120,8 @@ int ddpl_check_shape(const char *op, int ndim, const int64_t *sizes, int64_t *nu
     return 0;
 }
 
-int ddpl_check_view_geometry(const char *op, int ndim, const int64_t *sizes,
-                             const int64_t *strides, int64_t offset, size_t elem_size,
-                             size_t storage_bytes)
+int ddpl_check_view_geometry(const char *op, int ndim, const int64_t *sizes, const int64_t *strides,
+                             int64_t offset, size_t elem_size, size_t storage_bytes)
 {
     int64_t numel;
     if (ddpl_check_shape(op, ndim, sizes, &numel) < 0) return -1;

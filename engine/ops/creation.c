@@ -1,8 +1,8 @@
 /* ops/creation.c: tensors made from nothing: empty, zeros, ones, full, from data, ranges,
  * identity and random tensors.
  * defines: ddpl_empty, ddpl_zeros, ddpl_ones, ddpl_full, ddpl_from_data, ddpl_scalar,
- *          ddpl_wrapped_number, ddpl_arange, ddpl_arange_int, ddpl_eye, ddpl_rand, ddpl_randn, ddpl_randint,
- *          ddpl_randperm. */
+ *          ddpl_wrapped_number, ddpl_arange, ddpl_arange_int, ddpl_eye, ddpl_rand, ddpl_randn,
+ * ddpl_randint, ddpl_randperm. */
 #include <math.h>
 
 #include "core/alloc.h"
@@ -101,7 +101,8 @@ ddpl_tensor *ddpl_arange(double start, double stop, double step, ddpl_dtype dt, 
 ddpl_tensor *ddpl_arange_int(int64_t start, int64_t stop, int64_t step, ddpl_dtype dt,
                              ddpl_device dev)
 {
-    if (ddpl_dtype_is_floating(dt)) return ddpl_arange((double)start, (double)stop, (double)step, dt, dev);
+    if (ddpl_dtype_is_floating(dt))
+        return ddpl_arange((double)start, (double)stop, (double)step, dt, dev);
     if (step == 0 || (step > 0 && start > stop) || (step < 0 && start < stop))
         return ddpl_error("arange: step must be non-zero and agree with the bounds' order (start "
                           "%lld, stop %lld, step %lld)",

@@ -113,7 +113,7 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
     ddpl_tensor *outs[2] = {l_out, total}, *ins[3] = {l3, t2, wc};
     int rc = l_out && total ? ddpl_run_kernel(DDPL_OP_NLL_LOSS, logp->device, outs, ins, &p) : -1;
     if (rc < 0) {
-        nn_rename_error("tensor", op); /* a copy or an output could not be allocated */
+        nn_rename_error("tensor", op);   /* a copy or an output could not be allocated */
         nn_rename_error("nll_loss", op); /* the kernel names nll_loss */
     }
     if (rc == 0 && ddpl_grad_needed(1, &logp)) {

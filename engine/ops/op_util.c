@@ -1,5 +1,6 @@
 /* ops/op_util.c: see op_util.h.
- * defines: ddpl_check_* (in place, internal overlap, device, floating), ddpl_as_dtype, ddpl_to_dtype, ddpl_sum_to. */
+ * defines: ddpl_check_* (in place, internal overlap, device, floating), ddpl_as_dtype,
+ * ddpl_to_dtype, ddpl_sum_to. */
 #include "op_util.h"
 
 int ddpl_check_inplace(const char *op, const ddpl_tensor *x)

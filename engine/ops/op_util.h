@@ -1,6 +1,6 @@
 /* ops/op_util.h: checks and small helpers shared by the op implementations.
- * defines: ddpl_check_inplace, ddpl_check_no_internal_overlap, ddpl_check_same_device, ddpl_check_floating, ddpl_as_dtype,
- *          ddpl_tensor_host_copy, OP_INPUTS. */
+ * defines: ddpl_check_inplace, ddpl_check_no_internal_overlap, ddpl_check_same_device,
+ * ddpl_check_floating, ddpl_as_dtype, ddpl_tensor_host_copy, OP_INPUTS. */
 #ifndef DDPL_OP_UTIL_H
 #define DDPL_OP_UTIL_H
 
