@@ -96,6 +96,17 @@ describe('allocations sized from hostile shapes', function()
     end
   end)
 
+  it('frombytes checks its byte count without overflow', function()
+    -- 2^61 float32 elements are 2^63 bytes: the signed product wrapped
+    raises(function() return ddpl.frombytes('abcdefgh', 'float32', 1 << 61) end,
+      {'frombytes', 'does not hold'})
+    raises(function() return ddpl.frombytes('abcdefgh', 'float32', I62, 4) end,
+      {'frombytes', 'too large'})
+    raises(function() return ddpl.frombytes('abcdefgh', 'float32', -1, -2) end,
+      {'frombytes', 'negative'})
+    assert.are.same({2, 4}, ddpl.frombytes('abcdefgh', 'uint8', 2, 4):shape())
+  end)
+
   it('unbind refuses a dimension no Lua list can hold', function()
     raises(function() return ddpl.ones(1):expand(I62):unbind(0) end, {'unbind'})
   end)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "binding.h"
+#include "core/core.h"
 
 /* ---- ddpl.tensor(data) ---- */
 
@@ -364,12 +365,15 @@ static int f_frombytes(lua_State *L)
     sizes[0] = (int64_t)(len / esz);
     if (!lua_isnoneornil(L, 3)) {
         nd = lb_sizes(L, 3, lua_gettop(L), "frombytes", sizes);
-        int64_t numel = 1;
-        for (int i = 0; i < nd; i++) numel *= sizes[i];
-        if ((size_t)numel * esz != len)
-            return luaL_error(L, "frombytes: shape holds %I bytes of %s but the string has %I",
-                              (lua_Integer)((size_t)numel * esz), ddpl_dtype_name(dt),
+        int64_t numel;
+        size_t nbytes;
+        if (ddpl_check_shape("frombytes", nd, sizes, &numel) < 0) return lb_error(L);
+        if (ddpl_bytes_overflow(numel, esz, &nbytes) || nbytes != len) {
+            char shape[160];
+            return luaL_error(L, "frombytes: shape %s of %s does not hold the string's %I bytes",
+                              ddpl_sizes_str(nd, sizes, shape, sizeof shape), ddpl_dtype_name(dt),
                               (lua_Integer)len);
+        }
     } else if (len % esz) {
         return luaL_error(L, "frombytes: %I bytes is not a whole number of %s elements",
                           (lua_Integer)len, ddpl_dtype_name(dt));
