@@ -227,6 +227,13 @@ describe('errors name the function', function()
     raises(function() local x = ddpl.ones(2, 3); x[5] = 1 end, {'setindex'})
   end)
 
+  it('a dimension beyond int names the value given, not a clamped one', function()
+    raises(function() return ddpl.ones(2):size(math.maxinteger) end,
+      {'size', '9223372036854775807'})
+    raises(function() return ddpl.ones(2):transpose(0, math.mininteger) end,
+      {'transpose', '-9223372036854775808'})
+  end)
+
   it('gradcheck rejects arguments of the wrong kind by name', function()
     local g = ddpl.autograd.gradcheck
     local x = ddpl.ones(2, {dtype = 'float64', requires_grad = true})

@@ -178,8 +178,11 @@ int lb_dim(lua_State *L, int idx, const char *fname)
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, idx, &isint);
     if (!isint || lua_type(L, idx) != LUA_TNUMBER) lb_argerror(L, idx, fname, "an integer dim");
-    if (v < -DDPL_MAX_DIMS - 1 || v > DDPL_MAX_DIMS + 1) /* the engine reports the range */
-        v = v < 0 ? -DDPL_MAX_DIMS - 1 : DDPL_MAX_DIMS + 1;
+    /* within the int range the engine reports the tensor's own range; beyond it, the given
+     * value is named here (it would otherwise be reported clamped) */
+    if (v < -DDPL_MAX_DIMS - 1 || v > DDPL_MAX_DIMS + 1)
+        luaL_error(L, "%s: dimension %I out of range (tensors have at most %d dimensions)", fname,
+                   v, DDPL_MAX_DIMS);
     return (int)v;
 }
 
