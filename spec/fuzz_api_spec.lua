@@ -13,7 +13,8 @@ local KILL_AFTER = 300 -- seconds per child: generous, the whole sweep takes sec
 -- battery); returns its stdout, its stderr and its exit status.
 local function driver(dir, args)
   local out, err = dir .. '/out', dir .. '/err'
-  local _, code = S.sh(('cd %s && timeout %d %s %s %s > %s 2> %s'):format(S.q(dir), KILL_AFTER,
+  -- in a subshell: S.sh appends 2>&1, which would otherwise take the child's stderr
+  local _, code = S.sh(('(cd %s && timeout %d %s %s %s > %s 2> %s)'):format(S.q(dir), KILL_AFTER,
     S.q(S.bin), S.q(DRIVER), args, S.q(out), S.q(err)))
   return S.slurp(out), S.slurp(err), code
 end
