@@ -1,6 +1,6 @@
 /* core/core.h: the engine-internal layout of tensors and storages, and helpers every layer uses.
  * defines: ddpl_storage, struct ddpl_tensor, ddpl_set_autograd_free, ddpl_tensor_same_storage,
- *          element load/store, shape helpers, xmalloc.
+ *          element load/store, shape helpers, xmalloc (checked size arithmetic: checked.h).
  *
  * Public code sees ddpl_tensor as opaque (ddpl/tensor.h); engine code includes this header. */
 #ifndef DDPL_CORE_H
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checked.h"
 #include "ddpl/tensor.h"
 
 struct ddpl_autograd_meta; /* autograd/graph.h */
@@ -96,6 +97,7 @@ static inline char *ddpl_data_ptr(const ddpl_tensor *t)
 {
     return (char *)t->storage->data + t->offset * (int64_t)ddpl_dtype_size((ddpl_dtype)t->dtype);
 }
+/* numel of a shape: 0 when a size is 0, INT64_MAX when the product overflows. */
 int64_t ddpl_numel(int ndim, const int64_t *sizes);
 void ddpl_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides);
 bool ddpl_same_shape(const ddpl_tensor *a, const ddpl_tensor *b);

@@ -5,6 +5,7 @@
 #include <inttypes.h>
 
 #include "alloc.h"
+#include "checked.h"
 #include "core.h"
 
 /* Set before any tensor has autograd state; read when one dies (ddpl_tensor_release). */
@@ -72,20 +73,83 @@ int ddpl_tensor_take_memory(ddpl_tensor *t)
     return 0;
 }
 
+/* Every tensor's shape passed ddpl_check_shape, so its numel fits; an unchecked shape whose
+ * product overflows gives INT64_MAX (above DDPL_MAX_NUMEL), never a wrapped count. */
 int64_t ddpl_numel(int ndim, const int64_t *sizes)
 {
     int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= sizes[i];
-    return n;
+    bool over = false;
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] == 0) return 0;
+        over |= ddpl_mul_overflow(n, sizes[i], &n);
+    }
+    return over ? INT64_MAX : n;
 }
 
+/* Saturates at INT64_MAX for a shape that ddpl_check_shape would refuse. */
 void ddpl_contiguous_strides(int ndim, const int64_t *sizes, int64_t *strides)
 {
     int64_t s = 1;
+    bool over = false;
     for (int i = ndim - 1; i >= 0; i--) {
-        strides[i] = s;
-        s *= sizes[i] > 0 ? sizes[i] : 1;
+        strides[i] = over ? INT64_MAX : s;
+        over |= ddpl_mul_overflow(s, sizes[i] > 0 ? sizes[i] : 1, &s);
     }
+}
+
+int ddpl_check_shape(const char *op, int ndim, const int64_t *sizes, int64_t *numel)
+{
+    char buf[160];
+    if (ndim < 0 || ndim > DDPL_MAX_DIMS)
+        return ddpl_error("%s: %d dimensions requested, at most %d are supported", op, ndim,
+                          DDPL_MAX_DIMS);
+    int64_t extent = 1; /* product of max(size, 1): what contiguous strides reach */
+    bool empty = false, over = false;
+    for (int i = 0; i < ndim; i++) {
+        if (sizes[i] < 0)
+            return ddpl_error("%s: negative size %lld in shape %s", op, (long long)sizes[i],
+                              ddpl_sizes_str(ndim, sizes, buf, sizeof buf));
+        empty |= sizes[i] == 0;
+        over |= ddpl_mul_overflow(extent, sizes[i] ? sizes[i] : 1, &extent);
+    }
+    if (over || extent > DDPL_MAX_NUMEL)
+        return ddpl_error("%s: shape %s is too large (its sizes multiply past the limit of 2^62 "
+                          "elements)",
+                          op, ddpl_sizes_str(ndim, sizes, buf, sizeof buf));
+    if (numel) *numel = empty ? 0 : extent;
+    return 0;
+}
+
+int ddpl_check_view_geometry(const char *op, int ndim, const int64_t *sizes, const int64_t *strides,
+                             int64_t offset, size_t elem_size, size_t storage_bytes)
+{
+    int64_t numel;
+    if (ddpl_check_shape(op, ndim, sizes, &numel) < 0) return -1;
+    char a[160], b[160];
+    int64_t last = offset; /* the last element the view reaches */
+    bool over = offset < 0;
+    for (int i = 0; i < ndim && !over; i++) {
+        int64_t reach;
+        if (strides[i] < 0)
+            return ddpl_error("%s: negative stride %lld in strides %s", op, (long long)strides[i],
+                              ddpl_sizes_str(ndim, strides, a, sizeof a));
+        if (sizes[i] == 0) continue;
+        over = ddpl_mul_overflow(sizes[i] - 1, strides[i], &reach) ||
+               ddpl_add_overflow(last, reach, &last);
+    }
+    /* elements [offset, last] must lie in the storage; an empty view only needs its offset in
+     * [0, end] */
+    size_t end_bytes = 0;
+    int64_t end = offset; /* one past the last element; the offset for an empty view */
+    if (!over && numel) over = ddpl_add_overflow(last, 1, &end);
+    if (!over) over = ddpl_bytes_overflow(end, elem_size, &end_bytes);
+    if (over || end_bytes > storage_bytes)
+        return ddpl_error("%s: a view of size %s, strides %s and offset %lld reaches outside "
+                          "the storage of %zu bytes",
+                          op, ddpl_sizes_str(ndim, sizes, a, sizeof a),
+                          ddpl_sizes_str(ndim, strides, b, sizeof b), (long long)offset,
+                          storage_bytes);
+    return 0;
 }
 
 static ddpl_tensor *header_new(ddpl_storage *s, int ndim, const int64_t *sizes,
@@ -108,29 +172,20 @@ static ddpl_tensor *header_new(ddpl_storage *s, int ndim, const int64_t *sizes,
 
 ddpl_tensor *ddpl_tensor_new(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev)
 {
-    if (ndim < 0 || ndim > DDPL_MAX_DIMS) {
-        ddpl_error("tensor: %d dimensions requested, at most %d are supported", ndim,
-                   DDPL_MAX_DIMS);
-        return NULL;
-    }
     if ((unsigned)dt >= DDPL_DTYPE_COUNT) {
         ddpl_error("tensor: invalid dtype %d", (int)dt);
         return NULL;
     }
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) {
-        if (sizes[i] < 0) {
-            char buf[128];
-            ddpl_error("tensor: negative size in shape %s", ddpl_sizes_str(ndim, sizes, buf, 128));
-            return NULL;
-        }
-        if (sizes[i] && n > INT64_MAX / 16 / sizes[i]) {
-            ddpl_error("tensor: shape is too large");
-            return NULL;
-        }
-        n *= sizes[i];
+    int64_t n;
+    size_t nbytes;
+    if (ddpl_check_shape("tensor", ndim, sizes, &n) < 0) return NULL;
+    if (ddpl_bytes_overflow(n, ddpl_dtype_size(dt), &nbytes)) {
+        char buf[160];
+        ddpl_error("tensor: shape %s of %s needs more bytes than memory can address",
+                   ddpl_sizes_str(ndim, sizes, buf, sizeof buf), ddpl_dtype_name(dt));
+        return NULL;
     }
-    ddpl_storage *s = ddpl_storage_new((size_t)n * ddpl_dtype_size(dt), dev);
+    ddpl_storage *s = ddpl_storage_new(nbytes, dev);
     if (!s) return NULL;
     return header_new(s, ndim, sizes, NULL, 0, dt);
 }

@@ -170,7 +170,7 @@ static void **alloc_per_thread(int nt, int64_t elems, size_t esz, bool zero)
     void **bufs = calloc((size_t)nt, sizeof *bufs);
     if (!bufs) return NULL;
     for (int t = 0; t < nt; t++) {
-        bufs[t] = zero ? calloc((size_t)elems, esz) : malloc((size_t)elems * esz);
+        bufs[t] = zero ? calloc((size_t)elems, esz) : ddpl_malloc_array(elems, esz);
         if (!bufs[t]) {
             for (int u = 0; u < t; u++) free(bufs[u]);
             free(bufs);
@@ -294,8 +294,7 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
         return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
                           (long long)j.g.Kc, (long long)j.g.P);
     }
-    if (work && (out[0] || out[1]))
-        cpu_blas_parallel_for(j.g.N, conv_backward_images, &j);
+    if (work && (out[0] || out[1])) cpu_blas_parallel_for(j.g.N, conv_backward_images, &j);
     if (out[1]) { /* sum the per-thread accumulators into dw */
         char *dw = ddpl_data_ptr(out[1]);
         for (int64_t i = 0; i < wsize; i++) {

@@ -200,6 +200,14 @@ static const char *operand(const gemm_job *j, const mat_desc *m, int64_t b, void
     return p;
 }
 
+/* Scratch of rows x cols elements; NULL when the product overflows (expanded operands can have
+ * 2^62 elements) or memory runs out. */
+static void *gemm_scratch(int64_t rows, int64_t cols, size_t esz)
+{
+    int64_t n;
+    return ddpl_mul_overflow(rows, cols, &n) ? NULL : ddpl_malloc_array(n, esz);
+}
+
 static void gemm_batches(int64_t begin, int64_t end, int thread, void *ctx)
 {
     DDPL_UNUSED(thread);
@@ -210,9 +218,9 @@ static void gemm_batches(int64_t begin, int64_t end, int thread, void *ctx)
     bool pack_c = j->c.layout == LAYOUT_PACK || j->dt != j->compute;
     /* scratch is small next to the product for the layouts that need it; it is only allocated
      * for operands that BLAS cannot read in place */
-    void *sa = pack_a ? malloc((size_t)(j->M * j->K) * esz) : NULL;
-    void *sb = pack_b ? malloc((size_t)(j->K * j->N) * esz) : NULL;
-    void *sc = pack_c ? malloc((size_t)(j->M * j->N) * esz) : NULL;
+    void *sa = pack_a ? gemm_scratch(j->M, j->K, esz) : NULL;
+    void *sb = pack_b ? gemm_scratch(j->K, j->N, esz) : NULL;
+    void *sc = pack_c ? gemm_scratch(j->M, j->N, esz) : NULL;
     if ((pack_a && !sa) || (pack_b && !sb) || (pack_c && !sc)) {
         atomic_store(&((gemm_job *)ctx)->out_of_memory, 1);
         begin = end;

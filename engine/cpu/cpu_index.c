@@ -374,7 +374,7 @@ static void topk_slices(int64_t begin, int64_t end, void *ctx)
     int64_t vs = nd ? c->values->strides[p->dim] * esz : 0;
     int64_t is = nd ? c->indices->strides[p->dim] : 0;
     int (*cmp)(const void *, const void *) = p->largest ? cmp_largest : cmp_smallest;
-    topk_item *items = malloc((size_t)(n ? n : 1) * sizeof *items);
+    topk_item *items = ddpl_malloc_array(n, sizeof *items); /* n may be 2^62 (an expanded dim) */
     if (!items) {
         atomic_store(&c->out_of_memory, 1);
         return;

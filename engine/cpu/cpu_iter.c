@@ -37,8 +37,11 @@ void cpu_iter_init(cpu_iter *it, int nops, ddpl_tensor *const *ops)
     for (int k = 0; k < nops; k++) it->strides[k][0] = strides[k][0];
     for (int d = 1; d < n; d++) {
         bool mergeable = true;
-        for (int k = 0; k < nops; k++)
-            if (it->strides[k][m] != strides[k][d] * sizes[d]) mergeable = false;
+        for (int k = 0; k < nops; k++) {
+            int64_t span; /* overflow-safe: a huge as_strided stride must not wrap into a match */
+            if (ddpl_mul_overflow(strides[k][d], sizes[d], &span) || it->strides[k][m] != span)
+                mergeable = false;
+        }
         if (mergeable) {
             it->sizes[m] *= sizes[d];
             for (int k = 0; k < nops; k++) it->strides[k][m] = strides[k][d];

@@ -71,8 +71,8 @@ static void sm_job_init(sm_job *j, const ddpl_tensor *t, int dim)
     {                                                                                              \
         sm_job *j = ctx;                                                                           \
         int64_t D = j->D, I = j->inner;                                                            \
-        T *m = malloc((size_t)I * sizeof(T));                                                      \
-        ACC *s = malloc((size_t)I * sizeof(ACC));                                                  \
+        T *m = ddpl_malloc_array(I, sizeof(T));                                                    \
+        ACC *s = ddpl_malloc_array(I, sizeof(ACC));                                                \
         if (!m || !s) atomic_store(&j->out_of_memory, 1);                                          \
         for (int64_t o = begin; m && s && o < end; o++) {                                          \
             const T *x = (const T *)j->x + o * D * I;                                              \

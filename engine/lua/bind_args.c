@@ -18,12 +18,22 @@ int lb_error(lua_State *L)
     __builtin_unreachable();
 }
 
+/* The engine's message under fname: "op: what" from the op that fname is built on (sub on
+ * add, fill_ on item, setindex on select) becomes "fname: what (in op)"; a message that names no
+ * op is prefixed. */
 int lb_error_in(lua_State *L, const char *fname)
 {
     const char *msg = ddpl_last_error();
     size_t n = strlen(fname);
     if (strncmp(msg, fname, n) == 0 && msg[n] == ':') luaL_error(L, "%s", msg);
     if (strncmp(msg, "tensor: ", 8) == 0) luaL_error(L, "%s: %s", fname, msg + 8);
+    size_t op = strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789_");
+    if (op > 0 && op < 64 && msg[op] == ':' && msg[op + 1] == ' ') {
+        char name[64];
+        memcpy(name, msg, op);
+        name[op] = '\0';
+        luaL_error(L, "%s: %s (in %s)", fname, msg + op + 2, name);
+    }
     luaL_error(L, "%s: %s", fname, msg);
     __builtin_unreachable();
 }
@@ -168,8 +178,11 @@ int lb_dim(lua_State *L, int idx, const char *fname)
     int isint = 0;
     lua_Integer v = lua_tointegerx(L, idx, &isint);
     if (!isint || lua_type(L, idx) != LUA_TNUMBER) lb_argerror(L, idx, fname, "an integer dim");
-    if (v < -DDPL_MAX_DIMS - 1 || v > DDPL_MAX_DIMS + 1) /* the engine reports the range */
-        v = v < 0 ? -DDPL_MAX_DIMS - 1 : DDPL_MAX_DIMS + 1;
+    /* within the int range the engine reports the tensor's own range; beyond it, the given
+     * value is named here (it would otherwise be reported clamped) */
+    if (v < -DDPL_MAX_DIMS - 1 || v > DDPL_MAX_DIMS + 1)
+        luaL_error(L, "%s: dimension %I out of range (tensors have at most %d dimensions)", fname,
+                   v, DDPL_MAX_DIMS);
     return (int)v;
 }
 
@@ -186,8 +199,8 @@ int lb_sizes_table(lua_State *L, int idx, const char *fname, const char *name, i
 {
     if (lua_type(L, idx) != LUA_TTABLE) lb_opterror(L, idx, fname, name, "a table of sizes");
     lua_Integer n = luaL_len(L, idx);
-    if (n > DDPL_MAX_DIMS)
-        luaL_error(L, "%s: %d dimensions requested, at most %d are supported", fname, (int)n,
+    if (n < 0 || n > DDPL_MAX_DIMS) /* __len may return anything */
+        luaL_error(L, "%s: %I dimensions requested, at most %d are supported", fname, n,
                    DDPL_MAX_DIMS);
     for (int i = 0; i < n; i++) {
         lua_rawgeti(L, idx, i + 1);
@@ -240,15 +253,23 @@ int lb_tensor_list(lua_State *L, int idx, const char *fname, ddpl_tensor ***out)
 {
     if (lua_type(L, idx) != LUA_TTABLE) lb_argerror(L, idx, fname, "a list of tensors");
     lua_Integer n = luaL_len(L, idx);
-    ddpl_tensor **ts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ts, 0);
+    if (n < 0) /* a __len metamethod may say anything */
+        luaL_error(L, "%s: expected a list of tensors, got a table of length %I", fname, n);
+    /* every entry is checked before the array is allocated: a table that claims a huge length
+     * fails at its first missing entry, not in the allocator */
     for (lua_Integer i = 0; i < n; i++) {
         lua_rawgeti(L, idx, i + 1);
         lb_box *b = lb_testbox(L, -1);
         if (!b)
-            luaL_error(L, "%s: expected a list of tensors, got %s at position %d", fname,
-                       type_of(L, -1), (int)i + 1);
+            luaL_error(L, "%s: expected a list of tensors, got %s at position %I", fname,
+                       type_of(L, -1), i + 1);
         if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
-        ts[i] = b->t; /* the list keeps the box, hence the tensor, alive */
+        lua_pop(L, 1);
+    }
+    ddpl_tensor **ts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ts, 0);
+    for (lua_Integer i = 0; i < n; i++) {
+        lua_rawgeti(L, idx, i + 1);
+        ts[i] = lb_testbox(L, -1)->t; /* the list keeps the box, hence the tensor, alive */
         lua_pop(L, 1);
     }
     *out = ts;

@@ -108,7 +108,8 @@ static int f_set_float32_matmul_precision(lua_State *L)
     if (lua_type(L, 1) != LUA_TSTRING)
         return lb_argerror(L, 1, "set_float32_matmul_precision",
                            "a string ('highest', 'high' or 'medium')");
-    if (ddpl_set_float32_matmul_precision(lua_tostring(L, 1)) < 0) return lb_error(L);
+    if (ddpl_set_float32_matmul_precision(lua_tostring(L, 1)) < 0)
+        return lb_error_in(L, "set_float32_matmul_precision");
     return 0;
 }
 

@@ -33,7 +33,7 @@ static int m_backward(lua_State *L)
 
 static int m_retain_grad(lua_State *L)
 {
-    if (ddpl_tensor_retain_grad(lb_check(L, 1, "retain_grad")) < 0) lb_error(L);
+    if (ddpl_tensor_retain_grad(lb_check(L, 1, "retain_grad")) < 0) lb_error_in(L, "retain_grad");
     return 0;
 }
 
@@ -42,7 +42,7 @@ static int m_requires_grad_(lua_State *L)
 {
     ddpl_tensor *t = lb_check(L, 1, "requires_grad_");
     bool on = lb_bool(L, lua_isnoneornil(L, 2) ? 0 : 2, "requires_grad_", "requires_grad", true);
-    if (ddpl_tensor_set_requires_grad(t, on) < 0) lb_error(L);
+    if (ddpl_tensor_set_requires_grad(t, on) < 0) lb_error_in(L, "requires_grad_");
     lua_settop(L, 1);
     return 1;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "binding.h"
+#include "core/core.h"
 
 /* ---- ddpl.tensor(data) ---- */
 
@@ -246,22 +247,23 @@ static int f_arange(lua_State *L)
     lb_args a = lb_parse_args(L);
     if (a.n < 1 || a.n > 3) return luaL_error(L, "arange: expected 1 to 3 numbers, got %d", a.n);
     double v[3] = {0, 0, 1};
+    int64_t iv[3] = {0, 0, 1}; /* the same, exact, when all are integers */
     bool any_float = false;
     for (int i = 1; i <= a.n; i++) {
         if (lua_type(L, i) != LUA_TNUMBER) return lb_argerror(L, i, "arange", "a number");
         any_float |= !lua_isinteger(L, i);
     }
-    if (a.n == 1) {
-        v[1] = lua_tonumber(L, 1);
-    } else {
-        v[0] = lua_tonumber(L, 1);
-        v[1] = lua_tonumber(L, 2);
-        if (a.n == 3) v[2] = lua_tonumber(L, 3);
+    for (int i = 1; i <= a.n; i++) {
+        int slot = a.n == 1 ? 1 : i - 1;
+        v[slot] = lua_tonumber(L, i);
+        if (!any_float) iv[slot] = lua_tointeger(L, i);
     }
     lb_create_opts o =
         lb_parse_create_opts(L, a.opts, "arange", any_float ? DDPL_FLOAT32 : DDPL_INT64);
     lb_box *box = lb_newbox(L);
-    box->t = ddpl_arange(v[0], v[1], v[2], o.dtype, o.device);
+    box->t = !any_float && !ddpl_dtype_is_floating(o.dtype)
+                 ? ddpl_arange_int(iv[0], iv[1], iv[2], o.dtype, o.device)
+                 : ddpl_arange(v[0], v[1], v[2], o.dtype, o.device);
     lb_finish_in(L, box, "arange");
     lb_apply_requires_grad(L, box, &o);
     return 1;
@@ -363,12 +365,15 @@ static int f_frombytes(lua_State *L)
     sizes[0] = (int64_t)(len / esz);
     if (!lua_isnoneornil(L, 3)) {
         nd = lb_sizes(L, 3, lua_gettop(L), "frombytes", sizes);
-        int64_t numel = 1;
-        for (int i = 0; i < nd; i++) numel *= sizes[i];
-        if ((size_t)numel * esz != len)
-            return luaL_error(L, "frombytes: shape holds %I bytes of %s but the string has %I",
-                              (lua_Integer)((size_t)numel * esz), ddpl_dtype_name(dt),
+        int64_t numel;
+        size_t nbytes;
+        if (ddpl_check_shape("frombytes", nd, sizes, &numel) < 0) return lb_error(L);
+        if (ddpl_bytes_overflow(numel, esz, &nbytes) || nbytes != len) {
+            char shape[160];
+            return luaL_error(L, "frombytes: shape %s of %s does not hold the string's %I bytes",
+                              ddpl_sizes_str(nd, sizes, shape, sizeof shape), ddpl_dtype_name(dt),
                               (lua_Integer)len);
+        }
     } else if (len % esz) {
         return luaL_error(L, "frombytes: %I bytes is not a whole number of %s elements",
                           (lua_Integer)len, ddpl_dtype_name(dt));

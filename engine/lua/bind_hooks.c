@@ -215,7 +215,7 @@ static int m_register_hook(lua_State *L)
     lua_hook *h = lb_ref_new(L, 2);
     if (ddpl_tensor_register_hook(t, call_lua_hook, h, lb_ref_free) < 0) {
         lb_ref_free(h);
-        lb_error(L);
+        lb_error_in(L, "register_hook");
     }
     hh->t = ddpl_tensor_retain(t);
     hh->key = h;

@@ -262,7 +262,7 @@ static int f_save(lua_State *L)
     int nmeta = c->flat ? 0 : 1;
     if (ddpl_safetensors_save(path, c->n, (const char *const *)c->names, c->tensors, nmeta, mkeys,
                               mvals, mlens) < 0)
-        lb_error(L);
+        lb_error_in(L, "save");
     return 0;
 }
 
@@ -316,8 +316,9 @@ static void push_tree(lua_State *L, const char *path, ddpl_st_file *f, const ddp
 {
     luaL_checkstack(L, 4, "load: nesting too deep");
     if ((j->type == DDPL_JSON_ARRAY || j->type == DDPL_JSON_OBJECT) && depth > SAVE_MAX_DEPTH)
-        luaL_error(L, "load: %s: tables nested deeper than %d in the ddplua.tree metadata (save "
-                      "writes no deeper)",
+        luaL_error(L,
+                   "load: %s: tables nested deeper than %d in the ddplua.tree metadata (save "
+                   "writes no deeper)",
                    path, SAVE_MAX_DEPTH);
     switch (j->type) {
     case DDPL_JSON_NULL:

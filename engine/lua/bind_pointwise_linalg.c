@@ -24,7 +24,7 @@ static int binary(lua_State *L, const char *fname, binary_fn fn)
     ddpl_tensor *y = lb_operand(L, 2, &owned);
     box->t = y ? fn(x, y) : NULL;
     if (owned) ddpl_tensor_release(y);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static const char *const alpha_opts[] = {"alpha", NULL};
@@ -44,7 +44,7 @@ static int add_like(lua_State *L, const char *fname, double sign, binary_fn plai
     ddpl_tensor *y = lb_operand(L, 2, &owned);
     box->t = y ? ddpl_add_scaled(x, y, sign * alpha) : NULL;
     if (owned) ddpl_tensor_release(y);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname); /* sub's errors come from add */
 }
 
 static int m_add(lua_State *L)
@@ -105,7 +105,7 @@ static int unary(lua_State *L, const char *fname, unary_fn fn)
     ddpl_tensor *x = lb_check(L, 1, fname);
     lb_box *box = lb_newbox(L);
     box->t = fn(x);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int m_neg(lua_State *L)
@@ -180,7 +180,7 @@ static int m_gelu(lua_State *L)
     }
     lb_box *box = lb_newbox(L);
     box->t = ddpl_gelu(x, tanh_approx);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "gelu");
 }
 
 static const char *const clamp_opts[] = {"min", "max", NULL};
@@ -207,7 +207,7 @@ static int m_clamp(lua_State *L)
     clamp_bounds(L, "clamp", has, v);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_clamp(x, has[0], v[0], has[1], v[1]);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "clamp");
 }
 
 /* A fill value: a number, a boolean, or a one-element tensor. */
@@ -219,7 +219,7 @@ static double fill_value(lua_State *L, int idx, const char *fname)
     if (!b) lb_argerror(L, idx, fname, "a number");
     if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
     double v;
-    if (ddpl_tensor_item(b->t, &v) < 0) lb_error(L);
+    if (ddpl_tensor_item(b->t, &v) < 0) lb_error_in(L, fname);
     return v;
 }
 
@@ -230,7 +230,7 @@ static int m_masked_fill(lua_State *L)
     double v = fill_value(L, 3, "masked_fill");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_masked_fill(x, mask, v);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "masked_fill");
 }
 
 /* where(cond, x, y) with x and y tensors or numbers. */
@@ -246,7 +246,7 @@ static int where3(lua_State *L, int ci, int xi, int yi)
     box->t = x && y ? ddpl_where(cond, x, y) : NULL;
     if (own_x) ddpl_tensor_release(x);
     if (own_y) ddpl_tensor_release(y);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "where");
 }
 
 static int m_where(lua_State *L)
@@ -264,7 +264,7 @@ static int matrix(lua_State *L, const char *fname, binary_fn fn)
     ddpl_tensor *b = lb_check(L, 2, fname);
     lb_box *box = lb_newbox(L);
     box->t = fn(a, b);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int m_matmul(lua_State *L)
@@ -294,7 +294,7 @@ static int f_addmm(lua_State *L)
     double alpha = lb_num(L, lb_arg(L, &args, 5, "alpha"), "addmm", "alpha", 1.0);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_addmm(bias, a, b, beta, alpha);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "addmm");
 }
 
 /* ---- in place: return self ---- */
@@ -338,7 +338,7 @@ static int inplace_binary(lua_State *L, const char *fname, inplace_fn fn, double
     }
     bool owned;
     ddpl_tensor *y = lb_operand(L, 2, &owned);
-    if (!y) lb_error(L);
+    if (!y) lb_error_in(L, fname);
     int rc = fn ? fn(x, y) : ddpl_add_(x, y, sign * alpha);
     if (owned) ddpl_tensor_release(y);
     return done_inplace(L, rc, fname);

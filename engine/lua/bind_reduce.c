@@ -50,7 +50,7 @@ static int sum_like(lua_State *L, const char *fname, all_fn all, dims_fn dims)
     reduce_args r = parse_reduce(L, &a, 2, fname, true);
     lb_box *box = lb_newbox(L);
     box->t = r.has_dim ? dims(x, r.ndims, r.dims, r.keepdim) : all(x);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int m_sum(lua_State *L)
@@ -70,7 +70,7 @@ static int m_prod(lua_State *L)
     reduce_args r = parse_reduce(L, &a, 2, "prod", false);
     lb_box *box = lb_newbox(L);
     box->t = r.has_dim ? ddpl_prod_dim(x, r.dims[0], r.keepdim) : ddpl_prod(x);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "prod");
 }
 
 static const char *const var_opts[] = {"dim", "keepdim", "unbiased", "correction", NULL};
@@ -90,7 +90,7 @@ static int var_like(lua_State *L, const char *fname, bool is_std)
                         : ddpl_var_dim(x, r.dims[0], correction, r.keepdim);
     else
         box->t = is_std ? ddpl_std(x, correction) : ddpl_var(x, correction);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int m_var(lua_State *L)
@@ -114,7 +114,7 @@ static int max_like(lua_State *L, const char *fname, all_fn all, dim_pair_fn by_
         ddpl_tensor *y = lb_check(L, 2, fname);
         lb_box *box = lb_newbox(L);
         box->t = elementwise(x, y);
-        return lb_finish(L, box);
+        return lb_finish_in(L, box, fname);
     }
     lb_args a = lb_parse_args(L);
     lb_check_opts(L, a.opts, fname, dim_opts);
@@ -122,11 +122,11 @@ static int max_like(lua_State *L, const char *fname, all_fn all, dim_pair_fn by_
     if (!r.has_dim) {
         lb_box *box = lb_newbox(L);
         box->t = all(x);
-        return lb_finish(L, box);
+        return lb_finish_in(L, box, fname);
     }
     lb_box *values = lb_newbox(L);
     lb_box *indices = lb_newbox(L);
-    if (by_dim(x, r.dims[0], r.keepdim, &values->t, &indices->t) < 0) lb_error(L);
+    if (by_dim(x, r.dims[0], r.keepdim, &values->t, &indices->t) < 0) lb_error_in(L, fname);
     lb_gc_account(L);
     return 2;
 }
@@ -149,7 +149,7 @@ static int arg_like(lua_State *L, const char *fname,
     reduce_args r = parse_reduce(L, &a, 2, fname, false);
     lb_box *box = lb_newbox(L);
     box->t = fn(x, !r.has_dim, r.dims[0], r.keepdim);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int m_argmax(lua_State *L)
@@ -170,7 +170,7 @@ static int m_logsumexp(lua_State *L)
     if (!r.has_dim) return luaL_error(L, "logsumexp: a dim is required");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_logsumexp(x, r.dims[0], r.keepdim);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "logsumexp");
 }
 
 static const char *const norm_opts[] = {"p", "dim", "keepdim", NULL};
@@ -189,7 +189,7 @@ static int m_norm(lua_State *L)
     reduce_args r = parse_reduce(L, &a, 2, "norm", false);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_norm(x, p, !r.has_dim, r.dims[0], r.keepdim);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "norm");
 }
 
 /* ---- indexing and joining ---- */
@@ -201,7 +201,7 @@ static int m_index_select(lua_State *L)
     ddpl_tensor *idx = lb_check(L, 3, "index_select");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_index_select(x, d, idx);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "index_select");
 }
 
 static int m_gather(lua_State *L)
@@ -211,7 +211,7 @@ static int m_gather(lua_State *L)
     ddpl_tensor *idx = lb_check(L, 3, "gather");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_gather(x, d, idx);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "gather");
 }
 
 static const char *const topk_opts[] = {"dim", "largest", "sorted", NULL};
@@ -229,7 +229,7 @@ static int m_topk(lua_State *L)
     bool sorted = lb_bool(L, lb_arg(L, &a, 5, "sorted"), "topk", "sorted", true);
     lb_box *values = lb_newbox(L);
     lb_box *indices = lb_newbox(L);
-    if (ddpl_topk(x, k, d, largest, sorted, &values->t, &indices->t) < 0) lb_error(L);
+    if (ddpl_topk(x, k, d, largest, sorted, &values->t, &indices->t) < 0) lb_error_in(L, "topk");
     lb_gc_account(L);
     return 2;
 }
@@ -244,7 +244,7 @@ static int join(lua_State *L, const char *fname, join_fn fn)
     int n = lb_tensor_list(L, 1, fname, &ts); /* pushes its array: read the arguments first */
     lb_box *box = lb_newbox(L);
     box->t = fn(n, ts, d);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int f_cat(lua_State *L)

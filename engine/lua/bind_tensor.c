@@ -175,7 +175,7 @@ static int t_tostring(lua_State *L)
 {
     ddpl_tensor *t = lb_check(L, 1, "tostring");
     char *s = ddpl_tensor_format(t);
-    if (!s) lb_error(L);
+    if (!s) lb_error_in(L, "tostring");
     lua_pushstring(L, s);
     free(s);
     return 1;
@@ -266,14 +266,14 @@ static int set_row(lua_State *L, ddpl_tensor *t, lua_Integer i)
 {
     lb_check_operand(L, 3, "setindex");
     ddpl_tensor *row = ddpl_select(t, 0, (int64_t)i);
-    if (!row) lb_error(L);
+    if (!row) lb_error_in(L, "setindex");
     int rc;
     if (lua_type(L, 3) == LUA_TNUMBER)
         rc = ddpl_fill_(row, lua_tonumber(L, 3));
     else
         rc = ddpl_copy_(row, ((lb_box *)lua_touserdata(L, 3))->t);
     ddpl_tensor_release(row);
-    if (rc < 0) lb_error(L);
+    if (rc < 0) lb_error_in(L, "setindex");
     return 0;
 }
 
@@ -287,7 +287,7 @@ static int t_newindex(lua_State *L)
     if (key && strcmp(key, "requires_grad") == 0) {
         if (lua_type(L, 3) != LUA_TBOOLEAN)
             return lb_opterror(L, 3, "requires_grad", "requires_grad", "a boolean");
-        if (ddpl_tensor_set_requires_grad(t, lua_toboolean(L, 3)) < 0) lb_error(L);
+        if (ddpl_tensor_set_requires_grad(t, lua_toboolean(L, 3)) < 0) lb_error_in(L, "setindex");
         return 0;
     }
     if (key && strcmp(key, "grad") == 0) {
@@ -297,7 +297,7 @@ static int t_newindex(lua_State *L)
             if (!b) return lb_opterror(L, 3, "grad", "grad", "a tensor or nil");
             if (!(g = b->t)) return luaL_error(L, "grad: attempt to use a closed tensor");
         }
-        if (ddpl_tensor_set_grad(t, g) < 0) lb_error(L);
+        if (ddpl_tensor_set_grad(t, g) < 0) lb_error_in(L, "setindex");
         return 0;
     }
     if (key && strcmp(key, "data") == 0) {
@@ -307,10 +307,10 @@ static int t_newindex(lua_State *L)
          * and hooks stay with the old tensor, and other boxes of it do not change. */
         ddpl_tensor *v = lb_check(L, 3, "data");
         ddpl_tensor *d = ddpl_detach(v);
-        if (!d) lb_error(L);
+        if (!d) lb_error_in(L, "setindex");
         if (ddpl_tensor_requires_grad(t) && ddpl_tensor_set_requires_grad(d, true) < 0) {
             ddpl_tensor_release(d);
-            lb_error(L);
+            lb_error_in(L, "setindex");
         }
         ((lb_box *)lua_touserdata(L, 1))->t = d;
         ddpl_tensor_release(t);
@@ -337,7 +337,7 @@ static int arith(lua_State *L, const char *fname, binary_fn fn)
     box->t = a && b ? fn(a, b) : NULL;
     if (own_a) ddpl_tensor_release(a);
     if (own_b) ddpl_tensor_release(b);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int t_add(lua_State *L)
@@ -366,7 +366,7 @@ static int t_unm(lua_State *L)
     ddpl_tensor *t = lb_check(L, 1, "neg");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_neg(t);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "neg");
 }
 
 const luaL_Reg lb_tensor_meta[] = {

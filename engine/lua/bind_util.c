@@ -176,7 +176,7 @@ static int c_set_device(lua_State *L)
     int64_t n = lb_int(L, 1, "cuda.set_device", "device", 0);
     if (n < 0 || n > INT32_MAX)
         return luaL_error(L, "cuda.set_device: invalid device index %I", (lua_Integer)n);
-    if (ddpl_cuda_set_device((int)n) < 0) lb_error(L);
+    if (ddpl_cuda_set_device((int)n) < 0) lb_error_in(L, "cuda.set_device");
     return 0;
 }
 

@@ -134,11 +134,11 @@ static int m_item(lua_State *L)
     ddpl_dtype dt = ddpl_tensor_dtype(t);
     if (dt == DDPL_FLOAT32 || dt == DDPL_FLOAT64 || dt == DDPL_FLOAT16 || dt == DDPL_BFLOAT16) {
         double v;
-        if (ddpl_tensor_item(t, &v) < 0) lb_error(L);
+        if (ddpl_tensor_item(t, &v) < 0) lb_error_in(L, "item");
         lua_pushnumber(L, v);
     } else {
         int64_t v;
-        if (ddpl_tensor_item_int64(t, &v) < 0) lb_error(L);
+        if (ddpl_tensor_item_int64(t, &v) < 0) lb_error_in(L, "item");
         if (dt == DDPL_BOOL)
             lua_pushboolean(L, v != 0);
         else
@@ -301,7 +301,7 @@ static int unary(lua_State *L, const char *fname, unary_fn fn)
     ddpl_tensor *t = lb_check(L, 1, fname);
     lb_box *box = lb_newbox(L);
     box->t = fn(t);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int m_clone(lua_State *L)

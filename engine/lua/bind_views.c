@@ -4,7 +4,10 @@
  *
  * Sizes are given as integers (x:view(2, 3)) or one table (x:view({2, 3})), as in PyTorch;
  * chunk, split and unbind return 1-based Lua lists of views. */
+#include <limits.h>
+
 #include "binding.h"
+#include "core/checked.h"
 
 typedef ddpl_tensor *(*sized_fn)(ddpl_tensor *, int, const int64_t *);
 
@@ -15,7 +18,7 @@ static int sized(lua_State *L, const char *fname, sized_fn fn)
     int n = lb_sizes(L, 2, lua_gettop(L), fname, sizes);
     lb_box *box = lb_newbox(L);
     box->t = fn(t, n, sizes);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int m_view(lua_State *L)
@@ -38,7 +41,7 @@ static int like(lua_State *L, const char *fname, sized_fn fn)
     ddpl_tensor *o = lb_check(L, 2, fname);
     lb_box *box = lb_newbox(L);
     box->t = fn(t, ddpl_tensor_ndim(o), ddpl_tensor_sizes(o));
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, fname);
 }
 
 static int m_view_as(lua_State *L)
@@ -61,7 +64,7 @@ static int m_flatten(lua_State *L)
     int end = lua_isnoneornil(L, 3) ? -1 : lb_dim(L, 3, "flatten");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_flatten(t, start, end);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "flatten");
 }
 
 static int m_unsqueeze(lua_State *L)
@@ -70,7 +73,7 @@ static int m_unsqueeze(lua_State *L)
     int d = lb_dim(L, 2, "unsqueeze");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_unsqueeze(t, d);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "unsqueeze");
 }
 
 static int m_squeeze(lua_State *L)
@@ -80,7 +83,7 @@ static int m_squeeze(lua_State *L)
     int d = all ? 0 : lb_dim(L, 2, "squeeze");
     lb_box *box = lb_newbox(L);
     box->t = all ? ddpl_squeeze_all(t) : ddpl_squeeze(t, d);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "squeeze");
 }
 
 static int m_t(lua_State *L)
@@ -88,7 +91,7 @@ static int m_t(lua_State *L)
     ddpl_tensor *t = lb_check(L, 1, "t");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_t(t);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "t");
 }
 
 static int m_transpose(lua_State *L)
@@ -97,7 +100,7 @@ static int m_transpose(lua_State *L)
     int d0 = lb_dim(L, 2, "transpose"), d1 = lb_dim(L, 3, "transpose");
     lb_box *box = lb_newbox(L);
     box->t = ddpl_transpose(t, d0, d1);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "transpose");
 }
 
 static int m_permute(lua_State *L)
@@ -109,7 +112,7 @@ static int m_permute(lua_State *L)
     for (int i = 0; i < n; i++) dims[i] = (int)dims64[i];
     lb_box *box = lb_newbox(L);
     box->t = ddpl_permute(t, n, dims);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "permute");
 }
 
 static int m_narrow(lua_State *L)
@@ -120,7 +123,7 @@ static int m_narrow(lua_State *L)
     int64_t len = lb_int(L, 4, "narrow", "length", 0);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_narrow(t, d, start, len);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "narrow");
 }
 
 static int m_select(lua_State *L)
@@ -130,7 +133,7 @@ static int m_select(lua_State *L)
     int64_t i = lb_int(L, 3, "select", "index", 0);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_select(t, d, i);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "select");
 }
 
 static int m_as_strided(lua_State *L)
@@ -143,7 +146,7 @@ static int m_as_strided(lua_State *L)
     int64_t offset = lua_isnoneornil(L, 4) ? 0 : lb_int(L, 4, "as_strided", "storage_offset", 0);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_as_strided(t, n, sizes, strides, offset);
-    return lb_finish(L, box);
+    return lb_finish_in(L, box, "as_strided");
 }
 
 /* Size of dim d (wrapped) or an error naming fname. */
@@ -175,7 +178,9 @@ static int m_chunk(lua_State *L)
         return luaL_error(L, "chunk: expected a positive number of chunks, got %I",
                           (lua_Integer)chunks);
     int64_t size = dim_size(L, t, &d, "chunk");
-    int64_t step = (size + chunks - 1) / chunks; /* PyTorch: ceil; may give fewer chunks */
+    /* PyTorch: ceil(size / chunks), which may give fewer chunks; no size + chunks overflow */
+    int64_t step = size / chunks + (size % chunks != 0);
+    if (step == 0) step = 1;
     lua_newtable(L);
     int pos = 1;
     for (int64_t s = 0; s < size; s += step)
@@ -197,7 +202,8 @@ static int m_split(lua_State *L)
             int64_t s = lb_int(L, lua_gettop(L), "split", "split_size_or_sections", 0);
             lua_pop(L, 1);
             if (s < 0) return luaL_error(L, "split: section sizes must be non-negative");
-            total += s;
+            if (ddpl_add_overflow(total, s, &total))
+                return luaL_error(L, "split: section sizes add up past 2^63");
         }
         if (total != size)
             return luaL_error(L, "split: section sizes add up to %I but dimension %d has size %I",
@@ -229,11 +235,14 @@ static int m_unbind(lua_State *L)
     ddpl_tensor *t = lb_check(L, 1, "unbind");
     int d = lua_isnoneornil(L, 2) ? 0 : lb_dim(L, 2, "unbind");
     int64_t size = dim_size(L, t, &d, "unbind");
+    if (size > INT_MAX) /* a Lua list cannot hold it (an expanded dimension can be 2^62) */
+        return luaL_error(L, "unbind: dimension %d has size %I, more than a Lua list holds", d,
+                          (lua_Integer)size);
     lua_createtable(L, (int)size, 0);
     for (int64_t i = 0; i < size; i++) {
         lb_box *box = lb_newbox(L);
         box->t = ddpl_select(t, d, i);
-        lb_finish(L, box);
+        lb_finish_in(L, box, "unbind");
         lua_rawseti(L, -2, i + 1);
     }
     return 1;

@@ -99,7 +99,8 @@ ddpl_tensor *ddpl_to(ddpl_tensor *x, ddpl_dtype dt, ddpl_device dev)
 
 int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
 {
-    if (ddpl_check_inplace("copy_", dst) < 0) return -1;
+    if (ddpl_check_inplace("copy_", dst) < 0 || ddpl_check_no_internal_overlap("copy_", dst) < 0)
+        return -1;
     int nd;
     int64_t sizes[DDPL_MAX_DIMS];
     if (ddpl_broadcast_shape("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes) < 0)
@@ -131,6 +132,7 @@ int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
     return rc;
 }
 
+/* Allowed on expanded views, as in PyTorch: every element receives the same value. */
 static int fill_named(const char *op, ddpl_tensor *x, double value)
 {
     if (ddpl_check_inplace(op, x) < 0) return -1;
@@ -153,7 +155,9 @@ int ddpl_zero_(ddpl_tensor *x)
 /* Random kernels fill contiguous memory; other layouts go through a temporary. */
 static int random_fill_(const char *op, ddpl_tensor *x, ddpl_op kop, double a, double b)
 {
-    if (ddpl_check_inplace(op, x) < 0 || ddpl_check_floating(op, x) < 0) return -1;
+    if (ddpl_check_inplace(op, x) < 0 || ddpl_check_no_internal_overlap(op, x) < 0 ||
+        ddpl_check_floating(op, x) < 0)
+        return -1;
     ddpl_tensor *target = ddpl_tensor_is_contiguous(x) ? ddpl_tensor_retain(x) : ddpl_empty_like(x);
     if (!target) return -1;
     ddpl_philox_state s = ddpl_rng_reserve((uint64_t)ddpl_tensor_numel(x) * 2);
@@ -182,7 +186,9 @@ int ddpl_normal_(ddpl_tensor *x, double mean, double std)
 int ddpl_bernoulli_(ddpl_tensor *x, double p)
 {
     if (!(p >= 0 && p <= 1)) return ddpl_error("bernoulli_: expected 0 <= p <= 1, got %g", p);
-    if (ddpl_check_inplace("bernoulli_", x) < 0) return -1;
+    if (ddpl_check_inplace("bernoulli_", x) < 0 ||
+        ddpl_check_no_internal_overlap("bernoulli_", x) < 0)
+        return -1;
     ddpl_tensor *u = ddpl_tensor_new(x->ndim, x->sizes, DDPL_FLOAT32, x->device);
     if (!u) return -1;
     ddpl_philox_state s = ddpl_rng_reserve((uint64_t)ddpl_tensor_numel(x) * 2);

@@ -1,8 +1,8 @@
 /* ops/creation.c: tensors made from nothing: empty, zeros, ones, full, from data, ranges,
  * identity and random tensors.
  * defines: ddpl_empty, ddpl_zeros, ddpl_ones, ddpl_full, ddpl_from_data, ddpl_scalar,
- *          ddpl_wrapped_number, ddpl_arange, ddpl_eye, ddpl_rand, ddpl_randn, ddpl_randint,
- *          ddpl_randperm. */
+ *          ddpl_wrapped_number, ddpl_arange, ddpl_arange_int, ddpl_eye, ddpl_rand, ddpl_randn,
+ * ddpl_randint, ddpl_randperm. */
 #include <math.h>
 
 #include "core/alloc.h"
@@ -79,8 +79,15 @@ ddpl_tensor *ddpl_arange(double start, double stop, double step, ddpl_dtype dt, 
                           "stop %g, step %g)",
                           start, stop, step),
                NULL;
-    int64_t n = (int64_t)ceil((stop - start) / step);
-    if (n < 0) n = 0;
+    /* the count in double, checked before it becomes an integer (a cast of a double past int64
+     * is undefined) */
+    double count = ceil((stop - start) / step);
+    if (!(count <= (double)DDPL_MAX_NUMEL))
+        return ddpl_error("arange: the range [%g, %g) with step %g has %g elements, more than the "
+                          "limit of 2^62",
+                          start, stop, step, count),
+               NULL;
+    int64_t n = count > 0 ? (int64_t)count : 0;
     ddpl_tensor *t = ddpl_tensor_new(1, &n, dt, dev);
     if (!t) return NULL;
     ddpl_arange_params p = {start, step};
@@ -89,6 +96,38 @@ ddpl_tensor *ddpl_arange(double start, double stop, double step, ddpl_dtype dt, 
         return NULL;
     }
     return t;
+}
+
+ddpl_tensor *ddpl_arange_int(int64_t start, int64_t stop, int64_t step, ddpl_dtype dt,
+                             ddpl_device dev)
+{
+    if (ddpl_dtype_is_floating(dt))
+        return ddpl_arange((double)start, (double)stop, (double)step, dt, dev);
+    if (step == 0 || (step > 0 && start > stop) || (step < 0 && start < stop))
+        return ddpl_error("arange: step must be non-zero and agree with the bounds' order (start "
+                          "%lld, stop %lld, step %lld)",
+                          (long long)start, (long long)stop, (long long)step),
+               NULL;
+    /* exact: ceil((stop - start) / step) in 128 bits, where neither the difference nor the
+     * rounding can overflow */
+    __int128 diff = (__int128)stop - start, st = step;
+    __int128 count = diff / st + (diff % st != 0);
+    if (count > DDPL_MAX_NUMEL)
+        return ddpl_error("arange: the range [%lld, %lld) with step %lld has more elements than "
+                          "the limit of 2^62",
+                          (long long)start, (long long)stop, (long long)step),
+               NULL;
+    int64_t n = (int64_t)count;
+    ddpl_tensor *t = ddpl_tensor_new(1, &n, dt, ddpl_cpu());
+    if (!t) return NULL;
+    size_t esz = ddpl_dtype_size(dt);
+    for (int64_t i = 0; i < n; i++) /* start + i*step lies in [start, stop): it fits */
+        ddpl_store_i64((char *)t->storage->data + i * (int64_t)esz, dt,
+                       (int64_t)(start + (__int128)i * step));
+    if (dev.type == DDPL_CPU) return t;
+    ddpl_tensor *moved = ddpl_to(t, dt, dev);
+    ddpl_tensor_release(t);
+    return moved;
 }
 
 ddpl_tensor *ddpl_eye(int64_t n, int64_t m, ddpl_dtype dt, ddpl_device dev)
@@ -168,11 +207,14 @@ ddpl_tensor *ddpl_randint(int64_t low, int64_t high, int ndim, const int64_t *si
     int64_t n = ddpl_tensor_numel(u);
     const double *ud = (const double *)u->storage->data;
     size_t esz = ddpl_dtype_size(dt);
-    double span = (double)(high - low);
+    /* high - low may exceed int64 (randint(-2^62, 2^62)): the span is unsigned, and the offset
+     * is computed in double and clamped before it becomes an integer */
+    uint64_t span = (uint64_t)high - (uint64_t)low;
     for (int64_t i = 0; i < n; i++) {
-        int64_t v = low + (int64_t)floor(ud[i] * span);
-        if (v >= high) v = high - 1;
-        ddpl_store_i64((char *)r->storage->data + i * esz, dt, v);
+        double x = floor(ud[i] * (double)span);
+        uint64_t off = x < 18446744073709551616.0 ? (uint64_t)x : span - 1;
+        if (off >= span) off = span - 1;
+        ddpl_store_i64((char *)r->storage->data + i * esz, dt, (int64_t)((uint64_t)low + off));
     }
     ddpl_tensor_release(u);
     if (dev.type == DDPL_CPU) return r;

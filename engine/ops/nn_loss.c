@@ -134,10 +134,11 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
         return NULL;
     int64_t s3[3] = {N, C, S}, s2[2] = {N, S};
     ddpl_tensor *lc = nn_contiguous(logp), *l3 = lc ? nn_alias(lc, 3, s3) : NULL;
-    ddpl_tensor *tc = nn_contiguous(target), *t2 = tc ? nn_alias(tc, 2, s2) : NULL;
-    ddpl_tensor *wc = nn_contiguous(weight);
+    ddpl_tensor *tc = l3 ? nn_contiguous(target) : NULL, *t2 = tc ? nn_alias(tc, 2, s2) : NULL;
+    ddpl_tensor *wc = t2 ? nn_contiguous(weight) : NULL;
     bool none = reduction == DDPL_REDUCTION_NONE;
-    ddpl_tensor *loss = t2 && (wc || !weight)
+    /* any of the contiguous copies may have failed (out of memory): nothing runs then */
+    ddpl_tensor *loss = l3 && t2 && (wc || !weight)
                             ? ddpl_tensor_new(none ? target->ndim : 0, target->sizes,
                                               (ddpl_dtype)logp->dtype, logp->device)
                             : NULL;
@@ -146,8 +147,11 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
     ddpl_nll_params p = {(int)reduction, ignore_index};
     ddpl_tensor *l_out = loss ? nn_alias(loss, none ? 2 : 0, s2) : NULL;
     ddpl_tensor *outs[2] = {l_out, total}, *ins[3] = {l3, t2, wc};
-    int rc = total ? ddpl_run_kernel(DDPL_OP_NLL_LOSS, logp->device, outs, ins, &p) : -1;
-    if (rc < 0) nn_rename_error("nll_loss", op); /* the kernel names nll_loss */
+    int rc = l_out && total ? ddpl_run_kernel(DDPL_OP_NLL_LOSS, logp->device, outs, ins, &p) : -1;
+    if (rc < 0) {
+        nn_rename_error("tensor", op);   /* a copy or an output could not be allocated */
+        nn_rename_error("nll_loss", op); /* the kernel names nll_loss */
+    }
     if (rc == 0 && ddpl_grad_needed(1, &logp)) {
         ddpl_node *n = ddpl_node_new("NllLossBackward", nll_loss_backward, 1, &logp);
         ddpl_node_save(n, t2);

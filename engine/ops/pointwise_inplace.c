@@ -30,12 +30,7 @@ static int check_target(const char *op, ddpl_tensor *x, ddpl_tensor *y, ddpl_dty
                               ddpl_shape_str(x, a, sizeof a),
                               ddpl_sizes_str(nd, sizes, b, sizeof b));
     }
-    for (int d = 0; d < x->ndim; d++)
-        if (x->strides[d] == 0 && x->sizes[d] > 1)
-            return ddpl_error("%s: more than one element of the written-to tensor (shape %s, an "
-                              "expanded view) refers to a single memory location; clone() it "
-                              "first",
-                              op, ddpl_shape_str(x, a, sizeof a));
+    if (ddpl_check_no_internal_overlap(op, x) < 0) return -1;
     if (!pw_can_cast(result, (ddpl_dtype)x->dtype))
         return ddpl_error("%s: result type %s can't be cast to the desired output type %s", op,
                           ddpl_dtype_name(result), ddpl_dtype_name((ddpl_dtype)x->dtype));

@@ -10,7 +10,7 @@ void *ddpl_tensor_host_copy(const ddpl_tensor *t)
 {
     size_t esz = ddpl_dtype_size((ddpl_dtype)t->dtype);
     int64_t n = ddpl_tensor_numel(t);
-    char *buf = malloc((size_t)(n ? n : 1) * esz);
+    char *buf = ddpl_malloc_array(n, esz);
     if (!buf) {
         ddpl_error("out of memory copying %lld elements to the host", (long long)n);
         return NULL;

@@ -110,13 +110,15 @@ static ddpl_tensor *make_view(ddpl_tensor *x, int ndim, const int64_t *sizes,
     return y;
 }
 
-/* Fills in one -1 size and checks the element count. */
+/* Fills in one -1 size and checks the element count (overflow-safe: a product of the given
+ * sizes past int64 cannot match x's numel). */
 static int infer_sizes(const char *op, const ddpl_tensor *x, int ndim, const int64_t *in,
                        int64_t *out)
 {
     int64_t numel = ddpl_tensor_numel(x), known = 1;
+    bool over = false, zero = false;
     int infer = -1;
-    char a[128], b[128];
+    char a[160], b[128];
     if (ndim < 0 || ndim > DDPL_MAX_DIMS)
         return ddpl_error("%s: %d dimensions requested, at most %d are supported", op, ndim,
                           DDPL_MAX_DIMS);
@@ -128,22 +130,24 @@ static int infer_sizes(const char *op, const ddpl_tensor *x, int ndim, const int
             return ddpl_error("%s: invalid size %lld in shape %s", op, (long long)in[i],
                               ddpl_sizes_str(ndim, in, a, sizeof a));
         } else {
-            known *= in[i];
+            over |= ddpl_mul_overflow(known, in[i], &known);
+            zero |= in[i] == 0;
         }
         out[i] = in[i];
     }
+    if (zero) known = 0, over = false; /* a 0 size makes the product 0, however large the rest */
     if (infer >= 0) {
-        if (known == 0 || numel % known != 0)
+        if (over || known == 0 || numel % known != 0)
             return ddpl_error("%s: shape %s is invalid for input of shape %s (%lld elements)", op,
                               ddpl_sizes_str(ndim, in, a, sizeof a), ddpl_shape_str(x, b, sizeof b),
                               (long long)numel);
         out[infer] = numel / known;
-    } else if (known != numel) {
+    } else if (over || known != numel) {
         return ddpl_error("%s: shape %s is invalid for input of shape %s (%lld elements)", op,
                           ddpl_sizes_str(ndim, in, a, sizeof a), ddpl_shape_str(x, b, sizeof b),
                           (long long)numel);
     }
-    return 0;
+    return ddpl_check_shape(op, ndim, out, NULL);
 }
 
 /* Strides for viewing x with new sizes without copying, or false when the memory layout does
@@ -343,7 +347,7 @@ ddpl_tensor *ddpl_narrow(ddpl_tensor *x, int dim, int64_t start, int64_t length)
     if (d < 0) return NULL;
     int64_t size = x->sizes[d];
     if (start < 0) start += size;
-    if (start < 0 || length < 0 || start > size || start + length > size) {
+    if (start < 0 || length < 0 || start > size || length > size - start) {
         char a[128];
         return ddpl_error("narrow: start %lld and length %lld are out of range for dimension "
                           "%d of shape %s",
@@ -409,6 +413,7 @@ ddpl_tensor *ddpl_expand(ddpl_tensor *x, int ndim, const int64_t *sizes)
         s[i] = want;
         st[i] = (xd < 0 || xs != want) ? 0 : x->strides[xd];
     }
+    if (ddpl_check_shape("expand", ndim, s, NULL) < 0) return NULL;
     ddpl_node *n;
     return make_view(x, ndim, s, st, x->offset, "ExpandBackward", expand_backward, &n);
 }
@@ -417,18 +422,11 @@ ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes, con
                              int64_t offset)
 {
     if (ndim < 0 || ndim > DDPL_MAX_DIMS)
-        return ddpl_error("as_strided: %d dimensions requested", ndim), NULL;
-    int64_t esz = (int64_t)ddpl_dtype_size((ddpl_dtype)x->dtype);
-    int64_t last = offset;
-    for (int i = 0; i < ndim; i++) {
-        if (sizes[i] < 0 || strides[i] < 0)
-            return ddpl_error("as_strided: negative size or stride"), NULL;
-        if (sizes[i] == 0) last = -1;
-        if (last >= 0) last += (sizes[i] - 1) * strides[i];
-    }
-    if (offset < 0 || (last >= 0 && (last + 1) * esz > (int64_t)x->storage->nbytes))
-        return ddpl_error("as_strided: the view reaches outside the storage of %zu bytes",
-                          x->storage->nbytes),
+        return ddpl_error("as_strided: %d dimensions requested, at most %d are supported", ndim,
+                          DDPL_MAX_DIMS),
                NULL;
+    if (ddpl_check_view_geometry("as_strided", ndim, sizes, strides, offset,
+                                 ddpl_dtype_size((ddpl_dtype)x->dtype), x->storage->nbytes) < 0)
+        return NULL;
     return ddpl_tensor_alias(x, ndim, sizes, strides, offset);
 }

@@ -18,8 +18,13 @@ local defaults = { eps = 1e-6, atol = 1e-5, rtol = 1e-3, raise_exception = true 
 local gradgrad_defaults = { eps = 1e-6, atol = 1e-5, rtol = 1e-3, raise_exception = true,
     grad_outputs = false }
 
-local function as_list(x)
+-- x as a list of tensors (what): a tensor, or a table of them.
+local function as_list(x, what)
     if ddpl.is_tensor(x) then return { x } end
+    if type(x) ~= 'table' then
+        error(('gradcheck: expected %s to be a tensor or a list of tensors, got %s'):format(
+            what or 'a value', type(x)), 0)
+    end
     return x
 end
 
@@ -45,7 +50,11 @@ end
 local function evaluate(fn, inputs)
     return ddpl.no_grad(function()
         local values = {}
-        for _, out in ipairs(as_list(fn(table.unpack(inputs)))) do
+        for _, out in ipairs(as_list(fn(table.unpack(inputs)), "the function's result")) do
+            if not ddpl.is_tensor(out) then
+                error("gradcheck: the function returned a list holding a " .. type(out)
+                    .. ', expected tensors', 0)
+            end
             if out:is_floating_point() then
                 for _, v in ipairs(out:double():reshape(-1):tolist()) do values[#values + 1] = v end
             end
@@ -85,7 +94,11 @@ local function analytical_rows(fn, inputs, wrt)
         end
     end
     local j = 0
-    for _, out in ipairs(as_list(fn(table.unpack(inputs)))) do
+    for _, out in ipairs(as_list(fn(table.unpack(inputs)), "the function's result")) do
+        if not ddpl.is_tensor(out) then
+            error("gradcheck: the function returned a list holding a " .. type(out)
+                .. ', expected tensors', 0)
+        end
         if out:is_floating_point() then
             local n = out:numel()
             for e = 0, n - 1 do
@@ -118,7 +131,7 @@ local function check(name, fn, inputs, opts, level)
     local atol, rtol = opts.atol or defaults.atol, opts.rtol or defaults.rtol
     local raise = opts.raise_exception
     if raise == nil then raise = defaults.raise_exception end
-    local xs = prepare(as_list(inputs), name)
+    local xs = prepare(as_list(inputs, 'the inputs (argument 2)'), name)
     local wrt, any = {}, false
     for i, x in ipairs(xs) do
         if x.requires_grad then wrt[i], any = true, true end
@@ -147,6 +160,9 @@ end
 
 function autograd.gradcheck(fn, inputs, opts)
     opts = opts or {}
+    if type(opts) ~= 'table' then
+        error('gradcheck: expected a table of options as argument 3, got ' .. type(opts), 2)
+    end
     for key in pairs(opts) do
         if defaults[key] == nil then error("gradcheck: unknown option '" .. tostring(key) .. "'", 2) end
     end
@@ -160,6 +176,9 @@ end
 -- floating output of fn (default: standard normal values, float64)
 function autograd.gradgradcheck(fn, inputs, opts)
     opts = opts or {}
+    if type(opts) ~= 'table' then
+        error('gradgradcheck: expected a table of options as argument 3, got ' .. type(opts), 2)
+    end
     for key in pairs(opts) do
         if gradgrad_defaults[key] == nil then
             error("gradgradcheck: unknown option '" .. tostring(key) .. "'", 2)
@@ -168,7 +187,7 @@ function autograd.gradgradcheck(fn, inputs, opts)
     if not is_callable(fn) then
         error('gradgradcheck: expected a function as argument 1, got ' .. type(fn), 2)
     end
-    local xs = prepare(as_list(inputs), 'gradgradcheck')
+    local xs = prepare(as_list(inputs, 'the inputs (argument 2)'), 'gradgradcheck')
     local wrt = {}
     for i, x in ipairs(xs) do
         if x.requires_grad then wrt[#wrt + 1] = i end

@@ -25,6 +25,15 @@ require 'ddplua.autograd'
 -- gradient into the memory of the last one only when nothing else holds that (gradient
 -- homes, docs/internals.md), and copies it away first otherwise.
 function ddpl._release(list)
+    if type(list) ~= 'table' then
+        error('_release: expected a list of tensors, got ' .. type(list), 2)
+    end
+    for i = 1, #list do
+        if not ddpl.is_tensor(list[i]) then
+            error(('_release: expected a list of tensors, got %s at position %d'):format(
+                type(list[i]), i), 2)
+        end
+    end
     for i = 1, #list do getmetatable(list[i]).__close(list[i]) end
 end
 

@@ -75,6 +75,9 @@ ddpl_tensor *ddpl_from_data(int ndim, const int64_t *sizes, ddpl_dtype dt, const
                             ddpl_device dev);
 ddpl_tensor *ddpl_scalar(double value, ddpl_dtype dt, ddpl_device dev); /* 0-dim */
 ddpl_tensor *ddpl_arange(double start, double stop, double step, ddpl_dtype dt, ddpl_device dev);
+/* arange of integers, exact over all of int64 (an integral dt; other dtypes take ddpl_arange). */
+ddpl_tensor *ddpl_arange_int(int64_t start, int64_t stop, int64_t step, ddpl_dtype dt,
+                             ddpl_device dev);
 ddpl_tensor *ddpl_eye(int64_t n, int64_t m, ddpl_dtype dt, ddpl_device dev);
 ddpl_tensor *ddpl_rand(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev);
 ddpl_tensor *ddpl_randn(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev);
