@@ -13,9 +13,11 @@
  *                                        so the caller's Lua runs and sees the interrupt
  *   segment_write(tensors) -> segfd      a new anonymous shared-memory file (memfd) holding the
  *                                        contiguous CPU tensors of the list, each 64-byte aligned
- *   segment_read(segfd) -> tensors       maps the file and returns its tensors over the mapping
- *                                        (no copy); the mapping goes away with the last of them;
- *                                        segfd is closed
+ *   segment_read(segfd [, pin]) -> tensors   maps the file and returns its tensors over the
+ *                                        mapping (no copy); the mapping goes away with the last of
+ *                                        them; segfd is closed. pin: page-lock the mapping
+ *                                        (cudaHostRegister) where CUDA is available, so copies
+ *                                        to a GPU are asynchronous (DataLoader's pin_memory)
  *   forbid_cuda()                        in a forked worker: CUDA cannot start there (a forked
  *                                        child must not initialise it, and cannot use the
  *                                        parent's context); a no-op where the parent started it
@@ -37,6 +39,7 @@
 
 #include "binding.h"
 #include "core/alloc.h"
+#include "ddpl/cuda.h"
 #include "core/core.h"
 #include "ops/dispatch.h"
 
@@ -276,6 +279,7 @@ typedef struct seg_map {
     atomic_long refs;
     void *base;
     size_t len;
+    bool pinned; /* page-locked with ddpl_cuda_host_register */
 } seg_map;
 
 static void seg_map_release(void *data, void *ctx)
@@ -283,6 +287,7 @@ static void seg_map_release(void *data, void *ctx)
     (void)data;
     seg_map *m = ctx;
     if (atomic_fetch_sub(&m->refs, 1) != 1) return;
+    if (m->pinned) ddpl_cuda_host_unregister(m->base);
     munmap(m->base, m->len);
     ddpl_memory_account(DDPL_CPU, -(int64_t)m->len);
     free(m);
@@ -298,6 +303,7 @@ static LB_NORETURN bad_segment(lua_State *L, seg_map *m, const char *what, lua_I
 static int w_segment_read(lua_State *L)
 {
     int fd = (int)luaL_checkinteger(L, 1);
+    bool pin = lua_toboolean(L, 2);
     struct stat st;
     if (fstat(fd, &st) < 0) {
         int e = errno;
@@ -318,7 +324,17 @@ static int w_segment_read(lua_State *L)
     atomic_init(&m->refs, 1); /* this call's own reference, dropped at the end */
     m->base = base;
     m->len = len;
+    m->pinned = false;
     ddpl_memory_account(DDPL_CPU, (int64_t)len);
+    if (pin) {
+        int rc = ddpl_cuda_host_register(base, len);
+        if (rc < 0) {
+            lua_pushstring(L, ddpl_last_error());
+            seg_map_release(NULL, m);
+            return luaL_error(L, WHAT ": %s", lua_tostring(L, -1));
+        }
+        m->pinned = rc > 0;
+    }
     const char *p = base;
     uint32_t count;
     memcpy(&count, p + 4, 4);

@@ -15,6 +15,9 @@
 -- (data/random.lua stream_value): random transforms give the same batches whatever num_workers
 -- is. The base seed is the `seed` option's stream value for the pass number when it is given,
 -- else one draw from the engine RNG per pass (as PyTorch draws its base_seed).
+-- pin_memory: where CUDA is available each batch lands in page-locked memory (a worker's
+-- segment is registered with CUDA; without workers the batch is copied into one), so x:cuda()
+-- copies are asynchronous; accepted and a no-op without CUDA.
 local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
 local Sampler = require 'ddplua.data.Sampler'
@@ -24,6 +27,7 @@ local BatchSampler = require 'ddplua.data.BatchSampler'
 local random = require 'ddplua.data.random'
 local transform_rng = require 'ddplua.data.transform_rng'
 local WorkerPool = require 'ddplua.data.worker_pool'
+local transport = require 'ddplua.data.batch_transport'
 
 local DataLoader = class.new('DataLoader')
 
@@ -260,7 +264,8 @@ local function worker_pass(self, base, next_batch)
         pool:drain() -- answers of a pass left early
     else
         pool = WorkerPool.start(self, { num_workers = self.num_workers, base_seed = base,
-            worker_init_fn = self.worker_init_fn, timeout = self.timeout })
+            worker_init_fn = self.worker_init_fn, timeout = self.timeout,
+            pin_memory = self.pin_memory })
         if self.persistent_workers then self._pool = pool end
     end
     local queue, head, tail = {}, 1, 0 -- seqs of the tasks in flight, in order
@@ -303,12 +308,15 @@ function DataLoader:iter()
     local next_batch = self.batch_sampler:batches()
     if self.num_workers > 0 then return worker_pass(self, base, next_batch) end
     local b = 0
+    local pin = self.pin_memory and ddpl.cuda.is_available()
     return function()
         local idx = next_batch()
         if idx == nil then return nil end
         transform_rng.seed(random.stream_value(base, b))
         b = b + 1
-        return self:fetch(idx)
+        if not pin then return self:fetch(idx) end
+        local values = transport.pin(table.pack(self:fetch(idx)))
+        return table.unpack(values, 1, values.n)
     end
 end
 

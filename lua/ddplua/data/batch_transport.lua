@@ -1,6 +1,7 @@
 -- lua/ddplua/data/batch_transport.lua: a batch (any Lua value holding tensors) to one shared-
 -- memory segment in a DataLoader worker, and back to the same value in the main process.
--- defines: transport.pack(values) -> segment fd, transport.unpack(fd) -> values.
+-- defines: transport.pack(values) -> segment fd, transport.unpack(fd [, pin]) -> values,
+--          transport.pin(values) -> values in page-locked memory.
 --
 -- values is the table.pack of what the loader's fetch returned (x, y, ... with n). In the worker,
 -- every tensor is replaced by a placeholder {[TAG] = k}; the skeleton is encoded with the object
@@ -59,10 +60,20 @@ local function restore(v, tensors, seen)
     return v
 end
 
-function transport.unpack(fd)
-    local tensors = ipc.segment_read(fd)
+-- pin: the segment is page-locked where CUDA is available (pin_memory)
+function transport.unpack(fd, pin)
+    local tensors = ipc.segment_read(fd, pin)
     local skeleton = serialize.loads(tensors[1], 'DataLoader')
     return restore(skeleton, tensors, {})
+end
+
+-- The same values with their tensors in one page-locked segment (a copy; pin_memory with
+-- num_workers=0 on CUDA, as PyTorch's pin_memory copies batches into pinned memory).
+function transport.pin(values)
+    local fd = transport.pack(values)
+    local ok, out = pcall(transport.unpack, fd, true)
+    if not ok then error('DataLoader: pin_memory: ' .. tostring(out), 0) end
+    return out
 end
 
 return transport

@@ -110,10 +110,12 @@ end
 
 -- ---- the main process's side ----
 
--- opts: num_workers, base_seed, worker_init_fn, timeout (seconds, 0 = none)
+-- opts: num_workers, base_seed, worker_init_fn, timeout (seconds, 0 = none), pin_memory (the
+-- main process page-locks each batch's segment when CUDA is available)
 function WorkerPool.start(loader, opts)
     local pool = setmetatable({ workers = {}, owner = P.getpid(), pending = {}, next_seq = 0,
-        num_workers = opts.num_workers, timeout = opts.timeout or 0 }, WorkerPool)
+        num_workers = opts.num_workers, timeout = opts.timeout or 0,
+        pin_memory = opts.pin_memory and ddpl.cuda.is_available() }, WorkerPool)
     for id = 0, opts.num_workers - 1 do
         local ok, err = pcall(function()
             local mine, theirs = ipc.socketpair()
@@ -190,7 +192,7 @@ function WorkerPool:result(seq)
                 error(('DataLoader worker %d (pid %d) failed on batch %d:\n%s'):format(w.id,
                     w.pid, batch, r.err), 0)
             end
-            return transport.unpack(fd)
+            return transport.unpack(fd, self.pin_memory)
         elseif fd == 'eof' then
             w.alive = false
             local why = death_of(w)
