@@ -98,6 +98,8 @@ describe('DataLoader workers', function()
         function Info:len() return 6 end
         function Info:get(i)
             local w = data.get_worker_info()
+            -- fork safety: one thread, no CUDA
+            assert(ddpl.get_num_threads() == 1 and not ddpl.cuda.is_available())
             return w.id, w.num_workers, w.seed, w.dataset == self and 1 or 0, INIT_ID or -1
         end
         local ds = Info()
@@ -178,6 +180,14 @@ describe('DataLoader workers', function()
         assert.same(pids, loader._pool:pids())
         for _, pid in ipairs(pids) do assert.is_true(alive(pid)) end
         loader:close()
+        for _, pid in ipairs(pids) do assert.is_false(alive(pid)) end
+        -- a loader that is collected takes its workers with it
+        local dropped = make(2, true)
+        for _ in dropped:iter() do break end
+        pids = dropped._pool:pids()
+        dropped = nil -- luacheck: ignore
+        collectgarbage()
+        collectgarbage()
         for _, pid in ipairs(pids) do assert.is_false(alive(pid)) end
     end)
 
