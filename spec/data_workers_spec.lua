@@ -191,6 +191,23 @@ describe('DataLoader workers', function()
         for _, pid in ipairs(pids) do assert.is_false(alive(pid)) end
     end)
 
+    it('reuse shared-memory slots once the batches in them are freed', function()
+        local ds = data.TensorDataset(ddpl.arange(0, 64):float())
+        local loader = data.DataLoader(ds, { batch_size = 4, num_workers = 1,
+            persistent_workers = true, prefetch_factor = 2 })
+        for _ = 1, 3 do
+            for x in loader:iter() do
+                assert.equals(4, x:numel())
+                x = nil -- luacheck: ignore
+                collectgarbage() -- frees the batch: its slot goes back to the worker
+            end
+        end
+        -- 48 batches in flight at most prefetch_factor + 1 at a time
+        local slots = loader._pool.workers[1].receiver:count()
+        assert.is_true(slots >= 1 and slots <= 4, 'slots: ' .. slots)
+        loader:close()
+    end)
+
     it('end a pass workers when the pass ends or is left', function()
         local loader = data.DataLoader(Items(8), { batch_size = 2, num_workers = 2 })
         local step, _, _, closer = loader:iter()

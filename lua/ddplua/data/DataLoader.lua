@@ -16,7 +16,7 @@
 -- is. The base seed is the `seed` option's stream value for the pass number when it is given,
 -- else one draw from the engine RNG per pass (as PyTorch draws its base_seed).
 -- pin_memory: where CUDA is available each batch lands in page-locked memory (a worker's
--- segment is registered with CUDA; without workers the batch is copied into one), so x:cuda()
+-- slots are registered with CUDA; without workers the batch is copied into such a slot), so x:cuda()
 -- copies are asynchronous; accepted and a no-op without CUDA.
 local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
@@ -265,6 +265,7 @@ local function worker_pass(self, base, next_batch)
     else
         pool = WorkerPool.start(self, { num_workers = self.num_workers, base_seed = base,
             worker_init_fn = self.worker_init_fn, timeout = self.timeout,
+            prefetch_factor = self.prefetch_factor,
             pin_memory = self.pin_memory })
         if self.persistent_workers then self._pool = pool end
     end
@@ -315,7 +316,8 @@ function DataLoader:iter()
         transform_rng.seed(random.stream_value(base, b))
         b = b + 1
         if not pin then return self:fetch(idx) end
-        local values = transport.pin(table.pack(self:fetch(idx)))
+        self._pinner = self._pinner or transport.Pinner()
+        local values = self._pinner:pin(table.pack(self:fetch(idx)))
         return table.unpack(values, 1, values.n)
     end
 end

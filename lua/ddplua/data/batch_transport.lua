@@ -1,15 +1,19 @@
--- lua/ddplua/data/batch_transport.lua: a batch (any Lua value holding tensors) to one shared-
--- memory segment in a DataLoader worker, and back to the same value in the main process.
--- defines: transport.pack(values) -> segment fd, transport.unpack(fd [, pin]) -> values,
---          transport.pin(values) -> values in page-locked memory.
+-- lua/ddplua/data/batch_transport.lua: a batch (any Lua value holding tensors) into shared
+-- memory in a DataLoader worker, and back to the same value in the main process.
+-- defines: transport.Sender() with sender:pack(values) -> note, fd | nil, sender:close();
+--          transport.Receiver(pin) with receiver:unpack(note, fd) -> values, receiver:close();
+--          transport.Pinner() with pinner:pin(values) -> values in page-locked memory.
 --
--- values is the table.pack of what the loader's fetch returned (x, y, ... with n). In the worker,
--- every tensor is replaced by a placeholder {[TAG] = k}; the skeleton is encoded with the object
--- collectives' serializer (bind_serialize.c) and written, with the tensors' bytes, into one
--- segment (bind_worker_ipc.c). In the main process the segment is mapped and its tensors are
--- views of the mapping (no copy); the placeholders are swapped back for them. Tables shared
--- within a batch stay shared. A value the serializer cannot carry (a function, a table with a
--- metatable) is an error naming where it is in the batch.
+-- values is the table.pack of what the loader's fetch returned (x, y, ... with n). The sender
+-- replaces every tensor by a placeholder {[TAG] = k}, encodes the skeleton with the object
+-- collectives' serializer (bind_serialize.c) and writes it, with the tensors' bytes, into one of
+-- its shared-memory slots (bind_worker_ipc.c): a free one large enough, else a new one. note
+-- ({slot = id, retired = {ids}}) says which; fd is the slot's file, only when it is new (sent
+-- once, with the note). The receiver maps each slot once, reads the batch's tensors as views of
+-- the mapping (no copy) and swaps the placeholders back; the slot returns to the sender when
+-- those tensors are freed. A free slot too small for a batch is retired (both ends unmap it).
+-- Tables shared within a batch stay shared. A value the serializer cannot carry (a function, a
+-- table with a metatable) is an error naming where it is in the batch.
 local ddpl = require 'ddplua'
 local ipc = require 'ddplua.core.worker_ipc'
 local serialize = require 'ddplua.core.serialize'
@@ -43,11 +47,59 @@ local function strip(v, tensors, seen, where)
     return out
 end
 
-function transport.pack(values)
+-- ---- the worker's side ----
+
+local Sender = {}
+Sender.__index = Sender
+
+function transport.Sender()
+    return setmetatable({ slots = {}, next_id = 0 }, Sender)
+end
+
+function Sender:pack(values)
     local tensors = { false }
     local skeleton = strip(values, tensors, {}, 'batch')
     tensors[1] = serialize.dumps(skeleton, 'DataLoader worker', 'batch')
-    return ipc.segment_write(tensors)
+    local need = ipc.segment_size(tensors)
+    local chosen, retired = nil, {}
+    for id, slot in pairs(self.slots) do
+        if ipc.slot_is_free(slot) then
+            if ipc.slot_size(slot) >= need then
+                if not chosen then chosen = id end
+            else
+                ipc.slot_close(slot)
+                self.slots[id] = nil
+                retired[#retired + 1] = id
+            end
+        end
+    end
+    local fd
+    if not chosen then
+        chosen = self.next_id
+        self.next_id = chosen + 1
+        -- a quarter more, so batches that grow a little (variable-length items) still fit
+        self.slots[chosen] = ipc.slot_new(need + need // 4)
+        fd = ipc.slot_fd(self.slots[chosen])
+    end
+    ipc.slot_write(self.slots[chosen], tensors)
+    return { slot = chosen, retired = retired }, fd
+end
+
+function Sender:close()
+    for id, slot in pairs(self.slots) do
+        ipc.slot_close(slot)
+        self.slots[id] = nil
+    end
+end
+
+-- ---- the main process's side ----
+
+local Receiver = {}
+Receiver.__index = Receiver
+
+-- pin: map slots page-locked (pin_memory where CUDA is available)
+function transport.Receiver(pin)
+    return setmetatable({ views = {}, pin = pin or false }, Receiver)
 end
 
 local function restore(v, tensors, seen)
@@ -60,18 +112,53 @@ local function restore(v, tensors, seen)
     return v
 end
 
--- pin: the segment is page-locked where CUDA is available (pin_memory)
-function transport.unpack(fd, pin)
-    local tensors = ipc.segment_read(fd, pin)
-    local skeleton = serialize.loads(tensors[1], 'DataLoader')
+-- note and fd as the sender's pack returned them (fd stays the caller's to close).
+function Receiver:unpack(note, fd)
+    for _, id in ipairs(note.retired) do
+        if self.views[id] then ipc.view_close(self.views[id]) end
+        self.views[id] = nil
+    end
+    if fd then
+        if self.views[note.slot] then ipc.view_close(self.views[note.slot]) end
+        self.views[note.slot] = ipc.view_map(fd, self.pin)
+    end
+    local view = self.views[note.slot]
+    if not view then error('DataLoader: a batch arrived in unknown slot ' .. tostring(note.slot), 0) end
+    local tensors = ipc.view_read(view)
+    local skeleton
+    do
+        local meta <close> = tensors[1] -- freed now, not at the next collection
+        skeleton = serialize.loads(meta, 'DataLoader')
+    end
     return restore(skeleton, tensors, {})
 end
 
--- The same values with their tensors in one page-locked segment (a copy; pin_memory with
--- num_workers=0 on CUDA, as PyTorch's pin_memory copies batches into pinned memory).
-function transport.pin(values)
-    local fd = transport.pack(values)
-    local ok, out = pcall(transport.unpack, fd, true)
+-- slots mapped
+function Receiver:count()
+    local n = 0
+    for _ in pairs(self.views) do n = n + 1 end
+    return n
+end
+
+function Receiver:close()
+    for id, view in pairs(self.views) do
+        ipc.view_close(view)
+        self.views[id] = nil
+    end
+end
+
+-- ---- pin_memory without workers: both ends in this process ----
+
+local Pinner = {}
+Pinner.__index = Pinner
+
+function transport.Pinner()
+    return setmetatable({ sender = transport.Sender(), receiver = transport.Receiver(true) }, Pinner)
+end
+
+function Pinner:pin(values)
+    local note, fd = self.sender:pack(values)
+    local ok, out = pcall(self.receiver.unpack, self.receiver, note, fd)
     if not ok then error('DataLoader: pin_memory: ' .. tostring(out), 0) end
     return out
 end

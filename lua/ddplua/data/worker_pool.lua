@@ -6,9 +6,9 @@
 -- Workers are forked from the main process (ddplua.core.process, as multiprocessing.spawn):
 -- each inherits the Lua state with the data set, so nothing is pickled. Per worker, one socket
 -- (bind_worker_ipc.c) carries tasks in ({seq, idx, seed}: fetch these indices) and answers out
--- ({seq} with a shared-memory segment holding the batch, or {seq, err} with the worker's
--- traceback). Task seq goes to worker seq % num_workers and a worker answers its tasks in order,
--- so the result of task seq is the next answer of that worker: the main process waits on exactly
+-- ({seq, note}: the batch is in a shared-memory slot, data/batch_transport.lua; or {seq, err}
+-- with the worker's traceback). Task seq goes to worker seq % num_workers and a worker answers
+-- its tasks in order, so the result of task seq is the next answer of that worker: the main process waits on exactly
 -- one socket, and batches come back in sampler order whatever their loading times.
 --
 -- Fork safety: a worker runs on one thread (the CPU pool is not used: ddpl.set_num_threads(1))
@@ -53,20 +53,20 @@ local function traceback(e)
 end
 
 local function serve(sock, loader)
+    local sender = transport.Sender()
     while true do
         local msg, why
         repeat msg, why = ipc.recv(sock, -1) until msg ~= nil or why == 'eof' -- or a signal
         if msg == nil then return end -- the main process is gone
         local task = serialize.loads(msg, 'DataLoader worker')
         if task.stop then return end
-        local fd
+        local note, fd
         local ok, err = xpcall(function()
             transform_rng.seed(task.seed)
-            fd = transport.pack(table.pack(loader:fetch(task.idx)))
+            note, fd = sender:pack(table.pack(loader:fetch(task.idx)))
         end, traceback)
         if ok then
-            ipc.send(sock, serialize.dumps({ seq = task.seq }), fd)
-            P.close(fd)
+            ipc.send(sock, serialize.dumps({ seq = task.seq, note = note }), fd)
         else
             ipc.send(sock, serialize.dumps({ seq = task.seq, err = tostring(err) }))
         end
@@ -110,17 +110,20 @@ end
 
 -- ---- the main process's side ----
 
--- opts: num_workers, base_seed, worker_init_fn, timeout (seconds, 0 = none), pin_memory (the
+-- opts: num_workers, prefetch_factor, base_seed, worker_init_fn, timeout (seconds, 0 = none),
+-- pin_memory (the
 -- main process page-locks each batch's segment when CUDA is available)
 function WorkerPool.start(loader, opts)
     local pool = setmetatable({ workers = {}, owner = P.getpid(), pending = {}, next_seq = 0,
         num_workers = opts.num_workers, timeout = opts.timeout or 0,
+        prefetch_factor = opts.prefetch_factor,
         pin_memory = opts.pin_memory and ddpl.cuda.is_available() }, WorkerPool)
     for id = 0, opts.num_workers - 1 do
         local ok, err = pcall(function()
             local mine, theirs = ipc.socketpair()
             open_ends[mine] = true
-            pool.workers[id + 1] = { id = id, sock = mine, alive = true }
+            pool.workers[id + 1] = { id = id, sock = mine, alive = true,
+                receiver = transport.Receiver(pool.pin_memory) }
             local pid = P.fork()
             if pid == 0 then run_worker(id, theirs, loader, opts) end
             P.close(theirs)
@@ -192,7 +195,13 @@ function WorkerPool:result(seq)
                 error(('DataLoader worker %d (pid %d) failed on batch %d:\n%s'):format(w.id,
                     w.pid, batch, r.err), 0)
             end
-            return transport.unpack(fd, self.pin_memory)
+            local ok, values = pcall(w.receiver.unpack, w.receiver, r.note, fd)
+            if fd then P.close(fd) end
+            if not ok then
+                self:close()
+                error(values, 0)
+            end
+            return values
         elseif fd == 'eof' then
             w.alive = false
             local why = death_of(w)
@@ -248,6 +257,7 @@ function WorkerPool:close()
         P.close(w.sock)
         open_ends[w.sock] = nil
         w.alive = false
+        w.receiver:close() -- batches still referenced keep their slot's mapping
     end
 end
 
