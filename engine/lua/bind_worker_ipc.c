@@ -251,6 +251,20 @@ static int w_segment_size(lua_State *L)
     return 1;
 }
 
+/* A zeroed userdata of size bytes with metatable mt (made on first use) whose __gc is gc, so it is
+ * released even when an error follows its creation. */
+static void *new_udata(lua_State *L, size_t size, const char *mt, lua_CFunction gc)
+{
+    void *p = lua_newuserdatauv(L, size, 0);
+    memset(p, 0, size);
+    if (luaL_newmetatable(L, mt)) {
+        lua_pushcfunction(L, gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return p;
+}
+
 /* The worker's side of a slot: a memfd it keeps mapped and writes batch after batch into. */
 typedef struct ws_slot {
     int fd;
@@ -287,13 +301,8 @@ static int w_slot_new(lua_State *L)
     lua_Integer n = luaL_checkinteger(L, 1);
     if (n < (lua_Integer)SEG_HEADER + 8 || (uint64_t)n > SIZE_MAX / 2)
         return luaL_error(L, WHAT ": slot_new: bad size %I", n);
-    ws_slot *s = lua_newuserdatauv(L, sizeof *s, 0);
+    ws_slot *s = new_udata(L, sizeof *s, SLOT_MT, slot_gc);
     s->base = NULL;
-    if (luaL_newmetatable(L, SLOT_MT)) {
-        lua_pushcfunction(L, slot_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
     int fd = memfd_create("ddplua-batch", MFD_CLOEXEC);
     if (fd < 0) return sys_error(L, "memfd_create");
     if (ftruncate(fd, (off_t)n) < 0) {
@@ -392,6 +401,8 @@ typedef struct seg_map {
     char *base;
     size_t len;
     bool pinned; /* page-locked with ddpl_cuda_host_register */
+    pid_t owner; /* the process that mapped it: a forked child that inherited the mapping and
+                  * frees its copies of the tensors must not hand the slot back */
 } seg_map;
 
 static void seg_map_release(void *data, void *ctx)
@@ -399,9 +410,11 @@ static void seg_map_release(void *data, void *ctx)
     (void)data;
     seg_map *m = ctx;
     long was = atomic_fetch_sub(&m->refs, 1);
-    if (was == 2) atomic_store_explicit(slot_state(m->base), SLOT_FREE, memory_order_release);
+    bool mine = getpid() == m->owner;
+    if (was == 2 && mine)
+        atomic_store_explicit(slot_state(m->base), SLOT_FREE, memory_order_release);
     if (was != 1) return;
-    if (m->pinned) ddpl_cuda_host_unregister(m->base);
+    if (m->pinned && mine) ddpl_cuda_host_unregister(m->base);
     munmap(m->base, m->len);
     ddpl_memory_account(DDPL_CPU, -(int64_t)m->len);
     free(m);
@@ -426,13 +439,8 @@ static int w_view_map(lua_State *L)
 {
     int fd = (int)luaL_checkinteger(L, 1);
     bool pin = lua_toboolean(L, 2);
-    rv_view *v = lua_newuserdatauv(L, sizeof *v, 0);
+    rv_view *v = new_udata(L, sizeof *v, VIEW_MT, view_gc);
     v->m = NULL;
-    if (luaL_newmetatable(L, VIEW_MT)) {
-        lua_pushcfunction(L, view_gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
     struct stat st;
     void *base = MAP_FAILED;
     int e = 0;
@@ -452,6 +460,7 @@ static int w_view_map(lua_State *L)
     m->base = base;
     m->len = (size_t)st.st_size;
     m->pinned = false;
+    m->owner = getpid();
     v->m = m;
     ddpl_memory_account(DDPL_CPU, (int64_t)m->len);
     if (pin) {
