@@ -178,6 +178,12 @@ describe('DataLoader workers', function()
         for _ in loader:iter() do break end
         same_batches(want[3], pass(loader))
         assert.same(pids, loader._pool:pids())
+        -- one pass at a time: a newer pass ends the older one, which then says so
+        local older = loader:iter()
+        older()
+        local newer = loader:iter()
+        H.assert_error(older, 'ended by a newer pass of the same loader')
+        assert.is_not_nil(newer())
         for _, pid in ipairs(pids) do assert.is_true(alive(pid)) end
         loader:close()
         for _, pid in ipairs(pids) do assert.is_false(alive(pid)) end

@@ -265,10 +265,13 @@ local function worker_pass(self, base, next_batch)
     else
         pool = WorkerPool.start(self, { num_workers = self.num_workers, base_seed = base,
             worker_init_fn = self.worker_init_fn, timeout = self.timeout,
-            prefetch_factor = self.prefetch_factor,
             pin_memory = self.pin_memory })
         if self.persistent_workers then self._pool = pool end
     end
+    -- A persistent pool serves one pass at a time: a newer pass of the loader ends this one
+    -- (as PyTorch resets its one iterator).
+    local token = {}
+    pool.current_pass = token
     local queue, head, tail = {}, 1, 0 -- seqs of the tasks in flight, in order
     local b = 0
     local exhausted = false
@@ -291,6 +294,10 @@ local function worker_pass(self, base, next_batch)
         if head > tail then
             if pool ~= self._pool then pool:close() end
             return nil
+        end
+        if pool.current_pass ~= token then
+            error('DataLoader: this pass was ended by a newer pass of the same loader '
+                .. '(persistent_workers serve one pass at a time)', 2)
         end
         local seq = queue[head]
         queue[head] = nil

@@ -110,13 +110,11 @@ end
 
 -- ---- the main process's side ----
 
--- opts: num_workers, prefetch_factor, base_seed, worker_init_fn, timeout (seconds, 0 = none),
--- pin_memory (the
--- main process page-locks each batch's segment when CUDA is available)
+-- opts: num_workers, base_seed, worker_init_fn, timeout (seconds, 0 = none), pin_memory (the
+-- main process page-locks each slot it maps when CUDA is available)
 function WorkerPool.start(loader, opts)
     local pool = setmetatable({ workers = {}, owner = P.getpid(), pending = {}, next_seq = 0,
         num_workers = opts.num_workers, timeout = opts.timeout or 0,
-        prefetch_factor = opts.prefetch_factor,
         pin_memory = opts.pin_memory and ddpl.cuda.is_available() }, WorkerPool)
     for id = 0, opts.num_workers - 1 do
         local ok, err = pcall(function()
