@@ -123,4 +123,5 @@ local fetch_ms = (ddpl.time() - t0) / m * 1000
 print(('2. training an mlp (784-512-512-10), batch %d, %d steps, %d Lua iterations per sample '
     .. '(%.1f ms to load a batch in the main process)'):format(batch, steps, work2, fetch_ms))
 print(('   step time, batches in memory:        %.2f ms'):format(mem_ms))
-print(('   step time, 2 workers loading:        %.2f ms  (%.2fx)'):format(load_ms, load_ms / mem_ms))
+print(('   step time, 2 workers loading:        %.2f ms  (%.2fx)'):format(load_ms,
+    load_ms / mem_ms))

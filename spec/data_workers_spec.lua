@@ -81,7 +81,8 @@ describe('DataLoader workers', function()
             local xs, names = {}, {}
             for j, it in ipairs(items) do xs[j], names[j] = it[1], it[3] end
             return { x = ddpl.stack(xs, 0), names = names, n = #items,
-                nested = { mask = ddpl.ones({ #items }, { dtype = 'bool' }), empty = ddpl.empty(0) } }
+                nested = { mask = ddpl.ones({ #items }, { dtype = 'bool' }),
+                    empty = ddpl.empty(0) } }
         end
         local function run(n)
             return pass(data.DataLoader(ds, { batch_size = 3, collate_fn = collate, num_workers = n,
@@ -237,7 +238,8 @@ describe('DataLoader workers', function()
 local ddpl = require 'ddplua'
 local P = require 'ddplua.core.process'
 local ds = ddpl.data.TensorDataset(ddpl.arange(0, 20))
-local loader = ddpl.data.DataLoader(ds, {batch_size = 2, num_workers = 2, persistent_workers = true})
+local loader = ddpl.data.DataLoader(ds, {batch_size = 2, num_workers = 2,
+    persistent_workers = true})
 for _ in loader:iter() do break end
 print('PIDS ' .. table.concat(loader._pool:pids(), ' '))
 io.stdout:flush()
@@ -257,7 +259,8 @@ P.kill(P.getpid(), 'KILL')
 
     it('accept pin_memory and check their options as PyTorch', function()
         local ds = data.TensorDataset(ddpl.arange(0, 10):float())
-        local got = pass(data.DataLoader(ds, { batch_size = 3, num_workers = 1, pin_memory = true }))
+        local got = pass(data.DataLoader(ds, { batch_size = 3, num_workers = 1,
+            pin_memory = true }))
         same_batches(pass(data.DataLoader(ds, { batch_size = 3 })), got)
         pass(data.DataLoader(ds, { batch_size = 3, pin_memory = true }))
         H.assert_error(function() data.DataLoader(ds, { num_workers = -1 }) end,

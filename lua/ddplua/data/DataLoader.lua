@@ -16,8 +16,8 @@
 -- is. The base seed is the `seed` option's stream value for the pass number when it is given,
 -- else one draw from the engine RNG per pass (as PyTorch draws its base_seed).
 -- pin_memory: where CUDA is available each batch lands in page-locked memory (a worker's
--- slots are registered with CUDA; without workers the batch is copied into such a slot), so x:cuda()
--- copies are asynchronous; accepted and a no-op without CUDA.
+-- slots are registered with CUDA; without workers the batch is copied into such a slot), so
+-- x:cuda() copies are asynchronous; accepted and a no-op without CUDA.
 local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
 local Sampler = require 'ddplua.data.Sampler'
@@ -51,7 +51,8 @@ local function worker_options(opts)
     end
     prefetch = prefetch == nil and 2 or prefetch
     if math.type(prefetch) ~= 'integer' or prefetch < 1 then
-        error('DataLoader: prefetch_factor must be a positive integer, got ' .. tostring(prefetch), 4)
+        error('DataLoader: prefetch_factor must be a positive integer, got '
+            .. tostring(prefetch), 4)
     end
     local persistent = opts.persistent_workers or false
     if type(persistent) ~= 'boolean' then

@@ -28,7 +28,8 @@ local function strip(v, tensors, seen, where)
     if ddpl.is_tensor(v) then
         if v.device ~= 'cpu' then
             error(('DataLoader worker: the batch holds a %s tensor at %s; workers make CPU '
-                .. 'batches (move them to the GPU in the main process)'):format(v:device(), where), 0)
+                .. 'batches (move them to the GPU in the main process)'):format(v.device, where),
+                0)
         end
         tensors[#tensors + 1] = v:detach():contiguous()
         return { [TAG] = #tensors } -- tensors[1] is kept for the skeleton itself
@@ -123,7 +124,9 @@ function Receiver:unpack(note, fd)
         self.views[note.slot] = ipc.view_map(fd, self.pin)
     end
     local view = self.views[note.slot]
-    if not view then error('DataLoader: a batch arrived in unknown slot ' .. tostring(note.slot), 0) end
+    if not view then
+        error('DataLoader: a batch arrived in unknown slot ' .. tostring(note.slot), 0)
+    end
     local tensors = ipc.view_read(view)
     local skeleton
     do
@@ -153,7 +156,8 @@ local Pinner = {}
 Pinner.__index = Pinner
 
 function transport.Pinner()
-    return setmetatable({ sender = transport.Sender(), receiver = transport.Receiver(true) }, Pinner)
+    return setmetatable({ sender = transport.Sender(), receiver = transport.Receiver(true) },
+        Pinner)
 end
 
 function Pinner:pin(values)

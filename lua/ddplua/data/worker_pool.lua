@@ -8,8 +8,8 @@
 -- (bind_worker_ipc.c) carries tasks in ({seq, idx, seed}: fetch these indices) and answers out
 -- ({seq, note}: the batch is in a shared-memory slot, data/batch_transport.lua; or {seq, err}
 -- with the worker's traceback). Task seq goes to worker seq % num_workers and a worker answers
--- its tasks in order, so the result of task seq is the next answer of that worker: the main process waits on exactly
--- one socket, and batches come back in sampler order whatever their loading times.
+-- its tasks in order, so the result of task seq is the next answer of that worker: the main
+-- process waits on exactly one socket, and batches come back in sampler order whatever their loading times.
 --
 -- Fork safety: a worker runs on one thread (the CPU pool is not used: ddpl.set_num_threads(1))
 -- and cannot start CUDA (ipc.forbid_cuda; ddpl.cuda.is_available() answers false there). It
@@ -102,7 +102,8 @@ local function run_worker(id, sock, loader, opts)
     pcall(io.stdout.flush, io.stdout)
     pcall(io.stderr.flush, io.stderr)
     if not served then
-        pcall(io.stderr.write, io.stderr, 'DataLoader worker ' .. id .. ': ' .. tostring(serr) .. '\n')
+        pcall(io.stderr.write, io.stderr,
+            'DataLoader worker ' .. id .. ': ' .. tostring(serr) .. '\n')
         P.exit(1)
     end
     P.exit(0)
