@@ -279,6 +279,21 @@ P.kill(P.getpid(), 'KILL')
             'pin_memory must be a boolean')
     end)
 
+    it('pin batches on CUDA and copy them to the GPU intact', function()
+        if not ddpl.cuda.is_available() then return pending('no CUDA device') end
+        local x = ddpl.arange(0, 60):view(20, 3):float()
+        local ds = data.TensorDataset(x, ddpl.arange(0, 20, { dtype = 'int64' }))
+        local want = pass(data.DataLoader(ds, { batch_size = 6 }))
+        for _, n in ipairs({ 0, 2 }) do
+            local got = pass(data.DataLoader(ds, { batch_size = 6, num_workers = n,
+                pin_memory = true }))
+            same_batches(want, got)
+            for i, b in ipairs(got) do
+                same_value(want[i][1], b[1]:cuda():cpu(), 'batch ' .. i .. ' through cuda')
+            end
+        end
+    end)
+
     it('refuse to send what cannot travel, naming where it is', function()
         local Bad = data.Dataset:extend('Bad')
         function Bad:len() return 2 end
