@@ -260,10 +260,9 @@ local PassCloser = {
 
 local function worker_pass(self, base, next_batch)
     local pool = self._pool
+    if pool then pool:drain() end -- answers of a pass left early
     if pool and pool.closed then pool = nil end
-    if pool then
-        pool:drain() -- answers of a pass left early
-    else
+    if not pool then
         pool = WorkerPool.start(self, { num_workers = self.num_workers, base_seed = base,
             worker_init_fn = self.worker_init_fn, timeout = self.timeout,
             pin_memory = self.pin_memory })

@@ -27,12 +27,13 @@ local ipc = require 'ddplua.core.worker_ipc'
 local serialize = require 'ddplua.core.serialize'
 local transport = require 'ddplua.data.batch_transport'
 local transform_rng = require 'ddplua.data.transform_rng'
+local mp = require 'ddplua.multiprocessing'
 
 local WorkerPool = {}
 WorkerPool.__index = WorkerPool
 
 local SLICE_S = 0.25 -- longest wait in C: Ctrl-C and the timeout are looked at this often
-local STOP_GRACE_S = 2 -- a stopping worker's time to leave before SIGKILL
+local DEATH_WAIT_S = 2 -- how long a worker whose socket closed may take to become reapable
 
 -- main-process ends of the sockets of every open pool of this process, closed in each new worker
 local open_ends = {}
@@ -59,7 +60,6 @@ local function serve(sock, loader)
         repeat msg, why = ipc.recv(sock, -1) until msg ~= nil or why == 'eof' -- or a signal
         if msg == nil then return end -- the main process is gone
         local task = serialize.loads(msg, 'DataLoader worker')
-        if task.stop then return end
         local note, fd
         local ok, err = xpcall(function()
             transform_rng.seed(task.seed)
@@ -90,7 +90,7 @@ local function run_worker(id, sock, loader, opts)
         pcall(function()
             local msg = ipc.recv(sock, -1)
             local task = msg and serialize.loads(msg, 'DataLoader worker')
-            if task and not task.stop then
+            if task then
                 ipc.send(sock, serialize.dumps({ seq = task.seq,
                     err = 'in worker_init_fn: ' .. tostring(err) }))
             end
@@ -155,7 +155,7 @@ end
 
 -- Why worker w stopped, once its socket has closed.
 local function death_of(w)
-    local deadline = ddpl.time() + STOP_GRACE_S
+    local deadline = ddpl.time() + DEATH_WAIT_S
     local kind, code, signame = P.waitpid(w.pid)
     while not kind and ddpl.time() < deadline do
         P.sleep(0.01)
@@ -215,44 +215,31 @@ function WorkerPool:result(seq)
 end
 
 -- Receives and drops every answer still owed (a pass left early, before a persistent pool's
--- next pass). Errors of those batches are dropped with them.
+-- next pass). An error among them closes the pool (the next pass then starts a new one).
 function WorkerPool:drain()
     local seqs = {}
     for seq in pairs(self.pending) do seqs[#seqs + 1] = seq end
     table.sort(seqs)
     for _, seq in ipairs(seqs) do
-        local ok, err = pcall(self.result, self, seq)
-        if not ok and self.closed then error(err, 0) end
+        if self.closed then return end
+        pcall(self.result, self, seq)
     end
 end
 
--- Stops the workers (a stop message, SIGKILL after a grace period) and reaps them. Idempotent;
--- does nothing in a process that did not start the pool.
+-- Stops the workers and reaps them (multiprocessing's terminate: SIGTERM, SIGKILL after its
+-- grace period). Idempotent; does nothing in a process that did not start the pool.
 function WorkerPool:close()
     if self.closed or P.getpid() ~= self.owner then return end
     self.closed = true
+    local procs = {}
     for _, w in ipairs(self.workers) do
-        if w.alive and w.pid then pcall(ipc.send, w.sock, serialize.dumps({ stop = true })) end
-    end
-    local deadline = ddpl.time() + STOP_GRACE_S
-    local killed = false
-    while true do
-        local left = 0
-        for _, w in ipairs(self.workers) do
-            if w.pid and not w.reaped then
-                if P.waitpid(w.pid) then w.reaped = true else left = left + 1 end
-            end
+        if w.pid and not w.reaped then
+            procs[#procs + 1] = { rank = w.id, pid = w.pid, alive = true }
         end
-        if left == 0 then break end
-        if not killed and ddpl.time() >= deadline then
-            for _, w in ipairs(self.workers) do
-                if w.pid and not w.reaped then P.kill(w.pid, 'KILL') end
-            end
-            killed = true
-        end
-        P.sleep(0.002)
     end
+    setmetatable({ procs = procs }, mp.ProcessContext):terminate()
     for _, w in ipairs(self.workers) do
+        w.reaped = true
         P.close(w.sock)
         open_ends[w.sock] = nil
         w.alive = false
