@@ -7,14 +7,16 @@
 --       [--progress auto|on|off] [--fail-at-step K [--fail-rank R]]
 --       [--metrics FILE] [--tensorboard DIR] [--log-every 50]
 --       [--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R]
---       [--start-powersgd-iter K]]
+--       [--start-powersgd-iter K]] [--num-workers 2]
 --
 -- One process per rank (the launcher sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
 -- OMP_NUM_THREADS=1). --batch-size is per rank: the global batch is N times it, so
 -- `--nproc 2 --batch-size 32` takes the same steps as examples/train.lua's batch 64.
 --   * Data: DistributedSampler gives rank r every N-th sample of the epoch's permutation
 --     (set_epoch each epoch, so all ranks shuffle alike and differently every epoch); the test
---     set is split the same way (no shuffle) and the counts are summed across ranks.
+--     set is split the same way (no shuffle) and the counts are summed across ranks. The
+--     training batches are loaded by --num-workers forked worker processes per rank (0: in the
+--     rank itself; the batches are the same either way), into page-locked memory on CUDA.
 --   * Model: the same seed on every rank, then DDP (which also broadcasts rank 0's weights).
 --   * Gradient communication (--comm-hook): DDP's plain allreduce by default, or a built-in comm
 --     hook; powersgd takes matrix_approximation_rank from --powersgd-rank (1) and
@@ -60,11 +62,12 @@ local defaults = {model = 'mlp', epochs = 3, ['batch-size'] = 32, lr = false, mo
     ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000, ['checkpoint-every'] = false,
     ['fail-at-step'] = false, ['fail-rank'] = 1, ['comm-hook'] = 'allreduce',
     ['powersgd-rank'] = 1, ['start-powersgd-iter'] = 2, metrics = false, tensorboard = false,
-    ['log-every'] = 50}
+    ['log-every'] = 50, ['num-workers'] = 2}
 local numeric = {epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
     ['bucket-cap-mb'] = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
     ['checkpoint-every'] = true, ['fail-at-step'] = true, ['fail-rank'] = true,
-    ['powersgd-rank'] = true, ['start-powersgd-iter'] = true, ['log-every'] = true}
+    ['powersgd-rank'] = true, ['start-powersgd-iter'] = true, ['log-every'] = true,
+    ['num-workers'] = true}
 
 local function usage(msg)
     io.stderr:write('ddp_train.lua: ', msg, '\nusage: ddplua examples/ddp_train.lua --nproc N ',
@@ -73,7 +76,8 @@ local function usage(msg)
         '[--resume PATH] [--train-size N] [--test-size N] [--eval-batch N] ',
         '[--progress auto|on|off] [--fail-at-step K [--fail-rank R]] ',
         '[--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R] ',
-        '[--start-powersgd-iter K]] [--metrics FILE] [--tensorboard DIR] [--log-every N]\n')
+        '[--start-powersgd-iter K]] [--metrics FILE] [--tensorboard DIR] [--log-every N] ',
+        '[--num-workers N]\n')
     os.exit(2)
 end
 
@@ -131,7 +135,10 @@ local test_set = load_split(false, opt['test-size'])
 t_load = ddpl.time() - t_load
 local sampler = data.DistributedSampler(train_set, {num_replicas = world, rank = rank,
     shuffle = true, seed = opt.seed})
-local train_loader = data.DataLoader(train_set, {batch_size = batch, sampler = sampler})
+local num_workers = math.tointeger(opt['num-workers'])
+if not num_workers or num_workers < 0 then usage('--num-workers must be a non-negative integer') end
+local train_loader = data.DataLoader(train_set, {batch_size = batch, sampler = sampler,
+    num_workers = num_workers, pin_memory = true})
 local test_sampler = data.DistributedSampler(test_set, {num_replicas = world, rank = rank,
     shuffle = false})
 local test_loader = data.DataLoader(test_set, {batch_size = opt['eval-batch'],

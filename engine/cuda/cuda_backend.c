@@ -142,6 +142,8 @@ struct ddpl_backend ddpl_cuda_backend = {
     .memory_stats = cuda_memory_stats,
     .reset_peak_memory_stats = cuda_reset_peak_memory_stats,
     .versions = cuda_versions,
+    .host_register = cuda_dev_host_register,
+    .host_unregister = cuda_dev_host_unregister,
 };
 
 int cuda_run_kernel(ddpl_op op, ddpl_tensor **out, ddpl_tensor **in, const void *params)

@@ -26,6 +26,10 @@ int cuda_dev_stream_synchronize(int device, const char *what); /* its compute st
 /* raw calls of the caching allocator (cuda_alloc_raw) */
 int cuda_dev_malloc(void **ptr, size_t nbytes, int device); /* 1: out of memory, no error */
 void cuda_dev_free(void *ptr, int device);
+/* Page-locks host memory [ptr, ptr + nbytes) for every device (cudaHostRegister, portable), so
+ * copies from it run asynchronously; unregister undoes it (errors there are dropped). */
+int cuda_dev_host_register(void *ptr, size_t nbytes);
+void cuda_dev_host_unregister(void *ptr);
 void *cuda_dev_event_create(int device); /* timing disabled */
 void cuda_dev_event_destroy(void *event, int device);
 int cuda_dev_event_record(void *event, void *stream, int device);

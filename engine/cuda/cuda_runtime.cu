@@ -1,7 +1,8 @@
 /* cuda/cuda_runtime.cu: devices, compute streams, raw memory and events (the CUDA runtime calls
  * behind cuda_launch.h's cuda_rt_* and cuda_device.h's cuda_dev_*).
  * defines: cuda_rt_device_count, cuda_rt_synchronize, cuda_rt_set_device, cuda_current_stream,
- *          cuda_stream_for, cuda_dev_* (current, stream_synchronize, malloc, free, events,
+ *          cuda_stream_for, cuda_dev_* (current, stream_synchronize, malloc, free, host_register,
+ *          host_unregister, events,
  *          mem_info, versions, lib_versions). */
 #include <atomic>
 #include <mutex>
@@ -163,6 +164,16 @@ extern "C" void cuda_dev_free(void *ptr, int device)
 {
     device_guard g(device, "cuda free");
     if (cudaFree(ptr) != cudaSuccess) cudaGetLastError();
+}
+
+extern "C" int cuda_dev_host_register(void *ptr, size_t nbytes)
+{
+    return check(cudaHostRegister(ptr, nbytes, cudaHostRegisterPortable), "pin_memory");
+}
+
+extern "C" void cuda_dev_host_unregister(void *ptr)
+{
+    if (cudaHostUnregister(ptr) != cudaSuccess) cudaGetLastError();
 }
 
 extern "C" void *cuda_dev_event_create(int device)

@@ -162,6 +162,7 @@ LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];      /* util: ddpl.cuda.* *
 LB_HIDDEN extern const luaL_Reg lb_dist_functions[];      /* dist_pg: ddplua.core.dist */
 LB_HIDDEN extern const luaL_Reg lb_serialize_functions[]; /* serialize: ddplua.core.serialize */
 LB_HIDDEN extern const luaL_Reg lb_process_functions[];   /* process: ddplua.core.process */
+LB_HIDDEN extern const luaL_Reg lb_worker_ipc_functions[]; /* worker_ipc: ddplua.core.worker_ipc */
 LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];       /* ddp: ddplua.core.ddp */
 LB_HIDDEN extern const luaL_Reg lb_data_functions[];      /* data: ddpl.read_idx */
 LB_HIDDEN extern const luaL_Reg lb_io_functions[];        /* io: ddpl.save, ddpl.load */

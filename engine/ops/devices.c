@@ -75,6 +75,21 @@ void ddpl_cuda_empty_cache(void)
     if (b) b->empty_cache();
 }
 
+int ddpl_cuda_host_register(void *ptr, size_t nbytes)
+{
+    if (!ddpl_cuda_is_available()) return 0;
+    if (ddpl_backend_start((ddpl_device){DDPL_CUDA, 0}) < 0) return -1;
+    const struct ddpl_backend *b = ddpl_backend_started(DDPL_CUDA);
+    if (!b->host_register) return 0;
+    return b->host_register(ptr, nbytes) < 0 ? -1 : 1;
+}
+
+void ddpl_cuda_host_unregister(void *ptr)
+{
+    const struct ddpl_backend *b = ddpl_backend_started(DDPL_CUDA);
+    if (b && b->host_unregister) b->host_unregister(ptr);
+}
+
 static ddpl_memory_stats stats_of(int device)
 {
     ddpl_memory_stats s = {0};

@@ -54,6 +54,9 @@ struct ddpl_backend {
     void (*memory_stats)(int device, ddpl_memory_stats *out); /* left as it is if unknown */
     void (*reset_peak_memory_stats)(int device);
     void (*versions)(ddpl_cuda_version_info *out); /* runtime and libraries; left 0 if absent */
+    /* Page-locks host memory for fast, asynchronous copies to the devices, and undoes it. */
+    int (*host_register)(void *ptr, size_t nbytes);
+    void (*host_unregister)(void *ptr);
 };
 
 extern const struct ddpl_backend ddpl_cpu_backend; /* cpu/cpu_backend.c */

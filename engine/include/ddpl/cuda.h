@@ -4,7 +4,8 @@
  *          ddpl_cuda_set_device, ddpl_cuda_current_device, ddpl_cuda_empty_cache,
  *          ddpl_cuda_memory_allocated, ddpl_cuda_max_memory_allocated,
  *          ddpl_cuda_memory_reserved, ddpl_cuda_max_memory_reserved,
- *          ddpl_cuda_reset_peak_memory_stats, ddpl_cuda_version_info, ddpl_cuda_versions. */
+ *          ddpl_cuda_reset_peak_memory_stats, ddpl_cuda_host_register,
+ *          ddpl_cuda_host_unregister, ddpl_cuda_version_info, ddpl_cuda_versions. */
 #ifndef DDPL_CUDA_H
 #define DDPL_CUDA_H
 
@@ -34,6 +35,11 @@ int64_t ddpl_cuda_memory_allocated(int device);
 int64_t ddpl_cuda_max_memory_allocated(int device);
 int64_t ddpl_cuda_memory_reserved(int device);
 int64_t ddpl_cuda_max_memory_reserved(int device);
+/* Page-locks the host memory [ptr, ptr + nbytes) (cudaHostRegister), so copies from it to a GPU
+ * are asynchronous: 1 when done, 0 without CUDA (nothing to do), -1 with an error. Undo it with
+ * ddpl_cuda_host_unregister(ptr) before the memory is freed. */
+int ddpl_cuda_host_register(void *ptr, size_t nbytes);
+void ddpl_cuda_host_unregister(void *ptr);
 /* Sets the peaks of device (-1: current) to the current values. */
 void ddpl_cuda_reset_peak_memory_stats(int device);
 

@@ -1,14 +1,23 @@
 -- lua/ddplua/data/DataLoader.lua: iterates a data set in (shuffled) batches.
 -- defines: DataLoader(dataset [, {batch_size=1, shuffle=false, sampler, batch_sampler,
---          drop_last=false, collate_fn, seed}]): #loader (batches per pass) and
---          loader:iter() for `for x, y in loader:iter() do ... end`;
---          DataLoader.default_collate(items).
+--          drop_last=false, collate_fn, seed, num_workers=0, prefetch_factor=2,
+--          persistent_workers=false, worker_init_fn, timeout=0, pin_memory=false}]):
+--          #loader (batches per pass), loader:iter() for `for x, y in loader:iter() do ... end`,
+--          loader:close() (ends persistent workers); DataLoader.default_collate(items).
 --
 -- A pass asks the batch sampler for int64 index tensors, one per batch, then fetches each
 -- batch: with the data set's get_batch(idx) when it has one and no collate_fn is given (one
 -- native index_select per tensor for TensorDataset and MNIST), else item by item with get(i)
 -- and then collate_fn(items) or default_collate (stacking, as PyTorch's default_collate).
--- Single process: PyTorch's worker processes have no counterpart (num_workers must be 0).
+-- With num_workers > 0 the fetches run in forked worker processes (data/worker_pool.lua) and
+-- the batches come back, in order, through shared memory. Before fetching batch b, in whichever
+-- process, data/transform_rng.lua is seeded with value b of the pass's base-seed stream
+-- (data/random.lua stream_value): random transforms give the same batches whatever num_workers
+-- is. The base seed is the `seed` option's stream value for the pass number when it is given,
+-- else one draw from the engine RNG per pass (as PyTorch draws its base_seed).
+-- pin_memory: where CUDA is available each batch lands in page-locked memory (a worker's
+-- slots are registered with CUDA; without workers the batch is copied into such a slot), so
+-- x:cuda() copies are asynchronous; accepted and a no-op without CUDA.
 local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
 local Sampler = require 'ddplua.data.Sampler'
@@ -16,13 +25,54 @@ local SequentialSampler = require 'ddplua.data.SequentialSampler'
 local RandomSampler = require 'ddplua.data.RandomSampler'
 local BatchSampler = require 'ddplua.data.BatchSampler'
 local random = require 'ddplua.data.random'
+local transform_rng = require 'ddplua.data.transform_rng'
+local WorkerPool = require 'ddplua.data.worker_pool'
+local transport = require 'ddplua.data.batch_transport'
 
 local DataLoader = class.new('DataLoader')
 
 local OPTIONS = {
     batch_size = true, shuffle = true, sampler = true, batch_sampler = true, drop_last = true,
-    collate_fn = true, seed = true, num_workers = true,
+    collate_fn = true, seed = true, num_workers = true, prefetch_factor = true,
+    persistent_workers = true, worker_init_fn = true, timeout = true, pin_memory = true,
 }
+
+-- The worker options, checked as PyTorch checks them (its wording where it has one).
+local function worker_options(opts)
+    local n = opts.num_workers == nil and 0 or opts.num_workers
+    if math.type(n) ~= 'integer' or n < 0 then
+        error('DataLoader: num_workers option should be a non-negative integer; use '
+            .. 'num_workers=0 to disable multiprocessing, got ' .. tostring(n), 4)
+    end
+    local prefetch = opts.prefetch_factor
+    if prefetch ~= nil and n == 0 then
+        error('DataLoader: prefetch_factor option could only be specified in multiprocessing; '
+            .. 'let num_workers > 0 to enable multiprocessing', 4)
+    end
+    prefetch = prefetch == nil and 2 or prefetch
+    if math.type(prefetch) ~= 'integer' or prefetch < 1 then
+        error('DataLoader: prefetch_factor must be a positive integer, got '
+            .. tostring(prefetch), 4)
+    end
+    local persistent = opts.persistent_workers or false
+    if type(persistent) ~= 'boolean' then
+        error('DataLoader: persistent_workers must be a boolean', 4)
+    end
+    if persistent and n == 0 then
+        error('DataLoader: persistent_workers option needs num_workers > 0', 4)
+    end
+    local timeout = opts.timeout == nil and 0 or opts.timeout
+    if type(timeout) ~= 'number' or timeout < 0 or timeout ~= timeout then
+        error('DataLoader: timeout option should be non-negative, got ' .. tostring(timeout), 4)
+    end
+    if opts.worker_init_fn ~= nil and type(opts.worker_init_fn) ~= 'function' then
+        error('DataLoader: worker_init_fn must be a function, got ' .. type(opts.worker_init_fn), 4)
+    end
+    local pin = opts.pin_memory or false
+    if type(pin) ~= 'boolean' then error('DataLoader: pin_memory must be a boolean', 4) end
+    return { num_workers = n, prefetch_factor = prefetch, persistent_workers = persistent,
+        timeout = timeout, worker_init_fn = opts.worker_init_fn, pin_memory = pin }
+end
 
 -- A fixed list of indices (a tensor or a Lua list) used as a sampler, as PyTorch accepts any
 -- iterable of indices.
@@ -54,9 +104,7 @@ function DataLoader:init(dataset, opts)
     for k in pairs(opts) do
         if not OPTIONS[k] then error("DataLoader: unknown option '" .. tostring(k) .. "'", 3) end
     end
-    if opts.num_workers ~= nil and opts.num_workers ~= 0 then
-        error('DataLoader: num_workers must be 0 (batches are loaded in this process)', 3)
-    end
+    local workers = worker_options(opts)
     if opts.collate_fn ~= nil and type(opts.collate_fn) ~= 'function' then
         error('DataLoader: collate_fn must be a function, got ' .. type(opts.collate_fn), 3)
     end
@@ -103,6 +151,9 @@ function DataLoader:init(dataset, opts)
     end
     self.dataset = dataset
     self.collate_fn = opts.collate_fn
+    self.seed = opts.seed
+    self.passes = 0 -- iter() calls so far: the pass number of the seed option's stream
+    for k, v in pairs(workers) do self[k] = v end
 end
 
 function DataLoader:len()
@@ -194,13 +245,95 @@ function DataLoader:fetch(idx)
     return DataLoader.default_collate(items)
 end
 
--- One pass: for x, y in loader:iter() do ... end
+-- The base seed of the next pass (random transforms are seeded from it, batch by batch).
+local function pass_seed(self)
+    local pass = self.passes
+    self.passes = pass + 1
+    if self.seed ~= nil then return random.stream_value(self.seed, pass) end
+    return ddpl.randint(0, 1 << 62, { 1 }):item()
+end
+
+-- Closes a pass's non-persistent workers when a generic for ends (break, error, or the end).
+local PassCloser = {
+    __close = function(c) if c.pool ~= c.loader._pool then c.pool:close() end end,
+}
+
+local function worker_pass(self, base, next_batch)
+    local pool = self._pool
+    if pool then pool:drain() end -- answers of a pass left early
+    if pool and pool.closed then pool = nil end
+    if not pool then
+        pool = WorkerPool.start(self, { num_workers = self.num_workers, base_seed = base,
+            worker_init_fn = self.worker_init_fn, timeout = self.timeout,
+            pin_memory = self.pin_memory })
+        if self.persistent_workers then self._pool = pool end
+    end
+    -- A persistent pool serves one pass at a time: a newer pass of the loader ends this one
+    -- (as PyTorch resets its one iterator).
+    local token = {}
+    pool.current_pass = token
+    local queue, head, tail = {}, 1, 0 -- seqs of the tasks in flight, in order
+    local b = 0
+    local exhausted = false
+    local limit = self.prefetch_factor * self.num_workers
+    local function fill()
+        while not exhausted and tail - head + 1 < limit do
+            local idx = next_batch()
+            if idx == nil then
+                exhausted = true
+            else
+                tail = tail + 1
+                queue[tail] = pool:submit({ idx = idx, seed = random.stream_value(base, b),
+                    batch = b })
+                b = b + 1
+            end
+        end
+    end
+    fill()
+    local function step()
+        if head > tail then
+            if pool ~= self._pool then pool:close() end
+            return nil
+        end
+        if pool.current_pass ~= token then
+            error('DataLoader: this pass was ended by a newer pass of the same loader '
+                .. '(persistent_workers serve one pass at a time)', 2)
+        end
+        local seq = queue[head]
+        queue[head] = nil
+        head = head + 1
+        local values = pool:result(seq)
+        fill()
+        return table.unpack(values, 1, values.n)
+    end
+    return step, nil, nil, setmetatable({ pool = pool, loader = self }, PassCloser)
+end
+
+-- One pass: for x, y in loader:iter() do ... end. With workers, a fourth value closes the
+-- pass's workers when the loop is left early (Lua 5.4's to-be-closed loop variable).
 function DataLoader:iter()
+    local base = pass_seed(self)
     local next_batch = self.batch_sampler:batches()
+    if self.num_workers > 0 then return worker_pass(self, base, next_batch) end
+    local b = 0
+    local pin = self.pin_memory and ddpl.cuda.is_available()
     return function()
         local idx = next_batch()
         if idx == nil then return nil end
-        return self:fetch(idx)
+        transform_rng.seed(random.stream_value(base, b))
+        b = b + 1
+        if not pin then return self:fetch(idx) end
+        self._pinner = self._pinner or transport.Pinner()
+        local values = self._pinner:pin(table.pack(self:fetch(idx)))
+        return table.unpack(values, 1, values.n)
+    end
+end
+
+-- Ends the persistent workers (they also end when the loader is collected).
+function DataLoader:close()
+    if self._pool then
+        self._pool:close()
+        self._pool = nil
     end
 end
 

@@ -1,7 +1,7 @@
 -- lua/ddplua/data/init.lua: the data library (ddpl.data, also require 'ddplua.data').
 -- defines: Dataset, TensorDataset, Subset, DataLoader, Sampler, SequentialSampler, RandomSampler,
 --          BatchSampler, DistributedSampler, datasets (MNIST, FashionMNIST, CIFAR10), transforms,
---          transform_rng, read_idx, default_collate; each class loaded on first use.
+--          transform_rng, read_idx, default_collate, get_worker_info; each class loaded on first use.
 --
 -- Beyond API.md: data.Subset(dataset, indices) as PyTorch's; data.read_idx(path) (= ddpl.read_idx) reads an IDX file, gzip or plain, into a
 -- tensor of the file's shape; data.Sampler is the base class of samplers (len(), indices()
@@ -30,6 +30,11 @@ local data = { read_idx = ddpl.read_idx }
 
 function data.default_collate(items)
     return require('ddplua.data.DataLoader').default_collate(items)
+end
+
+-- Inside a DataLoader worker: {id, num_workers, seed, dataset} (as PyTorch's); nil elsewhere.
+function data.get_worker_info()
+    return require('ddplua.data.worker_pool').worker_info()
 end
 
 return require('ddplua.lazy')(classes, data)

@@ -1,5 +1,6 @@
 -- lua/ddplua/data/random.lua: seeded permutations for samplers, independent of the engine RNG.
--- defines: random.permutation(n, seed) -> int64 tensor; random.index_tensor(list) -> int64 tensor.
+-- defines: random.permutation(n, seed) -> int64 tensor; random.index_tensor(list) -> int64 tensor;
+--          random.stream_value(seed, k) -> integer (the k-th value, 0-based, of seed's stream).
 --
 -- DistributedSampler needs the same permutation on every rank for a given seed + epoch, and a
 -- seeded DataLoader must shuffle reproducibly, without disturbing ddpl.manual_seed's stream
@@ -18,6 +19,22 @@ function random.index_tensor(list)
     return ddpl.tensor(list, { dtype = 'int64' })
 end
 
+-- SplitMix64's output function: a bijective mix of a 64-bit state.
+local function mix(z)
+    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+    return z ~ (z >> 31)
+end
+
+-- Value k (0, 1, ...) of the SplitMix64 stream seeded with seed, in O(1): the DataLoader's
+-- per-batch seeds for random transforms (batch k of a pass whose base seed is seed).
+function random.stream_value(seed, k)
+    if math.type(seed) ~= 'integer' or math.type(k) ~= 'integer' then
+        error('stream_value: seed and k must be integers', 2)
+    end
+    return mix(seed + (k + 1) * GOLDEN)
+end
+
 -- A permutation of 0..n-1 as an int64 tensor, a function of (n, seed) only.
 function random.permutation(n, seed)
     if math.type(seed) ~= 'integer' then
@@ -28,10 +45,7 @@ function random.permutation(n, seed)
     for k = 1, n do p[k] = k - 1 end
     for i = n - 1, 1, -1 do
         state = state + GOLDEN
-        local z = state
-        z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
-        z = (z ~ (z >> 27)) * 0x94D049BB133111EB
-        z = z ~ (z >> 31)
+        local z = mix(state)
         -- top 53 bits as a double in [0, 1) scaled to 0..i: the bias is at most n / 2^53
         local j = math.floor((z >> 11) * 0x1p-53 * (i + 1))
         p[i + 1], p[j + 1] = p[j + 1], p[i + 1]
