@@ -34,11 +34,9 @@ foreach(t ${DDPL_FUZZ_TARGETS})
              COMMAND fuzz_${t} -max_total_time=${DDPL_FUZZ_SECONDS} -timeout=20
                      -rss_limit_mb=3072 -print_final_stats=1
                      -artifact_prefix=${artifacts}/${t}- ${work} ${corpus})
-    # libFuzzer brings its own main; LD_PRELOAD is not needed (the runtime is linked), but the
-    # options are
-    set(fuzz_env ${DDPL_SANITIZE_ENV})
-    list(FILTER fuzz_env EXCLUDE REGEX "^LD_PRELOAD=")
+    # LD_PRELOAD as for every test: -fsanitize=fuzzer puts libstdc++ before the shared ASan
+    # runtime in the executable's list, and ASan must come first
     set_tests_properties(fuzz_${t} PROPERTIES
-                         TIMEOUT 600 ENVIRONMENT "${fuzz_env}" LABELS fuzz)
+                         TIMEOUT 600 ENVIRONMENT "${DDPL_SANITIZE_ENV}" LABELS fuzz)
   endif()
 endforeach()

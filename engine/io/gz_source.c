@@ -14,7 +14,7 @@
 
 #include "io/gz_source.h"
 
-#define IN_BYTES (1 << 20) /* compressed input read per refill */
+#define IN_BYTES (1 << 16) /* compressed input read per refill */
 
 struct gz_source {
     FILE *f;
