@@ -15,6 +15,7 @@ packages=(
     iproute2                            # `ip netns`, for the multi-node spec
     dataset-fashion-mnist               # the real data set the examples train on
     util-linux                          # `script`, for the REPL's pty spec
+    clang libclang-rt-14-dev            # tools/sanitize.sh: ASan/UBSan build, libFuzzer targets
 )
 
 missing=()
