@@ -10,7 +10,8 @@ set(DDPL_SPEC_ENV
   "DDPLUA_BIN=$<TARGET_FILE:ddplua>"
   "DDPLUA_BUILD_DIR=${CMAKE_BINARY_DIR}"
   "DDPLUA_SOURCE_DIR=${CMAKE_SOURCE_DIR}"
-  "OMP_NUM_THREADS=2")
+  "OMP_NUM_THREADS=2"
+  ${DDPL_SANITIZE_ENV})
 
 # Tests that may run on a GPU take the "gpu" lock, so ctest -j never runs two at once: one of
 # them (cuda_runtime_spec's garbage collection case) fills the device's memory on purpose, and
@@ -45,7 +46,7 @@ foreach(src ${DDPL_C_TESTS})
   target_include_directories(${name} PRIVATE ${CMAKE_SOURCE_DIR}/engine)
   target_link_libraries(${name} PRIVATE ddplua_static)
   add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES TIMEOUT 300)
+  set_tests_properties(${name} PROPERTIES TIMEOUT 300 ENVIRONMENT "${DDPL_SANITIZE_ENV}")
   ddpl_lock_gpu_if_cuda(${name} ${src})
 endforeach()
 

@@ -400,6 +400,20 @@ describe('read_idx', function()
         expect(write(tmp('bad-crc.gz'), bytes:sub(1, #bytes - 8) .. string.rep('\0', 8)),
             'corrupt gzip data', 'incorrect data check')
         expect(write(tmp('garbage.gz'), '\x1f\x8b\x08\0\0\0\0\0\0\3' .. string.rep('\xff', 64)), 'gzip')
+        -- bytes after the gzip stream: junk is refused (zlib's gzread ignored it), zero padding
+        -- and a second member are a whole gzip file (as gzip(1) and Python's gzip read them)
+        expect(write(tmp('junk.gz'), bytes .. 'junk'), 'corrupt gzip data',
+            '4 bytes after the gzip stream that are not a gzip member')
+        expect(write(tmp('junk1.gz'), bytes .. '\x1f'), '1 bytes after the gzip stream')
+        assert.are.equal(4000, data.read_idx(write(tmp('padded.gz'), bytes .. string.rep('\0', 10))):numel())
+        local whole = idx_bytes(0x08, { 6 }, 'B', { 1, 2, 3, 4, 5, 6 })
+        local part1 = gzip(write(tmp('part1'), whole:sub(1, 9)), tmp('part1.gz'))
+        local part2 = gzip(write(tmp('part2'), whole:sub(10)), tmp('part2.gz'))
+        local f1, f2 = assert(io.open(part1, 'rb')), assert(io.open(part2, 'rb'))
+        local two = write(tmp('two-members.gz'), f1:read('a') .. f2:read('a'))
+        f1:close()
+        f2:close()
+        assert.are.same({ 1, 2, 3, 4, 5, 6 }, data.read_idx(two):tolist())
         -- a header announcing far more than the compressed file can hold
         local huge = gzip(write(tmp('huge-idx'), idx_bytes(0x08, { 60000, 60000, 60000 }, 'B', {})),
             tmp('huge-idx.gz'))

@@ -17,6 +17,7 @@ packages=(
     util-linux                          # `script`, for the REPL's pty spec
     luarocks                            # the rock (ddplua-dev-1.rockspec, luarocks_spec)
     dpkg-dev                            # dpkg-shlibdeps: the .deb's Depends (package_spec)
+    clang libclang-rt-14-dev            # tools/sanitize.sh: ASan/UBSan build, libFuzzer targets
 )
 
 missing=()

@@ -3,24 +3,24 @@
  *
  * An IDX file is a big-endian header, the magic 0x0000TTRR (TT the element type, RR the rank),
  * then RR 32-bit sizes, then the elements in row-major order. Data sets ship it gzip-compressed;
- * zlib's gzread reads plain files unchanged, so one path serves both, and the gzip magic is only
- * looked at to word errors and to bound what a compressed file can hold. Every size is checked
- * against the file before the tensor is allocated, so a corrupt header cannot ask for gigabytes,
- * and the element count must match the file exactly (PyTorch's reader does the same). */
+ * io/gz_source.c reads plain and gzip files alike (and refuses bytes after the gzip stream), and
+ * the gzip magic is only looked at to word errors and to bound what a compressed file can hold.
+ * Every size is checked against the file before the tensor is allocated, so a corrupt header cannot
+ * ask for gigabytes, and the element count must match the file exactly (PyTorch's reader does the
+ * same). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <zlib.h>
 
 #include "core/core.h"
+#include "io/gz_source.h"
 #include "io/idx.h"
 
 /* deflate expands at most about 1032:1 (zlib's FAQ); a header announcing more than that from a
  * gzip file is corrupt, and refusing it early avoids a huge allocation. */
 #define DEFLATE_MAX_RATIO 1032
-#define READ_CHUNK        (1 << 30) /* gzread takes an unsigned int */
 
 typedef struct idx_type {
     unsigned code;    /* the type byte */
@@ -42,40 +42,6 @@ static const idx_type *find_type(unsigned code)
     for (size_t i = 0; i < sizeof idx_types / sizeof *idx_types; i++)
         if (idx_types[i].code == code) return &idx_types[i];
     return NULL;
-}
-
-/* Reads up to n bytes; returns the count, or -1 with *why set to zlib's message. */
-static int64_t read_all(gzFile f, void *buf, int64_t n, const char **why)
-{
-    int64_t got = 0;
-    while (got < n) {
-        int64_t want = n - got < READ_CHUNK ? n - got : READ_CHUNK;
-        int r = gzread(f, (char *)buf + got, (unsigned)want);
-        if (r < 0) {
-            int errnum;
-            *why = gzerror(f, &errnum);
-            return -1;
-        }
-        if (r == 0) break;
-        got += r;
-    }
-    return got;
-}
-
-/* zlib's message without the "<path>: " it puts in front (our messages name the file already) */
-static const char *strip_path(const char *msg, const char *path)
-{
-    size_t n = strlen(path);
-    if (msg && strncmp(msg, path, n) == 0 && msg[n] == ':' && msg[n + 1] == ' ') return msg + n + 2;
-    return msg;
-}
-
-/* zlib's complaint after a short read (a truncated gzip stream), or NULL */
-static const char *short_read_note(gzFile f, const char *path)
-{
-    int errnum;
-    const char *msg = gzerror(f, &errnum);
-    return errnum != Z_OK && msg && msg[0] ? strip_path(msg, path) : NULL;
 }
 
 static uint32_t be32(const unsigned char *p)
@@ -115,16 +81,6 @@ static void convert(const idx_type *ty, const unsigned char *raw, void *out, int
     }
 }
 
-static bool has_gzip_magic(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    unsigned char m[2] = {0, 0};
-    size_t n = fread(m, 1, 2, f);
-    fclose(f);
-    return n == 2 && m[0] == 0x1f && m[1] == 0x8b;
-}
-
 ddpl_tensor *ddpl_read_idx(const char *path)
 {
     struct stat st;
@@ -136,23 +92,21 @@ ddpl_tensor *ddpl_read_idx(const char *path)
         ddpl_error("read_idx: %s: is a directory, not an IDX file", path);
         return NULL;
     }
-    bool gz = has_gzip_magic(path);
-    gzFile f = gzopen(path, "rb");
+    bool gz = false;
+    gz_source *f = gz_source_open(path, &gz);
     if (!f) {
-        ddpl_error("read_idx: %s: cannot open: %s", path,
-                   errno ? strerror(errno) : "out of memory");
+        ddpl_error("read_idx: %s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    gzbuffer(f, 1 << 20);
 
     ddpl_tensor *t = NULL;
     unsigned char *tmp = NULL;
     const char *why = NULL;
     const char *kind = gz ? "gzip " : "";
     unsigned char head[4 + 4 * DDPL_MAX_DIMS];
-    int64_t got = read_all(f, head, 4, &why);
+    int64_t got = gz_source_read(f, head, 4, &why);
     if (got < 0) {
-        ddpl_error("read_idx: %s: corrupt gzip data: %s", path, strip_path(why, path));
+        ddpl_error("read_idx: %s: %s: %s", path, gz ? "corrupt gzip data" : "read error", why);
         goto done;
     }
     if (got < 4) {
@@ -174,9 +128,9 @@ ddpl_tensor *ddpl_read_idx(const char *path)
                    path, rank, (unsigned)magic, DDPL_MAX_DIMS);
         goto done;
     }
-    got = read_all(f, head + 4, 4 * (int64_t)rank, &why);
+    got = gz_source_read(f, head + 4, 4 * (int64_t)rank, &why);
     if (got < 0) {
-        ddpl_error("read_idx: %s: corrupt gzip data: %s", path, strip_path(why, path));
+        ddpl_error("read_idx: %s: %s: %s", path, gz ? "corrupt gzip data" : "read error", why);
         goto done;
     }
     if (got < 4 * rank) {
@@ -226,25 +180,25 @@ ddpl_tensor *ddpl_read_idx(const char *path)
         }
         raw = tmp;
     }
-    got = read_all(f, raw, expected, &why);
+    got = gz_source_read(f, raw, expected, &why);
     if (got < 0) {
-        ddpl_error("read_idx: %s: corrupt gzip data: %s", path, strip_path(why, path));
+        ddpl_error("read_idx: %s: %s: %s", path, gz ? "corrupt gzip data" : "read error", why);
         goto fail;
     }
     if (got < expected) {
-        const char *note = short_read_note(f, path);
+        const char *note = gz_source_note(f);
         ddpl_error("read_idx: %s: truncated: expected %lld bytes of data, got %lld%s%s%s", path,
                    (long long)expected, (long long)got, note ? " (gzip: " : "", note ? note : "",
                    note ? ")" : "");
         goto fail;
     }
-    /* One more read: it must find the end of the data, and for gzip it also makes zlib check
-     * the stream's CRC and length trailer. */
+    /* One more read: it must find the end of the data, and for gzip it also checks the stream's
+     * CRC and length trailer and what follows the stream. */
     unsigned char extra[4096];
     int64_t more = 0, r;
-    while ((r = read_all(f, extra, sizeof extra, &why)) > 0) more += r;
+    while ((r = gz_source_read(f, extra, sizeof extra, &why)) > 0) more += r;
     if (r < 0) {
-        ddpl_error("read_idx: %s: corrupt gzip data: %s", path, strip_path(why, path));
+        ddpl_error("read_idx: %s: %s: %s", path, gz ? "corrupt gzip data" : "read error", why);
         goto fail;
     }
     if (more > 0) {
@@ -253,8 +207,8 @@ ddpl_tensor *ddpl_read_idx(const char *path)
                    path, (long long)more, (long long)expected);
         goto fail;
     }
-    if (gz && short_read_note(f, path)) {
-        ddpl_error("read_idx: %s: truncated gzip stream: %s", path, short_read_note(f, path));
+    if (gz && gz_source_note(f)) {
+        ddpl_error("read_idx: %s: truncated gzip stream: %s", path, gz_source_note(f));
         goto fail;
     }
     convert(ty, raw, out, numel);
@@ -265,6 +219,6 @@ fail:
     t = NULL;
 done:
     free(tmp);
-    gzclose(f);
+    gz_source_close(f);
     return t;
 }

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# tools/sanitize.sh: the suite's sanitizer and fuzzing pass (part of the README's test command,
+# so CI runs it): a second build with AddressSanitizer + UndefinedBehaviorSanitizer and the
+# libFuzzer targets (clang, CUDA off: cmake/sanitize.cmake, cmake/fuzz.cmake), then
+#   - every C test, the fast specs and the fuzz corpora under the sanitizers (any report fails:
+#     UBSan halts on its first one), and
+#   - each fuzz target for DDPL_FUZZ_SECONDS (60 by default) from its seeds.
+# Left out under the sanitizers (SANITIZE_SKIP; each still runs in the main build):
+#   - the multi-process trainings and gangs (ddp*, dist*, elastic, zero, sync_batch_norm, spawn,
+#     launcher, data_workers, train): minutes each under ASan on 2 cores, and timing-bound;
+#     their engine code runs under ASan in the C tests (test_pg*, test_store*, test_reducer) and
+#     the fuzz targets;
+#   - specs of tools rather than engine code: cmake and packaging (cuda_libs_cmake, package,
+#     luarocks, check_*), and gpu_check (nvcc cannot run with the ASan runtime preloaded);
+#   - memory_spec, which measures the allocator that ASan replaces.
+# Usage: tools/sanitize.sh [build-dir]   (default build-sanitize)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build-sanitize}
+seconds=${DDPL_FUZZ_SECONDS:-60}
+
+SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_spec|dist_safety_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|memory_spec)$'
+
+CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DDDPL_CUDA=OFF -DDDPL_SANITIZE=ON -DDDPL_FUZZ=ON -DDDPL_FUZZ_SECONDS="$seconds" >/dev/null
+cmake --build "$build" -j2
+echo "sanitize: tests under ASan+UBSan (skipping: $SANITIZE_SKIP)"
+ctest --test-dir "$build" --output-on-failure -j2 -LE fuzz -E "$SANITIZE_SKIP"
+echo "sanitize: fuzzing each target for ${seconds} s"
+ctest --test-dir "$build" --output-on-failure -j2 -L fuzz
