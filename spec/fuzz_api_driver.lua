@@ -30,6 +30,8 @@ local ALIAS = {
   ['tensor.__index'] = {'index'}, ['tensor.__newindex'] = {'setindex'},
   ['tensor.__len'] = {'len'}, ['tensor.__tostring'] = {'tostring'},
   ['tensor.__gc'] = {'close'}, ['tensor.__close'] = {'close'},
+  -- the private kernel entry of ddpl.amp.GradScaler reports as its only caller
+  ['ddpl._amp_unscale_'] = {'GradScaler'},
 }
 
 -- The tensor metatable's methods: the table among __index's upvalues that holds them.

@@ -18,12 +18,12 @@ local defaults = { eps = 1e-6, atol = 1e-5, rtol = 1e-3, raise_exception = true 
 local gradgrad_defaults = { eps = 1e-6, atol = 1e-5, rtol = 1e-3, raise_exception = true,
     grad_outputs = false }
 
--- x as a list of tensors (what): a tensor, or a table of them.
-local function as_list(x, what)
+-- x as a list of tensors (what): a tensor, or a table of them; name: the check, for errors.
+local function as_list(x, what, name)
     if ddpl.is_tensor(x) then return { x } end
     if type(x) ~= 'table' then
-        error(('gradcheck: expected %s to be a tensor or a list of tensors, got %s'):format(
-            what or 'a value', type(x)), 0)
+        error(('%s: expected %s to be a tensor or a list of tensors, got %s'):format(
+            name or 'gradcheck', what or 'a value', type(x)), 0)
     end
     return x
 end
@@ -131,7 +131,7 @@ local function check(name, fn, inputs, opts, level)
     local atol, rtol = opts.atol or defaults.atol, opts.rtol or defaults.rtol
     local raise = opts.raise_exception
     if raise == nil then raise = defaults.raise_exception end
-    local xs = prepare(as_list(inputs, 'the inputs (argument 2)'), name)
+    local xs = prepare(as_list(inputs, 'the inputs (argument 2)', name), name)
     local wrt, any = {}, false
     for i, x in ipairs(xs) do
         if x.requires_grad then wrt[i], any = true, true end
@@ -187,7 +187,7 @@ function autograd.gradgradcheck(fn, inputs, opts)
     if not is_callable(fn) then
         error('gradgradcheck: expected a function as argument 1, got ' .. type(fn), 2)
     end
-    local xs = prepare(as_list(inputs, 'the inputs (argument 2)'), 'gradgradcheck')
+    local xs = prepare(as_list(inputs, 'the inputs (argument 2)', 'gradgradcheck'), 'gradgradcheck')
     local wrt = {}
     for i, x in ipairs(xs) do
         if x.requires_grad then wrt[#wrt + 1] = i end

@@ -48,8 +48,9 @@ local function check(fname, name, kind, v)
             ok = ok and math.type(v[i]) == 'integer' and v[i] >= 1
         end
     elseif kind == 'int' then
-        ok = math.type(v) == 'integer' or (type(v) == 'number' and v == math.floor(v))
-        if ok then v = math.tointeger(v) end
+        -- a float counts when it is a whole number that fits an integer (not inf, not 2^63)
+        if type(v) == 'number' then v = math.tointeger(v) or v end
+        ok = math.type(v) == 'integer'
     elseif kind == 'boolean' then
         ok = type(v) == 'boolean'
     elseif kind == 'string' then

@@ -21,9 +21,11 @@ function L.binary_cross_entropy(...)
     local x, y = a.input, a.target
     Args.check_same_shape(fname, 'input', x, 'target', y)
     -- PyTorch refuses probabilities outside [0, 1] (and NaN): one readback, as its CPU kernel
-    local inside = ddpl.no_grad(function() return x:ge(0):long():mul(x:le(1):long()):min() end)
-    if x:numel() > 0 and inside:item() == 0 then
-        error(fname .. ': all elements of input should be between 0 and 1', 2)
+    if x:numel() > 0 then
+        local inside = ddpl.no_grad(function() return x:ge(0):long():mul(x:le(1):long()):min() end)
+        if inside:item() == 0 then
+            error(fname .. ': all elements of input should be between 0 and 1', 2)
+        end
     end
     -- log clamped at -100 as PyTorch; the argument is first kept >= e^-100 so that at a
     -- probability of exactly 0 or 1 the clamped term's gradient is 0, not 0/0 = NaN (PyTorch's

@@ -84,7 +84,9 @@ local function pad_constant(fname, x, pairs_, value)
             local function block(n)
                 local shape = out:shape()
                 shape[d + 1] = n
-                return ddpl.full(shape, value, {dtype = out.dtype, device = out.device})
+                local ok, t = pcall(ddpl.full, shape, value, {dtype = out.dtype, device = out.device})
+                if not ok then error(fname .. ': ' .. tostring(t), 4) end -- e.g. a huge padding
+                return t
             end
             if l > 0 then parts[#parts + 1] = block(l) end
             parts[#parts + 1] = out
