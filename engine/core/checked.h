@@ -1,6 +1,7 @@
-/* core/checked.h: overflow-checked size arithmetic, the one place every layer takes it from.
+/* core/checked.h: overflow-checked size arithmetic and float-to-integer conversion, the one
+ * place every layer takes them from.
  * defines: DDPL_MAX_NUMEL, ddpl_mul_overflow, ddpl_add_overflow, ddpl_bytes_overflow,
- *          ddpl_malloc_array, ddpl_check_shape, ddpl_check_view_geometry.
+ *          ddpl_malloc_array, ddpl_check_shape, ddpl_check_view_geometry, ddpl_f64_to_i64.
  *
  * Sizes, strides and offsets are int64 element counts. A shape is accepted when its sizes are
  * non-negative and the product of max(size, 1) over its dimensions (its numel, and what its
@@ -21,6 +22,16 @@
 
 /* 2^62 elements: far above any memory, far below int64's wrap. */
 #define DDPL_MAX_NUMEL ((int64_t)1 << 62)
+
+/* A double as int64: truncated toward zero as C and PyTorch do; NaN gives 0 and values beyond
+ * int64's range clamp to its ends, where a plain cast is undefined behaviour. */
+static inline int64_t ddpl_f64_to_i64(double v)
+{
+    if (v != v) return 0;
+    if (v >= 9.2233720368547758e18) return INT64_MAX; /* 2^63 */
+    if (v <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)v;
+}
 
 /* *out = a * b; true when the exact product does not fit in int64 (then *out is unspecified). */
 static inline bool ddpl_mul_overflow(int64_t a, int64_t b, int64_t *out)

@@ -142,16 +142,6 @@ double ddpl_load_f64(const void *p, ddpl_dtype dt)
     }
 }
 
-/* Float to integer conversion truncates toward zero as C and PyTorch do; NaN and out-of-range
- * values are clamped instead of being undefined behaviour. */
-static int64_t f64_to_i64(double v)
-{
-    if (v != v) return 0;
-    if (v >= 9.2233720368547758e18) return INT64_MAX;
-    if (v <= -9.2233720368547758e18) return INT64_MIN;
-    return (int64_t)v;
-}
-
 void ddpl_store_f64(void *p, ddpl_dtype dt, double v)
 {
     switch (dt) {
@@ -168,13 +158,13 @@ void ddpl_store_f64(void *p, ddpl_dtype dt, double v)
         *(uint16_t *)p = ddpl_float_to_bf16((float)v);
         break;
     case DDPL_INT64:
-        *(int64_t *)p = f64_to_i64(v);
+        *(int64_t *)p = ddpl_f64_to_i64(v);
         break;
     case DDPL_INT32:
-        *(int32_t *)p = (int32_t)f64_to_i64(v);
+        *(int32_t *)p = (int32_t)ddpl_f64_to_i64(v);
         break;
     case DDPL_UINT8:
-        *(uint8_t *)p = (uint8_t)f64_to_i64(v);
+        *(uint8_t *)p = (uint8_t)ddpl_f64_to_i64(v);
         break;
     case DDPL_BOOL:
         *(uint8_t *)p = v != 0;
@@ -196,7 +186,7 @@ int64_t ddpl_load_i64(const void *p, ddpl_dtype dt)
     case DDPL_BOOL:
         return *(const uint8_t *)p != 0;
     default:
-        return f64_to_i64(ddpl_load_f64(p, dt));
+        return ddpl_f64_to_i64(ddpl_load_f64(p, dt));
     }
 }
 

@@ -61,7 +61,7 @@ static void alpha_ctx(cpu_loop_ctx *ctx, const void *params)
 {
     const ddpl_alpha_params *ap = params;
     double alpha = ap ? ap->alpha : 1.0;
-    *ctx = (cpu_loop_ctx){.p0 = alpha, .p0f = (float)alpha, .p0i = (int64_t)alpha};
+    *ctx = (cpu_loop_ctx){.p0 = alpha, .p0f = (float)alpha, .p0i = ddpl_f64_to_i64(alpha)};
 }
 
 /* One kernel: typed float32/float64/int64 loops, the generic loop, and cpu_<name>. TO is the

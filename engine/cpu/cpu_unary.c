@@ -121,8 +121,8 @@ int cpu_clamp(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     ctx.p0f = (float)ctx.p0;
     ctx.p1f = (float)ctx.p1;
     /* integer bounds: the ops layer only passes integral values for integer dtypes */
-    ctx.p0i = p->has_min ? (p->min <= -9.2e18 ? INT64_MIN : (int64_t)p->min) : INT64_MIN;
-    ctx.p1i = p->has_max ? (p->max >= 9.2e18 ? INT64_MAX : (int64_t)p->max) : INT64_MAX;
+    ctx.p0i = p->has_min ? ddpl_f64_to_i64(p->min) : INT64_MIN;
+    ctx.p1i = p->has_max ? ddpl_f64_to_i64(p->max) : INT64_MAX;
     return cpu_run_pointwise("clamp", &clamp_set, out, 1, in, &ctx);
 }
 

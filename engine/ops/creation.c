@@ -60,7 +60,7 @@ ddpl_tensor *ddpl_wrapped_number(double value, bool integral)
     ddpl_tensor *t = ddpl_tensor_new(0, NULL, dt, ddpl_cpu());
     if (!t) return NULL;
     if (integral)
-        *(int64_t *)t->storage->data = (int64_t)value;
+        *(int64_t *)t->storage->data = ddpl_f64_to_i64(value); /* maxinteger is 2^63 as a double */
     else
         *(double *)t->storage->data = value;
     t->wrapped_number = true;
