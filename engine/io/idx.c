@@ -148,6 +148,12 @@ ddpl_tensor *ddpl_read_idx(const char *path)
         }
         numel *= sizes[d];
     }
+    /* a zero size keeps numel at 0 above, but the others must still make a shape a tensor may
+     * have (found by spec/fuzz/fuzz_idx.c: [1644167168, 0, 4253024007]) */
+    if (ddpl_check_shape("the header", rank, sizes, NULL) < 0) {
+        ddpl_error("read_idx: %s: %s", path, ddpl_last_error());
+        goto done;
+    }
     int64_t header_bytes = 4 + 4 * (int64_t)rank;
     int64_t expected = numel * (int64_t)ty->file_size;
     if (!gz && st.st_size - header_bytes != expected) {
