@@ -49,7 +49,10 @@ static int dial(int port)
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) fail("cannot connect");
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        fprintf(stderr, "fuzz_store: cannot connect: %s\n", strerror(errno));
+        abort();
+    }
     struct timeval tv = {REPLY_TIMEOUT_S, 0};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -83,6 +86,10 @@ static void exchange(int port, const uint8_t *data, size_t size)
         if (errno == EINTR) continue;
         fail("the server neither answered nor closed the connection");
     }
+    /* close with a reset: this side sent the first FIN, so a normal close would leave the
+     * connection in TIME_WAIT, and a minute of fuzzing would use up the ephemeral ports */
+    struct linger reset = {1, 0};
+    setsockopt(fd, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
     close(fd);
 }
 
