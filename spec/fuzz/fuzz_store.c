@@ -10,6 +10,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <poll.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,13 +45,31 @@ static void check_parse(const uint8_t *data, size_t size)
     store_msg_clear(&m);
 }
 
+/* connect, which libFuzzer's timer signal (SIGALRM, each second) may interrupt: the connection
+ * then completes in the background, so wait for it instead of calling connect again */
+static bool connect_through_signals(int fd, const struct sockaddr_in *a)
+{
+    if (connect(fd, (const struct sockaddr *)a, sizeof *a) == 0) return true;
+    if (errno != EINTR) return false;
+    struct pollfd p = {.fd = fd, .events = POLLOUT};
+    int rc;
+    do {
+        rc = poll(&p, 1, REPLY_TIMEOUT_S * 1000);
+    } while (rc < 0 && errno == EINTR);
+    int err = rc == 1 ? 0 : ETIMEDOUT;
+    socklen_t len = sizeof err;
+    if (rc == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+    errno = err;
+    return err == 0;
+}
+
 static int dial(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+    if (fd < 0 || !connect_through_signals(fd, &a)) {
         fprintf(stderr, "fuzz_store: cannot connect: %s\n", strerror(errno));
         abort();
     }
