@@ -1,5 +1,5 @@
 /* dist/nccl_pg.c: the NCCL backend of process groups (backend='nccl', CUDA tensors), compiled
- * only with the CUDA backend: the communicator (unique id through the store, ncclCommInitRank),
+ * only with the CUDA backend: the communicator (unique id through the store, non-blocking init),
  * its stream and events, the operations, and the work hooks of NCCL operations.
  * defines: pg_nccl_backend (pg_backend.h); everything else is static. Gather, scatter and
  *          all-to-all are grouped ncclSend/ncclRecv (ncclGroupStart/End), reduce is ncclReduce.
@@ -7,7 +7,11 @@
  * One communicator per group, bound to one device: the calling thread's current CUDA device at
  * init (ddpl.cuda.set_device(LOCAL_RANK) first, as torchrun users do with PyTorch). Rank 0
  * creates the ncclUniqueId and publishes it in the store under "<prefix>nccl/id"; every rank
- * reads it and calls ncclCommInitRank on that device.
+ * reads it and calls ncclCommInitRankConfig on that device. The communicator is non-blocking
+ * (config.blocking = 0) so that init is bounded by the group's timeout instead of hanging on a
+ * peer that never joins: any NCCL call on it may return ncclInProgress, and settle() then waits
+ * (bounded) for the communicator's state to leave ncclInProgress before anything else is called
+ * or recorded on its stream.
  *
  * Operations never block the host. Each one: records an event on the device's compute stream
  * (cuda_stream_for, cuda_device.h), makes the communicator's own stream wait on it (inputs
@@ -220,6 +224,39 @@ static int stream_done(void *arg)
     return check_health(p->c, p->fname) < 0 ? -1 : 0;
 }
 
+/* 1 once the communicator's state has left ncclInProgress with success, 0 while in progress,
+ * -1 (error set for what) when the call that returned ncclInProgress failed. */
+typedef struct settle_poll {
+    ddpl_nccl *c;
+    const char *fname, *what;
+} settle_poll;
+
+static int comm_settled(void *arg)
+{
+    settle_poll *p = arg;
+    ncclResult_t state = ncclInProgress;
+    ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclCommGetAsyncError)(p->c->comm, &state);
+    if (r != ncclSuccess) return nccl_fail(p->c, r, p->fname, "ncclCommGetAsyncError");
+    if (state == ncclInProgress) return 0;
+    return state == ncclSuccess ? 1 : nccl_fail(p->c, state, p->fname, p->what);
+}
+
+/* Waits, bounded by the group's timeout, until the NCCL call `what` that returned ncclInProgress
+ * has finished. 0, or -1 with the error set and the communicator broken (aborted): a peer that
+ * never joins the init, or a call that cannot complete, leaves the ranks out of step. */
+static int settle(ddpl_nccl *c, const char *fname, const char *what)
+{
+    settle_poll p = {c, fname, what};
+    int d = poll_until(comm_settled, &p, c->timeout_s);
+    if (d == 1) return 0;
+    if (d == 0)
+        ddpl_error("%s: NCCL %s did not complete within %g s on rank %d of %d (cuda:%d): a peer "
+                   "did not join or is stuck (the group's timeout bounds it)",
+                   fname, what, c->timeout_s, c->rank, c->size, c->device);
+    break_comm(c);
+    return -1;
+}
+
 /* ----------------------------------------------------------------- communicator ---- */
 /* The id is rank 0's: it publishes it, the others wait for it (bounded by the timeout). */
 static int exchange_id(ddpl_store *st, const char *prefix, int rank, double timeout_s,
@@ -291,10 +328,17 @@ static ddpl_nccl *comm_connect(ddpl_store *st, const char *prefix, int rank, int
         rc = cuda_fail(c, e, f, "creating an event");
     else if ((e = cudaMalloc((void **)&c->one, sizeof(float))) != cudaSuccess)
         rc = cuda_fail(c, e, f, "allocating the barrier's scratch");
-    else if ((r = CUDA_DL(CUDA_LIB_NCCL, ncclCommInitRank)(&c->comm, size, id, rank)) !=
-             ncclSuccess) {
-        c->comm = NULL;
-        rc = nccl_fail(c, r, f, "ncclCommInitRank");
+    else {
+        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+        config.blocking = 0; /* returns at once; settle() bounds the wait for the peers */
+        r = CUDA_DL(CUDA_LIB_NCCL, ncclCommInitRankConfig)(&c->comm, size, id, rank, &config);
+        if (r == ncclInProgress) {
+            rc = settle(c, f, "ncclCommInitRank");
+        } else if (r != ncclSuccess) {
+            rc = nccl_fail(c, r, f, "ncclCommInitRank");
+            if (c->comm) CUDA_DL(CUDA_LIB_NCCL, ncclCommAbort)(c->comm);
+            c->comm = NULL;
+        }
     }
     leave(prev);
     /* a first collective proves the communicator works on every rank before init returns */
@@ -304,6 +348,17 @@ static ddpl_nccl *comm_connect(ddpl_store *st, const char *prefix, int rank, int
         return NULL;
     }
     return c;
+}
+
+/* Flushes the communicator's work and waits (bounded) until it is quiescent, so that the
+ * destroy that follows frees it without blocking: 1 when it is, else 0 (abort it instead). */
+static int finalize(ddpl_nccl *c)
+{
+    ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclCommFinalize)(c->comm);
+    if (r == ncclSuccess) return 1;
+    if (r != ncclInProgress) return 0;
+    settle_poll p = {c, "destroy_process_group", "ncclCommFinalize"};
+    return poll_until(comm_settled, &p, c->timeout_s) == 1;
 }
 
 /* Waits (bounded by the timeout) for queued operations, then destroys the communicator (aborts
@@ -322,6 +377,7 @@ static void comm_free(ddpl_nccl *c)
             snprintf(saved, sizeof saved, "%s", ddpl_last_error());
             stream_poll p = {c, c->stream, NULL, "destroy_process_group"};
             int d = poll_until(stream_done, &p, c->timeout_s);
+            if (d == 1 && c->comm) d = finalize(c);
             pthread_mutex_lock(&c->mu);
             if (c->comm) {
                 if (d == 1) {
@@ -450,6 +506,8 @@ static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
             break_comm(c); /* the ranks are out of step now */
             goto fail;
         }
+        /* the operation is on the stream only once the call has finished */
+        if (r == ncclInProgress && settle(c, f, "enqueueing") < 0) goto fail;
     }
     if ((e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming)) != cudaSuccess ||
         (e = cudaEventRecord(done, c->stream)) != cudaSuccess) {
@@ -777,7 +835,10 @@ static int comm_barrier_sync(ddpl_nccl *c, const char *fname)
     if (enter(c, &prev, fname) < 0) return -1;
     int rc = 0;
     ncclResult_t r = enq_barrier(NULL, c, c->stream);
-    if (r != ncclSuccess) rc = nccl_fail(c, r, fname, "the first allreduce");
+    if (r == ncclInProgress)
+        rc = settle(c, fname, "the first allreduce");
+    else if (r != ncclSuccess)
+        rc = nccl_fail(c, r, fname, "the first allreduce");
     if (rc == 0) {
         stream_poll p = {c, c->stream, NULL, fname};
         int d = poll_until(stream_done, &p, c->timeout_s);

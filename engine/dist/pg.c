@@ -568,9 +568,10 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     if (ddpl_store_set_prefix(pg->store, cfg->key_prefix) < 0) goto fail;
     const char *prefix = "pg0/";
     if (join_all(pg, prefix, "init_process_group") < 0) goto fail;
-    /* every rank is known to be there (join_all names the missing ones on a timeout), so a
-     * backend whose own rendezvous waits without a timeout (ncclCommInitRank) cannot hang on
-     * one that never came */
+    /* every rank is known to be there (join_all names the missing ones on a timeout) before a
+     * backend's own rendezvous starts; that one is bounded by the timeout too (NCCL's
+     * non-blocking init, nccl_pg.c), for a rank that dies in between or a bootstrap network
+     * that does not connect */
     pg->backend = backend;
     if (backend->connect(pg, prefix, bind) < 0) goto fail;
     log_group(pg);
