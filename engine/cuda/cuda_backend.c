@@ -5,6 +5,8 @@
 #include "core/alloc.h"
 #include "cuda_alloc.h"
 #include "cuda_device.h"
+#include "cuda_index.h"
+#include "cuda_index_check.h"
 #include "cuda_launch.h"
 #include "cuda_registry.h"
 
@@ -47,7 +49,12 @@ static void cuda_free(void *p, size_t nbytes, ddpl_device dev)
 
 static int cuda_copy_bytes(void *dst, ddpl_device dd, const void *src, ddpl_device sd, size_t n)
 {
-    if (dd.type == DDPL_CPU) return cuda_copy_d2h(dst, src, sd.index, n);
+    /* the host waited for the device: the deferred index checks are read now (their flags are
+     * ready), and an op's bad index fails this copy (cuda_index_check.h) */
+    if (dd.type == DDPL_CPU)
+        return cuda_copy_d2h(dst, src, sd.index, n) < 0
+                   ? -1
+                   : cuda_index_check_flush(sd.index, "a copy from cuda");
     if (sd.type == DDPL_CPU) return cuda_copy_h2d(dst, dd.index, src, n);
     return cuda_copy_d2d(dst, dd.index, src, sd.index, n);
 }
@@ -84,6 +91,7 @@ static int cuda_start(void)
      * when a device is first used or chosen (cuda_set_device, cuda_stream_for), so the ranks of
      * a node, which each pick their own GPU, do not all create contexts on GPU 0. */
     cuda_alloc_setup(&raw_calls);
+    cuda_index_check_setup(&cuda_index_check_raw_calls);
     void (*const families[])(ddpl_kernel *) = {
         cuda_register_pointwise, cuda_register_reduce, cuda_register_index, cuda_register_softmax,
         cuda_register_nn,        cuda_register_optim,  cuda_register_blas,  cuda_register_attention,
@@ -95,7 +103,9 @@ static int cuda_start(void)
 
 static int cuda_synchronize(void)
 {
-    return cuda_rt_synchronize("cuda.synchronize");
+    if (cuda_rt_synchronize("cuda.synchronize") < 0) return -1;
+    int dev = cuda_dev_current();
+    return dev < 0 ? -1 : cuda_index_check_flush(dev, "cuda.synchronize");
 }
 
 /* The CUDA runtime's current device is per thread, as PyTorch's; kernels launch on it. */

@@ -1,6 +1,7 @@
 /* cuda/cuda_index.cu: kernels that pick and scatter elements by int64 indices: index_select,
- * index_add, gather, scatter_add, and the bad-index flag (cuda_index.h) they and nll_loss use.
- * defines: cuda_bad_begin, cuda_bad_end, cuda_read_i64, cuda_launch_index_select,
+ * index_add, gather, scatter_add, and the raw device calls of the deferred bad-index checks
+ * (cuda_index_check.h) they and nll_loss record into.
+ * defines: cuda_index_check_raw_calls, cuda_read_i64, cuda_launch_index_select,
  *          cuda_launch_index_add, cuda_launch_gather, cuda_launch_scatter_add.
  *
  * One thread per element of the iteration shape (grid-stride), offsets decoded from the
@@ -12,24 +13,43 @@
  * (wrapping) and bool (logical or, as the CPU's int64 add stored back to bool). Floating adds
  * therefore accumulate in an unspecified order: index_add and scatter_add are not bitwise
  * reproducible with duplicate indices, as in PyTorch. */
+#include "cuda_device.h"
 #include "cuda_index.h"
+#include "cuda_index_check.h"
 #include "cuda_typed.cuh"
 
-/* ---- the bad-index flag ---- */
-extern "C" int cuda_bad_begin(void *flag, const char *what)
+/* ---- the raw calls of the deferred checks (cuda_index_check.h) ---- */
+static void *flags_alloc(int device, size_t nbytes)
 {
-    return cuda_check(cudaMemsetAsync(flag, 0xff, sizeof(unsigned long long), cuda_stream()), what);
+    void *p = NULL;
+    int prev = 0;
+    if (cuda_check(cudaGetDevice(&prev), "cuda index check") < 0 ||
+        cuda_check(cudaSetDevice(device), "cuda index check") < 0)
+        return NULL;
+    if (cuda_check(cudaMalloc(&p, nbytes), "cuda index check (allocating its flags)") < 0) p = NULL;
+    cudaSetDevice(prev);
+    return p;
 }
 
-extern "C" int cuda_bad_end(const void *flag, int64_t *pos, const char *what)
+static int flag_reset(void *flag, int device)
 {
-    cudaStream_t st = cuda_stream();
-    unsigned long long h = ~0ull;
-    int rc = cuda_check(cudaMemcpyAsync(&h, flag, sizeof h, cudaMemcpyDeviceToHost, st), what);
-    if (rc == 0) rc = cuda_check(cudaStreamSynchronize(st), what);
-    *pos = rc == 0 && h != ~0ull ? (int64_t)h : -1;
-    return rc;
+    cudaStream_t st = (cudaStream_t)cuda_stream_for(device);
+    if (!st) return -1;
+    return cuda_check(cudaMemsetAsync(flag, 0xff, sizeof(unsigned long long), st),
+                      "cuda index check");
 }
+
+static int flags_read(uint64_t *dst, const void *src, size_t n, int device)
+{
+    cudaStream_t st = (cudaStream_t)cuda_stream_for(device);
+    if (!st) return -1;
+    int rc = cuda_check(cudaMemcpyAsync(dst, src, n * sizeof *dst, cudaMemcpyDeviceToHost, st),
+                        "cuda index check (reading its flags)");
+    return rc == 0 ? cuda_check(cudaStreamSynchronize(st), "cuda index check") : rc;
+}
+
+extern "C" const cuda_index_check_raw cuda_index_check_raw_calls = {flags_alloc, flag_reset,
+                                                                    flags_read};
 
 extern "C" int cuda_read_i64(const void *p, int64_t *v, const char *what)
 {
@@ -188,33 +208,28 @@ __global__ void index_select_kernel(E *out, const E *x, const long long *index, 
     }
 }
 
-/* Runs the check kernel over index, then `launch` (which may enqueue nothing), then reads the
- * flag: the one synchronisation of the op. */
+/* Runs the check kernel over index (1-D ops; gather and scatter_add check inside their own
+ * kernel), then `launch`. The flag is read later (cuda_index_check.h): no synchronisation. */
 template <typename F>
 static int checked(const char *what, const long long *index, int64_t istride, int64_t n_index,
-                   int64_t bound, void *flag, int64_t *bad, F launch)
+                   int64_t bound, void *flag, F launch)
 {
-    *bad = -1;
-    if (cuda_bad_begin(flag, what) < 0) return -1;
-    int rc = 0;
     if (n_index > 0) {
         check_index_kernel<<<cuda_blocks(n_index), CUDA_THREADS, 0, cuda_stream()>>>(
             index, istride, n_index, bound, (unsigned long long *)flag);
-        rc = cuda_check(cudaGetLastError(), what);
+        if (cuda_check(cudaGetLastError(), what) < 0) return -1;
     }
-    if (rc == 0) rc = launch((unsigned long long *)flag);
-    if (rc < 0) return -1;
-    return cuda_bad_end(flag, bad, what);
+    return launch((unsigned long long *)flag);
 }
 
 extern "C" int cuda_launch_index_select(void *out, const void *x, int dtype, const int64_t *index,
                                         int64_t istride, int64_t n_index, const cuda_index_geom *g,
-                                        void *flag, int64_t *bad)
+                                        void *flag)
 {
     const cuda_index_geom G = *g;
     const long long *ix = (const long long *)index;
     return checked(
-        "index_select", ix, istride, n_index, G.bound, flag, bad, [&](unsigned long long *) -> int {
+        "index_select", ix, istride, n_index, G.bound, flag, [&](unsigned long long *) -> int {
             if (G.n == 0) return 0;
             cudaStream_t st = cuda_stream();
             /* contiguous layouts: glue passes ndim == -1 with (pre, n, post) in
@@ -256,12 +271,12 @@ __global__ void index_add_kernel(T *out, const T *src, const long long *index, i
 
 extern "C" int cuda_launch_index_add(void *out, const void *src, int dtype, const int64_t *index,
                                      int64_t istride, int64_t n_index, const cuda_index_geom *g,
-                                     void *flag, int64_t *bad)
+                                     void *flag)
 {
     const cuda_index_geom G = *g;
     const long long *ix = (const long long *)index;
     return checked(
-        "index_add", ix, istride, n_index, G.bound, flag, bad, [&](unsigned long long *) -> int {
+        "index_add", ix, istride, n_index, G.bound, flag, [&](unsigned long long *) -> int {
             if (G.n == 0) return 0;
             cudaStream_t st = cuda_stream();
             int rc = -1;
@@ -324,11 +339,11 @@ __global__ void scatter_add_kernel(T *out, const T *src, const long long *index,
 }
 
 extern "C" int cuda_launch_gather(void *out, const void *x, int dtype, const int64_t *index,
-                                  const cuda_index_geom *g, void *flag, int64_t *bad)
+                                  const cuda_index_geom *g, void *flag)
 {
     const cuda_index_geom G = *g;
     const long long *ix = (const long long *)index;
-    return checked("gather", ix, 1, 0, G.bound, flag, bad, [&](unsigned long long *f) -> int {
+    return checked("gather", ix, 1, 0, G.bound, flag, [&](unsigned long long *f) -> int {
         if (G.n == 0) return 0;
         DISPATCH_SIZE(dtype_size(dtype), {
             gather_kernel<E><<<cuda_blocks(G.n), CUDA_THREADS, 0, cuda_stream()>>>(
@@ -339,11 +354,11 @@ extern "C" int cuda_launch_gather(void *out, const void *x, int dtype, const int
 }
 
 extern "C" int cuda_launch_scatter_add(void *out, const void *src, int dtype, const int64_t *index,
-                                       const cuda_index_geom *g, void *flag, int64_t *bad)
+                                       const cuda_index_geom *g, void *flag)
 {
     const cuda_index_geom G = *g;
     const long long *ix = (const long long *)index;
-    return checked("scatter_add", ix, 1, 0, G.bound, flag, bad, [&](unsigned long long *f) -> int {
+    return checked("scatter_add", ix, 1, 0, G.bound, flag, [&](unsigned long long *f) -> int {
         if (G.n == 0) return 0;
         int rc = -1;
         CUDA_DISPATCH_ALL(dtype, rc = ddpl_error("scatter_add: unsupported dtype %d", dtype), {

@@ -2,28 +2,14 @@
  * index_select, index_add, gather, scatter_add.
  * defines: cuda_register_index.
  *
- * Each op synchronises once with the compute stream to learn whether an index was out of range
- * (cuda_index.h); the error then names the op, the first bad index value (read back from the
- * device), the dim and its size, as the CPU kernels do. */
+ * Each op takes a bad-index flag from cuda_index_check_push and returns without waiting for the
+ * device; an index out of range is reported at the next synchronisation (cuda_index_check.h),
+ * with the message of the CPU kernels: the op, the first bad index value (read back from the
+ * device then), the dim and its size. */
 #include "cuda_index.h"
+#include "cuda_index_check.h"
 #include "cuda_registry.h"
 #include "ops/kernel_params.h"
-
-static int index_error(const char *op, const int64_t *index_base, int64_t offset, int dim,
-                       int64_t size)
-{
-    int64_t v = 0;
-    if (cuda_read_i64(index_base + offset, &v, op) < 0) return -1;
-    return ddpl_error("%s: index %lld is out of range for dimension %d with size %lld on cuda", op,
-                      (long long)v, dim, (long long)size);
-}
-
-/* The op's bad-index flag: a one-element int64 device tensor (cuda_index.h). */
-static ddpl_tensor *flag_new(ddpl_device dev)
-{
-    int64_t one = 1;
-    return ddpl_tensor_new(1, &one, DDPL_INT64, dev);
-}
 
 /* Element offset of row-major position pos in t. */
 static int64_t offset_of(const ddpl_tensor *t, int64_t pos)
@@ -34,6 +20,23 @@ static int64_t offset_of(const ddpl_tensor *t, int64_t pos)
         pos /= t->sizes[d];
     }
     return off;
+}
+
+static int index_report(const cuda_index_pending *p, int64_t pos)
+{
+    int64_t v = 0;
+    const int64_t *base = (const int64_t *)ddpl_data_ptr(p->index);
+    if (cuda_read_i64(base + offset_of(p->index, pos), &v, p->op) < 0) return -1;
+    return ddpl_error("%s: index %lld is out of range for dimension %d with size %lld on cuda",
+                      p->op, (long long)v, p->dim, (long long)p->bound);
+}
+
+/* The op's flag on index's device (NULL with the error). */
+static void *flag_for(const char *op, ddpl_tensor *index, int dim, int64_t bound)
+{
+    cuda_index_pending p = {
+        .op = op, .index = index, .dim = dim, .bound = bound, .report = index_report};
+    return cuda_index_check_push(index->device.index, &p);
 }
 
 /* Geometry over `over` (a 0-dim tensor counts as one element of a 1-D shape), with the strides
@@ -76,15 +79,10 @@ static int cuda_index_select(ddpl_tensor **out, ddpl_tensor **in, const void *pa
     } else {
         g = geom_over(o, o, x, NULL, dim, size);
     }
-    int64_t bad;
-    ddpl_tensor *flag = flag_new(x->device);
-    int rc = flag ? cuda_launch_index_select(ddpl_data_ptr(o), ddpl_data_ptr(x), x->dtype, idx,
-                                             istride, n, &g, ddpl_data_ptr(flag), &bad)
-                  : -1;
-    ddpl_tensor_release(flag);
-    if (rc < 0) return -1;
-    if (bad >= 0) return index_error("index_select", idx, bad * istride, dim, size);
-    return 0;
+    void *flag = flag_for("index_select", index, dim, size);
+    if (!flag) return -1;
+    return cuda_launch_index_select(ddpl_data_ptr(o), ddpl_data_ptr(x), x->dtype, idx, istride, n,
+                                    &g, flag);
 }
 
 /* out[0] (accumulated in place) along dim at in[0] (int64 1-D) += in[1]; dtypes equal. */
@@ -96,15 +94,10 @@ static int cuda_index_add(ddpl_tensor **out, ddpl_tensor **in, const void *param
     int64_t n = ddpl_tensor_numel(index), istride = index->ndim ? index->strides[0] : 1;
     int64_t size = o->ndim ? o->sizes[dim] : 1;
     cuda_index_geom g = geom_over(src, o, src, NULL, dim, size);
-    int64_t bad;
-    ddpl_tensor *flag = flag_new(o->device);
-    int rc = flag ? cuda_launch_index_add(ddpl_data_ptr(o), ddpl_data_ptr(src), o->dtype, idx,
-                                          istride, n, &g, ddpl_data_ptr(flag), &bad)
-                  : -1;
-    ddpl_tensor_release(flag);
-    if (rc < 0) return -1;
-    if (bad >= 0) return index_error("index_add", idx, bad * istride, dim, size);
-    return 0;
+    void *flag = flag_for("index_add", index, dim, size);
+    if (!flag) return -1;
+    return cuda_launch_index_add(ddpl_data_ptr(o), ddpl_data_ptr(src), o->dtype, idx, istride, n,
+                                 &g, flag);
 }
 
 /* out[0] (index's shape) <- in[0] gathered along dim by in[1] (int64, in[0]'s rank). */
@@ -115,15 +108,9 @@ static int cuda_gather(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     int64_t size = x->ndim ? x->sizes[dim] : 1;
     cuda_index_geom g = geom_over(index, index, x, o, dim, size);
     const int64_t *idx = (const int64_t *)ddpl_data_ptr(index);
-    int64_t bad;
-    ddpl_tensor *flag = flag_new(x->device);
-    int rc = flag ? cuda_launch_gather(ddpl_data_ptr(o), ddpl_data_ptr(x), x->dtype, idx, &g,
-                                       ddpl_data_ptr(flag), &bad)
-                  : -1;
-    ddpl_tensor_release(flag);
-    if (rc < 0) return -1;
-    if (bad >= 0) return index_error("gather", idx, offset_of(index, bad), dim, size);
-    return 0;
+    void *flag = flag_for("gather", index, dim, size);
+    if (!flag) return -1;
+    return cuda_launch_gather(ddpl_data_ptr(o), ddpl_data_ptr(x), x->dtype, idx, &g, flag);
 }
 
 /* out[0] (accumulated in place) += in[1] scattered along dim by in[0] (int64, in[1]'s rank). */
@@ -134,15 +121,9 @@ static int cuda_scatter_add(ddpl_tensor **out, ddpl_tensor **in, const void *par
     int64_t size = o->ndim ? o->sizes[dim] : 1;
     cuda_index_geom g = geom_over(index, index, o, src, dim, size);
     const int64_t *idx = (const int64_t *)ddpl_data_ptr(index);
-    int64_t bad;
-    ddpl_tensor *flag = flag_new(o->device);
-    int rc = flag ? cuda_launch_scatter_add(ddpl_data_ptr(o), ddpl_data_ptr(src), o->dtype, idx, &g,
-                                            ddpl_data_ptr(flag), &bad)
-                  : -1;
-    ddpl_tensor_release(flag);
-    if (rc < 0) return -1;
-    if (bad >= 0) return index_error("scatter_add", idx, offset_of(index, bad), dim, size);
-    return 0;
+    void *flag = flag_for("scatter_add", index, dim, size);
+    if (!flag) return -1;
+    return cuda_launch_scatter_add(ddpl_data_ptr(o), ddpl_data_ptr(src), o->dtype, idx, &g, flag);
 }
 
 void cuda_register_index(ddpl_kernel *k)

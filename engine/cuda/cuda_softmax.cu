@@ -335,10 +335,8 @@ __global__ void nll_sum_kernel(T *loss, T *total, const T *logp, const long long
 extern "C" int cuda_launch_nll_loss(void *loss, void *total, const void *logp,
                                     const int64_t *target, const void *weight, int dtype, int64_t N,
                                     int64_t C, int64_t S, bool none, bool mean,
-                                    int64_t ignore_index, void *flag, int64_t *bad)
+                                    int64_t ignore_index, void *flag)
 {
-    *bad = -1;
-    if (cuda_bad_begin(flag, "nll_loss") < 0) return -1;
     cudaStream_t st = cuda_stream();
     const long long *tg = (const long long *)target;
     int rc = -1;
@@ -357,8 +355,7 @@ extern "C" int cuda_launch_nll_loss(void *loss, void *total, const void *logp,
             rc = cuda_check(cudaGetLastError(), "nll_loss");
         }
     })
-    if (rc < 0) return -1;
-    return cuda_bad_end(flag, bad, "nll_loss");
+    return rc;
 }
 
 /* dlogp (zeroed first) at each non-ignored target <- -weight[t] * grad (/ total for mean) */
@@ -387,16 +384,14 @@ __global__ void nll_backward_kernel(T *dlogp, const T *grad, const long long *ta
 extern "C" int cuda_launch_nll_loss_backward(void *dlogp, const void *grad, const int64_t *target,
                                              const void *weight, const void *total, int dtype,
                                              int64_t N, int64_t C, int64_t S, bool none, bool mean,
-                                             int64_t ignore_index, void *flag, int64_t *bad)
+                                             int64_t ignore_index, void *flag)
 {
-    *bad = -1;
     cudaStream_t st = cuda_stream();
     size_t esz = dtype == DDPL_FLOAT64 ? 8 : dtype == DDPL_FLOAT32 ? 4 : 2;
     if (N * C * S > 0 && cuda_check(cudaMemsetAsync(dlogp, 0, (size_t)(N * C * S) * esz, st),
                                     "nll_loss_backward") < 0)
         return -1;
     if (N * S == 0) return 0;
-    if (cuda_bad_begin(flag, "nll_loss_backward") < 0) return -1;
     const long long *tg = (const long long *)target;
     int rc = -1;
     CUDA_DISPATCH_FLOAT(
@@ -407,6 +402,5 @@ extern "C" int cuda_launch_nll_loss_backward(void *dlogp, const void *grad, cons
                 (unsigned long long *)flag);
             rc = cuda_check(cudaGetLastError(), "nll_loss_backward");
         })
-    if (rc < 0) return -1;
-    return cuda_bad_end(flag, bad, "nll_loss_backward");
+    return rc;
 }

@@ -22,17 +22,17 @@ int cuda_launch_softmax_backward(void *dx, const void *g, const void *y, int dty
                                  int64_t D, int64_t inner, bool log);
 
 /* loss ((N,S) when none, else 0-dim), total (0-dim) <- logp (N,C,S), target (N,S) int64,
- * weight (C) or NULL; all contiguous, of dtype except target. *bad: the first position in
- * target of a class out of range (not ignore_index), or -1; flag: 8 bytes of device memory for
- * recording it. Synchronises once (cuda_index.h). */
+ * weight (C) or NULL; all contiguous, of dtype except target. flag (cuda_index_check_push)
+ * records the first position in target of a class out of range (not ignore_index); nothing
+ * waits for the device (cuda_index_check.h reads the flag later). */
 int cuda_launch_nll_loss(void *loss, void *total, const void *logp, const int64_t *target,
                          const void *weight, int dtype, int64_t N, int64_t C, int64_t S, bool none,
-                         bool mean, int64_t ignore_index, void *flag, int64_t *bad);
-/* dlogp (N,C,S) <- grad (the loss's shape), target, weight?, total (0-dim). */
+                         bool mean, int64_t ignore_index, void *flag);
+/* dlogp (N,C,S) <- grad (the loss's shape), target, weight?, total (0-dim); flag as above. */
 int cuda_launch_nll_loss_backward(void *dlogp, const void *grad, const int64_t *target,
                                   const void *weight, const void *total, int dtype, int64_t N,
                                   int64_t C, int64_t S, bool none, bool mean, int64_t ignore_index,
-                                  void *flag, int64_t *bad);
+                                  void *flag);
 
 #ifdef __cplusplus
 }

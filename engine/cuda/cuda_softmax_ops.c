@@ -3,9 +3,11 @@
  * defines: cuda_register_softmax.
  *
  * The ops hand these kernels contiguous tensors (softmax's x and y, nll's logp as (N,C,S) and
- * target as (N,S)), so the glue only reads sizes. nll_loss and its backward synchronise once to
- * check the targets (cuda_index.h). */
+ * target as (N,S)), so the glue only reads sizes. nll_loss and its backward check the targets
+ * without waiting for the device: a target out of range is reported at the next
+ * synchronisation (cuda_index_check.h). */
 #include "cuda_index.h"
+#include "cuda_index_check.h"
 #include "cuda_registry.h"
 #include "cuda_softmax.h"
 #include "ddpl/ops.h"
@@ -65,20 +67,22 @@ static int cuda_log_softmax_backward(ddpl_tensor **out, ddpl_tensor **in, const 
 }
 
 /* The message of cpu_loss.c, naming the first bad target (read back from the device). */
-static int target_error(const ddpl_tensor *target, int64_t pos, int64_t C, int64_t ignore_index)
+static int target_report(const cuda_index_pending *p, int64_t pos)
 {
     int64_t t = 0;
-    if (cuda_read_i64((const int64_t *)ddpl_data_ptr(target) + pos, &t, "nll_loss") < 0) return -1;
+    if (cuda_read_i64((const int64_t *)ddpl_data_ptr(p->index) + pos, &t, p->op) < 0) return -1;
     return ddpl_error("nll_loss: target %lld is out of bounds for %lld classes (valid: 0 to %lld, "
                       "or ignore_index %lld) on cuda",
-                      (long long)t, (long long)C, (long long)(C - 1), (long long)ignore_index);
+                      (long long)t, (long long)p->bound, (long long)(p->bound - 1),
+                      (long long)p->extra);
 }
 
-/* The bad-target flag: a one-element int64 device tensor (cuda_index.h). */
-static ddpl_tensor *flag_new(ddpl_device dev)
+/* The op's bad-target flag on target's device (NULL with the error; cuda_index_check.h). */
+static void *target_flag(const char *op, ddpl_tensor *target, int64_t C, int64_t ignore_index)
 {
-    int64_t one = 1;
-    return ddpl_tensor_new(1, &one, DDPL_INT64, dev);
+    cuda_index_pending p = {
+        .op = op, .index = target, .bound = C, .extra = ignore_index, .report = target_report};
+    return cuda_index_check_push(target->device.index, &p);
 }
 
 /* out[0] loss ((N,S) for reduction none, else 0-dim), out[1] total_weight (0-dim);
@@ -87,19 +91,14 @@ static int cuda_nll_loss(ddpl_tensor **out, ddpl_tensor **in, const void *params
 {
     const ddpl_nll_params *p = params;
     const ddpl_tensor *logp = in[0];
-    int64_t N = logp->sizes[0], C = logp->sizes[1], S = logp->sizes[2], bad;
-    ddpl_tensor *flag = flag_new(logp->device);
-    int rc = flag ? cuda_launch_nll_loss(ddpl_data_ptr(out[0]), ddpl_data_ptr(out[1]),
-                                         ddpl_data_ptr(logp), (const int64_t *)ddpl_data_ptr(in[1]),
-                                         in[2] ? ddpl_data_ptr(in[2]) : NULL, logp->dtype, N, C, S,
-                                         p->reduction == DDPL_REDUCTION_NONE,
-                                         p->reduction == DDPL_REDUCTION_MEAN, p->ignore_index,
-                                         ddpl_data_ptr(flag), &bad)
-                  : -1;
-    ddpl_tensor_release(flag);
-    if (rc < 0) return -1;
-    if (bad >= 0) return target_error(in[1], bad, C, p->ignore_index);
-    return 0;
+    int64_t N = logp->sizes[0], C = logp->sizes[1], S = logp->sizes[2];
+    void *flag = target_flag("nll_loss", in[1], C, p->ignore_index);
+    if (!flag) return -1;
+    return cuda_launch_nll_loss(ddpl_data_ptr(out[0]), ddpl_data_ptr(out[1]), ddpl_data_ptr(logp),
+                                (const int64_t *)ddpl_data_ptr(in[1]),
+                                in[2] ? ddpl_data_ptr(in[2]) : NULL, logp->dtype, N, C, S,
+                                p->reduction == DDPL_REDUCTION_NONE,
+                                p->reduction == DDPL_REDUCTION_MEAN, p->ignore_index, flag);
 }
 
 /* out[0] dlogp (N,C,S); in[0] grad (the loss's shape), in[1] target, in[2] weight?,
@@ -108,19 +107,14 @@ static int cuda_nll_loss_backward(ddpl_tensor **out, ddpl_tensor **in, const voi
 {
     const ddpl_nll_params *p = params;
     ddpl_tensor *dlogp = out[0];
-    int64_t N = dlogp->sizes[0], C = dlogp->sizes[1], S = dlogp->sizes[2], bad;
-    ddpl_tensor *flag = flag_new(dlogp->device);
-    int rc =
-        flag ? cuda_launch_nll_loss_backward(
-                   ddpl_data_ptr(dlogp), ddpl_data_ptr(in[0]),
-                   (const int64_t *)ddpl_data_ptr(in[1]), in[2] ? ddpl_data_ptr(in[2]) : NULL,
-                   ddpl_data_ptr(in[3]), dlogp->dtype, N, C, S, p->reduction == DDPL_REDUCTION_NONE,
-                   p->reduction == DDPL_REDUCTION_MEAN, p->ignore_index, ddpl_data_ptr(flag), &bad)
-             : -1;
-    ddpl_tensor_release(flag);
-    if (rc < 0) return -1;
-    if (bad >= 0) return target_error(in[1], bad, C, p->ignore_index);
-    return 0;
+    int64_t N = dlogp->sizes[0], C = dlogp->sizes[1], S = dlogp->sizes[2];
+    void *flag = target_flag("nll_loss_backward", in[1], C, p->ignore_index);
+    if (!flag) return -1;
+    return cuda_launch_nll_loss_backward(
+        ddpl_data_ptr(dlogp), ddpl_data_ptr(in[0]), (const int64_t *)ddpl_data_ptr(in[1]),
+        in[2] ? ddpl_data_ptr(in[2]) : NULL, ddpl_data_ptr(in[3]), dlogp->dtype, N, C, S,
+        p->reduction == DDPL_REDUCTION_NONE, p->reduction == DDPL_REDUCTION_MEAN, p->ignore_index,
+        flag);
 }
 
 void cuda_register_softmax(ddpl_kernel *k)
