@@ -32,7 +32,6 @@ torch 1.13 has no is_causal: a case whose Lua options say is_causal = true is co
 with the explicit (L, S) causal mask (True above the diagonal). Tensors use tools/gen_fixtures.py's
 format (read by spec/helpers.lua). Everything is seeded.
 """
-import argparse
 import os
 import sys
 
@@ -41,7 +40,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_fixtures import OUT_DIR, ROOT, Tensor, lua_value  # noqa: E402  (shared writer)
+from gen_fixtures import Tensor, fixture_main, lua_value  # noqa: E402  (shared writer)
 
 F64 = torch.float64
 GEN = torch.Generator().manual_seed(20261202)
@@ -301,26 +300,6 @@ def write(cases):
     return '\n'.join(lines) + '\n'
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--check', action='store_true', help='compare with the file on disk')
-    ap.add_argument('--out', default=OUT_DIR)
-    args = ap.parse_args()
-    torch.set_num_threads(1)  # reproducible reductions
-    text = write(mha_cases() + encoder_cases())
-    path = os.path.join(args.out, 'transformer_layers.lua')
-    if args.check:
-        old = open(path).read() if os.path.exists(path) else None
-        if old != text:
-            print('stale fixture (rerun tools/gen_transformer_fixtures.py):', path)
-            return 1
-        return 0
-    os.makedirs(args.out, exist_ok=True)
-    with open(path, 'w') as f:
-        f.write(text)
-    print('%-50s %7d bytes' % (os.path.relpath(path, ROOT), len(text)))
-    return 0
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(fixture_main(__doc__, 'tools/gen_transformer_fixtures.py',
+                          lambda: ('transformer_layers', write(mha_cases() + encoder_cases()))))
