@@ -231,11 +231,18 @@ describe('nn.MultiheadAttention', function()
 
     it("takes the fused CPU kernel when it applies, with the composition's values", function()
         local old = ddpl._sdpa_cpu_fused_min_bytes(0)
+        local orig, grad_fns = C.scaled_dot_product_attention, {}
+        C.scaled_dot_product_attention = function(...)
+            local y = orig(...)
+            grad_fns[#grad_fns + 1] = y.grad_fn
+            return y
+        end
         local ok, err = pcall(function()
             local m = nn.MultiheadAttention(8, 2):double()
             local x = data({5, 3, 8}, 12)
             x.requires_grad = true
             local fused = m(x, x, x, {need_weights = false})
+            assert.are.same({'ScaledDotProductAttentionBackward'}, grad_fns)
             local g1 = ddpl.autograd.grad({fused:sum()}, {x, m.in_proj_weight})
             local composed = m(x, x, x)
             local g2 = ddpl.autograd.grad({composed:sum()}, {x, m.in_proj_weight})
@@ -243,6 +250,7 @@ describe('nn.MultiheadAttention', function()
             H.assert_close(g1[1], g2[1], 1e-10, 1e-12, 'grad of x')
             H.assert_close(g1[2], g2[2], 1e-10, 1e-12, 'grad of in_proj_weight')
         end)
+        C.scaled_dot_product_attention = orig
         ddpl._sdpa_cpu_fused_min_bytes(old)
         assert(ok, err)
     end)
