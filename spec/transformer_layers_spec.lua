@@ -4,8 +4,8 @@
 -- float64, PyTorch's state_dict loaded unchanged): outputs, attention weights (averaged and per
 -- head), the gradients of the inputs and of every parameter, for bool and float masks, key
 -- padding, is_causal, batch_first both ways, kdim/vdim, unbatched inputs, add_bias_kv,
--- add_zero_attn, norm_first both ways, relu/gelu. Then float64 gradchecks, PyTorch's
--- initialisation, the choice of the fused attention path, dropout, the deep copies of
+-- add_zero_attn, norm_first both ways, relu/gelu. Then float64 gradchecks and a gradgradcheck,
+-- PyTorch's initialisation, the choice of the fused attention path, dropout, the deep copies of
 -- TransformerEncoder, and errors for bad input.
 local H = require 'helpers'
 local ddpl = H.ddpl
@@ -146,6 +146,18 @@ describe('multi_head_attention_forward gradcheck (float64)', function()
         ts[1].requires_grad = true
         assert.is_true(ddpl.autograd.gradcheck(mha({is_causal = true,
                                                     average_attn_weights = false}), ts))
+    end)
+
+    it('gradgradcheck (second derivatives, for gradient penalties), both paths', function()
+        local ts = inputs()
+        for _, nw in ipairs({true, false}) do
+            assert.is_true(ddpl.autograd.gradgradcheck(function(x, w, ow)
+                local out = F.multi_head_attention_forward(x, x, x, E, Hh, w, nil, nil, nil,
+                                                           false, 0, ow, nil, {need_weights = nw,
+                                                           key_padding_mask = kpm:narrow(1, 0, 3)})
+                return out
+            end, {ts[1], ts[4], ts[6]}))
+        end
     end)
 
     it('TransformerEncoderLayer (input gradient), post-norm and norm_first', function()
