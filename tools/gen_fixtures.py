@@ -200,6 +200,30 @@ def write_fixture(name, cases, header):
     return name, '\n'.join(lines) + '\n'
 
 
+def fixture_main(doc, tool, render):
+    """The command line of a generator of one fixture file: render() -> (name, text) is written to
+    spec/fixtures/<name>.lua (or --out), or with --check compared with the file there (exit 1 when
+    it differs). tool names the generator in the message."""
+    ap = argparse.ArgumentParser(description=doc.split('\n')[0])
+    ap.add_argument('--check', action='store_true', help='compare with the file on disk')
+    ap.add_argument('--out', default=OUT_DIR)
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # reproducible reductions
+    name, text = render()
+    path = os.path.join(args.out, name + '.lua')
+    if args.check:
+        old = open(path).read() if os.path.exists(path) else None
+        if old != text:
+            print('stale fixture (rerun %s): %s' % (tool, path))
+            return 1
+        return 0
+    os.makedirs(args.out, exist_ok=True)
+    with open(path, 'w') as f:
+        f.write(text)
+    print('%-50s %7d bytes' % (os.path.relpath(path, ROOT), len(text)))
+    return 0
+
+
 # ---------------------------------------------------------------------------------------------
 # case builders
 

@@ -5,7 +5,8 @@
 --          binary_cross_entropy binary_cross_entropy_with_logits l1_loss smooth_l1_loss
 --          huber_loss kl_div (functional_losses.lua), leaky_relu elu softplus
 --          (functional_activations.lua), one_hot pad (functional_shape.lua), group_norm rms_norm
---          conv1d (functional_layers.lua).
+--          conv1d (functional_layers.lua), multi_head_attention_forward
+--          (functional_attention.lua).
 --
 -- The C functions (engine/lua/bind_functional.c) run on every forward pass, so their
 -- PyTorch-style option parsing is not paid in Lua. Arguments are PyTorch's, positionally or by
@@ -17,7 +18,8 @@ require 'ddplua.core' -- registers the C table below
 local F = require 'ddplua.core.functional'
 
 for _, name in ipairs({'ddplua.nn.functional_losses', 'ddplua.nn.functional_activations',
-                       'ddplua.nn.functional_shape', 'ddplua.nn.functional_layers'}) do
+                       'ddplua.nn.functional_shape', 'ddplua.nn.functional_layers',
+                       'ddplua.nn.functional_attention'}) do
     for fname, fn in pairs(require(name)) do
         assert(F[fname] == nil, 'nn.functional: ' .. fname .. ' is defined twice')
         F[fname] = fn

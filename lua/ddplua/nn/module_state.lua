@@ -3,7 +3,8 @@
 --          registered names), State.set(m, k, v) (__newindex: registration by assignment),
 --          State.register(m, kind, name, v, fname [, persistent]), State.entries(m, kind)
 --          (ordered {name, value} pairs, nil values included), State.remove(m, name) (drops a
---          registered name and its slot: the dict containers' pop).
+--          registered name and its slot: the dict containers' pop), State.persistent(m, name),
+--          State.attributes(m) (the plain attributes: module_copy.lua).
 --
 -- Each registry is an ordered dictionary (keys in registration order, a key keeps its place
 -- when re-assigned) because named_parameters and state_dict must list names in the order
@@ -131,6 +132,13 @@ end
 
 function State.persistent(m, name)
     return not rawget(m, '__nonpersistent')[name]
+end
+
+-- The plain attributes (everything not registered) as a new name -> value table.
+function State.attributes(m)
+    local out = {}
+    for k, v in pairs(rawget(m, '__attrs')) do out[k] = v end
+    return out
 end
 
 return State
