@@ -68,11 +68,13 @@ static ddpl_tensor *then(ddpl_tensor *next, ddpl_tensor *done)
  * size or dtype the fused kernel lacks; the op then composes. */
 #define SDPA_UNSUPPORTED 1
 
-/* On the CPU the fused kernel saves memory (no (B,H,L,S) scores) but is slower than two GEMMs
- * and a softmax: 1.3-2.2x at GPT-tiny to GPT-2-block shapes, 1 and 2 threads (B4 H12 L256 E64,
- * causal, forward+backward: 73.7 vs 52.3 ms on one thread). So the CPU composes unless the
- * scores would take at least this many bytes; specs set it to 0 to test the fused kernel. */
-static _Atomic int64_t cpu_fused_min_score_bytes = (int64_t)256 << 20;
+/* On the CPU the fused kernel (cpu/cpu_attention.c: GEMM tiles, online softmax, causal key
+ * blocks skipped) measured faster than two GEMMs and a softmax at every shape tried, 1 and 2
+ * threads, forward and forward+backward: 1.8-2x at the GPT config (B4 H4 T256 E64 causal),
+ * 1.05x non-causal, 3-7x at T=1024 (docs/cpu-attention.md, bench/attention). So every call the
+ * kernel covers is fused (the threshold is 0 bytes of scores); bench/attention raises it to
+ * force the composition for its A/B comparison. */
+static _Atomic int64_t cpu_fused_min_score_bytes = 0;
 
 int64_t ddpl_sdpa_cpu_fused_min_bytes(int64_t bytes)
 {
