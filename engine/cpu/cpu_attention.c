@@ -239,27 +239,32 @@ static void att_bwd_items(int64_t begin, int64_t end, int thread, void *ctx)
         else
             row_dots_f64((const double *)g, (const double *)att_row(j, j->y, bh * L, Ev), L, Ev,
                          (double *)D);
-        memset(dq, 0, (size_t)(L * E) * j->esz);
-        memset(dk, 0, (size_t)(S * E) * j->esz);
-        memset(dv, 0, (size_t)(S * Ev) * j->esz);
         for (int64_t j0 = 0; j0 < S; j0 += ATT_BWD_KEYS) {
             int64_t nk = S - j0 < ATT_BWD_KEYS ? S - j0 : ATT_BWD_KEYS;
             const char *kj = att_row(j, k, j0, E), *vj = att_row(j, v, j0, Ev);
             char *dkj = att_row(j, dk, j0, E), *dvj = att_row(j, dv, j0, Ev);
-            /* causal: queries before j0 see none of these keys */
-            for (int64_t i0 = j->causal ? j0 : 0; i0 < L; i0 += nr) {
+            /* causal: queries before j0 see none of these keys (none at all: zeros) */
+            int64_t ibegin = j->causal ? j0 : 0;
+            if (ibegin >= L) {
+                memset(dkj, 0, (size_t)(nk * E) * j->esz);
+                memset(dvj, 0, (size_t)(nk * Ev) * j->esz);
+                continue;
+            }
+            for (int64_t i0 = ibegin; i0 < L; i0 += nr) {
                 int64_t mq = L - i0 < nr ? L - i0 : nr;
                 const char *qi = att_row(j, q, i0, E), *gi = att_row(j, g, i0, Ev);
                 /* S (mq,nk) = scale Q_blk K_j^T;  dP (mq,nk) = dY_blk V_j^T */
                 cpu_blas_gemm(j->dt, false, true, mq, nk, E, j->scale, qi, E, kj, E, 0.0, p, nk);
                 cpu_blas_gemm(j->dt, false, true, mq, nk, Ev, 1.0, gi, Ev, vj, Ev, 0.0, dp, nk);
                 bwd_rows(j, p, dp, mq, nk, i0, j0, att_row(j, lse, i0, 1), att_row(j, D, i0, 1));
-                /* dV_j (nk,Ev) += P^T dY_blk;  dQ_blk (mq,E) += dS K_j;  dK_j (nk,E) += dS^T Q_blk
-                 */
-                cpu_blas_gemm(j->dt, true, false, nk, Ev, mq, 1.0, p, nk, gi, Ev, 1.0, dvj, Ev);
-                cpu_blas_gemm(j->dt, false, false, mq, E, nk, 1.0, dp, nk, kj, E, 1.0,
+                /* dV_j (nk,Ev) += P^T dY_blk;  dQ_blk (mq,E) += dS K_j;  dK_j (nk,E) += dS^T Q_blk.
+                 * The first contribution overwrites (beta 0), so nothing is zeroed first: key
+                 * block 0 reaches every query (causal too), the first query block every key. */
+                double over_q = i0 == ibegin ? 0.0 : 1.0, over_k = j0 == 0 ? 0.0 : 1.0;
+                cpu_blas_gemm(j->dt, true, false, nk, Ev, mq, 1.0, p, nk, gi, Ev, over_q, dvj, Ev);
+                cpu_blas_gemm(j->dt, false, false, mq, E, nk, 1.0, dp, nk, kj, E, over_k,
                               att_row(j, dq, i0, E), E);
-                cpu_blas_gemm(j->dt, true, false, nk, E, mq, 1.0, dp, nk, qi, E, 1.0, dkj, E);
+                cpu_blas_gemm(j->dt, true, false, nk, E, mq, 1.0, dp, nk, qi, E, over_q, dkj, E);
             }
         }
     }
