@@ -5,8 +5,9 @@
 -- taken for 4-D unmasked inputs (grad_fn), matches the composition (forced by an explicit
 -- all-true or causal bool mask) in values and gradients for L = S and L != S, E != Ev, odd head
 -- sizes, causal or not, T = 1, queries and keys spanning several of the kernel's tiles with sizes
--- that are not multiples of a block, non-contiguous inputs and a custom scale, at 1 and 2
--- threads; float64 gradcheck of the fused backward, also across tiles. On CUDA (pending without a device): the fused kernel against the CPU
+-- that are not multiples of a block, non-contiguous inputs (head views taken in place, other
+-- layouts copied, expanded heads) and a custom scale, at 1 and 2 threads; the output's (B,L,H,Ev)
+-- layout; float64 gradcheck of the fused backward, also across tiles. On CUDA (pending without a device): the fused kernel against the CPU
 -- reference for head sizes 64 and 128 and odd ones, float32, bfloat16 and float16, causal or
 -- not; head sizes over the kernel's limit fall back to the composition.
 local H = require 'helpers'
@@ -176,6 +177,34 @@ describe('fused attention on the cpu', function()
             H.assert_close(dq1, dq2, 1e-10, 1e-12, 'dq')
             H.assert_close(dk1, dk2, 1e-10, 1e-12, 'dk')
             H.assert_close(dv1, dv2, 1e-10, 1e-12, 'dv')
+        end
+    end)
+
+    it('takes strided heads in place, copies other layouts, lays the output out (B,L,H,Ev)',
+       function()
+        -- (B,T,3,H,E) as a fused qkv projection leaves it: q, k, v are head views with rows
+        -- 3*H*E apart; a (B,H,E,L) tensor transposed has no unit column stride (copied);
+        -- heads expanded from one (stride 0)
+        local qkv = data({2, 70, 3, 2, 5}, 71)
+        local function head(i) return qkv:select(2, i):transpose(1, 2) end -- (2,2,70,5)
+        local kt = data({2, 2, 5, 70}, 72):transpose(2, 3)
+        local vx = data({2, 1, 70, 5}, 73):expand(2, 2, 70, 5)
+        local gy = data({2, 2, 70, 5}, 74)
+        for _, causal in ipairs({false, true}) do
+            for _, ins in ipairs({{head(0), head(1), head(2)}, {head(0), kt, vx}}) do
+                local opts = {causal = causal}
+                local y1, dq1, dk1, dv1 = run(ins[1], ins[2], ins[3], gy, opts, false)
+                local y2, dq2, dk2, dv2 = run(ins[1]:contiguous(), ins[2]:contiguous(),
+                                              ins[3]:contiguous(), gy, opts, true)
+                assert.are.equal(FUSED, y1.grad_fn)
+                H.assert_close(y1, y2, 1e-10, 1e-12, 'y')
+                H.assert_close(dq1, dq2, 1e-10, 1e-12, 'dq')
+                H.assert_close(dk1, dk2, 1e-10, 1e-12, 'dk')
+                H.assert_close(dv1, dv2, 1e-10, 1e-12, 'dv')
+                -- merging the heads is free: (B,H,L,Ev) transposed back is contiguous
+                assert.is_true(y1:transpose(1, 2):is_contiguous())
+                assert.is_false(y1:is_contiguous())
+            end
         end
     end)
 

@@ -47,18 +47,24 @@ enum { ATT_TILE_BYTES = 128 << 10 };
 /* Keys per backward key block: the K dimension of the dQ GEMM and the M of dK/dV's. */
 enum { ATT_BWD_KEYS = 64 };
 
+/* One (B,H,rows,cols) operand: matrix (b,h) starts at base + b*sb + h*sh elements, its rows
+ * ld elements apart, its columns adjacent (what BLAS takes in place). */
+typedef struct {
+    char *base;
+    int64_t sb, sh, ld;
+} att_mat;
+
 typedef struct {
     ddpl_dtype dt;
     size_t esz;
-    int64_t BH, L, S, E, Ev;
+    int64_t BH, H, L, S, E, Ev;
     int64_t fwd_keys;   /* keys per forward tile */
     int64_t bwd_rows;   /* queries per backward tile */
     int64_t scratch;    /* elements of scratch per thread */
     char *scratch_base; /* cpu_blas_max_threads() slices of `scratch` elements */
     double scale;
     bool causal;
-    const char *q, *k, *v, *y, *g, *lse_in; /* g: dY (backward) */
-    char *out, *lse, *dq, *dk, *dv;
+    att_mat q, k, v, y, g, lse, dq, dk, dv; /* y: the output (forward) or input; g: dY */
 } att_job;
 
 /* Keys of the block [j0, j0 + nk) that query i sees: a prefix of the block. */
@@ -71,13 +77,13 @@ static int64_t att_visible(bool causal, int64_t i, int64_t j0, int64_t nk)
 
 /* ---- the softmax work between the GEMMs, typed ----
  * fwd_rows: one tile s (mq,nk) (row stride nk) of scaled scores for queries i0.. and keys
- * j0..: turns it into P in place and updates the running max m, sum l and output rows o (mq,Ev)
- * (rescaled; on the first tile o is about to be overwritten, so left alone).
+ * j0..: turns it into P in place and updates the running max m, sum l and output rows o (mq,Ev,
+ * row stride ldo) (rescaled; on the first tile o is about to be overwritten, so left alone).
  * bwd_rows: p holds S (mq,nk), dp holds dP; on return p = P and dp = dS (scale included). */
 #define DEFINE_ATT_ROWS(T, EXP, SUFFIX)                                                            \
     CPU_LOOP_CLONES static void fwd_rows_##SUFFIX(T *s, int64_t mq, int64_t nk, int64_t i0,        \
                                                   int64_t j0, bool causal, bool first, T *m, T *l, \
-                                                  T *o, int64_t Ev)                                \
+                                                  T *o, int64_t Ev, int64_t ldo)                   \
     {                                                                                              \
         for (int64_t r = 0; r < mq; r++) {                                                         \
             T *sr = s + r * nk;                                                                    \
@@ -104,7 +110,7 @@ static int64_t att_visible(bool causal, int64_t i, int64_t j0, int64_t nk)
                 T alpha = EXP(m[r] - mn); /* 0 while m is still -inf */                            \
                 l[r] = l[r] * alpha + sum;                                                         \
                 if (alpha != 1) {                                                                  \
-                    T *orow = o + r * Ev;                                                          \
+                    T *orow = o + r * ldo;                                                         \
                     _Pragma("omp simd") for (int64_t e = 0; e < Ev; e++) orow[e] *= alpha;         \
                 }                                                                                  \
             }                                                                                      \
@@ -129,21 +135,23 @@ static int64_t att_visible(bool causal, int64_t i, int64_t j0, int64_t nk)
         }                                                                                          \
     }                                                                                              \
     /* o (mq,Ev) /= l per row; lse = m + log l */                                                  \
-    static void fwd_finish_##SUFFIX(T *o, int64_t mq, int64_t Ev, const T *m, const T *l, T *lse)  \
+    static void fwd_finish_##SUFFIX(T *o, int64_t mq, int64_t Ev, int64_t ldo, const T *m,         \
+                                    const T *l, T *lse)                                            \
     {                                                                                              \
         for (int64_t r = 0; r < mq; r++) {                                                         \
             T inv = l[r] > 0 ? 1 / l[r] : 0;                                                       \
-            for (int64_t e = 0; e < Ev; e++) o[r * Ev + e] *= inv;                                 \
+            for (int64_t e = 0; e < Ev; e++) o[r * ldo + e] *= inv;                                \
             lse[r] = l[r] > 0 ? m[r] + (T)log((double)l[r]) : -INFINITY;                           \
         }                                                                                          \
     }                                                                                              \
     /* D_i = dY_i . Y_i for the L rows of one head */                                              \
-    static void row_dots_##SUFFIX(const T *g, const T *y, int64_t L, int64_t Ev, T *D)             \
+    static void row_dots_##SUFFIX(const T *g, int64_t ldg, const T *y, int64_t ldy, int64_t L,     \
+                                  int64_t Ev, T *D)                                                \
     {                                                                                              \
         for (int64_t i = 0; i < L; i++) {                                                          \
             T d = 0;                                                                               \
             _Pragma("omp simd reduction(+ : d)") for (int64_t e = 0; e < Ev; e++) d +=             \
-                g[i * Ev + e] * y[i * Ev + e];                                                     \
+                g[i * ldg + e] * y[i * ldy + e];                                                   \
             D[i] = d;                                                                              \
         }                                                                                          \
     }
@@ -153,12 +161,12 @@ DEFINE_ATT_ROWS(double, exp, f64)
 
 /* The typed row functions, called through void pointers (dt picks the pair). */
 static void fwd_rows(const att_job *j, void *s, int64_t mq, int64_t nk, int64_t i0, int64_t j0,
-                     bool first, void *m, void *l, void *o)
+                     bool first, void *m, void *l, void *o, int64_t ldo)
 {
     if (j->dt == DDPL_FLOAT32)
-        fwd_rows_f32(s, mq, nk, i0, j0, j->causal, first, m, l, o, j->Ev);
+        fwd_rows_f32(s, mq, nk, i0, j0, j->causal, first, m, l, o, j->Ev, ldo);
     else
-        fwd_rows_f64(s, mq, nk, i0, j0, j->causal, first, m, l, o, j->Ev);
+        fwd_rows_f64(s, mq, nk, i0, j0, j->causal, first, m, l, o, j->Ev, ldo);
 }
 
 static void bwd_rows(const att_job *j, void *p, void *dp, int64_t mq, int64_t nk, int64_t i0,
@@ -170,10 +178,11 @@ static void bwd_rows(const att_job *j, void *p, void *dp, int64_t mq, int64_t nk
         bwd_rows_f64(p, dp, mq, nk, i0, j0, j->causal, lse, D, j->scale);
 }
 
-/* Row r of a (rows, cols) matrix of the job's dtype starting at base. */
-static char *att_row(const att_job *j, const char *base, int64_t r, int64_t cols)
+/* Row r of head bh (= b*H + h) of operand m. */
+static char *att_at(const att_job *j, const att_mat *m, int64_t bh, int64_t r)
 {
-    return (char *)base + (size_t)(r * cols) * j->esz;
+    int64_t off = bh / j->H * m->sb + bh % j->H * m->sh + r * m->ld;
+    return m->base + off * (int64_t)j->esz;
 }
 
 /* ---- forward: items are (head, block of ATT_QROWS queries) ---- */
@@ -181,14 +190,15 @@ static void att_fwd_items(int64_t begin, int64_t end, int thread, void *ctx)
 {
     att_job *j = ctx;
     int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, nqb = (L + ATT_QROWS - 1) / ATT_QROWS;
+    DDPL_UNUSED(Ev);
     char *s = j->scratch_base + (size_t)thread * (size_t)j->scratch * j->esz;
     char *m = s + (size_t)(ATT_QROWS * j->fwd_keys) * j->esz, *l = m + ATT_QROWS * j->esz;
     for (int64_t it = begin; it < end; it++) {
         int64_t bh = it / nqb, i0 = it % nqb * ATT_QROWS;
         int64_t mq = L - i0 < ATT_QROWS ? L - i0 : ATT_QROWS;
-        const char *q = att_row(j, j->q, bh * L + i0, E);
-        const char *k = att_row(j, j->k, bh * S, E), *v = att_row(j, j->v, bh * S, Ev);
-        char *o = att_row(j, j->out, bh * L + i0, Ev);
+        const char *q = att_at(j, &j->q, bh, i0);
+        char *o = att_at(j, &j->y, bh, i0);
+        int64_t ldq = j->q.ld, ldk = j->k.ld, ldv = j->v.ld, ldo = j->y.ld;
         /* keys the block's last query sees; causal blocks stop at the diagonal */
         int64_t kend = j->causal && i0 + mq < S ? i0 + mq : S;
         for (int64_t r = 0; r < mq; r++) { /* running max -inf, sum 0 */
@@ -204,18 +214,18 @@ static void att_fwd_items(int64_t begin, int64_t end, int thread, void *ctx)
             int64_t nk = kend - j0 < j->fwd_keys ? kend - j0 : j->fwd_keys;
             bool first = j0 == 0;
             /* S (mq,nk) = scale Q_blk (mq,E) K_blk^T */
-            cpu_blas_gemm(j->dt, false, true, mq, nk, E, j->scale, q, E, att_row(j, k, j0, E), E,
-                          0.0, s, nk);
-            fwd_rows(j, s, mq, nk, i0, j0, first, m, l, o);
+            cpu_blas_gemm(j->dt, false, true, mq, nk, E, j->scale, q, ldq, att_at(j, &j->k, bh, j0),
+                          ldk, 0.0, s, nk);
+            fwd_rows(j, s, mq, nk, i0, j0, first, m, l, o, ldo);
             /* O (mq,Ev) (+)= P (mq,nk) V_blk (nk,Ev) */
-            cpu_blas_gemm(j->dt, false, false, mq, Ev, nk, 1.0, s, nk, att_row(j, v, j0, Ev), Ev,
-                          first ? 0.0 : 1.0, o, Ev);
+            cpu_blas_gemm(j->dt, false, false, mq, Ev, nk, 1.0, s, nk, att_at(j, &j->v, bh, j0),
+                          ldv, first ? 0.0 : 1.0, o, ldo);
         }
-        char *lse = att_row(j, j->lse, bh * L + i0, 1);
+        char *lse = att_at(j, &j->lse, bh, i0);
         if (j->dt == DDPL_FLOAT32)
-            fwd_finish_f32((float *)o, mq, Ev, (float *)m, (float *)l, (float *)lse);
+            fwd_finish_f32((float *)o, mq, Ev, ldo, (float *)m, (float *)l, (float *)lse);
         else
-            fwd_finish_f64((double *)o, mq, Ev, (double *)m, (double *)l, (double *)lse);
+            fwd_finish_f64((double *)o, mq, Ev, ldo, (double *)m, (double *)l, (double *)lse);
     }
 }
 
@@ -228,61 +238,79 @@ static void att_bwd_items(int64_t begin, int64_t end, int thread, void *ctx)
     char *dp = p + (size_t)(nr * ATT_BWD_KEYS) * j->esz;
     char *D = dp + (size_t)(nr * ATT_BWD_KEYS) * j->esz;
     for (int64_t bh = begin; bh < end; bh++) {
-        const char *q = att_row(j, j->q, bh * L, E), *k = att_row(j, j->k, bh * S, E);
-        const char *v = att_row(j, j->v, bh * S, Ev), *g = att_row(j, j->g, bh * L, Ev);
-        const char *lse = att_row(j, j->lse_in, bh * L, 1);
-        char *dq = att_row(j, j->dq, bh * L, E), *dk = att_row(j, j->dk, bh * S, E);
-        char *dv = att_row(j, j->dv, bh * S, Ev);
+        int64_t ldq = j->q.ld, ldk = j->k.ld, ldv = j->v.ld, ldg = j->g.ld;
+        int64_t lddq = j->dq.ld, lddk = j->dk.ld, lddv = j->dv.ld;
+        const char *g = att_at(j, &j->g, bh, 0), *y = att_at(j, &j->y, bh, 0);
         if (j->dt == DDPL_FLOAT32)
-            row_dots_f32((const float *)g, (const float *)att_row(j, j->y, bh * L, Ev), L, Ev,
-                         (float *)D);
+            row_dots_f32((const float *)g, ldg, (const float *)y, j->y.ld, L, Ev, (float *)D);
         else
-            row_dots_f64((const double *)g, (const double *)att_row(j, j->y, bh * L, Ev), L, Ev,
-                         (double *)D);
+            row_dots_f64((const double *)g, ldg, (const double *)y, j->y.ld, L, Ev, (double *)D);
         for (int64_t j0 = 0; j0 < S; j0 += ATT_BWD_KEYS) {
             int64_t nk = S - j0 < ATT_BWD_KEYS ? S - j0 : ATT_BWD_KEYS;
-            const char *kj = att_row(j, k, j0, E), *vj = att_row(j, v, j0, Ev);
-            char *dkj = att_row(j, dk, j0, E), *dvj = att_row(j, dv, j0, Ev);
+            const char *kj = att_at(j, &j->k, bh, j0), *vj = att_at(j, &j->v, bh, j0);
+            char *dkj = att_at(j, &j->dk, bh, j0), *dvj = att_at(j, &j->dv, bh, j0);
             /* causal: queries before j0 see none of these keys (none at all: zeros) */
             int64_t ibegin = j->causal ? j0 : 0;
             if (ibegin >= L) {
-                memset(dkj, 0, (size_t)(nk * E) * j->esz);
-                memset(dvj, 0, (size_t)(nk * Ev) * j->esz);
+                for (int64_t r = 0; r < nk; r++) {
+                    memset(dkj + r * lddk * (int64_t)j->esz, 0, (size_t)E * j->esz);
+                    memset(dvj + r * lddv * (int64_t)j->esz, 0, (size_t)Ev * j->esz);
+                }
                 continue;
             }
             for (int64_t i0 = ibegin; i0 < L; i0 += nr) {
                 int64_t mq = L - i0 < nr ? L - i0 : nr;
-                const char *qi = att_row(j, q, i0, E), *gi = att_row(j, g, i0, Ev);
+                const char *qi = att_at(j, &j->q, bh, i0), *gi = att_at(j, &j->g, bh, i0);
                 /* S (mq,nk) = scale Q_blk K_j^T;  dP (mq,nk) = dY_blk V_j^T */
-                cpu_blas_gemm(j->dt, false, true, mq, nk, E, j->scale, qi, E, kj, E, 0.0, p, nk);
-                cpu_blas_gemm(j->dt, false, true, mq, nk, Ev, 1.0, gi, Ev, vj, Ev, 0.0, dp, nk);
-                bwd_rows(j, p, dp, mq, nk, i0, j0, att_row(j, lse, i0, 1), att_row(j, D, i0, 1));
+                cpu_blas_gemm(j->dt, false, true, mq, nk, E, j->scale, qi, ldq, kj, ldk, 0.0, p,
+                              nk);
+                cpu_blas_gemm(j->dt, false, true, mq, nk, Ev, 1.0, gi, ldg, vj, ldv, 0.0, dp, nk);
+                bwd_rows(j, p, dp, mq, nk, i0, j0, att_at(j, &j->lse, bh, i0),
+                         D + i0 * (int64_t)j->esz);
                 /* dV_j (nk,Ev) += P^T dY_blk;  dQ_blk (mq,E) += dS K_j;  dK_j (nk,E) += dS^T Q_blk.
                  * The first contribution overwrites (beta 0), so nothing is zeroed first: key
                  * block 0 reaches every query (causal too), the first query block every key. */
                 double over_q = i0 == ibegin ? 0.0 : 1.0, over_k = j0 == 0 ? 0.0 : 1.0;
-                cpu_blas_gemm(j->dt, true, false, nk, Ev, mq, 1.0, p, nk, gi, Ev, over_q, dvj, Ev);
-                cpu_blas_gemm(j->dt, false, false, mq, E, nk, 1.0, dp, nk, kj, E, over_k,
-                              att_row(j, dq, i0, E), E);
-                cpu_blas_gemm(j->dt, true, false, nk, E, mq, 1.0, dp, nk, qi, E, over_q, dkj, E);
+                cpu_blas_gemm(j->dt, true, false, nk, Ev, mq, 1.0, p, nk, gi, ldg, over_q, dvj,
+                              lddv);
+                cpu_blas_gemm(j->dt, false, false, mq, E, nk, 1.0, dp, nk, kj, ldk, over_k,
+                              att_at(j, &j->dq, bh, i0), lddq);
+                cpu_blas_gemm(j->dt, true, false, nk, E, mq, 1.0, dp, nk, qi, ldq, over_q, dkj,
+                              lddk);
             }
         }
     }
 }
 
-/* Fills the job's sizes from q (BH,L,E) and v (BH,S,Ev) and sizes the tiles. Returns 1 (not an
- * error) for what this kernel lacks (dtypes other than float32/64, sizes past a BLAS int), so
- * the ops layer composes instead. */
+/* The operand t, (B,H,rows,cols) or (B,H,rows) (a logsumexp: one column), as an att_mat; false
+ * when BLAS cannot take its matrices in place (columns not adjacent, rows closer than a row's
+ * length, a stride past a BLAS int). */
+static bool att_mat_of(const ddpl_tensor *t, att_mat *m)
+{
+    int64_t rows = t->sizes[2], cols = t->ndim == 4 ? t->sizes[3] : 1;
+    if (t->ndim == 4 && cols > 1 && t->strides[3] != 1) return false;
+    m->base = ddpl_data_ptr(t);
+    m->sb = t->strides[0];
+    m->sh = t->strides[1];
+    m->ld = rows > 1 ? t->strides[2] : cols; /* a single row: any ld >= cols serves */
+    return m->sb >= 0 && m->sh >= 0 && m->ld >= cols && m->ld >= 1 && m->ld <= INT_MAX;
+}
+
+/* Fills the job's sizes from q (B,H,L,E) and v (B,H,S,Ev) and sizes the tiles. Returns 1 (not
+ * an error) for what this kernel lacks (dtypes other than float32/64, sizes past a BLAS int, not
+ * 4-D), so the ops layer composes instead. */
 static int att_setup(att_job *j, const ddpl_tensor *q, const ddpl_tensor *v, const void *params,
                      const ddpl_tensor *lse)
 {
     const ddpl_attention_params *p = params;
     memset(j, 0, sizeof *j);
-    j->BH = ddpl_numel(q->ndim - 2, q->sizes); /* B*H (any leading dims) */
-    j->L = q->sizes[q->ndim - 2];
-    j->E = q->sizes[q->ndim - 1];
-    j->S = v->sizes[v->ndim - 2];
-    j->Ev = v->sizes[v->ndim - 1];
+    if (q->ndim != 4 || v->ndim != 4 || lse->ndim != 3) return 1;
+    j->H = q->sizes[1];
+    j->BH = q->sizes[0] * j->H;
+    j->L = q->sizes[2];
+    j->E = q->sizes[3];
+    j->S = v->sizes[2];
+    j->Ev = v->sizes[3];
     j->scale = p->scale;
     j->causal = p->causal;
     if (!((q->dtype == DDPL_FLOAT32 && lse->dtype == DDPL_FLOAT32) ||
@@ -313,17 +341,17 @@ static int att_scratch(att_job *j, int64_t elems, const char *what)
     return 0;
 }
 
-/* out[0] y (B,H,L,Ev), out[1] logsumexp (B,H,L); in[0] q, in[1] k, in[2] v (contiguous) */
+/* out[0] y (B,H,L,Ev), out[1] logsumexp (B,H,L); in[0] q, in[1] k, in[2] v. Operands need
+ * not be contiguous: any (B,H) strides, and rows any distance apart with adjacent columns
+ * (att_mat_of), so the (B,T,H,E) head views of a transformer go to BLAS without copies. */
 int cpu_attention(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
     att_job j;
     int rc = att_setup(&j, in[0], in[2], params, out[1]);
     if (rc) return rc;
-    j.q = ddpl_data_ptr(in[0]);
-    j.k = ddpl_data_ptr(in[1]);
-    j.v = ddpl_data_ptr(in[2]);
-    j.out = ddpl_data_ptr(out[0]);
-    j.lse = ddpl_data_ptr(out[1]);
+    if (!att_mat_of(in[0], &j.q) || !att_mat_of(in[1], &j.k) || !att_mat_of(in[2], &j.v) ||
+        !att_mat_of(out[0], &j.y) || !att_mat_of(out[1], &j.lse))
+        return 1;
     /* scores tile, then the running max and sum of its rows */
     if (att_scratch(&j, ATT_QROWS * j.fwd_keys + 2 * ATT_QROWS, "attention") < 0) return -1;
     cpu_blas_parallel_for(j.BH * ((j.L + ATT_QROWS - 1) / ATT_QROWS), att_fwd_items, &j);
@@ -332,21 +360,17 @@ int cpu_attention(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 }
 
 /* out[0] dq, out[1] dk, out[2] dv; in[0] dY, in[1] q, in[2] k, in[3] v, in[4] y,
- * in[5] logsumexp */
+ * in[5] logsumexp; strided as in cpu_attention */
 int cpu_attention_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
     att_job j;
     int rc = att_setup(&j, in[1], in[3], params, in[5]);
     if (rc) return rc;
-    j.g = ddpl_data_ptr(in[0]);
-    j.q = ddpl_data_ptr(in[1]);
-    j.k = ddpl_data_ptr(in[2]);
-    j.v = ddpl_data_ptr(in[3]);
-    j.y = ddpl_data_ptr(in[4]);
-    j.lse_in = ddpl_data_ptr(in[5]);
-    j.dq = ddpl_data_ptr(out[0]);
-    j.dk = ddpl_data_ptr(out[1]);
-    j.dv = ddpl_data_ptr(out[2]);
+    att_mat *ins[6] = {&j.g, &j.q, &j.k, &j.v, &j.y, &j.lse}, *outs[3] = {&j.dq, &j.dk, &j.dv};
+    for (int i = 0; i < 6; i++)
+        if (!att_mat_of(in[i], ins[i])) return 1;
+    for (int i = 0; i < 3; i++)
+        if (!att_mat_of(out[i], outs[i])) return 1;
     /* P and dP tiles, then D for the L rows of a head */
     if (att_scratch(&j, 2 * j.bwd_rows * ATT_BWD_KEYS + j.L, "attention backward") < 0) return -1;
     cpu_blas_parallel_for(j.BH, att_bwd_items, &j);
