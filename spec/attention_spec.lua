@@ -1,11 +1,13 @@
 -- spec/attention_spec.lua: the fused scaled dot-product attention (ATTENTION kernels) against
 -- PyTorch (spec/fixtures/attention.lua) and against the composition of matmul, masking and
--- softmax. On the CPU (where the fused kernel is only chosen for large score tensors: this file
--- lowers the threshold to 0, and checks the default choice separately): the fused path is taken
--- for 4-D unmasked inputs (grad_fn), matches the composition (forced by an explicit all-true or causal
--- bool mask) in values and gradients for L = S and L != S, E != Ev, causal or not, keys spanning
--- several online-softmax blocks, non-contiguous inputs and a custom scale; float64 gradcheck of
--- the fused backward. On CUDA (pending without a device): the fused kernel against the CPU
+-- softmax. On the CPU (the flash kernel of cpu/cpu_attention.c, the default for every call it
+-- covers; the threshold knob that forces the composition is checked too): the fused path is
+-- taken for 4-D unmasked inputs (grad_fn), matches the composition (forced by an explicit
+-- all-true or causal bool mask) in values and gradients for L = S and L != S, E != Ev, odd head
+-- sizes, causal or not, T = 1, queries and keys spanning several of the kernel's tiles with sizes
+-- that are not multiples of a block, non-contiguous inputs (head views taken in place, other
+-- layouts copied, expanded heads) and a custom scale, at 1 and 2 threads; the output's (B,L,H,Ev)
+-- layout; float64 gradcheck of the fused backward, also across tiles. On CUDA (pending without a device): the fused kernel against the CPU
 -- reference for head sizes 64 and 128 and odd ones, float32, bfloat16 and float16, causal or
 -- not; head sizes over the kernel's limit fall back to the composition.
 local H = require 'helpers'
@@ -13,7 +15,7 @@ local ddpl = H.ddpl
 local F = ddpl.F
 
 local FUSED = 'ScaledDotProductAttentionBackward'
--- the CPU's default: fused only when the (B,H,L,S) scores would reach this many bytes
+-- the CPU's default: fused from this many bytes of (B,H,L,S) scores (0: always)
 local CPU_DEFAULT_MIN_BYTES = ddpl._sdpa_cpu_fused_min_bytes(0)
 
 -- Deterministic values in [-2, 2) (an LCG, so cpu and cuda runs see the same inputs).
@@ -67,6 +69,11 @@ local cpu_cases = {
     {2, 1, 3, 9, 4, 5},   -- L < S
     {1, 2, 70, 150, 16, 8}, -- keys span three 64-key blocks
     {1, 1, 1, 1, 1, 1},
+    {1, 1, 1, 130, 5, 3},  -- one query, keys over three backward key blocks
+    -- several forward key tiles (float32 512 keys, float64 256) and backward query tiles
+    -- (256 and 128 rows), no size a multiple of a block
+    {1, 1, 300, 600, 5, 3},
+    {2, 2, 200, 70, 7, 9}, -- L > S, odd head sizes
 }
 
 -- PyTorch's values (tools/gen_attention_fixtures.py); every case takes the fused path
@@ -88,15 +95,18 @@ describe('fused attention matches PyTorch', function()
 end)
 
 describe('fused attention on the cpu', function()
-    it('by default composes small problems and fuses ones whose scores would be large', function()
+    it('by default fuses every call the kernel covers; the threshold forces the composition',
+       function()
         ddpl._sdpa_cpu_fused_min_bytes(CPU_DEFAULT_MIN_BYTES)
         local ok, err = pcall(function()
-            assert.are.equal(256 * 2 ^ 20, CPU_DEFAULT_MIN_BYTES)
+            assert.are.equal(0, CPU_DEFAULT_MIN_BYTES)
             local q = leaf(data({2, 2, 3, 4}, 1))
+            assert.are.equal(FUSED, F.scaled_dot_product_attention(q, q, q).grad_fn)
+            -- 2*2*3*3 float64 scores = 288 bytes: composed from 289 on, fused again at 288
+            ddpl._sdpa_cpu_fused_min_bytes(289)
             assert.are_not.equal(FUSED, F.scaled_dot_product_attention(q, q, q).grad_fn)
-            -- (1,1,8192,1) float32 queries and keys: 8192^2 * 4 bytes of scores = the threshold
-            local big = leaf(ddpl.zeros({1, 1, 8192, 1}))
-            assert.are.equal(FUSED, F.scaled_dot_product_attention(big, big, big).grad_fn)
+            ddpl._sdpa_cpu_fused_min_bytes(288)
+            assert.are.equal(FUSED, F.scaled_dot_product_attention(q, q, q).grad_fn)
         end)
         ddpl._sdpa_cpu_fused_min_bytes(0)
         assert(ok, err)
@@ -130,13 +140,23 @@ describe('fused attention on the cpu', function()
                     local v = data({B, Hh, S, Ev}, 13, dtype)
                     local gy = data({B, Hh, L, Ev}, 14, dtype)
                     local opts = {causal = causal}
-                    local y1, dq1, dk1, dv1 = run(q, k, v, gy, opts, false)
                     local y2, dq2, dk2, dv2 = run(q, k, v, gy, opts, true)
-                    assert.are.equal(FUSED, y1.grad_fn)
-                    H.assert_close(y1, y2, rtol, atol, 'y')
-                    H.assert_close(dq1, dq2, rtol, atol, 'dq')
-                    H.assert_close(dk1, dk2, rtol, atol, 'dk')
-                    H.assert_close(dv1, dv2, rtol, atol, 'dv')
+                    -- one thread, then two (the work split over heads and query blocks)
+                    local threads = ddpl.get_num_threads()
+                    for _, nt in ipairs({1, 2}) do
+                        ddpl.set_num_threads(nt)
+                        local ok, err = pcall(function()
+                            local y1, dq1, dk1, dv1 = run(q, k, v, gy, opts, false)
+                            assert.are.equal(FUSED, y1.grad_fn)
+                            local at = ' (' .. nt .. ' threads)'
+                            H.assert_close(y1, y2, rtol, atol, 'y' .. at)
+                            H.assert_close(dq1, dq2, rtol, atol, 'dq' .. at)
+                            H.assert_close(dk1, dk2, rtol, atol, 'dk' .. at)
+                            H.assert_close(dv1, dv2, rtol, atol, 'dv' .. at)
+                        end)
+                        ddpl.set_num_threads(threads)
+                        assert(ok, err)
+                    end
                 end)
             end
         end
@@ -160,8 +180,37 @@ describe('fused attention on the cpu', function()
         end
     end)
 
+    it('takes strided heads in place, copies other layouts, lays the output out (B,L,H,Ev)',
+       function()
+        -- (B,T,3,H,E) as a fused qkv projection leaves it: q, k, v are head views with rows
+        -- 3*H*E apart; a (B,H,E,L) tensor transposed has no unit column stride (copied);
+        -- heads expanded from one (stride 0)
+        local qkv = data({2, 70, 3, 2, 5}, 71)
+        local function head(i) return qkv:select(2, i):transpose(1, 2) end -- (2,2,70,5)
+        local kt = data({2, 2, 5, 70}, 72):transpose(2, 3)
+        local vx = data({2, 1, 70, 5}, 73):expand(2, 2, 70, 5)
+        local gy = data({2, 2, 70, 5}, 74)
+        for _, causal in ipairs({false, true}) do
+            for _, ins in ipairs({{head(0), head(1), head(2)}, {head(0), kt, vx}}) do
+                local opts = {causal = causal}
+                local y1, dq1, dk1, dv1 = run(ins[1], ins[2], ins[3], gy, opts, false)
+                local y2, dq2, dk2, dv2 = run(ins[1]:contiguous(), ins[2]:contiguous(),
+                                              ins[3]:contiguous(), gy, opts, true)
+                assert.are.equal(FUSED, y1.grad_fn)
+                H.assert_close(y1, y2, 1e-10, 1e-12, 'y')
+                H.assert_close(dq1, dq2, 1e-10, 1e-12, 'dq')
+                H.assert_close(dk1, dk2, 1e-10, 1e-12, 'dk')
+                H.assert_close(dv1, dv2, 1e-10, 1e-12, 'dv')
+                -- merging the heads is free: (B,H,L,Ev) transposed back is contiguous
+                assert.is_true(y1:transpose(1, 2):is_contiguous())
+                assert.is_false(y1:is_contiguous())
+            end
+        end
+    end)
+
     it('passes gradcheck in float64', function()
-        for _, c in ipairs({{1, 2, 3, 4, 3, 2}, {2, 1, 4, 2, 2, 3}}) do
+        -- the last: two query blocks and two backward key blocks, both partial
+        for _, c in ipairs({{1, 2, 3, 4, 3, 2}, {2, 1, 4, 2, 2, 3}, {1, 1, 70, 70, 3, 2}}) do
             local B, Hh, L, S, E, Ev = table.unpack(c)
             for _, causal in ipairs({false, true}) do
                 local q, k, v = leaf(data({B, Hh, L, E}, 31)), leaf(data({B, Hh, S, E}, 32)),

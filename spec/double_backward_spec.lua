@@ -304,7 +304,8 @@ describe('create_graph refuses backward formulas that are not differentiable', f
         H.assert_error(function() (g2 ^ 2):sum():backward() end,
                        'create_graph: the backward of conv2d is not differentiable')
     end)
-    -- attention: the fused kernel (forced here from any size) is refused, the composite passes
+    -- attention: the fused kernel (the CPU's default; forced here anyway) is refused, the composite
+    -- passes
     local function with_fused_attention(fn)
         local previous = ddpl._sdpa_cpu_fused_min_bytes(0)
         local ok, err = pcall(fn)
@@ -320,7 +321,7 @@ describe('create_graph refuses backward formulas that are not differentiable', f
         end)
     end)
 
-    it('scaled_dot_product_attention: the composite (small CPU inputs) is differentiable twice', function()
+    it('scaled_dot_product_attention: the composite (forced on the CPU) is differentiable twice', function()
         local previous = ddpl._sdpa_cpu_fused_min_bytes(1e12)
         local ok, err = pcall(ok_gradgradcheck, attention, {U({1, 1, 3, 2}), U({1, 1, 3, 2}), U({1, 1, 3, 2})})
         ddpl._sdpa_cpu_fused_min_bytes(previous)

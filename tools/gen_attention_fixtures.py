@@ -2,7 +2,8 @@
 """tools/gen_attention_fixtures.py: PyTorch reference values for spec/attention_spec.lua
 (spec/fixtures/attention.lua): scaled dot-product attention on 4-D (B,H,L,E) inputs, the shapes
 the fused ATTENTION kernels take, in float32 and float64, causal or not, L != S, E != Ev, a
-custom scale, non-contiguous inputs and keys spanning several of the CPU kernel's 64-key blocks.
+custom scale, non-contiguous inputs and keys and queries spanning several of the CPU kernel's
+tiles.
 
 Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/python3):
 
@@ -60,6 +61,16 @@ def gen():
                            lambda q, k, v: sdpa_ref(q.transpose(1, 2), k.transpose(1, 2),
                                                     v.transpose(1, 2), is_causal=True),
                            diff=[0, 1, 2], opts={'is_causal': True}))
+    # the CPU flash kernel's tiles (float64: 256 keys per forward tile, 64 queries per block,
+    # 64 keys and 128 queries per backward tile): two forward key tiles with an online-softmax
+    # rescale, and causal over several tiles, neither size a multiple of a block
+    q, k, v = rnd(1, 1, 70, 3, dtype=F64), rnd(1, 1, 300, 3, dtype=F64), rnd(1, 1, 300, 2, dtype=F64)
+    cases.append(make_case('attention/f64/l70_s300', 'sdpa', [q, k, v],
+                           lambda q, k, v: sdpa_ref(q, k, v), diff=[0, 1, 2]))
+    q, k, v = rnd(1, 1, 300, 2, dtype=F64), rnd(1, 1, 300, 2, dtype=F64), rnd(1, 1, 300, 2, dtype=F64)
+    cases.append(make_case('attention/f64/l300_s300/causal', 'sdpa', [q, k, v],
+                           lambda q, k, v: sdpa_ref(q, k, v, is_causal=True), diff=[0, 1, 2],
+                           opts={'is_causal': True}))
     name, text = write_fixture('attention', cases,
                                'F.scaled_dot_product_attention on 4-D inputs (the fused path)')
     return name, text.replace('tools/gen_fixtures.py', 'tools/gen_attention_fixtures.py', 1)

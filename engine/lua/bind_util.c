@@ -214,7 +214,8 @@ static int c_reset_peak_memory_stats(lua_State *L)
 }
 
 /* ddpl._sdpa_cpu_fused_min_bytes([n]) -> previous: from which score size CPU attention uses the
- * fused kernel (ops/nn_common.h); specs set 0 to test that kernel on small shapes */
+ * fused kernel (ops/nn_common.h; default 0); specs and bench/attention raise it to force the
+ * composition */
 static int f_sdpa_cpu_fused_min_bytes(lua_State *L)
 {
     int64_t n = lua_isnoneornil(L, 1) ? -1 : lb_int(L, 1, "_sdpa_cpu_fused_min_bytes", "n", 0);

@@ -5,6 +5,7 @@
  * the call fits it, and records one node whose backward is ATTENTION_BACKWARD; otherwise (a
  * mask, broadcast batch dims, a head size or dtype the kernel lacks) it is a composite of matmul,
  * masking and softmax, whose gradient comes from theirs. */
+#include <limits.h>
 #include <math.h>
 
 #include "autocast.h"
@@ -68,11 +69,14 @@ static ddpl_tensor *then(ddpl_tensor *next, ddpl_tensor *done)
  * size or dtype the fused kernel lacks; the op then composes. */
 #define SDPA_UNSUPPORTED 1
 
-/* On the CPU the fused kernel saves memory (no (B,H,L,S) scores) but is slower than two GEMMs
- * and a softmax: 1.3-2.2x at GPT-tiny to GPT-2-block shapes, 1 and 2 threads (B4 H12 L256 E64,
- * causal, forward+backward: 73.7 vs 52.3 ms on one thread). So the CPU composes unless the
- * scores would take at least this many bytes; specs set it to 0 to test the fused kernel. */
-static _Atomic int64_t cpu_fused_min_score_bytes = (int64_t)256 << 20;
+/* On the CPU the fused kernel (cpu/cpu_attention.c: GEMM tiles, online softmax, causal key
+ * blocks skipped) measured faster than two GEMMs and a softmax at every shape tried, 1 and 2
+ * threads, forward and forward+backward (equal within noise at tiny ones): 1.8-2x at the GPT
+ * config (B4 H4 T256 E64 causal), 1.02-1.3x non-causal, 3-7x at T=1024, GPT training step
+ * 1.15-1.24x (docs/cpu-attention.md, bench/attention). So every call the
+ * kernel covers is fused (the threshold is 0 bytes of scores); bench/attention raises it to
+ * force the composition for its A/B comparison. */
+static _Atomic int64_t cpu_fused_min_score_bytes = 0;
 
 int64_t ddpl_sdpa_cpu_fused_min_bytes(int64_t bytes)
 {
@@ -98,11 +102,39 @@ static bool sdpa_fusable(ddpl_tensor *q, ddpl_tensor *k, ddpl_tensor *v, ddpl_te
            ddpl_backend_supports(q->device, DDPL_OP_ATTENTION_BACKWARD);
 }
 
+/* An operand as the device's kernel takes it. CUDA's kernels need contiguous operands. The
+ * CPU's (cpu/cpu_attention.c) hand each head's (rows, cols) matrix to BLAS in place, so they
+ * take any (B,H) strides and any row stride >= cols as long as the columns are adjacent: the
+ * head views (B,T,H,E).transpose(1,2) of a transformer layer pass without a copy. */
+static ddpl_tensor *sdpa_operand(ddpl_tensor *t)
+{
+    if (t && t->device.type == DDPL_CPU && t->ndim == 4) {
+        const int64_t *st = t->strides, *sz = t->sizes;
+        bool cols = sz[3] == 1 || st[3] == 1;
+        bool rows = sz[2] == 1 || (st[2] >= sz[3] && st[2] <= INT_MAX);
+        if (cols && rows && st[0] >= 0 && st[1] >= 0) return ddpl_tensor_retain(t);
+    }
+    return nn_contiguous(t);
+}
+
+/* A new (B,H,L,Ev) output. On the CPU it is laid out (B,L,H,Ev), as PyTorch's CPU flash kernel
+ * does: merging the heads afterwards (y.transpose(1,2) viewed as (B,L,H*Ev)) is then free. */
+static ddpl_tensor *sdpa_output(const int64_t *ys, ddpl_dtype dt, ddpl_device dev)
+{
+    if (dev.type != DDPL_CPU) return ddpl_tensor_new(4, ys, dt, dev);
+    int64_t blhe[4] = {ys[0], ys[2], ys[1], ys[3]};
+    int64_t strides[4] = {ys[2] * ys[1] * ys[3], ys[3], ys[1] * ys[3], 1};
+    ddpl_tensor *store = ddpl_tensor_new(4, blhe, dt, dev);
+    ddpl_tensor *y = store ? ddpl_tensor_alias(store, 4, ys, strides, store->offset) : NULL;
+    ddpl_tensor_release(store);
+    return y;
+}
+
 typedef struct {
     ddpl_attention_params p;
 } sdpa_ctx;
 
-/* inputs 0 q, 1 k, 2 v; saved: 0 q, 1 k, 2 v (contiguous, as the kernel saw them), 3 y,
+/* inputs 0 q, 1 k, 2 v; saved: 0 q, 1 k, 2 v (as the kernel saw them: sdpa_operand), 3 y,
  * 4 logsumexp */
 static int sdpa_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
@@ -111,7 +143,7 @@ static int sdpa_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
         if (!(s[i] = ddpl_node_saved(n, i))) return -1;
     ddpl_dtype dt = (ddpl_dtype)s[3]->dtype;
     ddpl_tensor *gd = grad->dtype == dt ? ddpl_tensor_retain(grad) : ddpl_to_dtype(grad, dt);
-    ddpl_tensor *g = nn_contiguous(gd);
+    ddpl_tensor *g = sdpa_operand(gd);
     ddpl_tensor_release(gd);
     ddpl_tensor *outs[3] = {NULL, NULL, NULL};
     int rc = g ? 0 : -1;
@@ -146,8 +178,8 @@ static int sdpa_fused(ddpl_tensor *q, ddpl_tensor *k, ddpl_tensor *v, bool is_ca
     int64_t ys[4] = {B, H, L, Ev};
     /* the logsumexp is float32 (the accumulation type) except for float64 inputs */
     ddpl_dtype lse_dt = q->dtype == DDPL_FLOAT64 ? DDPL_FLOAT64 : DDPL_FLOAT32;
-    ddpl_tensor *qc = nn_contiguous(q), *kc = nn_contiguous(k), *vc = nn_contiguous(v);
-    ddpl_tensor *y = ddpl_tensor_new(4, ys, (ddpl_dtype)q->dtype, q->device);
+    ddpl_tensor *qc = sdpa_operand(q), *kc = sdpa_operand(k), *vc = sdpa_operand(v);
+    ddpl_tensor *y = sdpa_output(ys, (ddpl_dtype)q->dtype, q->device);
     ddpl_tensor *lse = ddpl_tensor_new(3, ys, lse_dt, q->device);
     ddpl_attention_params p = {scale, is_causal};
     ddpl_tensor *outs[2] = {y, lse}, *ins[3] = {qc, kc, vc};

@@ -85,9 +85,10 @@ static inline void nn_rename_error(const char *from, const char *op)
     ddpl_error("%s: %s", op, copy);
 }
 
-/* nn_softmax.c: the score size (bytes of (B,H,L,S)) from which CPU attention takes the fused
- * kernel instead of composing; sets it when bytes >= 0 and returns the previous value, or just
- * returns it when bytes < 0. For specs and experiments (ddpl._sdpa_cpu_fused_min_bytes). */
+/* nn_attention.c: the score size (bytes of (B,H,L,S)) from which CPU attention takes the fused
+ * kernel instead of composing (default 0: always); sets it when bytes >= 0 and returns the
+ * previous value, or just returns it when bytes < 0. For specs and benchmarks that force a path
+ * (ddpl._sdpa_cpu_fused_min_bytes). */
 int64_t ddpl_sdpa_cpu_fused_min_bytes(int64_t bytes);
 
 #endif
