@@ -17,7 +17,7 @@
 -- counted over the full T x T (the composition computes them all and masks).
 
 local util = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua')
-local median, sh_quote = util.median, util.sh_quote
+local median, sh_quote, loadavg = util.median, util.sh_quote, util.loadavg
 local function parse_args(argv, defaults) return util.parse_args(argv, defaults, 'bench/gpt') end
 
 local MODEL = { vocab = 8192, layers = 4, embd = 256, heads = 4 }
@@ -93,14 +93,6 @@ end
 ---------------------------------------------------------------------------------------------------
 -- the driver
 ---------------------------------------------------------------------------------------------------
-
-local function loadavg()
-    local f = io.open('/proc/loadavg')
-    if not f then return '?' end
-    local s = f:read('l')
-    f:close()
-    return s:match('^(%S+ %S+ %S+)') or '?'
-end
 
 -- glibc's malloc settings that keep PyTorch's large blocks on the heap (mmap_threshold's maximum
 -- is 32 MiB on 64-bit glibc; a larger value is ignored) and the heap's top from being trimmed,
