@@ -107,6 +107,7 @@ local function driver(argv)
         seq = 256, no_torch = false, no_raw = false, quick = false, python = '/usr/bin/python3' })
     if o.quick then o.rounds, o.steps, o.warmup = 2, 6, 2 end
     if o.steps <= o.warmup then error('bench/gpt: --steps must exceed --warmup', 0) end
+    if o.rounds < 1 then error('bench/gpt: --rounds must be at least 1', 0) end
     local root = assert(os.getenv('BENCH_ROOT'), 'run through bench/gpt (sets BENCH_ROOT)')
     local lua_bin = os.getenv('BENCH_LUA') or 'lua5.4'
     local blas_raw = not o.no_raw and os.getenv('BENCH_BLAS_RAW') or ''
