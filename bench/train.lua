@@ -72,13 +72,7 @@ end
 -- the driver
 ---------------------------------------------------------------------------------------------------
 
-local function loadavg()
-    local f = io.open('/proc/loadavg')
-    if not f then return '?' end
-    local s = f:read('l')
-    f:close()
-    return s:match('^(%S+)') or '?'
-end
+local loadavg = util.loadavg
 
 local function driver(argv)
     local o = parse_args(argv, { rounds = 5, threads = '1,2', models = 'mlp,cnn', steps = 400,

@@ -1,5 +1,5 @@
 -- bench/util.lua: helpers the benchmark drivers share (loaded with dofile from their folder).
--- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s).
+-- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s), loadavg().
 local util = {}
 
 -- Median of a list of numbers (nil for an empty list); the list is not modified.
@@ -38,5 +38,14 @@ end
 
 -- s quoted for a POSIX shell command line.
 function util.sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- The 1-, 5- and 15-minute load averages as one string ('?' where /proc/loadavg is missing).
+function util.loadavg()
+    local f = io.open('/proc/loadavg')
+    if not f then return '?' end
+    local s = f:read('l')
+    f:close()
+    return s:match('^(%S+ %S+ %S+)') or '?'
+end
 
 return util

@@ -76,6 +76,8 @@ DDPL_CPU_KERNEL(cpu_softmax_backward);
 DDPL_CPU_KERNEL(cpu_log_softmax_backward);
 DDPL_CPU_KERNEL(cpu_nll_loss);
 DDPL_CPU_KERNEL(cpu_nll_loss_backward);
+DDPL_CPU_KERNEL(cpu_cross_entropy);
+DDPL_CPU_KERNEL(cpu_cross_entropy_backward);
 DDPL_CPU_KERNEL(cpu_sgd_step);
 DDPL_CPU_KERNEL(cpu_adam_step);
 DDPL_CPU_KERNEL(cpu_rmsprop_step);

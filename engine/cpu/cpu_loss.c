@@ -1,13 +1,28 @@
-/* cpu/cpu_loss.c: the negative log-likelihood loss on the CPU, forward and backward.
- * defines: cpu_nll_loss, cpu_nll_loss_backward.
+/* cpu/cpu_loss.c: the negative log-likelihood and cross-entropy losses on the CPU, forward and
+ * backward.
+ * defines: cpu_nll_loss, cpu_nll_loss_backward, cpu_cross_entropy, cpu_cross_entropy_backward.
  *
  * logp is (N,C,S): N samples, C classes, S positions per sample (1 for plain classification,
  * d1*d2*... for (N,C,d1,d2,...) inputs); target is (N,S). Per element, with t the target class,
  *   loss = -weight[t] * logp[n, t, s]    (0 where t == ignore_index)
  * 'mean' divides the sum by total_weight = sum of weight[t] over the elements not ignored
  * (their count without weights), as PyTorch does; all ignored gives 0/0 = NaN, as there. Targets
- * are checked before anything is written. */
+ * are checked before anything is written.
+ *
+ * cross_entropy is log_softmax + nll fused for logits (N,C) (classes last): the forward keeps
+ * per row only stats = (m, ls) = (max, log(sum exp(x - max))) and never writes the (N,C)
+ * log-probabilities; logp[n,c] = (x[n,c] - m) - ls, computed as log_softmax does (not as
+ * x - (m + ls), which would round ls's digits away next to a large m). The backward writes the
+ * gradient in one pass,
+ *   dlogits[n,c] = coef[n] * (exp(logp[n,c]) - [c == t]),
+ *   coef[n] = weight[t] * grad (grad[n] for reduction none; / total_weight for mean), 0 where
+ * t is ignored, where the composition zero-filled an (N,C) dlogp, scattered into it and ran
+ * log_softmax's backward over it. */
+#include <math.h>
+
+#include "cpu_iter.h"
 #include "cpu_kernels.h"
+#include "cpu_math.h"
 #include "ops/nn_params.h"
 
 typedef struct {
@@ -41,14 +56,14 @@ static inline void store(char *base, int64_t i, ddpl_dtype dt, double v)
         ((double *)base)[i] = v;
 }
 
-static int check_targets(const nll_job *j)
+static int check_targets(const char *op, const nll_job *j)
 {
     for (int64_t e = 0; e < j->N * j->S; e++) {
         int64_t t = j->target[e];
         if (t != j->p->ignore_index && (t < 0 || t >= j->C))
-            return ddpl_error("nll_loss: target %lld is out of bounds for %lld classes (valid: 0 "
+            return ddpl_error("%s: target %lld is out of bounds for %lld classes (valid: 0 "
                               "to %lld, or ignore_index %lld)",
-                              (long long)t, (long long)j->C, (long long)(j->C - 1),
+                              op, (long long)t, (long long)j->C, (long long)(j->C - 1),
                               (long long)j->p->ignore_index);
     }
     return 0;
@@ -60,7 +75,7 @@ int cpu_nll_loss(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
     nll_job j;
     nll_job_init(&j, in[0], in[1], in[2], params);
-    if (check_targets(&j) < 0) return -1;
+    if (check_targets("nll_loss", &j) < 0) return -1;
     const char *logp = ddpl_data_ptr(in[0]);
     char *loss = ddpl_data_ptr(out[0]);
     bool none = j.p->reduction == DDPL_REDUCTION_NONE;
@@ -90,7 +105,7 @@ int cpu_nll_loss_backward(ddpl_tensor **out, ddpl_tensor **in, const void *param
 {
     nll_job j;
     nll_job_init(&j, out[0], in[1], in[2], params);
-    if (check_targets(&j) < 0) return -1;
+    if (check_targets("nll_loss", &j) < 0) return -1;
     char *dlogp = ddpl_data_ptr(out[0]);
     const char *g = ddpl_data_ptr(in[0]);
     memset(dlogp, 0, ddpl_tensor_nbytes(out[0]));
@@ -105,5 +120,137 @@ int cpu_nll_loss_backward(ddpl_tensor **out, ddpl_tensor **in, const void *param
             double gs = none ? load(g, n * j.S + s, j.dt) : scale;
             store(dlogp, (n * j.C + t) * j.S + s, j.dt, -w * gs);
         }
+    return 0;
+}
+
+/* ---- cross_entropy (fused log_softmax + nll over the last dim) ---- */
+
+typedef struct {
+    nll_job j;     /* N rows, C classes, S = 1 */
+    const char *x; /* logits (N,C) */
+    char *stats;   /* (N,2): per row max and log(sum exp(x - max)) */
+    const char *g; /* backward: the loss's gradient */
+    char *dx;      /* backward: (N,C) */
+    double scale;  /* backward, reductions mean and sum: grad (/ total_weight for mean) */
+} ce_job;
+
+static void ce_job_init(ce_job *c, const ddpl_tensor *logits, const ddpl_tensor *target,
+                        const ddpl_tensor *weight, const void *params)
+{
+    *c = (ce_job){.x = ddpl_data_ptr(logits)};
+    c->j.N = logits->sizes[0], c->j.C = logits->sizes[1], c->j.S = 1;
+    c->j.target = (const int64_t *)ddpl_data_ptr(target);
+    c->j.weight = weight ? ddpl_data_ptr(weight) : NULL;
+    c->j.dt = (ddpl_dtype)logits->dtype;
+    c->j.p = params;
+}
+
+/* T the element type, ACC the accumulator (float keeps float32 rows in vector registers). */
+#define DEFINE_CROSS_ENTROPY(T, ACC, EXP, LOG, SUFFIX)                                             \
+    static void ce_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                            \
+    {                                                                                              \
+        const ce_job *c = ctx;                                                                     \
+        int64_t C = c->j.C;                                                                        \
+        for (int64_t r = begin; r < end; r++) {                                                    \
+            const T *x = (const T *)c->x + r * C;                                                  \
+            T m = -INFINITY;                                                                       \
+            _Pragma("omp simd reduction(max : m)") for (int64_t i = 0; i < C; i++) m =             \
+                x[i] > m ? x[i] : m;                                                               \
+            if (m == -INFINITY) m = 0; /* an all -inf row: keep exp's argument finite */           \
+            ACC s = 0;                                                                             \
+            _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < C; i++) s +=              \
+                EXP(x[i] - m);                                                                     \
+            ((T *)c->stats)[2 * r] = m;                                                            \
+            ((T *)c->stats)[2 * r + 1] = (T)LOG(s);                                                \
+        }                                                                                          \
+    }                                                                                              \
+    static void ce_bwd_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                        \
+    {                                                                                              \
+        const ce_job *c = ctx;                                                                     \
+        int64_t C = c->j.C;                                                                        \
+        bool none = c->j.p->reduction == DDPL_REDUCTION_NONE;                                      \
+        for (int64_t r = begin; r < end; r++) {                                                    \
+            const T *x = (const T *)c->x + r * C;                                                  \
+            T *dx = (T *)c->dx + r * C;                                                            \
+            int64_t t = c->j.target[r];                                                            \
+            if (t == c->j.p->ignore_index) {                                                       \
+                memset(dx, 0, (size_t)C * sizeof(T));                                              \
+                continue;                                                                          \
+            }                                                                                      \
+            double w = c->j.weight ? load(c->j.weight, t, c->j.dt) : 1.0;                          \
+            T coef = (T)(w * (none ? load(c->g, r, c->j.dt) : c->scale));                          \
+            T m = ((const T *)c->stats)[2 * r], ls = ((const T *)c->stats)[2 * r + 1];             \
+            _Pragma("omp simd") for (int64_t i = 0; i < C; i++) dx[i] =                            \
+                coef * EXP((x[i] - m) - ls);                                                       \
+            dx[t] -= coef;                                                                         \
+        }                                                                                          \
+    }
+
+DEFINE_CROSS_ENTROPY(float, float, cpu_expf, logf, f32)
+DEFINE_CROSS_ENTROPY(double, double, exp, log, f64)
+
+/* logp[n,t] in the element type: (x - m) - ls, as cpu_log_softmax writes it */
+static double target_logp(const ce_job *c, int64_t n, int64_t t)
+{
+    int64_t i = n * c->j.C + t;
+    if (c->j.dt == DDPL_FLOAT32) {
+        const float *st = (const float *)c->stats + 2 * n;
+        return (((const float *)c->x)[i] - st[0]) - st[1];
+    }
+    const double *st = (const double *)c->stats + 2 * n;
+    return (((const double *)c->x)[i] - st[0]) - st[1];
+}
+
+/* out[0] loss ((N) for reduction none, else 0-dim), out[1] total_weight (0-dim), out[2] stats
+ * (N,2); in[0] logits (N,C), in[1] target (N) int64, in[2] weight (C)?; all contiguous. */
+int cpu_cross_entropy(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    ce_job c;
+    ce_job_init(&c, in[0], in[1], in[2], params);
+    if (check_targets("cross_entropy", &c.j) < 0) return -1;
+    c.stats = ddpl_data_ptr(out[2]);
+    bool f32 = c.j.dt == DDPL_FLOAT32;
+    if (c.j.N > 0 && c.j.C > 0)
+        cpu_parallel_for(c.j.N, CPU_GRAIN / c.j.C + 1, f32 ? ce_rows_f32 : ce_rows_f64, &c);
+    /* the per-row losses: logp[n,t] rounded as log_softmax rounds it, summed in double */
+    char *loss = ddpl_data_ptr(out[0]);
+    bool none = c.j.p->reduction == DDPL_REDUCTION_NONE;
+    double sum = 0, total = 0;
+    for (int64_t n = 0; n < c.j.N; n++) {
+        int64_t t = c.j.target[n];
+        double l = 0;
+        if (t != c.j.p->ignore_index) {
+            double w = c.j.weight ? load(c.j.weight, t, c.j.dt) : 1.0;
+            l = -w * target_logp(&c, n, t);
+            total += w;
+        }
+        if (none)
+            store(loss, n, c.j.dt, l);
+        else
+            sum += l;
+    }
+    if (!none) store(loss, 0, c.j.dt, c.j.p->reduction == DDPL_REDUCTION_MEAN ? sum / total : sum);
+    store(ddpl_data_ptr(out[1]), 0, c.j.dt, total);
+    return 0;
+}
+
+/* out[0] dlogits (N,C); in[0] grad (the loss's shape), in[1] logits, in[2] target, in[3]
+ * weight?, in[4] total_weight (0-dim), in[5] stats (N,2); all contiguous. */
+int cpu_cross_entropy_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    ce_job c;
+    ce_job_init(&c, in[1], in[2], in[3], params);
+    if (check_targets("cross_entropy", &c.j) < 0) return -1;
+    c.g = ddpl_data_ptr(in[0]);
+    c.stats = ddpl_data_ptr(in[5]);
+    c.dx = ddpl_data_ptr(out[0]);
+    if (c.j.p->reduction != DDPL_REDUCTION_NONE) {
+        c.scale = load(c.g, 0, c.j.dt);
+        if (c.j.p->reduction == DDPL_REDUCTION_MEAN)
+            c.scale /= load(ddpl_data_ptr(in[4]), 0, c.j.dt);
+    }
+    bool f32 = c.j.dt == DDPL_FLOAT32;
+    if (c.j.N > 0 && c.j.C > 0)
+        cpu_parallel_for(c.j.N, CPU_GRAIN / c.j.C + 1, f32 ? ce_bwd_rows_f32 : ce_bwd_rows_f64, &c);
     return 0;
 }

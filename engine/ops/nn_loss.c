@@ -7,7 +7,11 @@
  *   smooth[i] = -sum_c logp[i,c] * weight[c]      (0 where target[i] == ignore_index)
  *   loss = (1 - eps) * nll + (eps / C) * reduce(smooth)
  * where reduce is the same reduction, and 'mean' divides by the same total as nll's (the sum
- * of weight[target] over non-ignored targets, or their count). mse_loss is a composite. */
+ * of weight[target] over non-ignored targets, or their count). Without label smoothing, logits
+ * (N,C) or (C) that are contiguous run the fused CROSS_ENTROPY kernel where the backend has it
+ * (the CPU): no (N,C) log-probabilities are written, the backward writes softmax - onehot
+ * straight into the logits' gradient (cpu/cpu_loss.c); elsewhere the composition runs.
+ * mse_loss is a composite. */
 #include "autocast.h"
 #include "nn_common.h"
 
@@ -236,6 +240,110 @@ static ddpl_tensor *cross_entropy_impl(ddpl_tensor *logits, ddpl_tensor *target,
                                        ddpl_tensor *weight, ddpl_reduction reduction,
                                        int64_t ignore_index, double label_smoothing);
 
+/* The fused kernel (CROSS_ENTROPY, backends that have it) for logits (N,C) or (C), contiguous,
+ * without label smoothing: no (N,C) log-probabilities are kept, the node saves the logits and
+ * per row the max and log(sum exp(x - max)). Its context is nll's, so that the create_graph path
+ * reuses nll's gradient (nll_loss_grad_kernel reads the context and the target saved as (N,1)).
+ * Saving the logits (where the composition saved its log-probabilities) means that changing them in
+ * place before backward is refused, where PyTorch, which saves log_softmax's output, allows it. */
+static bool cross_entropy_fusable(const ddpl_tensor *logits, double label_smoothing)
+{
+    return label_smoothing == 0 && (logits->ndim == 1 || logits->ndim == 2) &&
+           ddpl_tensor_is_contiguous(logits) &&
+           ddpl_backend_supports(logits->device, DDPL_OP_CROSS_ENTROPY) &&
+           ddpl_backend_supports(logits->device, DDPL_OP_CROSS_ENTROPY_BACKWARD);
+}
+
+/* saved: 0 target (N,1), 1 weight?, 2 total_weight, 3 logits (as given), 4 row stats (N,2) */
+static int cross_entropy_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    ddpl_tensor *target = ddpl_node_saved(n, 0), *w = ddpl_node_saved(n, 1);
+    ddpl_tensor *total = ddpl_node_saved(n, 2), *logits = ddpl_node_saved(n, 3);
+    ddpl_tensor *stats = ddpl_node_saved(n, 4);
+    if (!target || (!w && !ddpl_node_saved_is_null(n, 1)) || !total || !logits || !stats) return -1;
+    if (ddpl_is_grad_enabled()) {
+        /* create_graph: log_softmax's backward written with recording ops over nll's gradient,
+         * dx = dlogp - softmax(logits) * sum(dlogp) along the classes */
+        bool linear =
+            ddpl_requires_grad(grad) && !(w && ddpl_requires_grad(w)) && !ddpl_requires_grad(total);
+        ddpl_tensor *dlogp = linear ? nll_loss_grad_recorded(n, grad, target, w, total)
+                                    : nll_loss_grad_kernel(n, grad, target, w, total);
+        int cd = logits->ndim - 1;
+        ddpl_tensor *p = dlogp ? ddpl_softmax(logits, cd) : NULL;
+        ddpl_tensor *s = p ? ddpl_sum_dim(dlogp, cd, true) : NULL;
+        ddpl_tensor *ps = s ? ddpl_mul(p, s) : NULL;
+        gi[0] = ps ? ddpl_sub(dlogp, ps) : NULL;
+        ddpl_tensor *tmp[] = {dlogp, p, s, ps};
+        for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
+        if (!gi[0]) return -1;
+        return ddpl_mark_not_differentiable("cross_entropy", n, grad, 1, gi, false);
+    }
+    int64_t N = stats->sizes[0], s2[2] = {N, DDPL_NODE_CTX(n, nll_ctx)->C};
+    ddpl_tensor *g = nn_contiguous(grad);
+    ddpl_tensor *dx =
+        g ? ddpl_tensor_new(logits->ndim, logits->sizes, (ddpl_dtype)logits->dtype, logits->device)
+          : NULL;
+    ddpl_tensor *dx2 = dx ? nn_alias(dx, 2, s2) : NULL, *l2 = dx2 ? nn_alias(logits, 2, s2) : NULL;
+    ddpl_tensor *ins[6] = {g, l2, target, w, total, stats};
+    int rc = l2 ? ddpl_run_kernel(DDPL_OP_CROSS_ENTROPY_BACKWARD, dx->device, &dx2, ins,
+                                  &DDPL_NODE_CTX(n, nll_ctx)->p)
+                : -1;
+    ddpl_tensor *tmp[] = {g, dx2, l2};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
+    if (rc < 0) {
+        ddpl_tensor_release(dx);
+        return -1;
+    }
+    gi[0] = dx;
+    return 0;
+}
+
+/* Shapes are checked (nll_shapes); N rows of C classes. */
+static ddpl_tensor *cross_entropy_fused(const char *op, ddpl_tensor *logits, ddpl_tensor *target,
+                                        ddpl_tensor *weight, ddpl_reduction reduction,
+                                        int64_t ignore_index, int64_t N, int64_t C)
+{
+    if (target->dtype != DDPL_INT64)
+        return ddpl_error("%s: target must be an int64 tensor of class indices, got %s", op,
+                          ddpl_dtype_name((ddpl_dtype)target->dtype)),
+               NULL;
+    if (ddpl_check_same_device(op, logits, target) < 0 ||
+        nn_check_param(op, "weight", weight, logits, C) < 0)
+        return NULL;
+    int64_t s2[2] = {N, C}, t2s[2] = {N, 1}, st[2] = {N, 2};
+    bool none = reduction == DDPL_REDUCTION_NONE;
+    ddpl_tensor *l2 = nn_alias(logits, 2, s2);
+    ddpl_tensor *tc = l2 ? nn_contiguous(target) : NULL, *t2 = tc ? nn_alias(tc, 2, t2s) : NULL;
+    ddpl_tensor *wc = t2 ? nn_contiguous(weight) : NULL;
+    ddpl_dtype dt = (ddpl_dtype)logits->dtype;
+    ddpl_tensor *loss = t2 && (wc || !weight) ? ddpl_tensor_new(none ? target->ndim : 0,
+                                                                target->sizes, dt, logits->device)
+                                              : NULL;
+    ddpl_tensor *total = loss ? ddpl_tensor_new(0, NULL, dt, logits->device) : NULL;
+    ddpl_tensor *stats = total ? ddpl_tensor_new(2, st, dt, logits->device) : NULL;
+    ddpl_nll_params p = {(int)reduction, ignore_index};
+    ddpl_tensor *outs[3] = {loss, total, stats}, *ins[3] = {l2, t2, wc};
+    int rc = stats ? ddpl_run_kernel(DDPL_OP_CROSS_ENTROPY, logits->device, outs, ins, &p) : -1;
+    if (rc < 0) nn_rename_error("tensor", op); /* a copy or an output could not be allocated */
+    if (rc == 0 && ddpl_grad_needed(1, &logits)) {
+        ddpl_node *n = ddpl_node_new("CrossEntropyBackward", cross_entropy_backward, 1, &logits);
+        ddpl_node_save(n, t2);
+        ddpl_node_save(n, wc);
+        ddpl_node_save(n, total);
+        ddpl_node_save(n, logits);
+        ddpl_node_save(n, stats);
+        *DDPL_NODE_CTX(n, nll_ctx) = (nll_ctx){p, C};
+        ddpl_set_history(loss, n);
+    }
+    ddpl_tensor *tmp[] = {l2, tc, t2, wc, total, stats};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
+    if (rc < 0) {
+        ddpl_tensor_release(loss);
+        return NULL;
+    }
+    return loss;
+}
+
 /* Under autocast 16-bit logits (and class weights) compute in float32: the loss is float32
  * (PyTorch's float32 list). */
 ddpl_tensor *ddpl_cross_entropy(ddpl_tensor *logits, ddpl_tensor *target, ddpl_tensor *weight,
@@ -267,6 +375,8 @@ static ddpl_tensor *cross_entropy_impl(ddpl_tensor *logits, ddpl_tensor *target,
         return ddpl_error("%s: input must have at least 1 dimension (C) or (N,C,...)", op), NULL;
     int64_t N, C, S;
     if (nll_shapes(op, logits, target, &N, &C, &S) < 0) return NULL;
+    if (cross_entropy_fusable(logits, label_smoothing))
+        return cross_entropy_fused(op, logits, target, weight, reduction, ignore_index, N, C);
     int cd = logits->ndim == 1 ? 0 : 1;
     ddpl_tensor *logp = ddpl_log_softmax(logits, cd);
     if (!logp) return NULL;
