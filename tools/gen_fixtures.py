@@ -47,7 +47,7 @@ OUT_DIR = os.path.join(ROOT, 'spec', 'fixtures')
 DTYPE_NAMES = {
     torch.float32: 'float32', torch.float64: 'float64', torch.float16: 'float16',
     torch.bfloat16: 'bfloat16', torch.int64: 'int64', torch.int32: 'int32',
-    torch.uint8: 'uint8', torch.bool: 'bool',
+    torch.uint8: 'uint8', torch.bool: 'bool', torch.int8: 'int8', torch.int16: 'int16',
 }
 DTYPES = {v: k for k, v in DTYPE_NAMES.items()}
 F32, F64, I64 = torch.float32, torch.float64, torch.int64
@@ -1232,7 +1232,8 @@ def gen_nn():
 # dtype promotion table
 
 def gen_promotion():
-    names = ['float32', 'float64', 'float16', 'bfloat16', 'int64', 'int32', 'uint8', 'bool']
+    names = ['float32', 'float64', 'float16', 'bfloat16', 'int64', 'int32', 'uint8', 'bool',
+             'int8', 'int16']
     operands = [{'dtype': n} for n in names]
     operands += [{'dtype': 'float64', 'zero_dim': True}, {'dtype': 'int64', 'zero_dim': True},
                  {'number': 2}, {'number': 2.5}]

@@ -96,6 +96,23 @@ __device__ __forceinline__ void atomic_add(unsigned char *p, unsigned char v, bo
         old = atomicCAS(w, assumed, (assumed & ~(0xffu << shift)) | (nb << shift));
     } while (old != assumed);
 }
+__device__ __forceinline__ void atomic_add(signed char *p, signed char v, bool)
+{
+    atomic_add((unsigned char *)p, (unsigned char)v, false); /* two's complement: same bits */
+}
+/* int16: one half of its aligned 32-bit word, wrapping add (tensors are 2-byte aligned). */
+__device__ __forceinline__ void atomic_add(short *p, short v, bool)
+{
+    unsigned int *w = (unsigned int *)((uintptr_t)p & ~(uintptr_t)3);
+    unsigned int shift = (unsigned int)((uintptr_t)p & 2) * 8;
+    unsigned int old = *w, assumed;
+    do {
+        assumed = old;
+        unsigned int h = (assumed >> shift) & 0xffffu;
+        unsigned int nh = (h + (unsigned short)v) & 0xffffu;
+        old = atomicCAS(w, assumed, (assumed & ~(0xffffu << shift)) | (nh << shift));
+    } while (old != assumed);
+}
 
 /* ---- element copies by size ---- */
 template <int SIZE> struct bits_of;
@@ -143,6 +160,7 @@ static int dtype_size(int dt)
         return 4;
     case DDPL_FLOAT16:
     case DDPL_BFLOAT16:
+    case DDPL_INT16:
         return 2;
     default:
         return 1;

@@ -100,6 +100,12 @@ static void push_value(lua_State *L, ddpl_dtype dt, const char *p)
     case DDPL_INT32:
         lua_pushinteger(L, *(const int32_t *)p);
         break;
+    case DDPL_INT16:
+        lua_pushinteger(L, *(const int16_t *)p);
+        break;
+    case DDPL_INT8:
+        lua_pushinteger(L, *(const int8_t *)p);
+        break;
     case DDPL_UINT8:
         lua_pushinteger(L, *(const uint8_t *)p);
         break;
@@ -264,6 +270,14 @@ static int m_byte(lua_State *L)
 {
     return cast(L, "byte", DDPL_UINT8);
 }
+static int m_short(lua_State *L)
+{
+    return cast(L, "short", DDPL_INT16);
+}
+static int m_char(lua_State *L)
+{
+    return cast(L, "char", DDPL_INT8);
+}
 
 static int m_type_as(lua_State *L)
 {
@@ -339,6 +353,8 @@ const luaL_Reg lb_value_methods[] = {
     {"int", m_int},
     {"bool", m_bool},
     {"byte", m_byte},
+    {"short", m_short},
+    {"char", m_char},
     {"type_as", m_type_as},
     {"cuda", m_cuda},
     {"cpu", m_cpu},
