@@ -1,5 +1,5 @@
 -- spec/int_dtypes_spec.lua: the int8 and int16 dtypes: creation, element_size, printing,
--- safetensors round trips (I8/I16), the :char()/:short() casts, and PyTorch's values
+-- safetensors round trips (I8/I16) and the object wire format, the :char()/:short() casts, and PyTorch's values
 -- (spec/fixtures/int_dtypes.lua, tools/gen_dtype_fixtures.py) for wraparound arithmetic,
 -- promotion with every other dtype, comparisons, reductions and conversions.
 local H = require 'helpers'
@@ -100,6 +100,16 @@ describe('int8 and int16 tensors', function()
         assert.are.equal('int16', dt(back.b))
         assert.are.same({{-128, 0, 127}}, back.a:tolist())
         assert.are.same({-32768, 1, 32767}, back.b:tolist())
+    end)
+
+    it('crosses the object collectives\' wire format', function()
+        local S = require 'ddplua.core.serialize'
+        local back = S.loads(S.dumps({a = ddpl.tensor({-128, 127}, {dtype = 'int8'}),
+                                      b = ddpl.tensor({-32768, 7}, {dtype = 'int16'})}))
+        assert.are.equal('int8', dt(back.a))
+        assert.are.equal('int16', dt(back.b))
+        assert.are.same({-128, 127}, back.a:tolist())
+        assert.are.same({-32768, 7}, back.b:tolist())
     end)
 
     it('sums into int64 without wrapping, as PyTorch', function()
