@@ -1,7 +1,8 @@
 -- spec/int_dtypes_spec.lua: the int8 and int16 dtypes: creation, element_size, printing,
--- safetensors round trips (I8/I16) and the object wire format, the :char()/:short() casts, and PyTorch's values
--- (spec/fixtures/int_dtypes.lua, tools/gen_dtype_fixtures.py) for wraparound arithmetic,
--- promotion with every other dtype, comparisons, reductions and conversions.
+-- safetensors round trips (I8/I16) and the object wire format, the :char()/:short()/:type()
+-- casts, and PyTorch's values (spec/fixtures/int_dtypes.lua, tools/gen_dtype_fixtures.py) for
+-- wraparound arithmetic, promotion with every other dtype, comparisons, reductions and
+-- conversions.
 local H = require 'helpers'
 local ddpl = H.ddpl
 
@@ -65,6 +66,19 @@ describe('int8 and int16 tensors', function()
         assert.are.equal('int16', dt(x:to('short'))) -- torch.short
         assert.are.equal('int8', dt(x:to({dtype = 'int8'})))
         assert.are.equal('int16', dt(ddpl.zeros(2, {dtype = 'int8'}):type_as(x:short())))
+    end)
+
+    it('has x:type() with PyTorch\'s type names', function()
+        local x = ddpl.tensor({1.5, -2.5, 300})
+        assert.are.equal('torch.FloatTensor', x:type())
+        assert.are.equal('torch.CharTensor', x:char():type())
+        assert.are.equal('torch.ShortTensor', x:type('int16'):type())
+        local c = x:type('torch.CharTensor')
+        assert.are.equal('int8', dt(c))
+        H.assert_close(c, {1, -2, 44}) -- 300 wraps modulo 256, as PyTorch on x86-64
+        assert.are.equal('torch.DoubleTensor', c:type('torch.DoubleTensor'):type())
+        H.assert_error(function() return x:type('torch.QuadTensor') end, 'type', 'torch.QuadTensor')
+        H.assert_error(function() return x:type(3) end, 'type')
     end)
 
     it('reads back exact values with item and tolist', function()
