@@ -1268,18 +1268,14 @@ def gen_promotion():
     return 'promotion', '\n'.join(lines) + '\n'
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--check', action='store_true', help='compare with the files on disk')
-    ap.add_argument('--out', default=OUT_DIR)
-    args = ap.parse_args()
-    torch.set_num_threads(1)  # reproducible reductions
-    files = [gen_pointwise(), gen_reduce(), gen_linalg(), gen_index(), gen_nn(), gen_promotion()]
-    os.makedirs(args.out, exist_ok=True)
+def write_files(files, out_dir, check, script):
+    """Writes each (name, text) of files to out_dir/name.lua, or with check only compares them
+    with the files there; returns the exit status (1: stale files, listed)."""
+    os.makedirs(out_dir, exist_ok=True)
     stale = []
     for name, text in files:
-        path = os.path.join(args.out, name + '.lua')
-        if args.check:
+        path = os.path.join(out_dir, name + '.lua')
+        if check:
             old = open(path).read() if os.path.exists(path) else None
             if old != text:
                 stale.append(path)
@@ -1288,10 +1284,19 @@ def main():
                 f.write(text)
             print('%-50s %7d bytes' % (os.path.relpath(path, ROOT), len(text)))
     if stale:
-        print('stale fixtures (rerun tools/gen_fixtures.py):', *stale, sep='\n  ')
+        print('stale fixtures (rerun %s):' % script, *stale, sep='\n  ')
         return 1
     return 0
 
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--check', action='store_true', help='compare with the files on disk')
+    ap.add_argument('--out', default=OUT_DIR)
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # reproducible reductions
+    files = [gen_pointwise(), gen_reduce(), gen_linalg(), gen_index(), gen_nn(), gen_promotion()]
+    return write_files(files, args.out, args.check, 'tools/gen_fixtures.py')
 
 if __name__ == '__main__':
     sys.exit(main())
