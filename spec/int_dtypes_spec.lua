@@ -141,6 +141,15 @@ describe('int8 and int16 tensors', function()
                        'int16')
         H.assert_error(function() return ddpl.zeros(2, {dtype = 'int4'}) end, "unknown dtype 'int4'",
                        'int16, int8')
+        -- as PyTorch: a range or fill value the dtype cannot hold is an error, not a wrap
+        H.assert_error(function() return ddpl.randint(0, 1000, {3}, {dtype = 'int8'}) end,
+                       'randint', '[0, 1000)', 'int8', '[-128, 127]')
+        H.assert_error(function() return ddpl.randint(-40000, 0, {3}, {dtype = 'int16'}) end,
+                       'randint', 'int16')
+        H.assert_error(function() return ddpl.full({2}, 300, {dtype = 'int8'}) end, 'full', '300',
+                       'int8', 'overflow')
+        H.assert_error(function() return ddpl.full_like(x, -129) end, 'full_like', 'int8')
+        assert.are.equal('int8', dt(ddpl.randint(-128, 128, {64}, {dtype = 'int8'}))) -- the full range
     end)
 
     it('module:to(dtype) leaves int8 buffers alone, as floating conversions do', function()

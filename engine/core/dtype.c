@@ -1,7 +1,7 @@
 /* core/dtype.c: dtype names and sizes, half/bfloat16 conversion, element load/store, promotion.
- * defines: ddpl_dtype_*, ddpl_half_to_float, ddpl_float_to_half, ddpl_float_to_bf16,
- *          ddpl_load_f64, ddpl_store_f64, ddpl_load_i64, ddpl_store_i64, ddpl_promote_types,
- *          ddpl_result_type. */
+ * defines: ddpl_dtype_* (ddpl_dtype_int_range: the integer dtypes' bounds), ddpl_half_to_float,
+ * ddpl_float_to_half, ddpl_float_to_bf16, ddpl_load_f64, ddpl_store_f64, ddpl_load_i64,
+ * ddpl_store_i64, ddpl_promote_types, ddpl_result_type. */
 #include <math.h>
 
 #include "core.h"
@@ -35,6 +35,24 @@ int ddpl_dtype_from_name(const char *name)
     if (!strcmp(name, "int")) return DDPL_INT32;
     if (!strcmp(name, "short")) return DDPL_INT16;
     return -1;
+}
+
+/* The values of the integer dtypes (bool as 0 and 1). */
+static const struct {
+    bool integral;
+    int64_t lo, hi;
+} int_ranges[DDPL_DTYPE_COUNT] = {
+    [DDPL_INT64] = {true, INT64_MIN, INT64_MAX}, [DDPL_INT32] = {true, INT32_MIN, INT32_MAX},
+    [DDPL_INT16] = {true, INT16_MIN, INT16_MAX}, [DDPL_INT8] = {true, INT8_MIN, INT8_MAX},
+    [DDPL_UINT8] = {true, 0, UINT8_MAX},         [DDPL_BOOL] = {true, 0, 1},
+};
+
+bool ddpl_dtype_int_range(ddpl_dtype dt, int64_t *lo, int64_t *hi)
+{
+    if ((unsigned)dt >= DDPL_DTYPE_COUNT || !int_ranges[dt].integral) return false;
+    *lo = int_ranges[dt].lo;
+    *hi = int_ranges[dt].hi;
+    return true;
 }
 
 size_t ddpl_dtype_size(ddpl_dtype dt)

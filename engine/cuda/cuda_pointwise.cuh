@@ -122,7 +122,8 @@ template <> struct pw_store<__nv_bfloat16> {
     __device__ static __nv_bfloat16 from(double v) { return __float2bfloat16((float)v); }
     __device__ static __nv_bfloat16 from(long long v) { return __float2bfloat16((float)(double)v); }
 };
-/* narrowing int64 -> int32/int16/int8/uint8 keeps the low bits (two's complement), as the CPU's casts */
+/* narrowing int64 -> int32/int16/int8/uint8 keeps the low bits (two's complement), as the CPU's
+ * casts */
 template <> struct pw_store<long long> {
     __device__ static long long from(float v) { return pw_f64_to_i64(v); }
     __device__ static long long from(double v) { return pw_f64_to_i64(v); }
@@ -144,8 +145,14 @@ template <> struct pw_store<short> {
     __device__ static short from(long long v) { return (short)(unsigned short)v; }
 };
 template <> struct pw_store<signed char> {
-    __device__ static signed char from(float v) { return (signed char)(unsigned char)pw_f64_to_i64(v); }
-    __device__ static signed char from(double v) { return (signed char)(unsigned char)pw_f64_to_i64(v); }
+    __device__ static signed char from(float v)
+    {
+        return (signed char)(unsigned char)pw_f64_to_i64(v);
+    }
+    __device__ static signed char from(double v)
+    {
+        return (signed char)(unsigned char)pw_f64_to_i64(v);
+    }
     __device__ static signed char from(long long v) { return (signed char)(unsigned char)v; }
 };
 /* bool: nonzero (NaN included) is true */

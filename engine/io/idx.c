@@ -56,7 +56,7 @@ static void convert(const idx_type *ty, const unsigned char *raw, void *out, int
     switch (ty->code) {
     case 0x08:
     case 0x09:
-        break; /* bytes: read straight into the tensor */
+        break;   /* bytes: read straight into the tensor */
     case 0x0B: { /* same size: swap in place */
         uint16_t *o = out;
         for (int64_t i = 0; i < n; i++) o[i] = (uint16_t)(raw[2 * i] << 8 | raw[2 * i + 1]);
