@@ -362,8 +362,8 @@ describe('read_idx', function()
 
     it('reads the other IDX element types, big-endian', function()
         local cases = {
-            { 0x09, '>i1', { -128, -1, 0, 127 }, 'int32' },
-            { 0x0B, '>i2', { -32768, -2, 300, 32767 }, 'int32' },
+            { 0x09, '>i1', { -128, -1, 0, 127 }, 'int8' }, -- torchvision's types for 0x09, 0x0B
+            { 0x0B, '>i2', { -32768, -2, 300, 32767 }, 'int16' },
             { 0x0C, '>i4', { -2147483648, -70000, 5, 2147483647 }, 'int32' },
             { 0x0D, '>f', { -1.5, 0, 0.25, 3e38 }, 'float32' },
             { 0x0E, '>d', { -1.5, 1e-300, 0.1, 1e300 }, 'float64' },

@@ -103,7 +103,8 @@ local function battery()
   add('empty(0,3)', ddpl.zeros(0, 3))
   add('expanded(2,3)', ddpl.ones(3):expand(2, 3))
   add('transposed(3,2)', ddpl.ones(2, 3):t())
-  for _, dt in ipairs({'float64', 'float16', 'bfloat16', 'int64', 'int32', 'uint8', 'bool'}) do
+  for _, dt in ipairs({'float64', 'float16', 'bfloat16', 'int64', 'int32', 'int16', 'int8', 'uint8',
+                       'bool'}) do
     add(dt .. '(2,3)', ddpl.ones(2, 3, {dtype = dt}))
   end
   add('requires_grad(2,3)', ddpl.ones(2, 3, {requires_grad = true}))

@@ -60,7 +60,8 @@ function H.tensor(e, opts)
         local n = 1
         for _, s in ipairs(e.shape) do n = n * s end
         flat = {}
-        local integral = e.dtype == 'int64' or e.dtype == 'int32' or e.dtype == 'uint8'
+        local integral = e.dtype == 'int64' or e.dtype == 'int32' or e.dtype == 'int16'
+            or e.dtype == 'int8' or e.dtype == 'uint8'
         for i = 0, n - 1 do
             local v = (i * mul) % mod + add
             if e.dtype == 'bool' then

@@ -235,7 +235,7 @@ describe('serialize loads hostile input', function()
         assert_error(S.loads, 'unknown tensor flags', H1 .. '\8\0\0\0\0\2\0')
         assert_error(S.loads, 'tensor data truncated', H1 .. '\8\0\0\0\0\0\1' .. u64(1 << 30))
         assert_error(S.loads, 'negative tensor size', H1 .. '\8\0\0\0\0\0\1' .. u64(-1))
-        assert_error(S.loads, 'unknown tensor dtype code', H1 .. '\8\9\0\0\0\0\0')
+        assert_error(S.loads, 'unknown tensor dtype code', H1 .. '\8\10\0\0\0\0\0')
         assert_error(S.loads, 'unknown tensor device type', H1 .. '\8\0\7\0\0\0\0')
         assert_error(S.loads, 'tensor with more than 8 dimensions', H1 .. '\8\0\0\0\0\0\9')
         assert_error(S.loads, 'requires_grad on a tensor of a non-floating dtype',

@@ -47,7 +47,7 @@ OUT_DIR = os.path.join(ROOT, 'spec', 'fixtures')
 DTYPE_NAMES = {
     torch.float32: 'float32', torch.float64: 'float64', torch.float16: 'float16',
     torch.bfloat16: 'bfloat16', torch.int64: 'int64', torch.int32: 'int32',
-    torch.uint8: 'uint8', torch.bool: 'bool',
+    torch.uint8: 'uint8', torch.bool: 'bool', torch.int8: 'int8', torch.int16: 'int16',
 }
 DTYPES = {v: k for k, v in DTYPE_NAMES.items()}
 F32, F64, I64 = torch.float32, torch.float64, torch.int64
@@ -1256,7 +1256,8 @@ def gen_nn():
 # dtype promotion table
 
 def gen_promotion():
-    names = ['float32', 'float64', 'float16', 'bfloat16', 'int64', 'int32', 'uint8', 'bool']
+    names = ['float32', 'float64', 'float16', 'bfloat16', 'int64', 'int32', 'uint8', 'bool',
+             'int8', 'int16']
     operands = [{'dtype': n} for n in names]
     operands += [{'dtype': 'float64', 'zero_dim': True}, {'dtype': 'int64', 'zero_dim': True},
                  {'number': 2}, {'number': 2.5}]
@@ -1291,18 +1292,14 @@ def gen_promotion():
     return 'promotion', '\n'.join(lines) + '\n'
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--check', action='store_true', help='compare with the files on disk')
-    ap.add_argument('--out', default=OUT_DIR)
-    args = ap.parse_args()
-    torch.set_num_threads(1)  # reproducible reductions
-    files = [gen_pointwise(), gen_reduce(), gen_linalg(), gen_index(), gen_nn(), gen_promotion()]
-    os.makedirs(args.out, exist_ok=True)
+def write_files(files, out_dir, check, script):
+    """Writes each (name, text) of files to out_dir/name.lua, or with check only compares them
+    with the files there; returns the exit status (1: stale files, listed)."""
+    os.makedirs(out_dir, exist_ok=True)
     stale = []
     for name, text in files:
-        path = os.path.join(args.out, name + '.lua')
-        if args.check:
+        path = os.path.join(out_dir, name + '.lua')
+        if check:
             old = open(path).read() if os.path.exists(path) else None
             if old != text:
                 stale.append(path)
@@ -1311,10 +1308,19 @@ def main():
                 f.write(text)
             print('%-50s %7d bytes' % (os.path.relpath(path, ROOT), len(text)))
     if stale:
-        print('stale fixtures (rerun tools/gen_fixtures.py):', *stale, sep='\n  ')
+        print('stale fixtures (rerun %s):' % script, *stale, sep='\n  ')
         return 1
     return 0
 
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--check', action='store_true', help='compare with the files on disk')
+    ap.add_argument('--out', default=OUT_DIR)
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # reproducible reductions
+    files = [gen_pointwise(), gen_reduce(), gen_linalg(), gen_index(), gen_nn(), gen_promotion()]
+    return write_files(files, args.out, args.check, 'tools/gen_fixtures.py')
 
 if __name__ == '__main__':
     sys.exit(main())

@@ -132,6 +132,8 @@ void ddpl_store_f64(void *p, ddpl_dtype dt, double v);
 int64_t ddpl_load_i64(const void *p, ddpl_dtype dt);
 void ddpl_store_i64(void *p, ddpl_dtype dt, int64_t v);
 bool ddpl_dtype_is_integral(ddpl_dtype dt); /* ints and bool */
+/* The smallest and largest value of an integer dtype (bool: 0 and 1); false for floats. */
+bool ddpl_dtype_int_range(ddpl_dtype dt, int64_t *lo, int64_t *hi);
 
 /* ---- dtype promotion (PyTorch's rules: category bool < integer < floating; dimensioned
  * tensors outrank 0-dim ones, which outrank wrapped numbers, unless of a higher category) ---- */

@@ -1,7 +1,7 @@
 /* core/dtype.c: dtype names and sizes, half/bfloat16 conversion, element load/store, promotion.
- * defines: ddpl_dtype_*, ddpl_half_to_float, ddpl_float_to_half, ddpl_float_to_bf16,
- *          ddpl_load_f64, ddpl_store_f64, ddpl_load_i64, ddpl_store_i64, ddpl_promote_types,
- *          ddpl_result_type. */
+ * defines: ddpl_dtype_* (ddpl_dtype_int_range: the integer dtypes' bounds), ddpl_half_to_float,
+ * ddpl_float_to_half, ddpl_float_to_bf16, ddpl_load_f64, ddpl_store_f64, ddpl_load_i64,
+ * ddpl_store_i64, ddpl_promote_types, ddpl_result_type. */
 #include <math.h>
 
 #include "core.h"
@@ -9,11 +9,13 @@
 static const char *const dtype_names[DDPL_DTYPE_COUNT] = {
     [DDPL_FLOAT32] = "float32",   [DDPL_FLOAT64] = "float64", [DDPL_FLOAT16] = "float16",
     [DDPL_BFLOAT16] = "bfloat16", [DDPL_INT64] = "int64",     [DDPL_INT32] = "int32",
-    [DDPL_UINT8] = "uint8",       [DDPL_BOOL] = "bool",
+    [DDPL_UINT8] = "uint8",       [DDPL_BOOL] = "bool",       [DDPL_INT8] = "int8",
+    [DDPL_INT16] = "int16",
 };
 static const size_t dtype_sizes[DDPL_DTYPE_COUNT] = {
     [DDPL_FLOAT32] = 4, [DDPL_FLOAT64] = 8, [DDPL_FLOAT16] = 2, [DDPL_BFLOAT16] = 2,
     [DDPL_INT64] = 8,   [DDPL_INT32] = 4,   [DDPL_UINT8] = 1,   [DDPL_BOOL] = 1,
+    [DDPL_INT8] = 1,    [DDPL_INT16] = 2,
 };
 
 const char *ddpl_dtype_name(ddpl_dtype dt)
@@ -26,12 +28,31 @@ int ddpl_dtype_from_name(const char *name)
     for (int i = 0; i < DDPL_DTYPE_COUNT; i++)
         if (strcmp(name, dtype_names[i]) == 0) return i;
     /* PyTorch's aliases */
-    if (!strcmp(name, "float") || !strcmp(name, "float")) return DDPL_FLOAT32;
+    if (!strcmp(name, "float")) return DDPL_FLOAT32;
     if (!strcmp(name, "double")) return DDPL_FLOAT64;
     if (!strcmp(name, "half")) return DDPL_FLOAT16;
     if (!strcmp(name, "long")) return DDPL_INT64;
     if (!strcmp(name, "int")) return DDPL_INT32;
+    if (!strcmp(name, "short")) return DDPL_INT16;
     return -1;
+}
+
+/* The values of the integer dtypes (bool as 0 and 1). */
+static const struct {
+    bool integral;
+    int64_t lo, hi;
+} int_ranges[DDPL_DTYPE_COUNT] = {
+    [DDPL_INT64] = {true, INT64_MIN, INT64_MAX}, [DDPL_INT32] = {true, INT32_MIN, INT32_MAX},
+    [DDPL_INT16] = {true, INT16_MIN, INT16_MAX}, [DDPL_INT8] = {true, INT8_MIN, INT8_MAX},
+    [DDPL_UINT8] = {true, 0, UINT8_MAX},         [DDPL_BOOL] = {true, 0, 1},
+};
+
+bool ddpl_dtype_int_range(ddpl_dtype dt, int64_t *lo, int64_t *hi)
+{
+    if ((unsigned)dt >= DDPL_DTYPE_COUNT || !int_ranges[dt].integral) return false;
+    *lo = int_ranges[dt].lo;
+    *hi = int_ranges[dt].hi;
+    return true;
 }
 
 size_t ddpl_dtype_size(ddpl_dtype dt)
@@ -133,6 +154,10 @@ double ddpl_load_f64(const void *p, ddpl_dtype dt)
         return (double)*(const int64_t *)p;
     case DDPL_INT32:
         return *(const int32_t *)p;
+    case DDPL_INT16:
+        return *(const int16_t *)p;
+    case DDPL_INT8:
+        return *(const int8_t *)p;
     case DDPL_UINT8:
         return *(const uint8_t *)p;
     case DDPL_BOOL:
@@ -163,6 +188,12 @@ void ddpl_store_f64(void *p, ddpl_dtype dt, double v)
     case DDPL_INT32:
         *(int32_t *)p = (int32_t)ddpl_f64_to_i64(v);
         break;
+    case DDPL_INT16:
+        *(int16_t *)p = (int16_t)ddpl_f64_to_i64(v);
+        break;
+    case DDPL_INT8:
+        *(int8_t *)p = (int8_t)ddpl_f64_to_i64(v);
+        break;
     case DDPL_UINT8:
         *(uint8_t *)p = (uint8_t)ddpl_f64_to_i64(v);
         break;
@@ -181,6 +212,10 @@ int64_t ddpl_load_i64(const void *p, ddpl_dtype dt)
         return *(const int64_t *)p;
     case DDPL_INT32:
         return *(const int32_t *)p;
+    case DDPL_INT16:
+        return *(const int16_t *)p;
+    case DDPL_INT8:
+        return *(const int8_t *)p;
     case DDPL_UINT8:
         return *(const uint8_t *)p;
     case DDPL_BOOL:
@@ -198,6 +233,12 @@ void ddpl_store_i64(void *p, ddpl_dtype dt, int64_t v)
         break;
     case DDPL_INT32:
         *(int32_t *)p = (int32_t)v;
+        break;
+    case DDPL_INT16:
+        *(int16_t *)p = (int16_t)v;
+        break;
+    case DDPL_INT8:
+        *(int8_t *)p = (int8_t)v;
         break;
     case DDPL_UINT8:
         *(uint8_t *)p = (uint8_t)v;
@@ -218,22 +259,47 @@ static int category(ddpl_dtype dt)
     return ddpl_dtype_is_floating(dt) ? 2 : 1;
 }
 
+/* PyTorch's promotion lattice (c10's promoteTypes), one row per dtype in enum order; checked
+ * against PyTorch by spec/tensor_spec.lua (spec/fixtures/promotion.lua). Notable entries: uint8
+ * with int8 gives int16 (the smallest type holding both ranges), float16 with bfloat16 float32, and
+ * any integer with a 16-bit float keeps the 16-bit float. */
+#define F32 DDPL_FLOAT32
+#define F64 DDPL_FLOAT64
+#define F16 DDPL_FLOAT16
+#define BF  DDPL_BFLOAT16
+#define I64 DDPL_INT64
+#define I32 DDPL_INT32
+#define U8  DDPL_UINT8
+#define B1  DDPL_BOOL
+#define I8  DDPL_INT8
+#define I16 DDPL_INT16
+static const unsigned char promote_table[DDPL_DTYPE_COUNT][DDPL_DTYPE_COUNT] = {
+    /*          F32  F64  F16  BF   I64  I32  U8   B1   I8   I16 */
+    [F32] = {F32, F64, F32, F32, F32, F32, F32, F32, F32, F32},
+    [F64] = {F64, F64, F64, F64, F64, F64, F64, F64, F64, F64},
+    [F16] = {F32, F64, F16, F32, F16, F16, F16, F16, F16, F16},
+    [BF] = {F32, F64, F32, BF, BF, BF, BF, BF, BF, BF},
+    [I64] = {F32, F64, F16, BF, I64, I64, I64, I64, I64, I64},
+    [I32] = {F32, F64, F16, BF, I64, I32, I32, I32, I32, I32},
+    [U8] = {F32, F64, F16, BF, I64, I32, U8, U8, I16, I16},
+    [B1] = {F32, F64, F16, BF, I64, I32, U8, B1, I8, I16},
+    [I8] = {F32, F64, F16, BF, I64, I32, I16, I8, I8, I16},
+    [I16] = {F32, F64, F16, BF, I64, I32, I16, I16, I16, I16},
+};
+#undef F32
+#undef F64
+#undef F16
+#undef BF
+#undef I64
+#undef I32
+#undef U8
+#undef B1
+#undef I8
+#undef I16
+
 ddpl_dtype ddpl_promote_types(ddpl_dtype a, ddpl_dtype b)
 {
-    if (a == b) return a;
-    int ca = category(a), cb = category(b);
-    if (ca != cb) return ca > cb ? a : b;
-    if (ca == 1) { /* integers: the wider one; uint8 with a signed type widens to that type */
-        static const int rank[DDPL_DTYPE_COUNT] = {
-            [DDPL_UINT8] = 1, [DDPL_INT32] = 3, [DDPL_INT64] = 4};
-        return rank[a] >= rank[b] ? a : b;
-    }
-    /* floats: float16 with bfloat16 gives float32, as in PyTorch */
-    if ((a == DDPL_FLOAT16 && b == DDPL_BFLOAT16) || (a == DDPL_BFLOAT16 && b == DDPL_FLOAT16))
-        return DDPL_FLOAT32;
-    if (a == DDPL_FLOAT64 || b == DDPL_FLOAT64) return DDPL_FLOAT64;
-    if (a == DDPL_FLOAT32 || b == DDPL_FLOAT32) return DDPL_FLOAT32;
-    return a;
+    return (ddpl_dtype)promote_table[a][b];
 }
 
 /* PyTorch's three-tier rule: the dtype of dimensioned tensors wins, unless a 0-dim tensor (or

@@ -1,5 +1,6 @@
 /* cpu/cpu_kernels.h: the CPU kernel functions, one per entry of ops/ops.def.
- * defines: cpu_<op> for every op (see ops/ops.def for what each computes). */
+ * defines: cpu_<op> for every op (see ops/ops.def for what each computes), cpu_has_half,
+ *          cpu_run_widened (cpu_widen.c). */
 #ifndef DDPL_CPU_KERNELS_H
 #define DDPL_CPU_KERNELS_H
 
@@ -83,5 +84,13 @@ DDPL_CPU_KERNEL(cpu_adam_step);
 DDPL_CPU_KERNEL(cpu_rmsprop_step);
 DDPL_CPU_KERNEL(cpu_adagrad_step);
 DDPL_CPU_KERNEL(cpu_amp_unscale);
+
+/* cpu_widen.c: whether any of ts is float16/bfloat16, and a float32 kernel run on float32
+ * copies of such operands, outputs (and the inputs whose bit is set in updated_inputs, which
+ * the kernel writes in place) rounded back. At most CPU_WIDEN_MAX outputs and inputs. */
+#define CPU_WIDEN_MAX 6
+bool cpu_has_half(int n, ddpl_tensor *const *ts);
+int cpu_run_widened(ddpl_kernel fn, int n_out, ddpl_tensor **out, int n_in, ddpl_tensor **in,
+                    const void *params, unsigned updated_inputs);
 
 #endif

@@ -43,17 +43,16 @@ static void nll_job_init(nll_job *j, const ddpl_tensor *logp, const ddpl_tensor 
     j->p = params;
 }
 
+/* Element i of a float tensor of any floating dtype (16-bit ones read exactly, computed in
+ * double and rounded once when stored). */
 static inline double load(const char *base, int64_t i, ddpl_dtype dt)
 {
-    return dt == DDPL_FLOAT32 ? ((const float *)base)[i] : ((const double *)base)[i];
+    return ddpl_load_f64(base + i * (int64_t)ddpl_dtype_size(dt), dt);
 }
 
 static inline void store(char *base, int64_t i, ddpl_dtype dt, double v)
 {
-    if (dt == DDPL_FLOAT32)
-        ((float *)base)[i] = (float)v;
-    else
-        ((double *)base)[i] = v;
+    ddpl_store_f64(base + i * (int64_t)ddpl_dtype_size(dt), dt, v);
 }
 
 static int check_targets(const char *op, const nll_job *j)

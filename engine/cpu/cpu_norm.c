@@ -7,6 +7,7 @@
  * no two threads write the same element. Statistics accumulate in double and use two passes
  * (mean, then squared deviations), so float32 inputs with a large mean keep their precision; the
  * sums are `omp simd` reductions, which the compiler vectorises with per-lane partial sums.
+ * float16/bfloat16 operands compute in float32 (cpu_run_widened): read once, rounded once.
  *
  * Gradients, with xhat = (x - mean) * invstd and gw = grad * weight (weight 1 when absent):
  *   dx = invstd * (gw - mean(gw) - xhat * mean(gw * xhat))   (batch statistics)
@@ -112,10 +113,18 @@ static char *ptr_or_null(ddpl_tensor *t)
     return t ? ddpl_data_ptr(t) : NULL;
 }
 
+/* The inputs batch_norm writes in place: the running statistics (3, 4), when training. */
+static unsigned bn_updated(const void *params)
+{
+    return ((const ddpl_batch_norm_params *)params)->training ? (1u << 3) | (1u << 4) : 0;
+}
+
 /* out[0] y, out[1] mean, out[2] invstd; in[0] x (N,C,S), in[1] weight?, in[2] bias?,
  * in[3] running_mean?, in[4] running_var? (required in eval mode; updated when training). */
 int cpu_batch_norm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(5, in))
+        return cpu_run_widened(cpu_batch_norm, 3, out, 5, in, params, bn_updated(params));
     ddpl_tensor *x = in[0];
     bn_job j = {.N = x->sizes[0], .C = x->sizes[1], .S = x->sizes[2], .p = params};
     j.x = ddpl_data_ptr(x), j.w = ptr_or_null(in[1]), j.b = ptr_or_null(in[2]);
@@ -130,6 +139,8 @@ int cpu_batch_norm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
  * in[4] invstd. */
 int cpu_batch_norm_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(5, in))
+        return cpu_run_widened(cpu_batch_norm_backward, 3, out, 5, in, params, 0);
     ddpl_tensor *x = in[1];
     bn_job j = {.N = x->sizes[0], .C = x->sizes[1], .S = x->sizes[2], .p = params};
     j.g = ddpl_data_ptr(in[0]), j.x = ddpl_data_ptr(x), j.w = ptr_or_null(in[2]);
@@ -229,6 +240,7 @@ DEFINE_LAYER_NORM(double, f64)
  * in[2] bias (N)?; ddpl_layer_norm_params. */
 int cpu_layer_norm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(3, in)) return cpu_run_widened(cpu_layer_norm, 3, out, 3, in, params, 0);
     ddpl_tensor *x = in[0];
     ln_job j = {
         .M = x->sizes[0], .N = x->sizes[1], .eps = ((const ddpl_layer_norm_params *)params)->eps};
@@ -243,6 +255,8 @@ int cpu_layer_norm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
  * in[3] mean, in[4] rstd. */
 int cpu_layer_norm_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(5, in))
+        return cpu_run_widened(cpu_layer_norm_backward, 3, out, 5, in, params, 0);
     DDPL_UNUSED(params);
     ddpl_tensor *x = in[1];
     ln_job j = {.M = x->sizes[0], .N = x->sizes[1]};

@@ -6,7 +6,7 @@
  * to the input once per output row/column instead of testing every tap. max_pool2d propagates
  * NaN (a NaN in the window wins, as in PyTorch) and writes the argmax (h*W + w within the
  * plane) only when backward will need it; the common 2x2 stride-2 unpadded case has its own
- * loop over the four taps. */
+ * loop over the four taps. float16/bfloat16 planes compute in float32 (cpu_run_widened). */
 #include <math.h>
 #if defined(__AVX2__)
 #include <immintrin.h>
@@ -195,6 +195,7 @@ DEFINE_MAX_POOL(double, f64)
 /* out[0] y (N,C,OH,OW), out[1] argmax (int64, same shape) or NULL; in[0] x (N,C,H,W). */
 int cpu_max_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(1, in)) return cpu_run_widened(cpu_max_pool2d, 2, out, 1, in, params, 0);
     pool_job j = {0};
     pool_job_init(&j, in[0], out[0], params);
     j.in = ddpl_data_ptr(in[0]);
@@ -209,6 +210,8 @@ int cpu_max_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 /* out[0] dx (N,C,H,W); in[0] grad (N,C,OH,OW), in[1] argmax. */
 int cpu_max_pool2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(2, in))
+        return cpu_run_widened(cpu_max_pool2d_backward, 1, out, 2, in, params, 0);
     pool_job j = {0};
     pool_job_init(&j, out[0], in[0], params);
     j.in = ddpl_data_ptr(in[0]);
@@ -294,6 +297,7 @@ DEFINE_AVG_POOL(double, f64, adaptive_pool, adaptive_window_of)
 /* out[0] y (N,C,OH,OW); in[0] x (N,C,H,W); ddpl_pool_params. */
 int cpu_avg_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(1, in)) return cpu_run_widened(cpu_avg_pool2d, 1, out, 1, in, params, 0);
     pool_job j = {0};
     pool_job_init(&j, in[0], out[0], params);
     j.in = ddpl_data_ptr(in[0]);
@@ -306,6 +310,8 @@ int cpu_avg_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 /* out[0] dx (N,C,H,W); in[0] grad (N,C,OH,OW); ddpl_pool_params. */
 int cpu_avg_pool2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(1, in))
+        return cpu_run_widened(cpu_avg_pool2d_backward, 1, out, 1, in, params, 0);
     pool_job j = {0};
     pool_job_init(&j, out[0], in[0], params);
     j.in = ddpl_data_ptr(in[0]);
@@ -318,6 +324,8 @@ int cpu_avg_pool2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *par
 /* out[0] y (N,C,OH,OW); in[0] x (N,C,H,W). */
 int cpu_adaptive_avg_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(1, in))
+        return cpu_run_widened(cpu_adaptive_avg_pool2d, 1, out, 1, in, params, 0);
     DDPL_UNUSED(params);
     pool_job j = {0};
     pool_job_init(&j, in[0], out[0], NULL);
@@ -331,6 +339,8 @@ int cpu_adaptive_avg_pool2d(ddpl_tensor **out, ddpl_tensor **in, const void *par
 /* out[0] dx (N,C,H,W); in[0] grad (N,C,OH,OW). */
 int cpu_adaptive_avg_pool2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(1, in))
+        return cpu_run_widened(cpu_adaptive_avg_pool2d_backward, 1, out, 1, in, params, 0);
     DDPL_UNUSED(params);
     pool_job j = {0};
     pool_job_init(&j, out[0], in[0], NULL);

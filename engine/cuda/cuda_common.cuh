@@ -64,6 +64,10 @@ __device__ static inline double cuda_load(const void *p, int dt, int64_t off)
         return (double)((const long long *)p)[off];
     case DDPL_INT32:
         return ((const int *)p)[off];
+    case DDPL_INT16:
+        return ((const short *)p)[off];
+    case DDPL_INT8:
+        return ((const signed char *)p)[off];
     default:
         return ((const unsigned char *)p)[off];
     }
@@ -92,6 +96,12 @@ template <typename A> __device__ __forceinline__ void store_as(void *p, int dt, 
         break;
     case DDPL_INT32:
         ((int *)p)[off] = (int)(long long)v;
+        break;
+    case DDPL_INT16:
+        ((short *)p)[off] = (short)(long long)v;
+        break;
+    case DDPL_INT8:
+        ((signed char *)p)[off] = (signed char)(long long)v;
         break;
     case DDPL_BOOL:
         ((unsigned char *)p)[off] = v != (A)0;

@@ -102,19 +102,34 @@ __device__ __forceinline__ void atomic_add(long long *p, long long v, bool)
 {
     atomicAdd((unsigned long long *)p, (unsigned long long)v);
 }
-/* One byte inside its aligned 32-bit word (allocations are at least 256-byte aligned, so the
- * word lies inside the allocation); logical: bool (or), else uint8 (wrapping add). */
-__device__ __forceinline__ void atomic_add(unsigned char *p, unsigned char v, bool logical)
+/* A 1- or 2-byte element inside its aligned 32-bit word (allocations are at least 256-byte
+ * aligned, so the word lies inside the allocation), by compare-and-swap of the word; logical:
+ * bool (or), else a wrapping add (two's complement: the same bits for signed types). */
+__device__ __forceinline__ void atomic_add_narrow(void *p, unsigned int v, unsigned int bytes,
+                                                  bool logical)
 {
     unsigned int *w = (unsigned int *)((uintptr_t)p & ~(uintptr_t)3);
     unsigned int shift = (unsigned int)((uintptr_t)p & 3) * 8;
+    unsigned int mask = bytes == 1 ? 0xffu : 0xffffu;
     unsigned int old = *w, assumed;
     do {
         assumed = old;
-        unsigned int b = (assumed >> shift) & 0xffu;
-        unsigned int nb = logical ? (unsigned int)((b | v) != 0) : ((b + v) & 0xffu);
-        old = atomicCAS(w, assumed, (assumed & ~(0xffu << shift)) | (nb << shift));
+        unsigned int e = (assumed >> shift) & mask;
+        unsigned int ne = logical ? (unsigned int)((e | v) != 0) : ((e + v) & mask);
+        old = atomicCAS(w, assumed, (assumed & ~(mask << shift)) | (ne << shift));
     } while (old != assumed);
+}
+__device__ __forceinline__ void atomic_add(unsigned char *p, unsigned char v, bool logical)
+{
+    atomic_add_narrow(p, v, 1, logical); /* logical: bool, else uint8 */
+}
+__device__ __forceinline__ void atomic_add(signed char *p, signed char v, bool)
+{
+    atomic_add_narrow(p, (unsigned char)v, 1, false);
+}
+__device__ __forceinline__ void atomic_add(short *p, short v, bool)
+{
+    atomic_add_narrow(p, (unsigned short)v, 2, false);
 }
 
 /* ---- element copies by size ---- */
@@ -163,6 +178,7 @@ static int dtype_size(int dt)
         return 4;
     case DDPL_FLOAT16:
     case DDPL_BFLOAT16:
+    case DDPL_INT16:
         return 2;
     default:
         return 1;

@@ -36,6 +36,12 @@ template <> struct pw_acc<int> {
 template <> struct pw_acc<unsigned char> {
     typedef long long type;
 };
+template <> struct pw_acc<short> {
+    typedef long long type;
+};
+template <> struct pw_acc<signed char> {
+    typedef long long type;
+};
 template <> struct pw_acc<pw_bool> {
     typedef long long type;
 };
@@ -65,6 +71,14 @@ __device__ static inline long long pw_load(int x)
     return x;
 }
 __device__ static inline long long pw_load(unsigned char x)
+{
+    return x;
+}
+__device__ static inline long long pw_load(short x)
+{
+    return x;
+}
+__device__ static inline long long pw_load(signed char x)
 {
     return x;
 }
@@ -108,7 +122,8 @@ template <> struct pw_store<__nv_bfloat16> {
     __device__ static __nv_bfloat16 from(double v) { return __float2bfloat16((float)v); }
     __device__ static __nv_bfloat16 from(long long v) { return __float2bfloat16((float)(double)v); }
 };
-/* narrowing int64 -> int32/uint8 keeps the low bits (two's complement), as the CPU's casts */
+/* narrowing int64 -> int32/int16/int8/uint8 keeps the low bits (two's complement), as the CPU's
+ * casts */
 template <> struct pw_store<long long> {
     __device__ static long long from(float v) { return pw_f64_to_i64(v); }
     __device__ static long long from(double v) { return pw_f64_to_i64(v); }
@@ -123,6 +138,22 @@ template <> struct pw_store<unsigned char> {
     __device__ static unsigned char from(float v) { return (unsigned char)pw_f64_to_i64(v); }
     __device__ static unsigned char from(double v) { return (unsigned char)pw_f64_to_i64(v); }
     __device__ static unsigned char from(long long v) { return (unsigned char)v; }
+};
+template <> struct pw_store<short> {
+    __device__ static short from(float v) { return (short)(unsigned short)pw_f64_to_i64(v); }
+    __device__ static short from(double v) { return (short)(unsigned short)pw_f64_to_i64(v); }
+    __device__ static short from(long long v) { return (short)(unsigned short)v; }
+};
+template <> struct pw_store<signed char> {
+    __device__ static signed char from(float v)
+    {
+        return (signed char)(unsigned char)pw_f64_to_i64(v);
+    }
+    __device__ static signed char from(double v)
+    {
+        return (signed char)(unsigned char)pw_f64_to_i64(v);
+    }
+    __device__ static signed char from(long long v) { return (signed char)(unsigned char)v; }
 };
 /* bool: nonzero (NaN included) is true */
 template <> struct pw_store<pw_bool> {
@@ -146,6 +177,8 @@ template <> struct pw_store<pw_bool> {
         PW_DISPATCH_CASE(DDPL_INT64, long long, __VA_ARGS__)                                       \
         PW_DISPATCH_CASE(DDPL_INT32, int, __VA_ARGS__)                                             \
         PW_DISPATCH_CASE(DDPL_UINT8, unsigned char, __VA_ARGS__)                                   \
+        PW_DISPATCH_CASE(DDPL_INT16, short, __VA_ARGS__)                                           \
+        PW_DISPATCH_CASE(DDPL_INT8, signed char, __VA_ARGS__)                                      \
         PW_DISPATCH_CASE(DDPL_BOOL, pw_bool, __VA_ARGS__)                                          \
     default:                                                                                       \
         ELSE;                                                                                      \

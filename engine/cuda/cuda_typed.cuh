@@ -28,6 +28,12 @@ template <> struct acc_of<int> {
 template <> struct acc_of<unsigned char> {
     typedef long long type;
 };
+template <> struct acc_of<short> {
+    typedef long long type;
+};
+template <> struct acc_of<signed char> {
+    typedef long long type;
+};
 
 /* Element -> accumulator: exact for every type (a 16-bit float widens exactly to float). */
 template <typename A, typename T> __device__ __forceinline__ A to_acc(T v)
@@ -67,6 +73,14 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16, flo
     } break;                                                                                       \
     case DDPL_INT32: {                                                                             \
         typedef int scalar_t;                                                                      \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case DDPL_INT16: {                                                                             \
+        typedef short scalar_t;                                                                    \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case DDPL_INT8: {                                                                              \
+        typedef signed char scalar_t;                                                              \
         __VA_ARGS__;                                                                               \
     } break;                                                                                       \
     case DDPL_UINT8:                                                                               \

@@ -423,6 +423,9 @@ static bool nccl_dtype(ddpl_dtype dt, ncclDataType_t *out)
     case DDPL_UINT8:
         *out = ncclUint8;
         return true;
+    case DDPL_INT8:
+        *out = ncclInt8;
+        return true;
     default:
         return false; /* bool: moved as bytes, never reduced */
     }
@@ -465,7 +468,7 @@ static int nccl_check_tensor(const ddpl_pg *pg, const char *fname, const char *w
     ncclDataType_t nd;
     if (reduces && !nccl_dtype((ddpl_dtype)t->dtype, &nd))
         return ddpl_error("%s: backend nccl reduces float32/float64/float16/bfloat16/int64/"
-                          "int32/uint8 tensors, got %s for %s",
+                          "int32/int8/uint8 tensors, got %s for %s",
                           fname, ddpl_dtype_name((ddpl_dtype)t->dtype), what);
     return 0;
 }

@@ -30,8 +30,8 @@ typedef struct idx_type {
 
 static const idx_type idx_types[] = {
     {0x08, 1, DDPL_UINT8},   /* unsigned byte */
-    {0x09, 1, DDPL_INT32},   /* signed byte, widened */
-    {0x0B, 2, DDPL_INT32},   /* short, widened */
+    {0x09, 1, DDPL_INT8},    /* signed byte */
+    {0x0B, 2, DDPL_INT16},   /* short */
     {0x0C, 4, DDPL_INT32},   /* int */
     {0x0D, 4, DDPL_FLOAT32}, /* float */
     {0x0E, 8, DDPL_FLOAT64}, /* double */
@@ -49,21 +49,17 @@ static uint32_t be32(const unsigned char *p)
     return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-/* Big-endian file elements (raw) into native tensor elements (out), n of them. raw may alias
- * out when the element sizes are equal (in-place byte swap). */
+/* Big-endian file elements (raw) into native tensor elements (out), n of them; raw is out
+ * (the bytes are swapped in place). */
 static void convert(const idx_type *ty, const unsigned char *raw, void *out, int64_t n)
 {
     switch (ty->code) {
     case 0x08:
-        break; /* read straight into the tensor */
-    case 0x09: {
-        int32_t *o = out;
-        for (int64_t i = 0; i < n; i++) o[i] = (int8_t)raw[i];
-        break;
-    }
-    case 0x0B: {
-        int32_t *o = out;
-        for (int64_t i = 0; i < n; i++) o[i] = (int16_t)(raw[2 * i] << 8 | raw[2 * i + 1]);
+    case 0x09:
+        break;   /* bytes: read straight into the tensor */
+    case 0x0B: { /* same size: swap in place */
+        uint16_t *o = out;
+        for (int64_t i = 0; i < n; i++) o[i] = (uint16_t)(raw[2 * i] << 8 | raw[2 * i + 1]);
         break;
     }
     case 0x0C:
@@ -100,7 +96,6 @@ ddpl_tensor *ddpl_read_idx(const char *path)
     }
 
     ddpl_tensor *t = NULL;
-    unsigned char *tmp = NULL;
     const char *why = NULL;
     const char *kind = gz ? "gzip " : "";
     unsigned char head[4 + 4 * DDPL_MAX_DIMS];
@@ -177,15 +172,8 @@ ddpl_tensor *ddpl_read_idx(const char *path)
     t = ddpl_tensor_new(rank, sizes, ty->dtype, ddpl_cpu());
     if (!t) goto done;
     void *out = ddpl_tensor_data(t);
+    /* every element type has a dtype of its size (idx_types): read in place, then swap */
     unsigned char *raw = out;
-    if (ddpl_dtype_size(ty->dtype) != ty->file_size) { /* widened types need a staging buffer */
-        tmp = malloc(expected ? (size_t)expected : 1);
-        if (!tmp) {
-            ddpl_error("read_idx: %s: out of memory for %lld bytes", path, (long long)expected);
-            goto fail;
-        }
-        raw = tmp;
-    }
     got = gz_source_read(f, raw, expected, &why);
     if (got < 0) {
         ddpl_error("read_idx: %s: %s: %s", path, gz ? "corrupt gzip data" : "read error", why);
@@ -224,7 +212,6 @@ fail:
     ddpl_tensor_release(t);
     t = NULL;
 done:
-    free(tmp);
     gz_source_close(f);
     return t;
 }

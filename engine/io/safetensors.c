@@ -29,7 +29,8 @@
 static const char *const st_codes[DDPL_DTYPE_COUNT] = {
     [DDPL_FLOAT32] = "F32",   [DDPL_FLOAT64] = "F64", [DDPL_FLOAT16] = "F16",
     [DDPL_BFLOAT16] = "BF16", [DDPL_INT64] = "I64",   [DDPL_INT32] = "I32",
-    [DDPL_UINT8] = "U8",      [DDPL_BOOL] = "BOOL",
+    [DDPL_UINT8] = "U8",      [DDPL_BOOL] = "BOOL",   [DDPL_INT8] = "I8",
+    [DDPL_INT16] = "I16",
 };
 
 const char *ddpl_st_dtype_code(ddpl_dtype dt)

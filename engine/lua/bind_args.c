@@ -234,7 +234,7 @@ ddpl_dtype lb_dtype(lua_State *L, int idx, const char *fname)
     if (dt < 0)
         luaL_error(L,
                    "%s: unknown dtype '%s' (expected float32, float64, float16, bfloat16, int64, "
-                   "int32, uint8 or bool)",
+                   "int32, int16, int8, uint8 or bool)",
                    fname, lua_tostring(L, idx));
     return (ddpl_dtype)dt;
 }

@@ -212,6 +212,16 @@ static double value_number(lua_State *L, int idx, const char *fname)
 }
 
 /* ddpl.full(size, value [, opts]) */
+/* PyTorch refuses a fill value an integer dtype cannot hold (bool takes any: nonzero is true). */
+static void check_fill_fits(lua_State *L, const char *fname, double v, ddpl_dtype dt)
+{
+    int64_t lo, hi;
+    if (dt != DDPL_BOOL && ddpl_dtype_int_range(dt, &lo, &hi) &&
+        !(v >= (double)lo && v <= (double)hi && v == v))
+        luaL_error(L, "%s: value %s cannot be converted to dtype %s without overflow", fname,
+                   lua_tostring(L, 2), ddpl_dtype_name(dt));
+}
+
 static int f_full(lua_State *L)
 {
     lb_args a = lb_parse_args(L);
@@ -220,6 +230,7 @@ static int f_full(lua_State *L)
     int nd = lb_sizes_table(L, 1, "full", "size", sizes);
     double v = value_number(L, 2, "full");
     lb_create_opts o = lb_parse_create_opts(L, a.opts, "full", value_dtype(L, 2));
+    check_fill_fits(L, "full", v, o.dtype);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_full(nd, sizes, v, o.dtype, o.device);
     lb_finish_in(L, box, "full");
@@ -315,6 +326,7 @@ static int like(lua_State *L, const char *fname, factory_fn fn, bool has_value)
     lb_create_opts o = lb_parse_create_opts(L, a.opts, fname, ddpl_tensor_dtype(x));
     if (!a.opts || (lua_getfield(L, a.opts, "device"), lua_isnil(L, -1)))
         o.device = ddpl_tensor_device(x);
+    if (has_value) check_fill_fits(L, fname, v, o.dtype);
     lb_box *box = lb_newbox(L);
     if (has_value)
         box->t = ddpl_full(ddpl_tensor_ndim(x), ddpl_tensor_sizes(x), v, o.dtype, o.device);

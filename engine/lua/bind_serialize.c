@@ -56,8 +56,8 @@ enum {
 };
 
 /* wire code -> dtype name; the code is the index (independent of the enum's order) */
-static const char *const wire_dtypes[] = {"float32", "float64", "float16", "bfloat16",
-                                          "int64",   "int32",   "uint8",   "bool"};
+static const char *const wire_dtypes[] = {"float32", "float64", "float16", "bfloat16", "int64",
+                                          "int32",   "uint8",   "bool",    "int8",     "int16"};
 #define N_WIRE_DTYPES ((int)(sizeof wire_dtypes / sizeof *wire_dtypes))
 
 /* ---- output buffer: a userdata on the stack, so a Lua error cannot leak it ---- */

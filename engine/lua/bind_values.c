@@ -1,7 +1,7 @@
 /* lua/bind_values.c: tensor methods about shape, values and conversion.
  * defines: lb_value_methods: size shape dim numel nelement stride is_contiguous element_size
  *          is_floating_point item tolist to float double half bfloat16 long int bool byte
- *          cuda cpu clone detach contiguous type_as. */
+ *          short char type cuda cpu clone detach contiguous type_as. */
 #include <string.h>
 
 #include "binding.h"
@@ -99,6 +99,12 @@ static void push_value(lua_State *L, ddpl_dtype dt, const char *p)
         break;
     case DDPL_INT32:
         lua_pushinteger(L, *(const int32_t *)p);
+        break;
+    case DDPL_INT16:
+        lua_pushinteger(L, *(const int16_t *)p);
+        break;
+    case DDPL_INT8:
+        lua_pushinteger(L, *(const int8_t *)p);
         break;
     case DDPL_UINT8:
         lua_pushinteger(L, *(const uint8_t *)p);
@@ -264,6 +270,58 @@ static int m_byte(lua_State *L)
 {
     return cast(L, "byte", DDPL_UINT8);
 }
+static int m_short(lua_State *L)
+{
+    return cast(L, "short", DDPL_INT16);
+}
+static int m_char(lua_State *L)
+{
+    return cast(L, "char", DDPL_INT8);
+}
+
+/* PyTorch's legacy tensor type names, by dtype (x.type() in PyTorch). */
+static const char *const type_names[DDPL_DTYPE_COUNT] = {
+    [DDPL_FLOAT32] = "FloatTensor", [DDPL_FLOAT64] = "DoubleTensor",
+    [DDPL_FLOAT16] = "HalfTensor",  [DDPL_BFLOAT16] = "BFloat16Tensor",
+    [DDPL_INT64] = "LongTensor",    [DDPL_INT32] = "IntTensor",
+    [DDPL_INT16] = "ShortTensor",   [DDPL_INT8] = "CharTensor",
+    [DDPL_UINT8] = "ByteTensor",    [DDPL_BOOL] = "BoolTensor",
+};
+
+/* x:type(): 'torch.FloatTensor' ('torch.cuda.FloatTensor' on a GPU). x:type(name): x converted
+ * to a dtype ('int8') or to a type name ('torch.CharTensor'; a 'torch.cuda.' name moves x to
+ * the current GPU, a CPU one to the CPU, as in PyTorch). */
+static int m_type(lua_State *L)
+{
+    ddpl_tensor *t = lb_check(L, 1, "type");
+    ddpl_device dev = ddpl_tensor_device(t);
+    if (lua_isnoneornil(L, 2)) {
+        lua_pushfstring(L, "torch.%s%s", dev.type == DDPL_CUDA ? "cuda." : "",
+                        type_names[ddpl_tensor_dtype(t)]);
+        return 1;
+    }
+    if (lua_type(L, 2) != LUA_TSTRING)
+        return lb_argerror(L, 2, "type", "a dtype or a tensor type name");
+    const char *name = lua_tostring(L, 2);
+    int dt = ddpl_dtype_from_name(name);
+    if (dt < 0) {
+        const char *rest = strncmp(name, "torch.", 6) == 0 ? name + 6 : name;
+        bool cuda = strncmp(rest, "cuda.", 5) == 0;
+        if (cuda) rest += 5;
+        for (int i = 0; i < DDPL_DTYPE_COUNT; i++)
+            if (strcmp(rest, type_names[i]) == 0) dt = i;
+        if (dt < 0)
+            return luaL_error(L,
+                              "type: unknown type '%s' (expected a dtype such as 'int8' or a "
+                              "tensor type such as 'torch.CharTensor')",
+                              name);
+        if (!cuda)
+            dev = ddpl_cpu();
+        else if (ddpl_device_parse("cuda", &dev) < 0)
+            return luaL_error(L, "type: %s", ddpl_last_error());
+    }
+    return convert(L, "type", t, (ddpl_dtype)dt, dev, false);
+}
 
 static int m_type_as(lua_State *L)
 {
@@ -339,6 +397,9 @@ const luaL_Reg lb_value_methods[] = {
     {"int", m_int},
     {"bool", m_bool},
     {"byte", m_byte},
+    {"short", m_short},
+    {"char", m_char},
+    {"type", m_type},
     {"type_as", m_type_as},
     {"cuda", m_cuda},
     {"cpu", m_cpu},

@@ -192,6 +192,12 @@ ddpl_tensor *ddpl_randint(int64_t low, int64_t high, int ndim, const int64_t *si
         return ddpl_error("randint: expected low < high, got low %lld and high %lld",
                           (long long)low, (long long)high),
                NULL;
+    int64_t lo, hi;
+    if (ddpl_dtype_int_range(dt, &lo, &hi) && (low < lo || high - 1 > hi))
+        return ddpl_error("randint: the range [%lld, %lld) does not fit dtype %s ([%lld, %lld])",
+                          (long long)low, (long long)high, ddpl_dtype_name(dt), (long long)lo,
+                          (long long)hi),
+               NULL;
     /* draw uniform doubles on the host, then floor into [low, high) */
     ddpl_tensor *u = ddpl_tensor_new(ndim, sizes, DDPL_FLOAT64, ddpl_cpu());
     if (!u) return NULL;

@@ -2,7 +2,7 @@
  * defines: nn_check_float, nn_check_param, nn_contiguous, nn_alias, nn_run_or_release,
  *          nn_rename_error; declares nn_run_conv_kernel (nn_conv.c).
  *
- * The nn kernels take contiguous float32/float64 tensors in canonical layouts; these helpers
+ * The nn kernels take contiguous floating point tensors in canonical layouts; these helpers
  * produce them without recording autograd (the op records one node for the whole function). */
 #ifndef DDPL_NN_COMMON_H
 #define DDPL_NN_COMMON_H
@@ -15,12 +15,14 @@
 int nn_run_conv_kernel(ddpl_op op, ddpl_tensor **outs, int n_out, ddpl_tensor **ins, int n_in,
                        const ddpl_conv_params *p);
 
-/* The nn kernels exist for float32 and float64. */
+/* The nn kernels take every floating dtype (the CPU computes float16/bfloat16 in float32:
+ * cpu/cpu_widen.c; the CUDA kernels load them into float accumulators). */
 static inline int nn_check_float(const char *op, const char *what, const ddpl_tensor *x)
 {
-    if (x->dtype == DDPL_FLOAT32 || x->dtype == DDPL_FLOAT64) return 0;
-    return ddpl_error("%s: expected float32 or float64 %s, got %s", op, what,
-                      ddpl_dtype_name((ddpl_dtype)x->dtype));
+    if (ddpl_dtype_is_floating((ddpl_dtype)x->dtype)) return 0;
+    return ddpl_error("%s: expected a floating point %s (float32, float64, float16 or bfloat16), "
+                      "got %s",
+                      op, what, ddpl_dtype_name((ddpl_dtype)x->dtype));
 }
 
 /* An optional parameter tensor p (weight, bias, running stat): same dtype and device as x, 1-D

@@ -23,6 +23,8 @@ typedef enum ddpl_dtype {
     DDPL_INT32,
     DDPL_UINT8,
     DDPL_BOOL,
+    DDPL_INT8,
+    DDPL_INT16,
     DDPL_DTYPE_COUNT
 } ddpl_dtype;
 

@@ -411,7 +411,7 @@ function Module:zero_grad(opts)
 end
 
 local FLOAT = {float32 = true, float64 = true, float16 = true, bfloat16 = true}
-local DTYPE = {int64 = true, int32 = true, uint8 = true, bool = true}
+local DTYPE = {int64 = true, int32 = true, int16 = true, int8 = true, uint8 = true, bool = true}
 for k in pairs(FLOAT) do DTYPE[k] = true end
 
 -- to(dtype | device | {dtype=, device=}): converts parameters (keeping their identity, so an

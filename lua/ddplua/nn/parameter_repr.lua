@@ -4,11 +4,6 @@
 --          3x4]', with <type> 'torch.float32' (style 'dtype', ParameterList) or
 --          'torch.FloatTensor' (style 'typename', ParameterDict: PyTorch's two containers
 --          differ), and ' (GPU n)' for a CUDA parameter.
-local TYPENAMES = {float32 = 'FloatTensor', float64 = 'DoubleTensor', float16 = 'HalfTensor',
-                   bfloat16 = 'BFloat16Tensor', int64 = 'LongTensor', int32 = 'IntTensor',
-                   int16 = 'ShortTensor', int8 = 'CharTensor', uint8 = 'ByteTensor',
-                   bool = 'BoolTensor'}
-
 return function(key, p, style)
     local dev = tostring(p.device)
     local cuda = dev:match('^cuda')
@@ -16,7 +11,7 @@ return function(key, p, style)
     if style == 'dtype' then
         ty = 'torch.' .. p.dtype
     else
-        ty = 'torch.' .. (cuda and 'cuda.' or '') .. (TYPENAMES[p.dtype] or p.dtype)
+        ty = p:type() -- 'torch.FloatTensor', 'torch.cuda.FloatTensor'
     end
     local gpu = cuda and string.format(' (GPU %s)', dev:match(':(%d+)') or '0') or ''
     return string.format('  (%s): Parameter containing: [%s of size %s%s]', key, ty,
