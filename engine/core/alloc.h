@@ -76,6 +76,7 @@ typedef struct ddpl_host_cache_stats {
     int64_t blocks_released;     /* blocks given back to the system */
     int64_t page_faults_avoided; /* 4 KiB pages of the reused requests */
     int64_t alloc_retries;       /* mappings refused by the system, retried after emptying */
+    int64_t pressure_releases;   /* times the cache was emptied as memory ran low */
 } ddpl_host_cache_stats;
 void ddpl_host_cache_get_stats(ddpl_host_cache_stats *out);
 

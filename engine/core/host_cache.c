@@ -8,9 +8,9 @@
  * of pages per GPT step (issue 17). Here blocks of DDPL_HOST_LARGE_BLOCK bytes or more come from
  * mappings this file keeps: a freed block goes on the free list of its size class and the next
  * request of that class takes it back, pages already mapped and resident. Nothing is given back
- * to the system except by ddpl_host_empty_cache() or under memory pressure (a mapping that
- * fails: the cache is emptied and the mapping tried again), so steady-state training takes no
- * page faults for its tensors.
+ * to the system except by ddpl_host_empty_cache() or under memory pressure (a new mapping that
+ * would leave the system less than an eighth of its memory, or one that fails: the cache is
+ * emptied first), so steady-state training takes no page faults for its tensors.
  *
  * Size classes: eight per power of two (the request rounded up by at most 12.5%), each a
  * multiple of 4 KiB; a request takes a block of its own class only (blocks are not split, so a
@@ -176,11 +176,67 @@ void ddpl_host_empty_cache(void)
     release_chain(all);
 }
 
-/* A new block of size bytes; when the system refuses, the cache is given back and the mapping
- * tried again, then the out-of-memory hook (a Lua GC, which frees dead tensors into the cache,
- * hence a second emptying) runs before the last try. */
+/* ---- memory pressure ---- */
+
+/* The system's available and total memory in bytes (/proc/meminfo's MemAvailable, MemTotal);
+ * false when unknown. A test compiling this file defines HOST_CACHE_MEMINFO to fake it. */
+#ifndef HOST_CACHE_MEMINFO
+#define HOST_CACHE_MEMINFO read_meminfo
+static bool read_meminfo(uint64_t *available, uint64_t *total)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return false;
+    char line[128];
+    unsigned long long kb;
+    int found = 0;
+    while (found < 2 && fgets(line, sizeof line, f)) {
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            *available = (uint64_t)kb << 10;
+            found++;
+        } else if (sscanf(line, "MemTotal: %llu kB", &kb) == 1) {
+            *total = (uint64_t)kb << 10;
+            found++;
+        }
+    }
+    fclose(f);
+    return found == 2;
+}
+#endif
+
+/* Bytes mapped since the system's memory was last looked at; a look costs a file read (~20 us),
+ * so it is taken per PRESSURE_CHECK_BYTES of new mappings, not per mapping. */
+#define PRESSURE_CHECK_BYTES ((size_t)32 << 20)
+static size_t mapped_since_check; /* under lock */
+
+/* Whether mapping size more bytes should first give the cache back: the cache holds something
+ * and the system would be left with less than an eighth of its memory available. Called with
+ * the lock held. */
+static bool under_pressure_locked(size_t size)
+{
+    if (stats.cached_bytes == 0) return false;
+    mapped_since_check += size;
+    if (mapped_since_check < PRESSURE_CHECK_BYTES) return false;
+    mapped_since_check = 0;
+    uint64_t available = 0, total = 0;
+    if (!HOST_CACHE_MEMINFO(&available, &total)) return false;
+    return available < (uint64_t)size + total / 8;
+}
+
+/* A new block of size bytes. Under memory pressure the cache is given back first; when the
+ * system refuses, the cache is given back and the mapping tried again, then the out-of-memory
+ * hook (a Lua GC, which frees dead tensors into the cache, hence a second emptying) runs before
+ * the last try. */
 static void *map_fresh(size_t size)
 {
+    pthread_mutex_lock(&lock);
+    if (under_pressure_locked(size)) {
+        stats.pressure_releases++;
+        cached_block *all = take_all_locked();
+        pthread_mutex_unlock(&lock);
+        release_chain(all);
+    } else {
+        pthread_mutex_unlock(&lock);
+    }
     void *p = map_block(size);
     if (p) return p;
     pthread_mutex_lock(&lock);

@@ -112,6 +112,7 @@ static int f_memory_stats(lua_State *L)
         {"blocks_released", s.blocks_released},
         {"page_faults_avoided", s.page_faults_avoided},
         {"num_alloc_retries", s.alloc_retries},
+        {"num_pressure_releases", s.pressure_releases},
         {"large_block_bytes", (int64_t)DDPL_HOST_LARGE_BLOCK},
     };
     int n = (int)(sizeof fields / sizeof fields[0]);
