@@ -23,17 +23,7 @@ ddpl.set_num_threads(o.threads)
 ddpl.manual_seed(0)
 local root = (arg[0]:match('^(.*)/bench/[^/]*$') or '.')
 
-local function minflt()
-    local f = assert(io.open('/proc/self/stat'))
-    local s = f:read('a')
-    f:close()
-    -- fields after the parenthesised command name: state(3) ppid pgrp session tty tpgid flags
-    -- minflt(10)
-    local rest = s:match('%) (.*)$')
-    local fields = {}
-    for x in rest:gmatch('%S+') do fields[#fields + 1] = x end
-    return tonumber(fields[8])
-end
+local minflt = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua').minor_faults
 
 local model, opt, batch
 if o.model == 'gpt' then

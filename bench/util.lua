@@ -1,5 +1,5 @@
 -- bench/util.lua: helpers the benchmark drivers share (loaded with dofile from their folder).
--- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s).
+-- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s), minor_faults().
 local util = {}
 
 -- Median of a list of numbers (nil for an empty list); the list is not modified.
@@ -38,5 +38,17 @@ end
 
 -- s quoted for a POSIX shell command line.
 function util.sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- The process's minor page faults so far (/proc/self/stat, field 10; Linux).
+function util.minor_faults()
+    local f = assert(io.open('/proc/self/stat'))
+    local rest = f:read('a'):match('%) (.*)$') -- after the command name, which may hold spaces
+    f:close()
+    local i = 2
+    for x in rest:gmatch('%S+') do
+        i = i + 1
+        if i == 10 then return tonumber(x) end
+    end
+end
 
 return util
