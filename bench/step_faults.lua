@@ -3,22 +3,24 @@
 --
 -- usage (paths as bench/train sets them; the build folder chooses the engine):
 --   LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="build/?.so;;" \
---     lua5.4 bench/step_faults.lua [model=gpt|mlp|cnn] [steps=6] [threads=1]
+--     lua5.4 bench/step_faults.lua [model=gpt|mlp|cnn] [steps=10] [warmup=5] [threads=1]
 -- gpt is issue 17's configuration (models/gpt.lua: 4 layers, 256 wide, 4 heads, sequence 256,
 -- batch 4, vocab 8192, AdamW); mlp and cnn (models/mlp.lua, models/lenet.lua) train on random
 -- batches of 64 28x28 images with SGD (momentum 0.9), 50 steps by default. Faults are the
 -- process's minor faults (/proc/self/stat, field 10) around each step; "steady" is the median
--- over the steps after the first two.
+-- over the steps after warm-up (the host cache fills while the Lua GC's pacing settles: about 5
+-- GPT steps).
 local ddpl = require 'ddplua'
 local F = ddpl.F
 
-local o = { model = 'gpt', steps = 0, threads = 1 }
+local o = { model = 'gpt', steps = 0, threads = 1, warmup = 5 }
 for _, a in ipairs(arg) do
     local k, v = a:match('^(%w+)=(.*)$')
     if not k or o[k] == nil then error('bench/step_faults: unknown argument ' .. a, 0) end
     o[k] = tonumber(v) or v
 end
-if o.steps == 0 then o.steps = o.model == 'gpt' and 6 or 50 end
+if o.steps == 0 then o.steps = o.model == 'gpt' and 10 or 50 end
+if o.warmup >= o.steps then error('bench/step_faults: warmup must be below steps', 0) end
 ddpl.set_num_threads(o.threads)
 ddpl.manual_seed(0)
 local root = (arg[0]:match('^(.*)/bench/[^/]*$') or '.')
@@ -63,8 +65,8 @@ local function median(v)
     local n = #t
     return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
 end
-local steady_f = median(table.move(faults, 3, #faults, 1, {}))
-local steady_ms = median(table.move(ms, 3, #ms, 1, {}))
+local steady_f = median(table.move(faults, o.warmup + 1, #faults, 1, {}))
+local steady_ms = median(table.move(ms, o.warmup + 1, #ms, 1, {}))
 local function peak_rss_mib()
     for line in io.lines('/proc/self/status') do
         local kb = line:match('^VmHWM:%s*(%d+) kB')
