@@ -25,7 +25,8 @@ ddpl.set_num_threads(o.threads)
 ddpl.manual_seed(0)
 local root = (arg[0]:match('^(.*)/bench/[^/]*$') or '.')
 
-local minflt = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua').minor_faults
+local util = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua')
+local minflt, median = util.minor_faults, util.median
 
 local model, opt, batch
 if o.model == 'gpt' then
@@ -59,12 +60,6 @@ for s = 1, o.steps do
     ms[s], faults[s] = (ddpl.time() - t0) * 1e3, minflt() - f0
 end
 
-local function median(v)
-    local t = table.move(v, 1, #v, 1, {})
-    table.sort(t)
-    local n = #t
-    return n % 2 == 1 and t[(n + 1) // 2] or (t[n // 2] + t[n // 2 + 1]) / 2
-end
 local steady_f = median(table.move(faults, o.warmup + 1, #faults, 1, {}))
 local steady_ms = median(table.move(ms, o.warmup + 1, #ms, 1, {}))
 local function peak_rss_mib()

@@ -7,7 +7,8 @@
 -- threads, memory pressure) is spec/c/test_host_alloc.c's.
 local ddpl = require 'ddplua'
 
-local ROOT = debug.getinfo(1, 'S').source:match('^@(.*)/spec/[^/]*$') or '.'
+local S = require 'shell_util'
+local ROOT = S.src
 
 local MiB = 2 ^ 20
 local KEYS = { 'allocated_bytes', 'peak_allocated_bytes', 'reserved_bytes', 'peak_reserved_bytes',
@@ -39,20 +40,7 @@ local function report(key, value) io.write(('REPORT %s %.17g\n'):format(key, val
 ]]
 
 -- Runs PRELUDE .. body in a child lua5.4; returns the reported {key = number} and the output.
-local function run_child(body)
-  local path = os.tmpname()
-  local f = assert(io.open(path, 'w'))
-  f:write(PRELUDE, body)
-  f:close()
-  local p = assert(io.popen(("lua5.4 '%s' '%s' 2>&1"):format(path, ROOT), 'r'))
-  local out = p:read('a')
-  local ok, how, code = p:close()
-  os.remove(path)
-  assert(ok, ('child failed (%s %s):\n%s'):format(how, code, out))
-  local r = {}
-  for k, v in out:gmatch('REPORT (%S+) (%S+)') do r[k] = tonumber(v) end
-  return r, out
-end
+local function run_child(body) return S.run_reporting('lua5.4', PRELUDE .. body, ROOT) end
 
 describe('ddpl.memory_stats', function()
   it('has every key, as integers, consistent with each other', function()

@@ -20,24 +20,11 @@ local function hwm() return status('VmHWM') end
 local function report(key, value) io.write(('REPORT %s %.6f\n'):format(key, value)) end
 ]]
 
-local function sh_quote(s) return "'" .. s:gsub("'", "'\\''") .. "'" end
+local S = require 'shell_util'
 
 -- Runs PRELUDE .. body in a child `interpreter`; returns the reported {key = number} and the
 -- whole output (for failure messages). The child must exit cleanly.
-local function run_child(interpreter, body)
-  local path = os.tmpname()
-  local f = assert(io.open(path, 'w'))
-  f:write(PRELUDE, body)
-  f:close()
-  local p = assert(io.popen(sh_quote(interpreter) .. ' ' .. path .. ' 2>&1', 'r'))
-  local out = p:read('a')
-  local ok, how, code = p:close()
-  os.remove(path)
-  assert(ok, ('child failed (%s %s):\n%s'):format(how, code, out))
-  local r = {}
-  for k, v in out:gmatch('REPORT (%S+) (%S+)') do r[k] = tonumber(v) end
-  return r, out
-end
+local function run_child(interpreter, body) return S.run_reporting(interpreter, PRELUDE .. body) end
 
 local INTERPRETERS = {
   {name = 'lua5.4', path = function() return 'lua5.4' end},

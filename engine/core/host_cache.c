@@ -290,6 +290,12 @@ void *ddpl_host_cache_alloc(size_t nbytes)
 void ddpl_host_cache_free(void *p, size_t nbytes)
 {
     if (!p) return;
+    if (nbytes < DDPL_HOST_LARGE_BLOCK || nbytes > ((size_t)1 << MAX_LOG2)) {
+        /* not one of ours: the caller broke the provider's contract (free with the size the
+         * block was allocated with); filing it under a wrong class would corrupt the cache */
+        fprintf(stderr, "ddplua: internal error: host cache free of %zu bytes\n", nbytes);
+        abort();
+    }
     int c = class_index(nbytes);
     size_t size = class_bytes(c);
     POISON(p, size);
