@@ -91,11 +91,15 @@ static int f_memory_allocated(lua_State *L)
  * (allocated, reserved, num_alloc_retries), flattened: Lua tables read badly with dotted keys. */
 static int f_memory_stats(lua_State *L)
 {
-    if (!lua_isnoneornil(L, 1) && lb_device(L, 1, "memory_stats").type != DDPL_CPU)
+    ddpl_device d = ddpl_cpu();
+    if (!lua_isnoneornil(L, 1)) d = lb_device(L, 1, "memory_stats");
+    if (d.type != DDPL_CPU) {
+        char buf[32];
         return luaL_error(L,
                           "memory_stats: the host allocator's figures are for device 'cpu', "
                           "got '%s' (CUDA's are in ddpl.cuda.memory_allocated and friends)",
-                          lua_tostring(L, 1));
+                          ddpl_device_str(d, buf, sizeof buf));
+    }
     ddpl_host_cache_stats s;
     ddpl_host_cache_get_stats(&s);
     struct {
