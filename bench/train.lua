@@ -42,6 +42,7 @@ local function worker(argv)
         { lr = o.model == 'cnn' and 0.02 or 0.05, momentum = 0.9 })
 
     local n, ends, sizes, step, loss = x:size(0), {}, {}, 0, nil
+    local faults_at_warmup = 0
     while step < o.steps do
         local perm = ddpl.randperm(n)
         for first = 0, n - 1, o.batch do
@@ -54,8 +55,10 @@ local function worker(argv)
             loss:item()
             step = step + 1
             ends[step], sizes[step] = ddpl.time(), idx:size(0)
+            if step == o.warmup then faults_at_warmup = util.minor_faults() end
         end
     end
+    local faults_per_step = (util.minor_faults() - faults_at_warmup) / (o.steps - o.warmup)
     local w, samples, step_ms = o.warmup, 0, {}
     for s = w + 1, o.steps do
         samples = samples + sizes[s]
@@ -63,9 +66,9 @@ local function worker(argv)
     end
     print(('{"engine": "ddplua", "model": "%s", "threads": %d, "steps": %d, "warmup": %d, ' ..
         '"batch": %d, "samples_per_s": %.17g, "step_ms_median": %.17g, "final_loss": %.17g, ' ..
-        '"wait_policy": "%s"}'):format(o.model, o.threads, o.steps, w, o.batch,
-        samples / (ends[o.steps] - ends[w]), median(step_ms), loss:item(),
-        os.getenv('OMP_WAIT_POLICY') or ''))
+        '"wait_policy": "%s", "faults_per_step": %.17g}'):format(o.model, o.threads, o.steps, w,
+        o.batch, samples / (ends[o.steps] - ends[w]), median(step_ms), loss:item(),
+        os.getenv('OMP_WAIT_POLICY') or '', faults_per_step))
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -126,10 +129,11 @@ local function driver(argv)
         p:close()
         local v = tonumber(out:match('"samples_per_s": ([%d.eE+-]+)'))
         local ms = tonumber(out:match('"step_ms_median": ([%d.eE+-]+)'))
+        local faults = tonumber(out:match('"faults_per_step": ([%d.eE+-]+)'))
         if not v then
             io.stderr:write(('bench/train: %s %s T%d failed:\n%s\n'):format(cfg[1], model, t, out))
         end
-        return v, ms
+        return v, ms, faults
     end
 
     local load0 = loadavg()
@@ -140,23 +144,28 @@ local function driver(argv)
     io.flush()
     -- results[model][t][label] = {samples/s per round}; the order of the configurations rotates
     -- each round, so no engine always runs first (the machine drifts over minutes)
-    local results, ms = {}, {}
+    local results, ms, faults = {}, {}, {}
     for r = 1, o.rounds do
         for _, model in ipairs(models) do
             results[model] = results[model] or {}
             ms[model] = ms[model] or {}
+            faults[model] = faults[model] or {}
             for _, t in ipairs(threads) do
                 results[model][t] = results[model][t] or {}
                 ms[model][t] = ms[model][t] or {}
+                faults[model][t] = faults[model][t] or {}
                 local c = configs(t)
                 for k = 0, #c - 1 do
                     local cfg = c[(k + r - 1) % #c + 1]
-                    local v, m = run(model, t, cfg)
+                    local v, m, f = run(model, t, cfg)
                     local list = results[model][t][cfg[1]] or {}
                     results[model][t][cfg[1]] = list
                     local mlist = ms[model][t][cfg[1]] or {}
                     ms[model][t][cfg[1]] = mlist
                     if v then list[#list + 1], mlist[#mlist + 1] = v, m end
+                    local flist = faults[model][t][cfg[1]] or {}
+                    faults[model][t][cfg[1]] = flist
+                    if f then flist[#flist + 1] = f end
                     io.write(('  round %d  %-4s T%d  %-15s %10.0f samples/s\n'):format(r, model, t,
                         cfg[1], v or 0 / 0))
                     io.flush()
@@ -172,15 +181,19 @@ local function driver(argv)
         table.sort(s)
         return ('%.0f [%.0f-%.0f]'):format(median(s), s[1], s[#s])
     end
-    io.write(('\nsamples/s, median [min-max] over rounds (step ms: median of run medians); ' ..
+    io.write(('\nsamples/s, median [min-max] over rounds (step ms: median of run medians; ' ..
+        'faults: minor page faults per step after warm-up, median over rounds); ' ..
         'load average %s at the start, %s at the end\n'):format(load0, loadavg()))
-    io.write(('%-5s %-2s %-15s %-26s %s\n'):format('model', 'T', 'engine', 'samples/s', 'step ms'))
+    io.write(('%-5s %-2s %-15s %-26s %-8s %s\n'):format('model', 'T', 'engine', 'samples/s',
+        'step ms', 'faults'))
     for _, model in ipairs(models) do
         for _, t in ipairs(threads) do
             for _, cfg in ipairs(configs(t)) do
                 local m = median(ms[model][t][cfg[1]] or {})
-                io.write(('%-5s %-2d %-15s %-26s %s\n'):format(model, t, cfg[1],
-                    fmt(results[model][t][cfg[1]]), m and ('%.2f'):format(m) or '-'))
+                local f = median(faults[model][t][cfg[1]] or {})
+                io.write(('%-5s %-2d %-15s %-26s %-8s %s\n'):format(model, t, cfg[1],
+                    fmt(results[model][t][cfg[1]]), m and ('%.2f'):format(m) or '-',
+                    f and ('%.1f'):format(f) or '-'))
             end
         end
     end

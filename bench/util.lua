@@ -1,5 +1,6 @@
 -- bench/util.lua: helpers the benchmark drivers share (loaded with dofile from their folder).
--- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s), loadavg().
+-- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s), loadavg(),
+--          minor_faults().
 local util = {}
 
 -- Median of a list of numbers (nil for an empty list); the list is not modified.
@@ -46,6 +47,18 @@ function util.loadavg()
     local s = f:read('l')
     f:close()
     return s:match('^(%S+ %S+ %S+)') or '?'
+end
+
+-- The process's minor page faults so far (/proc/self/stat, field 10; Linux).
+function util.minor_faults()
+    local f = assert(io.open('/proc/self/stat'))
+    local rest = f:read('a'):match('%) (.*)$') -- after the command name, which may hold spaces
+    f:close()
+    local i = 2
+    for x in rest:gmatch('%S+') do
+        i = i + 1
+        if i == 10 then return tonumber(x) end
+    end
 end
 
 return util

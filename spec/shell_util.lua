@@ -1,5 +1,5 @@
 -- spec/shell_util.lua: what the specs that start processes share (dist, ddp, nccl).
--- defines: bin, src, q, slurp, write, sh, free_port, new_tmpdir, run_world.
+-- defines: bin, src, q, slurp, write, sh, free_port, new_tmpdir, run_world, run_reporting.
 -- Usage: local S = require 'shell_util'; local out, code = S.sh(S.q(S.bin) .. ' -e "print(1)"')
 local S = {}
 
@@ -100,6 +100,27 @@ function S.expect_ranks(out, code, marker, n)
     assert(code == 0, out)
     local seen = select(2, out:gsub(marker, ''))
     assert(seen == n, ('expected %d "%s" lines, got %d:\n%s'):format(n, marker, seen, out))
+end
+
+-- Runs the Lua source `code` in a child `interpreter` (lua5.4, or the ddplua command) with the
+-- further arguments as its `...`; the child must exit cleanly. Returns the numbers it wrote as
+-- `REPORT key value` lines, {key = number}, and its whole output (for failure messages).
+-- A child process measures its own memory and page faults without the spec runner's.
+function S.run_reporting(interpreter, code, ...)
+    local path = os.tmpname()
+    local f = assert(io.open(path, 'w'))
+    f:write(code)
+    f:close()
+    local cmd = S.q(interpreter) .. ' ' .. S.q(path)
+    for _, a in ipairs({ ... }) do cmd = cmd .. ' ' .. S.q(a) end
+    local p = assert(io.popen(cmd .. ' 2>&1', 'r'))
+    local out = p:read('a')
+    local ok, how, code_ = p:close()
+    os.remove(path)
+    assert(ok, ('child failed (%s %s):\n%s'):format(how, code_, out))
+    local r = {}
+    for k, v in out:gmatch('REPORT (%S+) (%S+)') do r[k] = tonumber(v) end
+    return r, out
 end
 
 return S

@@ -13,14 +13,15 @@
 #   - specs of tools rather than engine code: cmake and packaging (cuda_libs_cmake, package,
 #     luarocks, check_*, embed_install: it links the static library into a program built
 #     without the sanitizers), and gpu_check (nvcc cannot run with the ASan runtime preloaded);
-#   - memory_spec, which measures the allocator that ASan replaces.
+#   - memory_spec and host_alloc_spec, which measure the allocator that ASan replaces (RSS, page
+#     faults); the host cache's logic runs under ASan in spec/c/test_host_alloc.c.
 # Usage: tools/sanitize.sh [build-dir]   (default build-sanitize)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build-sanitize}
 seconds=${DDPL_FUZZ_SECONDS:-60}
 
-SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_spec|dist_safety_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|memory_spec|embed_install)$'
+SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_spec|dist_safety_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|memory_spec|host_alloc_spec|embed_install)$'
 
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDDPL_CUDA=OFF -DDDPL_SANITIZE=ON -DDDPL_FUZZ=ON -DDDPL_FUZZ_SECONDS="$seconds" >/dev/null

@@ -2,7 +2,7 @@
  * defines: ddpl_host_allocator, ddpl_register_allocator, ddpl_set_device_starter,
  *          ddpl_allocator_for, ddpl_device_alloc/free/copy, ddpl_memory_account,
  *          ddpl_memory_allocated, ddpl_memory_max_allocated, ddpl_memory_reset_peak,
- *          ddpl_set_oom_hook, ddpl_run_oom_hook. */
+ *          ddpl_host_scratch_alloc/free, ddpl_set_oom_hook, ddpl_run_oom_hook. */
 #include <pthread.h>
 
 #include "alloc.h"
@@ -31,51 +31,26 @@ static void aligned_free(void *p)
     if (p) free(((void **)p)[-1]);
 }
 
-/* Large blocks: glibc serves them with mmap and gives them back to the kernel on free, so a
- * loop of out-of-place ops on 64 MB tensors pays 16k page faults per op and runs at a quarter
- * of memory bandwidth, and a training step re-faults its 800 KB weight gradients every time. Freed
- * blocks of LARGE_BLOCK bytes or more are kept in a small cache, keyed by size class (eight classes
- * per power of two, so reuse wastes at most 12.5%), and handed out again; the cache holds at most
- * CACHE_LIMIT bytes, oldest evicted first. */
-#define LARGE_BLOCK ((size_t)256 << 10)
-#define CACHE_LIMIT ((size_t)128 << 20)
-#define CACHE_SLOTS 64
-
-static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct {
-    void *ptr;
-    size_t size;
-} cache[CACHE_SLOTS];
-static int n_cached;
-static size_t cached_bytes;
-
-/* n rounded up to one of eight classes between consecutive powers of two. */
-static size_t size_class(size_t n)
+/* Host storage: small blocks from malloc (its heap keeps them mapped), large ones from the
+ * caching allocator (core/host_cache.c), which keeps their pages mapped for the next request of
+ * their size class instead of letting glibc unmap and re-fault them. */
+static void *host_alloc(size_t nbytes)
 {
-    size_t pow2 = LARGE_BLOCK;
-    while (pow2 < n) pow2 <<= 1; /* now pow2/2 < n <= pow2 */
-    size_t step = pow2 / 16;
-    return (n + step - 1) / step * step;
+    return nbytes < DDPL_HOST_LARGE_BLOCK ? aligned_malloc(nbytes) : ddpl_host_cache_alloc(nbytes);
+}
+
+static void host_free(void *p, size_t nbytes)
+{
+    if (nbytes < DDPL_HOST_LARGE_BLOCK)
+        aligned_free(p);
+    else
+        ddpl_host_cache_free(p, nbytes);
 }
 
 static void *cpu_alloc(size_t nbytes, ddpl_device dev)
 {
     DDPL_UNUSED(dev);
-    size_t size = nbytes;
-    if (nbytes >= LARGE_BLOCK) {
-        size = size_class(nbytes);
-        pthread_mutex_lock(&cache_lock);
-        for (int i = n_cached - 1; i >= 0; i--) {
-            if (cache[i].size != size) continue;
-            void *p = cache[i].ptr;
-            cached_bytes -= size;
-            cache[i] = cache[--n_cached];
-            pthread_mutex_unlock(&cache_lock);
-            return p;
-        }
-        pthread_mutex_unlock(&cache_lock);
-    }
-    void *p = aligned_malloc(size);
+    void *p = host_alloc(nbytes);
     if (!p) ddpl_error("out of memory: cannot allocate %zu bytes on cpu", nbytes);
     return p;
 }
@@ -83,30 +58,17 @@ static void *cpu_alloc(size_t nbytes, ddpl_device dev)
 static void cpu_free(void *p, size_t nbytes, ddpl_device dev)
 {
     DDPL_UNUSED(dev);
-    if (!p) return;
-    if (nbytes < LARGE_BLOCK) {
-        aligned_free(p);
-        return;
-    }
-    size_t size = size_class(nbytes);
-    void *evicted[CACHE_SLOTS + 1];
-    int n_evicted = 0;
-    pthread_mutex_lock(&cache_lock);
-    if (size > CACHE_LIMIT) {
-        evicted[n_evicted++] = p;
-    } else {
-        while (n_cached > 0 && (n_cached == CACHE_SLOTS || cached_bytes + size > CACHE_LIMIT)) {
-            evicted[n_evicted++] = cache[0].ptr; /* the oldest */
-            cached_bytes -= cache[0].size;
-            memmove(cache, cache + 1, (size_t)--n_cached * sizeof cache[0]);
-        }
-        cache[n_cached].ptr = p;
-        cache[n_cached].size = size;
-        n_cached++;
-        cached_bytes += size;
-    }
-    pthread_mutex_unlock(&cache_lock);
-    for (int i = 0; i < n_evicted; i++) aligned_free(evicted[i]); /* outside the lock */
+    if (p) host_free(p, nbytes);
+}
+
+void *ddpl_host_scratch_alloc(size_t nbytes)
+{
+    return cpu_alloc(nbytes, ddpl_cpu());
+}
+
+void ddpl_host_scratch_free(void *p, size_t nbytes)
+{
+    if (p) host_free(p, nbytes);
 }
 
 static int cpu_copy(void *dst, ddpl_device dd, const void *src, ddpl_device sd, size_t n)

@@ -10,6 +10,7 @@
 #include <cblas.h>
 #include <limits.h>
 
+#include "core/alloc.h"
 #include "cpu_blas.h"
 #include "cpu_kernels.h"
 #include "ops/gemm_layout.h"
@@ -200,12 +201,21 @@ static const char *operand(const gemm_job *j, const mat_desc *m, int64_t b, void
     return p;
 }
 
-/* Scratch of rows x cols elements; NULL when the product overflows (expanded operands can have
- * 2^62 elements) or memory runs out. */
-static void *gemm_scratch(int64_t rows, int64_t cols, size_t esz)
+/* Bytes of a scratch of rows x cols elements (at least 1); 0 when the product overflows
+ * (expanded operands can have 2^62 elements). */
+static size_t gemm_scratch_bytes(int64_t rows, int64_t cols, size_t esz)
 {
     int64_t n;
-    return ddpl_mul_overflow(rows, cols, &n) ? NULL : ddpl_malloc_array(n, esz);
+    size_t bytes;
+    if (ddpl_mul_overflow(rows, cols, &n) || ddpl_bytes_overflow(n, esz, &bytes)) return 0;
+    return bytes ? bytes : 1;
+}
+
+/* Scratch from the host caching allocator (the packing buffers of a training step have the
+ * same sizes every step: cached, their pages stay mapped); NULL on overflow or out of memory. */
+static void *gemm_scratch(size_t bytes)
+{
+    return bytes ? ddpl_host_scratch_alloc(bytes) : NULL;
 }
 
 static void gemm_batches(int64_t begin, int64_t end, int thread, void *ctx)
@@ -218,9 +228,11 @@ static void gemm_batches(int64_t begin, int64_t end, int thread, void *ctx)
     bool pack_c = j->c.layout == LAYOUT_PACK || j->dt != j->compute;
     /* scratch is small next to the product for the layouts that need it; it is only allocated
      * for operands that BLAS cannot read in place */
-    void *sa = pack_a ? gemm_scratch(j->M, j->K, esz) : NULL;
-    void *sb = pack_b ? gemm_scratch(j->K, j->N, esz) : NULL;
-    void *sc = pack_c ? gemm_scratch(j->M, j->N, esz) : NULL;
+    size_t na = gemm_scratch_bytes(j->M, j->K, esz), nb = gemm_scratch_bytes(j->K, j->N, esz),
+           nc = gemm_scratch_bytes(j->M, j->N, esz);
+    void *sa = pack_a ? gemm_scratch(na) : NULL;
+    void *sb = pack_b ? gemm_scratch(nb) : NULL;
+    void *sc = pack_c ? gemm_scratch(nc) : NULL;
     if ((pack_a && !sa) || (pack_b && !sb) || (pack_c && !sc)) {
         atomic_store(&((gemm_job *)ctx)->out_of_memory, 1);
         begin = end;
@@ -245,9 +257,9 @@ static void gemm_batches(int64_t begin, int64_t end, int thread, void *ctx)
                           pc, j->c.ld);
         }
     }
-    free(sa);
-    free(sb);
-    free(sc);
+    ddpl_host_scratch_free(sa, na);
+    ddpl_host_scratch_free(sb, nb);
+    ddpl_host_scratch_free(sc, nc);
 }
 
 /* Integer dtypes: out = alpha*sum_k a*b + beta*out in int64, wrapping. */

@@ -1,5 +1,6 @@
 /* lua/bind_util.c: utilities of the ddpl table and the ddpl.cuda queries.
- * defines: lb_util_functions (time set_num_threads get_num_threads config memory_allocated),
+ * defines: lb_util_functions (time set_num_threads get_num_threads config memory_allocated
+ *          memory_stats empty_cache),
  *          lb_cuda_functions (is_available device_count synchronize memory_allocated
  *          max_memory_allocated memory_reserved max_memory_reserved reset_peak_memory_stats
  *          set_device current_device empty_cache), lb_cuda_install_oom_hook. */
@@ -83,6 +84,57 @@ static int f_memory_allocated(lua_State *L)
     if (!lua_isnoneornil(L, 1)) d = lb_device(L, 1, "memory_allocated");
     lua_pushinteger(L, ddpl_memory_allocated((ddpl_device_type)d.type));
     return 1;
+}
+
+/* ddpl.memory_stats(): the host allocator's figures as a table of integers (byte counts and
+ * block counts; docs/host-allocator.md). Names follow PyTorch's memory_stats where it has one
+ * (allocated, reserved, num_alloc_retries), flattened: Lua tables read badly with dotted keys. */
+static int f_memory_stats(lua_State *L)
+{
+    ddpl_device d = ddpl_cpu();
+    if (!lua_isnoneornil(L, 1)) d = lb_device(L, 1, "memory_stats");
+    if (d.type != DDPL_CPU) {
+        char buf[32];
+        return luaL_error(L,
+                          "memory_stats: the host allocator's figures are for device 'cpu', "
+                          "got '%s' (CUDA's are in ddpl.cuda.memory_allocated and friends)",
+                          ddpl_device_str(d, buf, sizeof buf));
+    }
+    ddpl_host_cache_stats s;
+    ddpl_host_cache_get_stats(&s);
+    struct {
+        const char *key;
+        int64_t value;
+    } fields[] = {
+        {"allocated_bytes", ddpl_memory_allocated(DDPL_CPU)},
+        {"peak_allocated_bytes", ddpl_memory_max_allocated(DDPL_CPU)},
+        {"reserved_bytes", s.reserved_bytes},
+        {"peak_reserved_bytes", s.peak_reserved_bytes},
+        {"cached_bytes", s.cached_bytes},
+        {"blocks_mapped", s.blocks_mapped},
+        {"blocks_reused", s.blocks_reused},
+        {"blocks_released", s.blocks_released},
+        {"page_faults_avoided", s.page_faults_avoided},
+        {"num_alloc_retries", s.alloc_retries},
+        {"num_pressure_releases", s.pressure_releases},
+        {"large_block_bytes", (int64_t)DDPL_HOST_LARGE_BLOCK},
+    };
+    int n = (int)(sizeof fields / sizeof fields[0]);
+    lua_createtable(L, 0, n);
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)fields[i].value);
+        lua_setfield(L, -2, fields[i].key);
+    }
+    return 1;
+}
+
+/* ddpl.empty_cache(): gives the host allocator's cached blocks back to the system. Tensors not
+ * yet collected still hold theirs: collectgarbage() first to return those too. */
+static int f_empty_cache(lua_State *L)
+{
+    (void)L;
+    ddpl_host_empty_cache();
+    return 0;
 }
 
 /* ---- the out-of-memory hook: a full GC of the state that uses CUDA ---- */
@@ -232,6 +284,8 @@ const luaL_Reg lb_util_functions[] = {
     {"get_num_threads", f_get_num_threads},
     {"config", f_config},
     {"memory_allocated", f_memory_allocated},
+    {"memory_stats", f_memory_stats},
+    {"empty_cache", f_empty_cache},
     {"_sdpa_cpu_fused_min_bytes", f_sdpa_cpu_fused_min_bytes},
     {NULL, NULL},
 };
