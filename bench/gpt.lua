@@ -18,6 +18,7 @@
 
 local util = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua')
 local median, sh_quote, loadavg = util.median, util.sh_quote, util.loadavg
+local minor_faults = util.minor_faults
 local function parse_args(argv, defaults) return util.parse_args(argv, defaults, 'bench/gpt') end
 
 local MODEL = { vocab = 8192, layers = 4, embd = 256, heads = 4 }
@@ -30,17 +31,6 @@ local function flops_per_step(B, T)
     local linear_weights = L * (C * 3 * C + C * C + C * 4 * C + 4 * C * C) + C * V -- + tied head
     local forward = 2 * B * T * linear_weights + L * 2 * (2 * B * T * T * C) -- q k^T and att v
     return 3 * forward
-end
-
--- This process's minor page faults so far (field 10 of /proc/self/stat; nil where there is none).
-local function minor_faults()
-    local f = io.open('/proc/self/stat')
-    if not f then return nil end
-    local s = f:read('a')
-    f:close()
-    local fields = {}
-    for w in (s:match('%) (.*)$') or ''):gmatch('%S+') do fields[#fields + 1] = w end
-    return tonumber(fields[8]) -- fields[1] is field 3 (state)
 end
 
 ---------------------------------------------------------------------------------------------------
