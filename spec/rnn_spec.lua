@@ -170,6 +170,16 @@ describe('LSTM and GRU behaviour', function()
         H.assert_close(one(x), one:eval()(x), 0, 0, 'single layer')
     end)
 
+    it('refuses a second derivative clearly (the backward runs native kernels)', function()
+        local x = ddpl.randn(5, 2, 3, {requires_grad = true})
+        local out = nn.LSTM(3, 4)(x)
+        local g = ddpl.autograd.grad({out:sum()}, {x}, {create_graph = true})
+        H.assert_error(function() g[1]:sum():backward() end, 'create_graph', 'LSTM')
+        local _, h = nn.GRU(3, 4)(x)
+        g = ddpl.autograd.grad({h:sum()}, {x}, {create_graph = true})
+        H.assert_error(function() g[1]:sum():backward() end, 'create_graph', 'GRU')
+    end)
+
     it('prints like PyTorch', function()
         assert.are.equal('LSTM(10, 20, num_layers=2, batch_first=True, dropout=0.1, '
                          .. 'bidirectional=True)',
