@@ -12,6 +12,7 @@
 -- same windows shifted by one) and takes one Adam step with the gradient norm clipped at 1.
 -- Dropout applies to the LSTM's outputs (and between its layers): the text is small enough that
 -- without it the model memorises it, and the validation loss turns up after about 150 steps.
+-- The data helpers are examples/char_text.lua (shared with gpt_tiny.lua).
 -- Every --print-every steps it prints the mean training loss since the last report and the
 -- validation loss on 4 fixed batches; the last line is "loss first X last Y", the first and
 -- last validation losses, for scripts (spec/char_lstm_spec.lua) to read. A uniform guess
@@ -37,32 +38,9 @@ math.randomseed(opt.seed) -- the sampler at the end draws with math.random
 ---------------------------------------------------------------------------------------------------
 -- data: bytes -> token ids (their rank among the distinct bytes), as one int64 tensor
 
-local f = io.open(opt.text, 'rb') or error('char_lstm.lua: cannot open ' .. opt.text, 0)
-local text = f:read('a')
-f:close()
 local T, B = math.tointeger(opt['seq-len']), math.tointeger(opt.batch)
-if #text < 20 * (T + 1) then
-    error(('char_lstm.lua: %s has %d bytes, too short for seq-len %d'):format(opt.text, #text, T), 0)
-end
-local seen = {}
-for c in text:gmatch('.') do seen[c] = true end
-local chars = {}
-for c in pairs(seen) do chars[#chars + 1] = c end
-table.sort(chars)
-local id_of = {}
-for i, c in ipairs(chars) do id_of[c] = string.char(i - 1) end -- ids are 0-based
-local tokens = ddpl.frombytes(text:gsub('.', id_of), 'uint8'):long()
-local n_train = math.floor(#text * 0.9)
-local splits = { train = tokens:narrow(0, 0, n_train), val = tokens:narrow(0, n_train, #text - n_train) }
-local offsets_T = ddpl.arange(T, { dtype = 'int64' }):view(1, T)
-
--- `B` random windows of split: inputs (B, T) and targets (B, T), the inputs shifted by one.
-local function get_batch(split)
-    local d = splits[split]
-    local starts = ddpl.randint(0, d:size(0) - T - 1, { B, 1 }, { dtype = 'int64' })
-    local idx = (starts + offsets_T):view(B * T)
-    return d:index_select(0, idx):view(B, T), d:index_select(0, idx + 1):view(B, T)
-end
+local data = dofile(root .. '/examples/char_text.lua')(opt.text, T, B, 'char_lstm.lua', 20)
+local text, chars, id_of, get_batch = data.text, data.chars, data.id_of, data.get_batch
 
 local val_batches = {}
 for i = 1, 4 do val_batches[i] = { get_batch('val') } end
