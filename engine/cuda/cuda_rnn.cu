@@ -19,8 +19,8 @@ __device__ __forceinline__ double rnn_sigmoid(double x)
 }
 
 template <typename T>
-__global__ static void lstm_cell_kernel(T *h, T *c, T *act, const T *ig, const T *hg,
-                                        const T *cp, int64_t n, int64_t H)
+__global__ static void lstm_cell_kernel(T *h, T *c, T *act, const T *ig, const T *hg, const T *cp,
+                                        int64_t n, int64_t H)
 {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < n;
          e += (int64_t)gridDim.x * blockDim.x) {
@@ -100,7 +100,7 @@ __global__ static void gru_cell_backward_kernel(T *dx, T *ds, T *dhp, const T *d
         BODY;                                                                                      \
     } break;                                                                                       \
     default:                                                                                       \
-        return ddpl_error("%s: expected float32 or float64 on cuda", what);                       \
+        return ddpl_error("%s: expected float32 or float64 on cuda", what);                        \
     }
 
 extern "C" int cuda_launch_lstm_cell(void *h, void *c, void *act, const void *ig, const void *hg,
@@ -121,12 +121,11 @@ extern "C" int cuda_launch_lstm_cell_backward(void *dgates, void *dc_prev, const
 {
     int64_t n = B * H;
     if (n == 0) return 0;
-    RNN_DISPATCH(dtype, "lstm_cell_backward",
-                 (lstm_cell_backward_kernel<scalar_t>
-                  <<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-                      (scalar_t *)dgates, (scalar_t *)dc_prev, (const scalar_t *)dh,
-                      (const scalar_t *)dc, (const scalar_t *)act, (const scalar_t *)c_prev,
-                      (const scalar_t *)c, n, H)));
+    RNN_DISPATCH(
+        dtype, "lstm_cell_backward",
+        (lstm_cell_backward_kernel<scalar_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
+            (scalar_t *)dgates, (scalar_t *)dc_prev, (const scalar_t *)dh, (const scalar_t *)dc,
+            (const scalar_t *)act, (const scalar_t *)c_prev, (const scalar_t *)c, n, H)));
     return cuda_check(cudaGetLastError(), "lstm_cell_backward");
 }
 
@@ -148,11 +147,10 @@ extern "C" int cuda_launch_gru_cell_backward(void *dig, void *dhg, void *dh_prev
 {
     int64_t n = B * H;
     if (n == 0) return 0;
-    RNN_DISPATCH(dtype, "gru_cell_backward",
-                 (gru_cell_backward_kernel<scalar_t>
-                  <<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-                      (scalar_t *)dig, (scalar_t *)dhg, (scalar_t *)dh_prev,
-                      (const scalar_t *)dh, (const scalar_t *)act, (const scalar_t *)h_prev, n,
-                      H)));
+    RNN_DISPATCH(
+        dtype, "gru_cell_backward",
+        (gru_cell_backward_kernel<scalar_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
+            (scalar_t *)dig, (scalar_t *)dhg, (scalar_t *)dh_prev, (const scalar_t *)dh,
+            (const scalar_t *)act, (const scalar_t *)h_prev, n, H)));
     return cuda_check(cudaGetLastError(), "gru_cell_backward");
 }

@@ -421,7 +421,7 @@ static int f_sdpa(lua_State *L)
 }
 
 /* F._fused_lstm_cell(input_gates, hidden_gates, c_prev) -> h, c: one LSTM step's gate
- * nonlinearities (ops/nn_rnn.c); nn.LSTM's building block, as PyTorch's _thnn_fused_lstm_cell */
+ * nonlinearities (ops/nn_rnn_cell.c), as PyTorch's _thnn_fused_lstm_cell */
 static int f_fused_lstm_cell(lua_State *L)
 {
     static const char *fname = "lstm_cell";
@@ -438,7 +438,7 @@ static int f_fused_lstm_cell(lua_State *L)
     return 2;
 }
 
-/* F._fused_gru_cell(input_gates, hidden_gates, h_prev) -> h (ops/nn_rnn.c) */
+/* F._fused_gru_cell(input_gates, hidden_gates, h_prev) -> h (ops/nn_rnn_cell.c) */
 static int f_fused_gru_cell(lua_State *L)
 {
     static const char *fname = "gru_cell";
