@@ -180,6 +180,16 @@ describe('LSTM and GRU behaviour', function()
         H.assert_error(function() g[1]:sum():backward() end, 'create_graph', 'GRU')
     end)
 
+    it('runs in its parameters\' dtype under autocast (16-bit inputs cast up)', function()
+        local m = nn.LSTM(3, 4, {num_layers = 2})
+        local x = ddpl.randn(5, 2, 3):bfloat16()
+        local ref = m(x:float())
+        local y, s = ddpl.autocast('cpu', function() return m(x) end)
+        assert.are.equal('float32', H.dtype_name(y.dtype))
+        assert.are.equal('float32', H.dtype_name(s[2].dtype))
+        H.assert_close(y, ref, 0, 0, 'autocast output')
+    end)
+
     it('prints like PyTorch', function()
         assert.are.equal('LSTM(10, 20, num_layers=2, batch_first=True, dropout=0.1, '
                          .. 'bidirectional=True)',

@@ -127,6 +127,17 @@ end
 -- input (T,B,F), (B,T,F) with batch_first, or (T,F); hx as the subclass takes it.
 -- Returns output (same layout as the input, last dim H*num_directions) and the final states.
 function RNNBase:forward(input, hx)
+    -- Under autocast the layer runs in its parameters' dtype (the fused cells exist for float32
+    -- and float64), with autocast off inside and a 16-bit input cast up, as PyTorch's CPU
+    -- autocast leaves LSTM/GRU in float32.
+    local w = self.weight_ih_l0
+    local dev_type = ddpl.is_tensor(input) and tostring(input.device):match('^%a+')
+    if dev_type and ddpl.is_autocast_enabled(dev_type) then
+        if input.dtype ~= w.dtype and (input.dtype == 'float16' or input.dtype == 'bfloat16') then
+            input = input:to(w.dtype)
+        end
+        return ddpl.autocast(dev_type, {enabled = false}, self.forward, self, input, hx)
+    end
     self:_check_input(input)
     local batched = input:dim() == 3
     local x = input
