@@ -16,6 +16,8 @@ static int cell_check(const char *op, int G, ddpl_tensor *igates, ddpl_tensor *h
                       ddpl_tensor *state, const char *state_name)
 {
     char a[128], b[128], c[128];
+    if (!igates || !hgates || !state)
+        return ddpl_error("%s: input gates, hidden gates and %s are required", op, state_name);
     ddpl_tensor *list[3] = {igates, hgates, state};
     const char *names[3] = {"the input gates", "the hidden gates", state_name};
     if (rnn_check_float_same(op, 3, list, names) < 0) return -1;

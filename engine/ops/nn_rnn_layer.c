@@ -26,6 +26,8 @@ static int layer_check(const char *op, int G, ddpl_tensor *gx, ddpl_tensor *w_hh
                        ddpl_tensor *h0, ddpl_tensor *c0)
 {
     char a[128], b[128], c[128];
+    if (!gx || !w_hh || !h0)
+        return ddpl_error("%s: input gates, weight_hh and h_0 are required", op);
     ddpl_tensor *list[5] = {gx, w_hh, h0, c0, b_hh};
     const char *names[5] = {"the input gates", "weight_hh", "h_0", "c_0", "bias_hh"};
     if (rnn_check_float_same(op, 5, list, names) < 0) return -1;
