@@ -38,33 +38,9 @@ local gpt = assert(loadfile(root .. '/models/gpt.lua'))()
 ---------------------------------------------------------------------------------------------------
 -- data: bytes -> token ids (their rank among the distinct bytes), as one int64 tensor
 
-local f = io.open(opt.text, 'rb') or error('gpt_tiny.lua: cannot open ' .. opt.text, 0)
-local text = f:read('a')
-f:close()
 local T, B = math.tointeger(opt['block-size']), math.tointeger(opt.batch)
-if #text < 10 * (T + 1) then
-    error(('gpt_tiny.lua: %s has %d bytes, too short for block size %d'):format(opt.text, #text, T), 0)
-end
-local seen = {}
-for c in text:gmatch('.') do seen[c] = true end
-local chars = {}
-for c in pairs(seen) do chars[#chars + 1] = c end
-table.sort(chars)
-local id_of = {}
-for i, c in ipairs(chars) do id_of[c] = string.char(i - 1) end -- ids are 0-based
--- gsub maps every byte to its id byte at C speed; frombytes turns the result into a tensor
-local tokens = ddpl.frombytes(text:gsub('.', id_of), 'uint8'):long()
-local n_train = math.floor(#text * 0.9)
-local splits = { train = tokens:narrow(0, 0, n_train), val = tokens:narrow(0, n_train, #text - n_train) }
-local offsets_T = ddpl.arange(T, { dtype = 'int64' }):view(1, T)
-
--- `B` random windows of split: inputs (B, T) and targets (B, T), the inputs shifted by one.
-local function get_batch(split)
-    local d = splits[split]
-    local starts = ddpl.randint(0, d:size(0) - T - 1, { B, 1 }, { dtype = 'int64' })
-    local idx = (starts + offsets_T):view(B * T)
-    return d:index_select(0, idx):view(B, T), d:index_select(0, idx + 1):view(B, T)
-end
+local data = dofile(root .. '/examples/char_text.lua')(opt.text, T, B, 'gpt_tiny.lua', 10)
+local text, chars, id_of, get_batch = data.text, data.chars, data.id_of, data.get_batch
 
 -- Fixed validation batches, drawn once, so successive reports are comparable.
 local val_batches = {}

@@ -32,6 +32,9 @@ local ALIAS = {
   ['tensor.__gc'] = {'close'}, ['tensor.__close'] = {'close'},
   -- the private kernel entry of ddpl.amp.GradScaler reports as its only caller
   ['ddpl._amp_unscale_'] = {'GradScaler'},
+  -- the recurrent building blocks of nn.LSTM/nn.GRU report as the op or layer they run
+  ['ddpl.F._fused_lstm_cell'] = {'lstm_cell'}, ['ddpl.F._fused_gru_cell'] = {'gru_cell'},
+  ['ddpl.F._lstm_layer'] = {'LSTM'}, ['ddpl.F._gru_layer'] = {'GRU'},
 }
 
 -- The tensor metatable's methods: the table among __index's upvalues that holds them.

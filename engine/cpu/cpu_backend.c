@@ -2,6 +2,7 @@
  * defines: ddpl_cpu_backend. */
 #include "cpu_attention.h"
 #include "cpu_kernels.h"
+#include "cpu_rnn.h"
 
 const struct ddpl_backend ddpl_cpu_backend = {
     .name = "cpu",
@@ -86,5 +87,9 @@ const struct ddpl_backend ddpl_cpu_backend = {
             [DDPL_OP_RMSPROP_STEP] = cpu_rmsprop_step,
             [DDPL_OP_ADAGRAD_STEP] = cpu_adagrad_step,
             [DDPL_OP_AMP_UNSCALE] = cpu_amp_unscale,
+            [DDPL_OP_LSTM_CELL] = cpu_lstm_cell,
+            [DDPL_OP_LSTM_CELL_BACKWARD] = cpu_lstm_cell_backward,
+            [DDPL_OP_GRU_CELL] = cpu_gru_cell,
+            [DDPL_OP_GRU_CELL_BACKWARD] = cpu_gru_cell_backward,
         },
 };

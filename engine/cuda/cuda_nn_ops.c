@@ -198,4 +198,5 @@ void cuda_register_nn(ddpl_kernel *k)
     k[DDPL_OP_AVG_POOL2D_BACKWARD] = cuda_avg_pool2d_backward;
     k[DDPL_OP_ADAPTIVE_AVG_POOL2D] = cuda_adaptive_avg_pool2d;
     k[DDPL_OP_ADAPTIVE_AVG_POOL2D_BACKWARD] = cuda_adaptive_avg_pool2d_backward;
+    cuda_register_rnn(k); /* the recurrent cells (cuda_rnn_ops.c) */
 }

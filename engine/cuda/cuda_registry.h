@@ -19,6 +19,8 @@ void cuda_register_optim(
     ddpl_kernel *k); /* sgd_step adam_step rmsprop_step adagrad_step amp_unscale */
 void cuda_register_blas(ddpl_kernel *k);      /* matmul (cuBLAS), conv2d (cuDNN) */
 void cuda_register_attention(ddpl_kernel *k); /* fused attention forward/backward */
+void cuda_register_rnn(ddpl_kernel *k);       /* lstm_cell gru_cell (+ backward); called by
+                                                 cuda_register_nn */
 
 /* Runs another op's CUDA kernel from inside a kernel (conv2d's bias, the matmul epilogues):
  * through the backend's own table, not dispatch, since the operands' device is current already

@@ -2,7 +2,9 @@
  * defines: lb_functional (linear conv2d conv_transpose2d max_pool2d avg_pool2d
  *          adaptive_avg_pool2d batch_norm layer_norm embedding dropout softmax log_softmax
  *          cross_entropy nll_loss mse_loss relu gelu silu sigmoid tanh
- *          scaled_dot_product_attention), lb_functional_methods
+ *          scaled_dot_product_attention, _fused_lstm_cell, _fused_gru_cell, _lstm_layer,
+ *          _gru_layer),
+ *          lb_functional_methods
  *          (x:softmax, x:log_softmax).
  *
  * Arguments follow PyTorch: its positional parameters in its order, and any parameter by name
@@ -418,6 +420,52 @@ static int f_sdpa(lua_State *L)
     RETURN_RESULT(L, fname, ddpl_scaled_dot_product_attention(q, k, v, mask, causal, scale));
 }
 
+/* F._fused_lstm_cell(input_gates, hidden_gates, c_prev) -> h, c: one LSTM step's gate
+ * nonlinearities (ops/nn_rnn_cell.c), as PyTorch's _thnn_fused_lstm_cell */
+static int f_fused_lstm_cell(lua_State *L)
+{
+    static const char *fname = "lstm_cell";
+    ddpl_tensor *ig = lb_check(L, 1, fname), *hg = lb_check(L, 2, fname);
+    ddpl_tensor *cx = lb_check(L, 3, fname);
+    lb_box *h = lb_newbox(L), *c = lb_newbox(L); /* boxes first: nothing leaks if Lua fails */
+    ddpl_tensor *hc = ddpl_lstm_cell_fused(ig, hg, cx);
+    if (!hc) lb_error_in(L, fname);
+    h->t = ddpl_select(hc, 0, 0);
+    c->t = ddpl_select(hc, 0, 1);
+    ddpl_tensor_release(hc);
+    if (!h->t || !c->t) lb_error_in(L, fname);
+    lb_gc_account(L);
+    return 2;
+}
+
+/* F._fused_gru_cell(input_gates, hidden_gates, h_prev) -> h (ops/nn_rnn_cell.c) */
+static int f_fused_gru_cell(lua_State *L)
+{
+    static const char *fname = "gru_cell";
+    ddpl_tensor *ig = lb_check(L, 1, fname), *hg = lb_check(L, 2, fname);
+    ddpl_tensor *hx = lb_check(L, 3, fname);
+    RETURN_RESULT(L, fname, ddpl_gru_cell_fused(ig, hg, hx));
+}
+
+/* F._lstm_layer(gates, weight_hh, h_0, c_0 [, reverse]) -> hc (2,T,B,H) and
+ * F._gru_layer(gates, weight_hh, bias_hh, h_0 [, reverse]) -> outputs (T,B,H): the recurrence
+ * of one direction of one layer (ops/nn_rnn_layer.c), nn.LSTM's and nn.GRU's building block */
+static int f_lstm_layer(lua_State *L)
+{
+    static const char *fname = "LSTM";
+    ddpl_tensor *g = lb_check(L, 1, fname), *w = lb_check(L, 2, fname);
+    ddpl_tensor *h0 = lb_check(L, 3, fname), *c0 = lb_check(L, 4, fname);
+    RETURN_RESULT(L, fname, ddpl_lstm_layer(g, w, h0, c0, lua_toboolean(L, 5)));
+}
+
+static int f_gru_layer(lua_State *L)
+{
+    static const char *fname = "GRU";
+    ddpl_tensor *g = lb_check(L, 1, fname), *w = lb_check(L, 2, fname);
+    ddpl_tensor *b = lb_opt(L, 3, fname), *h0 = lb_check(L, 4, fname);
+    RETURN_RESULT(L, fname, ddpl_gru_layer(g, w, b, h0, lua_toboolean(L, 5)));
+}
+
 const luaL_Reg lb_functional[] = {
     {"linear", f_linear},
     {"conv2d", f_conv2d},
@@ -440,6 +488,10 @@ const luaL_Reg lb_functional[] = {
     {"sigmoid", f_sigmoid},
     {"tanh", f_tanh},
     {"scaled_dot_product_attention", f_sdpa},
+    {"_fused_lstm_cell", f_fused_lstm_cell},
+    {"_fused_gru_cell", f_fused_gru_cell},
+    {"_lstm_layer", f_lstm_layer},
+    {"_gru_layer", f_gru_layer},
     {NULL, NULL},
 };
 

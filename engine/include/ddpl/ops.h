@@ -183,6 +183,20 @@ ddpl_tensor *ddpl_mse_loss(ddpl_tensor *input, ddpl_tensor *target, ddpl_reducti
 ddpl_tensor *ddpl_scaled_dot_product_attention(ddpl_tensor *q, ddpl_tensor *k, ddpl_tensor *v,
                                                ddpl_tensor *attn_mask, bool is_causal,
                                                double scale);
+/* One recurrent time step's gate nonlinearities, fused (PyTorch's gate order): input and
+ * hidden gate pre-activations (B,4H) and c_prev (B,H) give hc (2,B,H), h = hc[0], c = hc[1];
+ * the GRU's input gates (B,3H, with b_ih), hidden gates (B,3H, with b_hh) and h_prev (B,H)
+ * give h (B,H). */
+ddpl_tensor *ddpl_lstm_cell_fused(ddpl_tensor *igates, ddpl_tensor *hgates, ddpl_tensor *cx);
+ddpl_tensor *ddpl_gru_cell_fused(ddpl_tensor *igates, ddpl_tensor *hgates, ddpl_tensor *hx);
+/* One direction of one recurrent layer over a sequence: gates (T,B,G*H) are the input
+ * projection x W_ih^T + b_ih (the LSTM's also + b_hh), w_hh (G*H,H); reverse runs t = T-1..0.
+ * The LSTM returns hc (2,T,B,H): hc[0] the outputs h_t, hc[1] the cells c_t; the GRU (b_hh may
+ * be NULL) returns the outputs (T,B,H). */
+ddpl_tensor *ddpl_lstm_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *h0,
+                             ddpl_tensor *c0, bool reverse);
+ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *b_hh,
+                            ddpl_tensor *h0, bool reverse);
 
 #ifdef __cplusplus
 }

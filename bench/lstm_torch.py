@@ -1,0 +1,36 @@
+#!/usr/bin/python3
+"""bench/lstm_torch.py: PyTorch's nn.LSTM forward+backward time on the CPU, the twin of
+bench/lstm.lua (same arguments, same output line with 'torch' for 'ddplua')."""
+import argparse
+import time
+
+import torch
+
+ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+for k, v in dict(seq=64, batch=32, input=32, hidden=128, layers=1, iters=20, threads=1).items():
+    ap.add_argument('--' + k, type=int, default=v)
+o = ap.parse_args()
+torch.set_num_threads(o.threads)
+torch.manual_seed(0)
+m = torch.nn.LSTM(o.input, o.hidden, num_layers=o.layers)
+x = torch.randn(o.seq, o.batch, o.input, requires_grad=True)
+
+
+def step():
+    m.zero_grad(set_to_none=True)
+    x.grad = None
+    out, _ = m(x)
+    out.sum().backward()
+
+
+for _ in range(3):
+    step()
+times = []
+for _ in range(o.iters):
+    t0 = time.perf_counter()
+    step()
+    times.append((time.perf_counter() - t0) * 1e3)
+times.sort()
+n = len(times)
+med = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+print('torch lstm fwd+bwd median_ms %.3f' % med)
