@@ -299,10 +299,16 @@ static void lane_run(ddpl_pg *pg, ddpl_work *w)
                  w->name, pg->broken);
     pthread_mutex_unlock(&pg->broken_mu);
     /* the fingerprint is compared before the operation touches data (pg_backend.h: agree) */
+    atomic_fetch_add(&pg->running, 1);
     if (broken) {
         error = msg;
     } else if ((w->fp.seq && pg->backend->agree && pg->backend->agree(w) < 0) || w->run(w) < 0) {
-        const char *e = ddpl_last_error();
+        char failed[768], fault[768];
+        snprintf(failed, sizeof failed, "%s", ddpl_last_error());
+        /* a fault the backend knows (a silent peer) explains the failure better than what the
+         * transport saw of it (a closed connection) */
+        const char *e =
+            pg->backend->fault && pg->backend->fault(pg, fault, sizeof fault) ? fault : failed;
         /* messages of the backend do not name the API call: prefix it */
         size_t n = strlen(w->name);
         if (strncmp(e, w->name, n) == 0 && e[n] == ':')
@@ -314,6 +320,7 @@ static void lane_run(ddpl_pg *pg, ddpl_work *w)
         if (!pg->broken && !w->harmless) pg->broken = xstrdup(msg);
         pthread_mutex_unlock(&pg->broken_mu);
     }
+    atomic_fetch_sub(&pg->running, 1);
     pg_work_finish(w, error);
 }
 
@@ -551,6 +558,8 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     pg->my_global = cfg->rank;
     pg->size = cfg->world_size;
     pg->timeout_s = timeout;
+    pg->heartbeat_s = cfg->heartbeat_s;
+    pg->agent_store = cfg->agent_store;
     pg->owns_store = true;
     snprintf(pg->bind, sizeof pg->bind, "%s", bind);
     pthread_mutex_init(&pg->broken_mu, NULL);
@@ -614,6 +623,8 @@ ddpl_pg *ddpl_pg_new_group(ddpl_pg *world, int n, const int *ranks, double timeo
     pg->global_ranks =
         memcpy(ddpl_xmalloc((size_t)n * sizeof *ranks), ranks, (size_t)n * sizeof *ranks);
     pg->timeout_s = timeout_s > 0 ? timeout_s : world->timeout_s;
+    pg->heartbeat_s = world->heartbeat_s;
+    pg->agent_store = world->agent_store;
     pg->store = world->store;
     pg->backend = world->backend;
     pthread_mutex_init(&pg->broken_mu, NULL);

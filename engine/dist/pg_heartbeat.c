@@ -1,0 +1,289 @@
+/* dist/pg_heartbeat.c: the heartbeat of a CPU process group (see pg_heartbeat.h).
+ * defines: pg_heartbeat_limit, pg_heartbeat_start, pg_heartbeat_stop, pg_heartbeat_fault.
+ *
+ * Time is measured by each rank on its own clock: over the store a peer's silence is how long
+ * its counter has not changed as seen here, so clocks of different machines never meet. The
+ * store client is the thread's own (ddpl_store_clone) with the limit as its timeout: a store
+ * that stops answering (its host stopped) can hold this thread, never the rank's main thread or
+ * lanes; a client whose connection failed is replaced at the next beat. */
+#define _GNU_SOURCE
+#include "dist/pg_heartbeat.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dist/peer_fault.h"
+#include "dist/store_proto.h"
+
+enum { FAULT_MAX = 768 };
+
+#define DEFAULT_LIMIT_S 30.0
+#define MAX_INTERVAL_S  5.0
+
+struct pg_heartbeat {
+    ddpl_pg *pg;
+    pg_host *h;
+    double limit_s, interval_s;
+    char prefix[48]; /* "pg<id>/hb/" */
+    /* the thread's store client; store_mu also guards its replacement (pg_heartbeat_fault uses
+     * it from a lane) */
+    pthread_mutex_t store_mu;
+    ddpl_store *store;
+    char store_error[256];
+    double store_ok_at; /* when a poll of every peer last succeeded */
+    int64_t *seen;      /* Gloo: each peer's counter, and when it last changed (store_now) */
+    double *changed_at;
+    pthread_t thread;
+    pthread_mutex_t mu; /* stop, fault */
+    pthread_cond_t cv;  /* CLOCK_MONOTONIC: wakes the thread to stop */
+    bool stop;
+    char fault[FAULT_MAX]; /* "" until this rank saw one */
+};
+
+double pg_heartbeat_limit(double cfg_s)
+{
+    if (cfg_s > 0) return cfg_s;
+    if (cfg_s < 0) return 0;
+    const char *env = getenv("DDPLUA_HEARTBEAT_TIMEOUT");
+    if (env && *env) {
+        char *end;
+        double v = strtod(env, &end);
+        if (end != env && *end == '\0') return v > 0 ? v : 0;
+    }
+    return DEFAULT_LIMIT_S;
+}
+
+/* Whether an operation of the group is running (on any lane). */
+static bool group_busy(ddpl_pg *pg)
+{
+    return atomic_load(&pg->running) > 0;
+}
+
+static void key_of(const pg_heartbeat *hb, char *out, size_t n, int rank)
+{
+    if (rank >= 0)
+        snprintf(out, n, "%s%d", hb->prefix, rank);
+    else
+        snprintf(out, n, "%sfault", hb->prefix);
+}
+
+/* A store call failed: keep why, and drop the client (replaced at the next beat). Called with
+ * store_mu held. */
+static void store_lost(pg_heartbeat *hb)
+{
+    snprintf(hb->store_error, sizeof hb->store_error, "%s", ddpl_last_error());
+    ddpl_store_free(hb->store);
+    hb->store = NULL;
+}
+
+/* Over the store: adds 1 to this rank's counter, then reads every peer's and notes the ones that
+ * changed. A failure leaves the peers' times as they were: the store's silence is checked on its
+ * own (check_peers). */
+static void beat_store(pg_heartbeat *hb)
+{
+    ddpl_pg *pg = hb->pg;
+    char key[64];
+    pthread_mutex_lock(&hb->store_mu);
+    if (!hb->store) hb->store = ddpl_store_clone(hb->pg->store, hb->limit_s);
+    if (!hb->store) {
+        snprintf(hb->store_error, sizeof hb->store_error, "%s", ddpl_last_error());
+        pthread_mutex_unlock(&hb->store_mu);
+        return;
+    }
+    key_of(hb, key, sizeof key, pg->rank);
+    bool ok = ddpl_store_add(hb->store, key, 1, NULL) == 0;
+    for (int q = 0; ok && q < pg->size; q++) {
+        int64_t v = 0;
+        if (q == pg->rank) continue;
+        key_of(hb, key, sizeof key, q);
+        ok = ddpl_store_add(hb->store, key, 0, &v) == 0;
+        if (ok && v != hb->seen[q]) {
+            hb->seen[q] = v;
+            hb->changed_at[q] = store_now();
+        }
+    }
+    if (ok)
+        hb->store_ok_at = store_now();
+    else
+        store_lost(hb);
+    pthread_mutex_unlock(&hb->store_mu);
+}
+
+/* Records the fault (the first one stays), publishes it for the other ranks and aborts the Gloo
+ * pairs so that what waits on them returns now. */
+static void declare(pg_heartbeat *hb, const char *msg)
+{
+    pthread_mutex_lock(&hb->mu);
+    bool first = !hb->fault[0];
+    if (first) snprintf(hb->fault, sizeof hb->fault, "%s", msg);
+    pthread_mutex_unlock(&hb->mu);
+    if (!first) return;
+    char key[64], seen[FAULT_MAX + 64];
+    int me = ddpl_pg_global_rank(hb->pg, hb->pg->rank);
+    snprintf(seen, sizeof seen, "%s (seen by rank %d)", msg, me);
+    key_of(hb, key, sizeof key, -1);
+    pthread_mutex_lock(&hb->store_mu);
+    if (hb->store && ddpl_store_set(hb->store, key, seen, strlen(seen)) < 0) store_lost(hb);
+    pthread_mutex_unlock(&hb->store_mu);
+    ddpl_gloo_abort(hb->h->gloo, msg);
+}
+
+/* While an operation runs: a peer silent for longer than the limit (or, over Gloo, a store that
+ * stopped answering for that long) is a fault. */
+static void check_peers(pg_heartbeat *hb)
+{
+    ddpl_pg *pg = hb->pg;
+    pg_host *h = hb->h;
+    double now = store_now();
+    char label[320], msg[FAULT_MAX];
+    if (!h->shm && now - hb->store_ok_at > hb->limit_s) {
+        /* every peer looks silent when the store is: name the store, and its host when a rank
+         * hosts it */
+        int host_rank = pg->agent_store ? -1 : 0;
+        if (host_rank == 0 && pg->rank != 0) {
+            int g = ddpl_pg_global_rank(pg, 0);
+            peer_label(label, sizeof label, g, h->pids[0], h->hosts[0]);
+            snprintf(msg, sizeof msg,
+                     "%s, which hosts the store, stopped responding: the store "
+                     "gave no answer for %.1f s (limit %g s; %s)",
+                     label, now - hb->store_ok_at, hb->limit_s, hb->store_error);
+        } else {
+            snprintf(msg, sizeof msg,
+                     "the store stopped responding: no answer for %.1f s (limit "
+                     "%g s; %s)",
+                     now - hb->store_ok_at, hb->limit_s, hb->store_error);
+        }
+        declare(hb, msg);
+        return;
+    }
+    for (int q = 0; q < pg->size; q++) {
+        if (q == pg->rank) continue;
+        double silent = h->shm ? ddpl_shm_silence(h->shm, q) : now - hb->changed_at[q];
+        if (silent <= hb->limit_s) continue;
+        int pid = h->pids[q];
+        peer_label(label, sizeof label, ddpl_pg_global_rank(pg, q), pid, h->hosts[q]);
+        peer_silent_msg(msg, sizeof msg, label, pid, h->hosts[q], silent, hb->limit_s);
+        declare(hb, msg);
+        return;
+    }
+}
+
+static void *heartbeat_main(void *arg)
+{
+    pg_heartbeat *hb = arg;
+    pthread_mutex_lock(&hb->mu);
+    while (!hb->stop) {
+        bool faulted = hb->fault[0] != '\0';
+        pthread_mutex_unlock(&hb->mu);
+        if (hb->h->shm)
+            ddpl_shm_beat(hb->h->shm);
+        else
+            beat_store(hb);
+        if (!faulted && group_busy(hb->pg)) check_peers(hb);
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        long ns = (long)((hb->interval_s - (double)(long)hb->interval_s) * 1e9);
+        until.tv_sec += (time_t)hb->interval_s + (until.tv_nsec + ns) / 1000000000L;
+        until.tv_nsec = (until.tv_nsec + ns) % 1000000000L;
+        pthread_mutex_lock(&hb->mu);
+        while (!hb->stop && pthread_cond_timedwait(&hb->cv, &hb->mu, &until) != ETIMEDOUT) {
+        }
+    }
+    pthread_mutex_unlock(&hb->mu);
+    return NULL;
+}
+
+static void heartbeat_free(pg_heartbeat *hb)
+{
+    ddpl_store_free(hb->store);
+    free(hb->seen);
+    free(hb->changed_at);
+    pthread_mutex_destroy(&hb->store_mu);
+    pthread_mutex_destroy(&hb->mu);
+    pthread_cond_destroy(&hb->cv);
+    free(hb);
+}
+
+pg_heartbeat *pg_heartbeat_start(ddpl_pg *pg, const char *prefix)
+{
+    double limit = pg_heartbeat_limit(pg->heartbeat_s);
+    if (!(limit > 0) || pg->size < 2) return NULL;
+    pg_heartbeat *hb = ddpl_xcalloc(1, sizeof *hb);
+    hb->pg = pg;
+    hb->h = host_of(pg);
+    hb->limit_s = limit;
+    hb->interval_s = limit / 10 < MAX_INTERVAL_S ? limit / 10 : MAX_INTERVAL_S;
+    snprintf(hb->prefix, sizeof hb->prefix, "%shb/", prefix);
+    hb->seen = ddpl_xcalloc((size_t)pg->size, sizeof *hb->seen);
+    hb->changed_at = ddpl_xcalloc((size_t)pg->size, sizeof *hb->changed_at);
+    hb->store_ok_at = store_now();
+    for (int q = 0; q < pg->size; q++) hb->changed_at[q] = hb->store_ok_at;
+    pthread_mutex_init(&hb->store_mu, NULL);
+    pthread_mutex_init(&hb->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&hb->cv, &ca);
+    pthread_condattr_destroy(&ca);
+    hb->store = ddpl_store_clone(pg->store, hb->limit_s);
+    if (!hb->store) {
+        char e[512];
+        snprintf(e, sizeof e, "%s", ddpl_last_error());
+        heartbeat_free(hb);
+        ddpl_error("the heartbeat could not connect to the store: %s", e);
+        return NULL;
+    }
+    if (hb->h->shm) {
+        ddpl_shm_beat(hb->h->shm); /* before any collective can wait for this rank */
+        ddpl_shm_watch(hb->h->shm, hb->limit_s, pg->global_ranks);
+    }
+    if (pthread_create(&hb->thread, NULL, heartbeat_main, hb) != 0) {
+        heartbeat_free(hb);
+        ddpl_error("cannot start the heartbeat thread");
+        return NULL;
+    }
+    return hb;
+}
+
+void pg_heartbeat_stop(pg_heartbeat *hb)
+{
+    if (!hb) return;
+    pthread_mutex_lock(&hb->mu);
+    hb->stop = true;
+    pthread_cond_signal(&hb->cv);
+    pthread_mutex_unlock(&hb->mu);
+    pthread_join(hb->thread, NULL);
+    heartbeat_free(hb);
+}
+
+bool pg_heartbeat_fault(pg_heartbeat *hb, char *out, size_t n)
+{
+    if (!hb) return false;
+    pthread_mutex_lock(&hb->mu);
+    bool mine = hb->fault[0] != '\0';
+    if (mine) snprintf(out, n, "%s", hb->fault);
+    pthread_mutex_unlock(&hb->mu);
+    if (mine) return true;
+    /* another rank's: published before it aborted its pairs, so it is there by the time this
+     * rank sees their connections close */
+    char key[64];
+    key_of(hb, key, sizeof key, -1);
+    const char *keys[] = {key};
+    bool found = false, present = false;
+    pthread_mutex_lock(&hb->store_mu);
+    if (hb->store && ddpl_store_check(hb->store, 1, keys, &present) == 0 && present) {
+        void *v = NULL;
+        size_t len = 0;
+        if (ddpl_store_get(hb->store, key, &v, &len) == 0) {
+            snprintf(out, n, "%.*s", (int)len, (const char *)v);
+            free(v);
+            found = true;
+        }
+    }
+    pthread_mutex_unlock(&hb->store_mu);
+    return found;
+}
