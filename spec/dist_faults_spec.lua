@@ -1,19 +1,21 @@
--- spec/dist_faults_spec.lua: faults are named (docs/fault-detection.md). On 2 ranks, through
--- shared memory and through Gloo (DDPLUA_SHM=0), with a heartbeat limit of 3 s and a group
--- timeout of 60 s: a rank stopped with SIGSTOP is named by rank 0's all_reduce at the heartbeat
--- limit, as stopped, with its pid; a rank killed with SIGKILL is named at once, with its pid; a
--- rank that computes for 8 s (over twice the limit) before the all_reduce is not reported, and
--- the sum is right. The scripts are spec/dist/faults.lua; every process runs under `timeout`
--- (spec/shell_util.lua). Times are only bounded generously: detection must come well before
--- the group timeout (60 s), which alone would otherwise end the wait.
+-- spec/dist_faults_spec.lua: faults are named (docs/fault-detection.md). Through shared memory
+-- and through Gloo (DDPLUA_SHM=0), with a heartbeat limit of 3 s and a group timeout of 60 s,
+-- the last rank is the victim: stopped with SIGSTOP, it is named as stopped, with its pid, by
+-- every other rank's all_reduce at the heartbeat limit (2 and 3 ranks), and by a recv from it;
+-- killed with SIGKILL, it is named at once, with its pid; computing for 8 s (over twice the
+-- limit) before the all_reduce, it is not reported, and the sum is right. The scripts are
+-- spec/dist/faults.lua; every process runs under `timeout` (spec/shell_util.lua). Times are
+-- only bounded generously: the report must come well before the group timeout (60 s), which
+-- alone would otherwise end the wait.
 local S = require 'shell_util'
 local faults = S.src .. '/spec/dist/faults.lua'
 
-local function fault_of(outs, codes)
-    assert(codes[0] == 3, ('rank 0: exit %s (3 expected: the all_reduce failed):\n%s')
-        :format(tostring(codes[0]), outs[0]))
-    local after, msg = outs[0]:match('FAULT after=([%d.]+) ([^\n]*)')
-    assert(after, 'rank 0 printed no fault:\n' .. outs[0])
+-- The message and time of rank r's failed operation.
+local function fault_of(outs, codes, r)
+    assert(codes[r] == 3, ('rank %d: exit %s (3 expected: the operation failed):\n%s')
+        :format(r, tostring(codes[r]), outs[r]))
+    local after, msg = outs[r]:match('FAULT after=([%d.]+) ([^\n]*)')
+    assert(after, ('rank %d printed no fault:\n%s'):format(r, outs[r]))
     return tonumber(after), msg
 end
 
@@ -21,30 +23,53 @@ local function assert_has(text, want)
     assert(text:find(want, 1, true), ('%q not found in:\n%s'):format(want, text))
 end
 
+-- Runs CASE=stop on `world` ranks (env: more VAR=value words); `reporters` (default every rank
+-- but the victim) must name the victim as stopped, with the pid it wrote, at the limit.
+local function assert_stop_named(path_env, world, env, op, reporters)
+    local pidfile = os.tmpname()
+    local outs, codes = S.run_world(world, faults, {kill_after = 60,
+        env = ('%s CASE=stop HB=3 PIDFILE=%s %s'):format(path_env, S.q(pidfile), env or '')})
+    local pid = S.slurp(pidfile):match('%d+')
+    os.remove(pidfile)
+    local victim = world - 1
+    assert(codes[victim] == 137, 'the victim should have died of SIGKILL:\n' .. outs[victim])
+    for r = 0, (reporters or victim) - 1 do
+        local after, msg = fault_of(outs, codes, r)
+        assert_has(msg, ('%s: rank %d (pid %s'):format(op, victim, tostring(pid)))
+        assert_has(msg, 'stopped responding: no heartbeat for ')
+        assert_has(msg, '(limit 3 s); the process is stopped (SIGSTOP')
+        assert(after >= 2.5 and after < 30, ('reported after %g s:\n%s'):format(after, msg))
+    end
+end
+
 for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
     describe('faults through ' .. path[1], function()
         it('a stopped rank is named at the heartbeat limit', function()
-            local pidfile = os.tmpname()
-            local outs, codes = S.run_world(2, faults, {kill_after = 60,
-                env = ('%s CASE=stop HB=3 PIDFILE=%s'):format(path[2], S.q(pidfile))})
-            local pid = S.slurp(pidfile):match('%d+')
-            os.remove(pidfile)
-            local after, msg = fault_of(outs, codes)
-            assert_has(msg, 'all_reduce: rank 1 (pid ' .. tostring(pid))
-            assert_has(msg, 'stopped responding: no heartbeat for ')
-            assert_has(msg, '(limit 3 s); the process is stopped (SIGSTOP')
-            assert(after >= 2.5 and after < 30, ('reported after %g s:\n%s'):format(after, msg))
-            assert(codes[1] == 137, 'rank 1 should have died of SIGKILL:\n' .. outs[1])
+            assert_stop_named(path[2], 2, '', 'all_reduce')
+        end)
+
+        it('a stopped rank is named by every other rank (3 ranks)', function()
+            assert_stop_named(path[2], 3, '', 'all_reduce')
+        end)
+
+        it('a stopped rank is named by a recv from it', function()
+            assert_stop_named(path[2], 3, 'OP=recv', 'recv', 1)
         end)
 
         it('a killed rank is named', function()
-            local outs, codes = S.run_world(2, faults, {kill_after = 60,
-                env = path[2] .. ' CASE=kill HB=3'})
-            local after, msg = fault_of(outs, codes)
-            assert(msg:find('all_reduce: rank 1 %(pid %d+'), msg)
-            assert(msg:find('exited', 1, true) or msg:find('closed its connection', 1, true), msg)
-            assert(after < 30, ('reported after %g s:\n%s'):format(after, msg))
-            assert(codes[1] == 137, 'rank 1 should have died of SIGKILL:\n' .. outs[1])
+            for _, world in ipairs({2, 3}) do
+                local outs, codes = S.run_world(world, faults, {kill_after = 60,
+                    env = path[2] .. ' CASE=kill HB=3'})
+                local victim = world - 1
+                assert(codes[victim] == 137, 'the victim should have died:\n' .. outs[victim])
+                for r = 0, victim - 1 do
+                    local after, msg = fault_of(outs, codes, r)
+                    assert(msg:find(('all_reduce: rank %d %%(pid %%d+'):format(victim)), msg)
+                    assert(msg:find('exited', 1, true) or msg:find('closed its connection', 1, true),
+                        msg)
+                    assert(after < 30, ('reported after %g s:\n%s'):format(after, msg))
+                end
+            end
         end)
 
         it('a slow rank is not reported', function()

@@ -16,7 +16,11 @@
  * pair's address()), so each rank knows which address is which peer's: the failing rank is
  * found by matching the message, and named with its pid and host (ddpl_gloo_set_peers) and
  * whether the process is gone. Only Gloo's public interface is used (Debian's libgloo-dev lacks
- * a header that tcp/pair.h needs).
+ * a header that tcp/pair.h needs), and in this Gloo a pair's address() stays the listening
+ * address of its device, which is what the peer sees only where this rank accepted the
+ * connection: where it connected, the peer sees an ephemeral port that is matched nowhere. Such
+ * a failure names the one peer whose process is gone (on this machine), or with 2 ranks the
+ * other rank; else the message stays Gloo's, and the heartbeat names the silent rank.
  * ddpl_gloo_abort makes what waits on a pair return at once: it closes the pair, then sends on
  * it, which Gloo answers by failing every operation pending on that pair ("Socket closed"); the
  * operation then reports the heartbeat's message instead. */
@@ -30,6 +34,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
@@ -145,6 +151,34 @@ int peer_named_in(ddpl_gloo *g, const std::string &what)
     return -1;
 }
 
+/* The one peer whose process is gone (on this machine), waiting up to half a second for the
+ * kernel to finish ending it (its sockets close before it becomes a zombie); with 2 ranks the
+ * other rank. -1 when that names nobody, or more than one. */
+/* Whether rank q's process is gone, waiting up to half a second for it (see gone_peer). */
+bool gone_soon(ddpl_gloo *g, int q)
+{
+    for (int tries = 0; tries < 50; tries++) {
+        if (peer_gone(g->pids[q], g->hosts[q].c_str())) return true;
+        usleep(10000);
+    }
+    return false;
+}
+
+int gone_peer(ddpl_gloo *g)
+{
+    int size = static_cast<int>(g->pids.size()), me = g->ctx->rank;
+    if (size == 0) return -1;
+    for (int tries = 0; tries < 50; tries++) {
+        int found = -1, n = 0;
+        for (int q = 0; q < size; q++)
+            if (q != me && peer_gone(g->pids[q], g->hosts[q].c_str())) found = q, n++;
+        if (n == 1) return found;
+        if (n > 1) return -1;
+        usleep(10000);
+    }
+    return size == 2 ? 1 - me : -1;
+}
+
 /* The error for Gloo's exception text `what`: the heartbeat's message after ddpl_gloo_abort;
  * else, when it names a peer's address, "rank R (pid P, host H) closed its connection: ..."
  * (without Gloo's "[file:line] " prefix); else "gloo: <what>". Always -1. */
@@ -157,6 +191,7 @@ int gloo_failed(ddpl_gloo *g, const char *what)
     }
     std::string text(what);
     int q = peer_named_in(g, text);
+    if (q < 0) q = gone_peer(g);
     if (q < 0) return ddpl_error("gloo: %s", what);
     if (text.size() > 1 && text[0] == '[') {
         size_t close = text.find("] ");
@@ -168,7 +203,7 @@ int gloo_failed(ddpl_gloo *g, const char *what)
     char label[320];
     peer_label(label, sizeof label, rank, pid, host);
     return ddpl_error("%s closed its connection: %s%s", label, text.c_str(),
-                      known && peer_gone(pid, host) ? " (the process has exited)" : "");
+                      known && gone_soon(g, q) ? " (the process has exited)" : "");
 }
 
 /* Runs f, turning any exception into an error (gloo_failed); 0 or -1. g may be NULL. */

@@ -29,11 +29,6 @@ static bool is_local(const char *host)
     return strcmp(me, host) == 0;
 }
 
-bool peer_gone(int pid, const char *host)
-{
-    return pid > 0 && is_local(host) && kill(pid, 0) < 0 && errno == ESRCH;
-}
-
 /* The state letter of /proc/<pid>/stat ('R', 'S', 'T', 'Z', ...), or 0 when it cannot be read
  * (gone, or another pid namespace). The command name in parentheses may hold spaces: the state
  * follows the last ')'. */
@@ -50,13 +45,21 @@ static char proc_state(int pid)
     return close && close[1] == ' ' ? close[2] : 0;
 }
 
+bool peer_gone(int pid, const char *host)
+{
+    if (pid <= 0 || !is_local(host)) return false;
+    if (kill(pid, 0) < 0 && errno == ESRCH) return true;
+    char st = proc_state(pid); /* a zombie has exited; only its parent has not reaped it yet */
+    return st == 'Z' || st == 'X';
+}
+
 void peer_silent_msg(char *out, size_t n, const char *label, int pid, const char *host,
                      double silent_s, double limit_s)
 {
     const char *what = "stopped or hung (SIGSTOP?)";
     if (pid > 0 && is_local(host)) {
         char st = proc_state(pid);
-        if (peer_gone(pid, host) || st == 'Z' || st == 'X')
+        if (peer_gone(pid, host))
             what = "the process has exited";
         else if (st == 'T' || st == 't')
             what = "the process is stopped (SIGSTOP or a debugger)";

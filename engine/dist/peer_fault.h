@@ -18,8 +18,8 @@ extern "C" {
 
 /* "rank R (pid P, host H)"; pid <= 0 or host NULL/"" leave their part out. */
 void peer_label(char *out, size_t n, int rank, int pid, const char *host);
-/* Whether the process pid on host is known to have exited: only on this machine (host NULL or
- * this machine's name), else false. */
+/* Whether the process pid on host is known to have exited (gone, or a zombie): only on this
+ * machine (host NULL or this machine's name), else false. */
 bool peer_gone(int pid, const char *host);
 /* "<label> stopped responding: no heartbeat for S s (limit L s); <what /proc says>" where what
  * /proc says is "the process is stopped (SIGSTOP or a debugger)", "the process has exited",

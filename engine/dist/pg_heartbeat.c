@@ -57,10 +57,11 @@ double pg_heartbeat_limit(double cfg_s)
     return DEFAULT_LIMIT_S;
 }
 
-/* Whether an operation of the group is running (on any lane). */
-static bool group_busy(ddpl_pg *pg)
+/* Whether an operation that waits for group rank q runs now: a collective, or a send or
+ * receive with q. */
+static bool waited_for(ddpl_pg *pg, int q)
 {
-    return atomic_load(&pg->running) > 0;
+    return atomic_load(&pg->coll_running) > 0 || atomic_load(&pg->p2p_running[q]) > 0;
 }
 
 static void key_of(const pg_heartbeat *hb, char *out, size_t n, int rank)
@@ -132,14 +133,18 @@ static void declare(pg_heartbeat *hb, const char *msg)
     ddpl_gloo_abort(hb->h->gloo, msg);
 }
 
-/* While an operation runs: a peer silent for longer than the limit (or, over Gloo, a store that
- * stopped answering for that long) is a fault. */
+/* A peer that an operation waits for (waited_for) and that is silent for longer than the limit
+ * (or, over Gloo, a store that stopped answering for that long while an operation waits) is a
+ * fault. */
 static void check_peers(pg_heartbeat *hb)
 {
     ddpl_pg *pg = hb->pg;
     pg_host *h = hb->h;
     double now = store_now();
     char label[320], msg[FAULT_MAX];
+    bool waiting = false;
+    for (int q = 0; q < pg->size; q++) waiting = waiting || (q != pg->rank && waited_for(pg, q));
+    if (!waiting) return;
     if (!h->shm && now - hb->store_ok_at > hb->limit_s) {
         /* every peer looks silent when the store is: name the store, and its host when a rank
          * hosts it */
@@ -161,7 +166,7 @@ static void check_peers(pg_heartbeat *hb)
         return;
     }
     for (int q = 0; q < pg->size; q++) {
-        if (q == pg->rank) continue;
+        if (q == pg->rank || !waited_for(pg, q)) continue;
         double silent = h->shm ? ddpl_shm_silence(h->shm, q) : now - hb->changed_at[q];
         if (silent <= hb->limit_s) continue;
         int pid = h->pids[q];
@@ -183,7 +188,7 @@ static void *heartbeat_main(void *arg)
             ddpl_shm_beat(hb->h->shm);
         else
             beat_store(hb);
-        if (!faulted && group_busy(hb->pg)) check_peers(hb);
+        if (!faulted) check_peers(hb);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
         long ns = (long)((hb->interval_s - (double)(long)hb->interval_s) * 1e9);

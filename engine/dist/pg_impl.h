@@ -95,7 +95,10 @@ struct ddpl_pg {
     pg_lane coll, send, recv;
     pthread_mutex_t broken_mu;
     char *broken;       /* first runtime failure; later operations fail with it */
-    atomic_int running; /* operations in lane_run now (any lane): the heartbeat checks peers */
+    /* what lane_run runs now, for the heartbeat (dist/pg_heartbeat.h): collectives, which wait
+     * for every peer, and sends and receives per peer (size entries, by group rank) */
+    atomic_int coll_running;
+    atomic_int *p2p_running;
     bool quiet_next;    /* ddpl_pg_wait_follows: the next work item is queued quietly */
 
     /* ---- groups (pg.c) and collective safety (pg_agree.c) ---- */
