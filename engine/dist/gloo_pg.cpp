@@ -16,9 +16,9 @@
  * pair's address()), so each rank knows which address is which peer's: the failing rank is
  * found by matching the message, and named with its pid and host (ddpl_gloo_set_peers) and
  * whether the process is gone. Only Gloo's public interface is used (Debian's libgloo-dev lacks
- * a header that tcp/pair.h needs), and in this Gloo a pair's address() stays the listening
- * address of its device, which is what the peer sees only where this rank accepted the
- * connection: where it connected, the peer sees an ephemeral port that is matched nowhere. Such
+ * a header that the TCP pair's class declaration needs), and in this Gloo a pair's address() stays
+ * the listening address of its device, which is what the peer sees only where this rank accepted
+ * the connection: where it connected, the peer sees an ephemeral port that is matched nowhere. Such
  * a failure names the one peer whose process is gone (on this machine), or with 2 ranks the
  * other rank; else the message stays Gloo's, and the heartbeat names the silent rank.
  * ddpl_gloo_abort makes what waits on a pair return at once: it closes the pair, then sends on

@@ -10,10 +10,11 @@
  *   Gloo:          a counter in the store (key pg<id>/hb/<rank>, through a store client of its
  *                  own), which this thread reads for every peer, noting when each last changed.
  * While an operation waits for a peer (a collective for every peer, a send or receive for its
- * own), that peer silent for longer than the limit is a fault: the thread records the message ("rank 1 (pid 4242, host h) stopped responding: no
- * heartbeat for 3.1 s (limit 3 s); the process is stopped (SIGSTOP or a debugger)"), publishes
- * it in the store (key pg<id>/hb/fault, so ranks that only see the connections close report
- * the same cause) and aborts the group's Gloo pairs, so what waits on them returns at once. */
+ * own), that peer silent for longer than the limit is a fault: the thread records the message
+ * ("rank 1 (pid 4242, host h) stopped responding: no heartbeat for 3.1 s (limit 3 s); the process
+ * is stopped (SIGSTOP or a debugger)"), publishes it in the store (key pg<id>/hb/fault, so ranks
+ * that only see the connections close report the same cause) and aborts the group's Gloo pairs, so
+ * what waits on them returns at once. */
 #ifndef DDPL_DIST_PG_HEARTBEAT_H
 #define DDPL_DIST_PG_HEARTBEAT_H
 

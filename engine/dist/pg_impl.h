@@ -94,12 +94,12 @@ struct ddpl_pg {
      * lane has posted the payload, which must not queue behind our own sends (deadlock) */
     pg_lane coll, send, recv;
     pthread_mutex_t broken_mu;
-    char *broken;       /* first runtime failure; later operations fail with it */
+    char *broken; /* first runtime failure; later operations fail with it */
     /* what lane_run runs now, for the heartbeat (dist/pg_heartbeat.h): collectives, which wait
      * for every peer, and sends and receives per peer (size entries, by group rank) */
     atomic_int coll_running;
     atomic_int *p2p_running;
-    bool quiet_next;    /* ddpl_pg_wait_follows: the next work item is queued quietly */
+    bool quiet_next; /* ddpl_pg_wait_follows: the next work item is queued quietly */
 
     /* ---- groups (pg.c) and collective safety (pg_agree.c) ---- */
     int group_id;       /* 0: the default group (the world); subgroups 1, 2, ... */
