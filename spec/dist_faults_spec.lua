@@ -81,3 +81,30 @@ for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
         end)
     end)
 end
+
+describe('the heartbeat_timeout option', function()
+    local ddpl = require 'ddplua'
+    local dist = ddpl.dist
+
+    it('refuses what is not a number of seconds, false or 0', function()
+        for _, bad in ipairs({'30', -1, 0 / 0, true, {}}) do
+            local ok, err = pcall(dist.init_process_group, {backend = 'gloo', rank = 0,
+                world_size = 1, init_method = 'tcp://127.0.0.1:1', heartbeat_timeout = bad})
+            assert.is_false(ok)
+            assert_has(tostring(err), 'init_process_group: heartbeat_timeout must be a positive '
+                .. 'number of seconds, or false/0 for none (got ')
+            assert.is_false(dist.is_initialized())
+        end
+    end)
+
+    it('takes a number, or false to turn the heartbeat off', function()
+        for _, v in ipairs({5, false, 0}) do
+            dist.init_process_group({backend = 'gloo', rank = 0, world_size = 1, timeout = 10,
+                init_method = 'tcp://127.0.0.1:' .. S.free_port(), heartbeat_timeout = v})
+            local x = ddpl.tensor({1.5, -2})
+            dist.all_reduce(x)
+            assert.are.equal(1.5, x[0]:item())
+            dist.destroy_process_group()
+        end
+    end)
+end)
