@@ -2,10 +2,12 @@
  * defines: pg_heartbeat_limit, pg_heartbeat_start, pg_heartbeat_stop, pg_heartbeat_fault.
  *
  * Time is measured by each rank on its own clock: over the store a peer's silence is how long
- * its counter has not changed as seen here, so clocks of different machines never meet. The
- * store client is the thread's own (ddpl_store_clone) with the limit as its timeout: a store
- * that stops answering (its host stopped) can hold this thread, never the rank's main thread or
- * lanes; a client whose connection failed is replaced at the next beat. */
+ * its counter had not changed as of the last poll that succeeded, so clocks of different machines
+ * never meet, and a store that cannot be read makes nobody silent. The store client is the
+ * thread's own (ddpl_store_clone), made at the first beat (the store may be gone by then: rank
+ * 0 may have left a subgroup it is not in) with the beat interval as its timeout: a store that
+ * stops answering holds only this thread, and for one interval at a time; a client whose
+ * connection failed is replaced at the next beat. Over shared memory the store is not used. */
 #define _GNU_SOURCE
 #include "dist/pg_heartbeat.h"
 
@@ -89,7 +91,7 @@ static void beat_store(pg_heartbeat *hb)
     ddpl_pg *pg = hb->pg;
     char key[64];
     pthread_mutex_lock(&hb->store_mu);
-    if (!hb->store) hb->store = ddpl_store_clone(hb->pg->store, hb->limit_s);
+    if (!hb->store) hb->store = ddpl_store_clone(hb->pg->store, hb->interval_s);
     if (!hb->store) {
         snprintf(hb->store_error, sizeof hb->store_error, "%s", ddpl_last_error());
         pthread_mutex_unlock(&hb->store_mu);
@@ -127,7 +129,7 @@ static void declare(pg_heartbeat *hb, const char *msg)
     int me = ddpl_pg_global_rank(hb->pg, hb->pg->rank);
     snprintf(seen, sizeof seen, "%s (seen by rank %d)", msg, me);
     key_of(hb, key, sizeof key, -1);
-    pthread_mutex_lock(&hb->store_mu);
+    pthread_mutex_lock(&hb->store_mu); /* Gloo only: the others may see nothing but our abort */
     if (hb->store && ddpl_store_set(hb->store, key, seen, strlen(seen)) < 0) store_lost(hb);
     pthread_mutex_unlock(&hb->store_mu);
     ddpl_gloo_abort(hb->h->gloo, msg);
@@ -146,28 +148,22 @@ static void check_peers(pg_heartbeat *hb)
     for (int q = 0; q < pg->size; q++) waiting = waiting || (q != pg->rank && waited_for(pg, q));
     if (!waiting) return;
     if (!h->shm && now - hb->store_ok_at > hb->limit_s) {
-        /* every peer looks silent when the store is: name the store, and its host when a rank
-         * hosts it */
-        int host_rank = pg->agent_store ? -1 : 0;
-        if (host_rank == 0 && pg->rank != 0) {
-            int g = ddpl_pg_global_rank(pg, 0);
-            peer_label(label, sizeof label, g, h->pids[0], h->hosts[0]);
-            snprintf(msg, sizeof msg,
-                     "%s, which hosts the store, stopped responding: the store "
-                     "gave no answer for %.1f s (limit %g s; %s)",
-                     label, now - hb->store_ok_at, hb->limit_s, hb->store_error);
-        } else {
-            snprintf(msg, sizeof msg,
-                     "the store stopped responding: no answer for %.1f s (limit "
-                     "%g s; %s)",
-                     now - hb->store_ok_at, hb->limit_s, hb->store_error);
-        }
+        /* The peers cannot be heard without the store. When global rank 0 hosts it and this
+         * operation waits for rank 0, its silence is rank 0's; otherwise (the launcher hosts the
+         * store, or rank 0 is not in this group and may have left) nothing can be told. */
+        int host = pg->agent_store ? -1 : ddpl_pg_group_rank(pg, 0);
+        if (host < 0 || host == pg->rank || !waited_for(pg, host)) return;
+        peer_label(label, sizeof label, 0, h->pids[host], h->hosts[host]);
+        snprintf(msg, sizeof msg,
+                 "%s, which hosts the store, stopped responding: the store gave no answer for "
+                 "%.1f s (limit %g s; %s)",
+                 label, now - hb->store_ok_at, hb->limit_s, hb->store_error);
         declare(hb, msg);
         return;
     }
     for (int q = 0; q < pg->size; q++) {
         if (q == pg->rank || !waited_for(pg, q)) continue;
-        double silent = h->shm ? ddpl_shm_silence(h->shm, q) : now - hb->changed_at[q];
+        double silent = h->shm ? ddpl_shm_silence(h->shm, q) : hb->store_ok_at - hb->changed_at[q];
         if (silent <= hb->limit_s) continue;
         int pid = h->pids[q];
         peer_label(label, sizeof label, ddpl_pg_global_rank(pg, q), pid, h->hosts[q]);
@@ -234,14 +230,6 @@ pg_heartbeat *pg_heartbeat_start(ddpl_pg *pg, const char *prefix)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&hb->cv, &ca);
     pthread_condattr_destroy(&ca);
-    hb->store = ddpl_store_clone(pg->store, hb->limit_s);
-    if (!hb->store) {
-        char e[512];
-        snprintf(e, sizeof e, "%s", ddpl_last_error());
-        heartbeat_free(hb);
-        ddpl_error("the heartbeat could not connect to the store: %s", e);
-        return NULL;
-    }
     if (hb->h->shm) {
         ddpl_shm_beat(hb->h->shm); /* before any collective can wait for this rank */
         ddpl_shm_watch(hb->h->shm, hb->limit_s, pg->global_ranks);

@@ -8,7 +8,9 @@
  * stopped (SIGSTOP, a debugger), killed or frozen stops beating. Where the beat goes:
  *   shared memory: the group's segment (ddpl_shm_beat), which the barriers check themselves;
  *   Gloo:          a counter in the store (key pg<id>/hb/<rank>, through a store client of its
- *                  own), which this thread reads for every peer, noting when each last changed.
+ *                  own), which this thread reads for every peer, noting when each last changed;
+ *                  when the store cannot be read for longer than the limit, only its host
+ *                  (global rank 0, when the operation waits for it) is named.
  * While an operation waits for a peer (a collective for every peer, a send or receive for its
  * own), that peer silent for longer than the limit is a fault: the thread records the message
  * ("rank 1 (pid 4242, host h) stopped responding: no heartbeat for 3.1 s (limit 3 s); the process
@@ -27,8 +29,8 @@ typedef struct pg_heartbeat pg_heartbeat;
 PG_HIDDEN double pg_heartbeat_limit(double cfg_s);
 /* Starts the heartbeat of pg (connected, lanes started: pg->comm is its pg_host) with the limit
  * pg_heartbeat_limit(pg->heartbeat_s); keys go under prefix ("pg<id>/"). NULL when there is no
- * limit or the group has one rank (no error); NULL with the error set when the thread or its
- * store client cannot start. */
+ * limit or the group has one rank (no error); NULL with the error set when the thread cannot
+ * start. */
 PG_HIDDEN pg_heartbeat *pg_heartbeat_start(ddpl_pg *pg, const char *prefix);
 /* Stops and joins the thread (within one beat); NULL is fine. Before the transport is freed. */
 PG_HIDDEN void pg_heartbeat_stop(pg_heartbeat *hb);

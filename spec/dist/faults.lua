@@ -1,9 +1,10 @@
 -- spec/dist/faults.lua: one rank of the fault checks (run by spec/dist_faults_spec.lua).
 -- Every rank joins with the group timeout 60 s and the heartbeat limit HB seconds, and passes
--- one all_reduce. Then, by CASE, the last rank (the victim):
+-- one all_reduce. Then, by CASE, the victim (rank VICTIM, default the last rank):
 --   stop: writes its pid to PIDFILE and stops itself (SIGSTOP; a background `sleep 40;
 --         kill -KILL` makes sure it never outlives a failed run); the others' next all_reduce
---         (OP=recv: rank 0's recv from it) must fail naming it; rank 0 then kills it.
+--         (OP=recv: rank 0's recv from it) must fail naming it; the lowest other rank then
+--         kills it.
 --   kill: kills itself (SIGKILL); the others' next all_reduce must fail naming it.
 --   slow: computes (a busy loop) for SLOW seconds, several heartbeat limits, before the
 --         all_reduce; the others wait in it and must not report anything: all print "SLOW_OK".
@@ -13,7 +14,8 @@ local dist = ddpl.dist
 
 dist.init_process_group({timeout = 60, heartbeat_timeout = tonumber(os.getenv('HB'))})
 local rank, world = dist.get_rank(), dist.get_world_size()
-local victim = world - 1
+local victim = tonumber(os.getenv('VICTIM') or world - 1)
+local killer = victim == 0 and 1 or 0 -- ends a stopped victim
 local case = os.getenv('CASE')
 local t = ddpl.ones(4)
 dist.all_reduce(t)
@@ -40,7 +42,7 @@ else
     ok, err = pcall(dist.all_reduce, t)
 end
 local after = ddpl.time() - t0
-if rank == 0 and case == 'stop' then
+if rank == killer and case == 'stop' then
     -- rank 1 is stopped whatever happened here: end it before anything else
     local f = io.open(os.getenv('PIDFILE'))
     local pid = f and f:read('n')
