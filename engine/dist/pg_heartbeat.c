@@ -99,6 +99,11 @@ static void beat_store(pg_heartbeat *hb)
     }
     key_of(hb, key, sizeof key, pg->rank);
     bool ok = ddpl_store_add(hb->store, key, 1, NULL) == 0;
+    /* after an outage the peers' counters say nothing of the time the store could not be read
+     * (they may not have reached it either): their silence counts from now */
+    double now = store_now();
+    if (ok && now - hb->store_ok_at > hb->limit_s / 2)
+        for (int q = 0; q < pg->size; q++) hb->changed_at[q] = now;
     for (int q = 0; ok && q < pg->size; q++) {
         int64_t v = 0;
         if (q == pg->rank) continue;
@@ -106,11 +111,11 @@ static void beat_store(pg_heartbeat *hb)
         ok = ddpl_store_add(hb->store, key, 0, &v) == 0;
         if (ok && v != hb->seen[q]) {
             hb->seen[q] = v;
-            hb->changed_at[q] = store_now();
+            hb->changed_at[q] = now;
         }
     }
     if (ok)
-        hb->store_ok_at = store_now();
+        hb->store_ok_at = now;
     else
         store_lost(hb);
     pthread_mutex_unlock(&hb->store_mu);
