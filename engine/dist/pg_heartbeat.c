@@ -5,8 +5,8 @@
  * its counter had not changed as of the last poll that succeeded, so clocks of different machines
  * never meet, and a store that cannot be read makes nobody silent. The store client is the
  * thread's own (ddpl_store_clone), made at the first beat (the store may be gone by then: rank
- * 0 may have left a subgroup it is not in) with the beat interval as its timeout: a store that
- * stops answering holds only this thread, and for one interval at a time; a client whose
+ * 0 may have left a subgroup it is not in) with a short timeout (store_timeout): a store that
+ * stops answering holds only this thread, and for a few seconds at a time; a client whose
  * connection failed is replaced at the next beat. Over shared memory the store is not used. */
 #define _GNU_SOURCE
 #include "dist/pg_heartbeat.h"
@@ -83,6 +83,15 @@ static void store_lost(pg_heartbeat *hb)
     hb->store = NULL;
 }
 
+/* The heartbeat's store calls give up after this long: at least a beat interval, so that a busy
+ * store is not taken for a silent one, and at most 2 s, so that a store that is gone (rank 0
+ * left) holds the thread, and destroying the group, only that long. Seconds. */
+static double store_timeout(const pg_heartbeat *hb)
+{
+    double t = hb->limit_s / 2 < 2.0 ? hb->limit_s / 2 : 2.0;
+    return t > hb->interval_s ? t : hb->interval_s;
+}
+
 /* Over the store: adds 1 to this rank's counter, then reads every peer's and notes the ones that
  * changed. A failure leaves the peers' times as they were: the store's silence is checked on its
  * own (check_peers). */
@@ -91,7 +100,7 @@ static void beat_store(pg_heartbeat *hb)
     ddpl_pg *pg = hb->pg;
     char key[64];
     pthread_mutex_lock(&hb->store_mu);
-    if (!hb->store) hb->store = ddpl_store_clone(hb->pg->store, hb->interval_s);
+    if (!hb->store) hb->store = ddpl_store_clone(hb->pg->store, store_timeout(hb));
     if (!hb->store) {
         snprintf(hb->store_error, sizeof hb->store_error, "%s", ddpl_last_error());
         pthread_mutex_unlock(&hb->store_mu);

@@ -164,22 +164,24 @@ static uint64_t now_ms(void)
     return (uint64_t)(now_s() * 1000.0);
 }
 
-/* -1 with the error when a peer is known to be lost: its process is gone, or (with a heartbeat
- * limit) it has not reached the barrier of generation gen and its heartbeat is older than the
+/* -1 with the error when a peer that has not reached the barrier of generation gen is known to
+ * be lost: its process is gone, or (with a heartbeat limit) its heartbeat is older than the
  * limit; else 0. */
 static int check_peers(const ddpl_shm *s, uint32_t gen)
 {
     char label[96], msg[512];
     for (int q = 0; q < s->size; q++) {
         int pid = s->hdr->pids[q];
-        if (q == s->rank) continue;
+        /* a rank that reached this barrier is not what it waits for, even if it has exited
+         * since (its error, say, ended it before this rank woke up) */
+        if (q == s->rank ||
+            atomic_load_explicit(&s->hdr->reached[q], memory_order_relaxed) == gen + 1)
+            continue;
         if (peer_gone(pid, NULL)) {
             peer_label(label, sizeof label, global_rank(s, q), pid, NULL);
             return ddpl_error("%s exited while the others waited for it in a collective", label);
         }
-        if (!(s->watch_s > 0) ||
-            atomic_load_explicit(&s->hdr->reached[q], memory_order_relaxed) == gen + 1)
-            continue;
+        if (!(s->watch_s > 0)) continue;
         uint64_t beat = atomic_load_explicit(&s->hdr->beat_ms[q], memory_order_relaxed);
         double silent = beat ? (double)(now_ms() - beat) / 1000.0 : 0;
         if (silent <= s->watch_s) continue;
@@ -242,7 +244,8 @@ int ddpl_shm_barrier(ddpl_shm *s)
                               "not arrive (stopped, or busy in something else)",
                               s->timeout_s, who);
         }
-        if (check_peers(s, gen) < 0) return -1;
+        /* the barrier may have completed since the loop's test: then nothing is lost */
+        if (check_peers(s, gen) < 0) return atomic_load(&s->hdr->generation) == gen ? -1 : 0;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000}; /* re-check every 100 ms */
         futex(&s->hdr->generation, FUTEX_WAIT, gen, &ts);
     }

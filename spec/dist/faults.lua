@@ -48,6 +48,10 @@ if rank == killer and case == 'stop' then
     local pid = f and f:read('n')
     if f then f:close() end
     if pid then os.execute(('kill -KILL %d'):format(pid)) end
+    -- this process hosts the store (rank 0): the ranks that have not reported yet read the
+    -- fault it published there; a job whose first reporter exits at once may leave them to
+    -- name that rank instead
+    if not ok then os.execute('sleep 2') end
 end
 if not ok then
     print(('FAULT after=%.2f %s'):format(after, tostring(err)))
