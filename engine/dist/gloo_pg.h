@@ -1,7 +1,7 @@
 /* dist/gloo_pg.h: the C face of the Gloo backend (engine/dist/gloo_pg.cpp, the only C++ file).
  * defines: ddpl_gloo, ddpl_reduce_fn, ddpl_gloo_connect/free, the collectives on raw buffers
  *          (allreduce, broadcast, allgather, barrier, reduce, gather, scatter, alltoallv),
- *          point-to-point send/recv handles.
+ *          point-to-point send/recv handles, peer names and abort (faults).
  *
  * Everything here works on contiguous host bytes; dtypes, shapes, staging copies and threads are
  * the business of the host backend of process groups (pg_host.c). Every int-returning call gives 0
@@ -59,6 +59,16 @@ int ddpl_gloo_alltoallv(ddpl_gloo *g, const void *in, const size_t *in_bytes, vo
 ddpl_gloo_p2p *ddpl_gloo_send(ddpl_gloo *g, void *data, size_t nbytes, int dst, int channel);
 ddpl_gloo_p2p *ddpl_gloo_recv(ddpl_gloo *g, void *data, size_t nbytes, int src, int channel);
 int ddpl_gloo_p2p_wait(ddpl_gloo_p2p *p, double timeout_s); /* frees p either way */
+
+/* Who the group's ranks are, for messages (per group rank: global rank, pid, host; copied): a
+ * peer whose connection fails is then named "rank 1 (pid 4242, host node3) closed its
+ * connection: Connection reset by peer", with "(the process has exited)" when it is gone. */
+void ddpl_gloo_set_peers(ddpl_gloo *g, const int *global, const int *pids,
+                         const char *const *hosts);
+/* Fails what waits on any pair, now and later, with `why` (the heartbeat found a peer silent):
+ * every operation of g then returns -1 with `why` as its error. Safe from any thread while an
+ * operation runs; the first call's message stays. */
+void ddpl_gloo_abort(ddpl_gloo *g, const char *why);
 
 #ifdef __cplusplus
 }

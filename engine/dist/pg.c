@@ -299,10 +299,19 @@ static void lane_run(ddpl_pg *pg, ddpl_work *w)
                  w->name, pg->broken);
     pthread_mutex_unlock(&pg->broken_mu);
     /* the fingerprint is compared before the operation touches data (pg_backend.h: agree) */
+    /* a send's or receive's peer is a group rank; the collective lane waits for every peer */
+    bool p2p = w->lane != &pg->coll && w->peer >= 0 && w->peer < pg->size;
+    atomic_int *running = p2p ? &pg->p2p_running[w->peer] : &pg->coll_running;
+    atomic_fetch_add(running, 1);
     if (broken) {
         error = msg;
     } else if ((w->fp.seq && pg->backend->agree && pg->backend->agree(w) < 0) || w->run(w) < 0) {
-        const char *e = ddpl_last_error();
+        char failed[768], fault[768];
+        snprintf(failed, sizeof failed, "%s", ddpl_last_error());
+        /* a fault the backend knows (a silent peer) explains the failure better than what the
+         * transport saw of it (a closed connection) */
+        const char *e =
+            pg->backend->fault && pg->backend->fault(pg, fault, sizeof fault) ? fault : failed;
         /* messages of the backend do not name the API call: prefix it */
         size_t n = strlen(w->name);
         if (strncmp(e, w->name, n) == 0 && e[n] == ':')
@@ -314,6 +323,7 @@ static void lane_run(ddpl_pg *pg, ddpl_work *w)
         if (!pg->broken && !w->harmless) pg->broken = xstrdup(msg);
         pthread_mutex_unlock(&pg->broken_mu);
     }
+    atomic_fetch_sub(running, 1);
     pg_work_finish(w, error);
 }
 
@@ -550,7 +560,10 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     pg->rank = cfg->rank;
     pg->my_global = cfg->rank;
     pg->size = cfg->world_size;
+    pg->p2p_running = ddpl_xcalloc((size_t)pg->size, sizeof *pg->p2p_running);
     pg->timeout_s = timeout;
+    pg->heartbeat_s = cfg->heartbeat_s;
+    pg->agent_store = cfg->agent_store;
     pg->owns_store = true;
     snprintf(pg->bind, sizeof pg->bind, "%s", bind);
     pthread_mutex_init(&pg->broken_mu, NULL);
@@ -612,9 +625,12 @@ ddpl_pg *ddpl_pg_new_group(ddpl_pg *world, int n, const int *ranks, double timeo
     pg->rank = me;
     pg->my_global = world->rank;
     pg->size = n;
+    pg->p2p_running = ddpl_xcalloc((size_t)n, sizeof *pg->p2p_running);
     pg->global_ranks =
         memcpy(ddpl_xmalloc((size_t)n * sizeof *ranks), ranks, (size_t)n * sizeof *ranks);
     pg->timeout_s = timeout_s > 0 ? timeout_s : world->timeout_s;
+    pg->heartbeat_s = world->heartbeat_s;
+    pg->agent_store = world->agent_store;
     pg->store = world->store;
     pg->backend = world->backend;
     pthread_mutex_init(&pg->broken_mu, NULL);
@@ -648,6 +664,7 @@ void ddpl_pg_free(ddpl_pg *pg)
     if (pg->backend) pg->backend->free(pg);
     if (pg->store && pg->owns_store) ddpl_store_free(pg->store);
     free(pg->global_ranks);
+    free(pg->p2p_running);
     free(pg->broken);
     pthread_mutex_destroy(&pg->broken_mu);
     free(pg);

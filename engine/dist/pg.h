@@ -91,6 +91,10 @@ typedef struct ddpl_pg_config {
      * PyTorch's), so a restarted gang never meets the keys of the one before. NULL: none. */
     bool agent_store;
     const char *key_prefix;
+    /* CPU groups (backend gloo): a peer whose heartbeat is silent this long while an operation
+     * waits is named as stopped (docs/fault-detection.md). 0: the default (DDPLUA_HEARTBEAT_
+     * TIMEOUT, else 30 s); < 0: no heartbeat. Subgroups use the world's. */
+    double heartbeat_s;
 } ddpl_pg_config;
 
 /* 0 when `backend` exists and can run in this build and on this machine, else -1 with the

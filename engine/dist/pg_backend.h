@@ -86,6 +86,10 @@ struct ddpl_pg_backend {
     int (*agree)(ddpl_work *w);
     /* How the group moves bytes, for the INFO log ("shm", "gloo"); NULL: the backend's name. */
     const char *(*transport)(const ddpl_pg *pg);
+    /* After an operation failed: the fault behind it, when the backend knows one (pg_host.c: a
+     * peer its heartbeat, or another rank's, found silent), copied into msg (n bytes) and true,
+     * which then replaces the operation's own error. NULL: never. */
+    bool (*fault)(ddpl_pg *pg, char *msg, size_t n);
 
     /* ---- work handles of this backend's operations (each optional) ---- */
     /* Ordering instead of blocking where the backend can (a device stream); 0 or -1. NULL:

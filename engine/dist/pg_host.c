@@ -10,8 +10,16 @@
  * The shared-memory table replaces Gloo's for collectives only, chosen once at connect and the
  * same on every rank (ddpl_shm_connect decides collectively); it alone has buffers every rank
  * maps, which the DDP reducer's buckets live in. This file is compiled with -ffp-contract=off:
- * see pair_sum_f32. */
+ * see pair_sum_f32.
+ *
+ * Faults: at connect the ranks exchange their pid and host name (the Gloo wrapper names a peer
+ * whose connection failed with them), and a heartbeat starts (dist/pg_heartbeat.h), whose fault,
+ * when it saw one, is the message of every operation that failed (the backend's fault entry). */
+#define _GNU_SOURCE /* gethostname */
+#include <unistd.h>
+
 #include "core/alloc.h"
+#include "dist/pg_heartbeat.h"
 #include "dist/pg_host.h"
 #include "dist/shm_coll_rooted.h"
 
@@ -247,10 +255,47 @@ static void host_free(ddpl_pg *pg)
 {
     pg_host *h = host_of(pg);
     if (!h) return;
+    pg_heartbeat_stop(h->hb); /* it uses the transports */
     ddpl_gloo_free(h->gloo);
     ddpl_shm_free(h->shm);
+    for (int q = 0; h->hosts && q < pg->size; q++) free(h->hosts[q]);
+    free(h->hosts);
+    free(h->pids);
     free(h);
     pg->comm = NULL;
+}
+
+/* Every rank publishes "<pid> <host name>" under <prefix>who/<rank> and reads the others':
+ * fault messages name them (rank 1 (pid 4242, host node3)). Blocks up to the store's timeout;
+ * every rank has joined by now. */
+static int exchange_who(ddpl_pg *pg, pg_host *h, const char *prefix)
+{
+    char key[256], me[320], host[256] = "";
+    gethostname(host, sizeof host - 1);
+    snprintf(me, sizeof me, "%d %s", (int)getpid(), host);
+    snprintf(key, sizeof key, "%swho/%d", prefix, pg->rank);
+    if (ddpl_store_set(pg->store, key, me, strlen(me)) < 0) return -1;
+    h->pids = ddpl_xcalloc((size_t)pg->size, sizeof *h->pids);
+    h->hosts = ddpl_xcalloc((size_t)pg->size, sizeof *h->hosts);
+    int *global = ddpl_xcalloc((size_t)pg->size, sizeof *global);
+    for (int q = 0; q < pg->size; q++) {
+        void *v = NULL;
+        size_t len = 0;
+        snprintf(key, sizeof key, "%swho/%d", prefix, q);
+        if (ddpl_store_get(pg->store, key, &v, &len) < 0) {
+            free(global);
+            return -1;
+        }
+        char *space = memchr(v, ' ', len);
+        h->pids[q] = atoi(v);
+        h->hosts[q] = ddpl_xmalloc(len + 1);
+        snprintf(h->hosts[q], len + 1, "%s", space ? space + 1 : "");
+        global[q] = ddpl_pg_global_rank(pg, q);
+        free(v);
+    }
+    ddpl_gloo_set_peers(h->gloo, global, h->pids, (const char *const *)h->hosts);
+    free(global);
+    return 0;
 }
 
 static int host_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
@@ -271,12 +316,24 @@ static int host_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
     h->coll = h->shm ? &shm_coll : &gloo_coll;
     /* Once every rank passed this barrier nobody reads rendezvous keys any more, so rank 0 may
      * free the store whenever it likes. */
-    if (ddpl_gloo_barrier(h->gloo) < 0) {
+    if (exchange_who(pg, h, prefix) < 0 || ddpl_gloo_barrier(h->gloo) < 0) {
         char e[768];
         snprintf(e, sizeof e, "%s", ddpl_last_error());
         return ddpl_error("init_process_group: %s", e);
     }
-    return pg_lanes_start(pg);
+    if (pg_lanes_start(pg) < 0) return -1;
+    h->hb = pg_heartbeat_start(pg, prefix);
+    if (!h->hb && pg_heartbeat_limit(pg->heartbeat_s) > 0 && pg->size > 1) {
+        char e[768];
+        snprintf(e, sizeof e, "%s", ddpl_last_error());
+        return ddpl_error("init_process_group: %s", e);
+    }
+    return 0;
+}
+
+static bool host_fault(ddpl_pg *pg, char *msg, size_t n)
+{
+    return pg_heartbeat_fault(host_of(pg)->hb, msg, n);
 }
 
 static int host_agree(ddpl_work *w)
@@ -615,6 +672,7 @@ const struct ddpl_pg_backend pg_host_backend = {
     .allreduce_shared = host_allreduce_shared,
     .agree = host_agree,
     .transport = host_transport,
+    .fault = host_fault,
     .work_drop = host_work_drop,
     .work_release = host_work_release,
 };

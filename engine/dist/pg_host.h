@@ -10,12 +10,17 @@
 #include "dist/pg_impl.h"
 
 typedef struct host_coll host_coll;
+typedef struct pg_heartbeat pg_heartbeat;
 
 /* pg->comm of a group of this backend */
 typedef struct pg_host {
     ddpl_gloo *gloo;       /* the mesh: point-to-point, and collectives off shared memory */
     ddpl_shm *shm;         /* every rank on this machine (and DDPLUA_SHM is not 0), else NULL */
     const host_coll *coll; /* shm_coll when shm is set, else gloo_coll */
+    /* who the group's ranks are, for fault messages (per group rank: pid, host name) */
+    int *pids;
+    char **hosts;
+    pg_heartbeat *hb; /* dist/pg_heartbeat.h; NULL without a heartbeat */
 } pg_host;
 
 /* Collectives on contiguous host bytes (the shapes of gloo_pg.h and shm_coll.h); each returns

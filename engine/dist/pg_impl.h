@@ -84,6 +84,8 @@ typedef struct pg_lane {
 struct ddpl_pg {
     int rank, size;
     double timeout_s;
+    double heartbeat_s; /* as ddpl_pg_config's (0: the default, < 0: none); pg_heartbeat.h */
+    bool agent_store;   /* the launcher hosts the store (else rank 0 does) */
     ddpl_store *store;
     int64_t monitored_calls; /* monitored_barrier calls so far: the store keys of the next */
     const struct ddpl_pg_backend *backend; /* chosen by name at creation */
@@ -92,7 +94,11 @@ struct ddpl_pg {
      * lane has posted the payload, which must not queue behind our own sends (deadlock) */
     pg_lane coll, send, recv;
     pthread_mutex_t broken_mu;
-    char *broken;    /* first runtime failure; later operations fail with it */
+    char *broken; /* first runtime failure; later operations fail with it */
+    /* what lane_run runs now, for the heartbeat (dist/pg_heartbeat.h): collectives, which wait
+     * for every peer, and sends and receives per peer (size entries, by group rank) */
+    atomic_int coll_running;
+    atomic_int *p2p_running;
     bool quiet_next; /* ddpl_pg_wait_follows: the next work item is queued quietly */
 
     /* ---- groups (pg.c) and collective safety (pg_agree.c) ---- */

@@ -1,7 +1,8 @@
 /* dist/shm_coll.c: shared-memory collectives for ranks on one machine (see shm_coll.h).
  * defines: ddpl_shm_connect, ddpl_shm_expect, ddpl_shm_allreduce, ddpl_shm_broadcast,
  *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_checked_barrier, ddpl_shm_free,
- *          ddpl_shm_buffer_new/data/nbytes/allreduce/free; the staging accessors of
+ *          ddpl_shm_buffer_new/data/nbytes/allreduce/free, the heartbeat's calls
+ *          (ddpl_shm_watch, ddpl_shm_beat, ddpl_shm_silence); the staging accessors of
  *          dist/shm_coll_rooted.h (ddpl_shm_staging, ...).
  *
  * Layout of the segment (/dev/shm/ddplua-<job>): a header with the barrier words, then two
@@ -37,6 +38,13 @@
  * k + 2 only after passing the first barrier of comparison k + 1, which every rank reaches after
  * finishing comparison k. An operation of no bytes still has its one barrier, for the check.
  *
+ * Faults: a barrier that waits re-checks its peers every 100 ms. A peer whose process is gone is
+ * named at once; one whose heartbeat (its heartbeat thread's time stamp in the header, written
+ * every few seconds by dist/pg_heartbeat.c whatever the rank's main thread does) is older than
+ * the limit is named as stopped, with what /proc says of it (dist/peer_fault.h); a peer that
+ * beats but does not come (busy elsewhere, or never calling the collective) only at the group's
+ * timeout, naming the ranks that did not arrive.
+ *
  * Segments are sized with posix_fallocate, not just ftruncate: a tmpfs that is too small (a
  * container's 64 MB /dev/shm) then fails here, cleanly, instead of killing the process with
  * SIGBUS at the first write to a page it cannot back. */
@@ -55,6 +63,7 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "dist/peer_fault.h"
 #include "dist/pg_fingerprint.h"
 
 enum { CHUNK = 4 << 20, HEADER = 256 << 10, SPINS = 4000 }; /* bytes, bytes (pages), pause loops */
@@ -78,6 +87,9 @@ typedef struct shm_header {
     shm_tag tags[2][MAX_RANKS]; /* [comparison % 2][rank] */
     /* shared-buffer creation: 2 * id + 1 once rank r created (mapped) its parts, 2 * id if not */
     uint32_t created[MAX_RANKS], mapped[MAX_RANKS];
+    /* CLOCK_MONOTONIC (one clock for the whole machine) in ms when rank r's heartbeat thread last
+     * beat (ddpl_shm_beat); 0 while it has not */
+    _Atomic uint64_t beat_ms[MAX_RANKS];
 } shm_header;
 _Static_assert(sizeof(shm_header) <= HEADER, "the header must fit its pages");
 
@@ -92,6 +104,8 @@ struct ddpl_shm {
     uint64_t n_buffers; /* shared buffers created so far (the same count on every rank) */
     uint64_t n_agreed;  /* tag comparisons so far (the same count on every rank) */
     ddpl_pg_fp fp;      /* of the call being made (ddpl_shm_expect) */
+    double watch_s;     /* heartbeat limit (ddpl_shm_watch); 0: peers' heartbeats not checked */
+    int *global;        /* group rank -> global rank, for messages; NULL: the same */
 };
 
 /* Rank q's part starts PART_SKEW * (q % 2) bytes into its segment. Every part would otherwise
@@ -124,6 +138,12 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Rank q's global rank, for messages. */
+static int global_rank(const ddpl_shm *s, int q)
+{
+    return s->global ? s->global[q] : q;
+}
+
 /* The ranks that have not reached the barrier of generation gen, as "rank 3" or "ranks 1, 3". */
 static void missing_ranks(const ddpl_shm *s, uint32_t gen, char *out, size_t n)
 {
@@ -133,9 +153,69 @@ static void missing_ranks(const ddpl_shm *s, uint32_t gen, char *out, size_t n)
     size_t used = (size_t)snprintf(out, n, "%s", count == 1 ? "rank " : "ranks ");
     for (int q = 0, listed = 0; q < s->size && used + 16 < n; q++) {
         if (atomic_load_explicit(&s->hdr->reached[q], memory_order_relaxed) == gen + 1) continue;
-        used += (size_t)snprintf(out + used, n - used, "%s%d", listed++ ? ", " : "", q);
+        used +=
+            (size_t)snprintf(out + used, n - used, "%s%d", listed++ ? ", " : "", global_rank(s, q));
     }
     if (count == 0) snprintf(out, n, "a peer"); /* all came, the last one too late to see */
+}
+
+static uint64_t now_ms(void)
+{
+    return (uint64_t)(now_s() * 1000.0);
+}
+
+/* -1 with the error when a peer that has not reached the barrier of generation gen is known to
+ * be lost: its process is gone, or (with a heartbeat limit) its heartbeat is older than the
+ * limit; else 0. */
+static int check_peers(const ddpl_shm *s, uint32_t gen)
+{
+    char label[96], msg[512];
+    for (int q = 0; q < s->size; q++) {
+        int pid = s->hdr->pids[q];
+        /* a rank that reached this barrier is not what it waits for, even if it has exited
+         * since (its error, say, ended it before this rank woke up) */
+        if (q == s->rank ||
+            atomic_load_explicit(&s->hdr->reached[q], memory_order_relaxed) == gen + 1)
+            continue;
+        if (peer_gone(pid, NULL)) {
+            peer_label(label, sizeof label, global_rank(s, q), pid, NULL);
+            return ddpl_error("%s exited while the others waited for it in a collective", label);
+        }
+        if (!(s->watch_s > 0)) continue;
+        uint64_t beat = atomic_load_explicit(&s->hdr->beat_ms[q], memory_order_relaxed);
+        double silent = beat ? (double)(now_ms() - beat) / 1000.0 : 0;
+        if (silent <= s->watch_s) continue;
+        peer_label(label, sizeof label, global_rank(s, q), pid, NULL);
+        peer_silent_msg(msg, sizeof msg, label, pid, NULL, silent, s->watch_s);
+        return ddpl_error("%s", msg);
+    }
+    return 0;
+}
+
+void ddpl_shm_watch(ddpl_shm *s, double limit_s, const int *global)
+{
+    s->watch_s = limit_s > 0 ? limit_s : 0;
+    free(s->global);
+    s->global = NULL;
+    if (global)
+        s->global = memcpy(ddpl_xmalloc((size_t)s->size * sizeof *global), global,
+                           (size_t)s->size * sizeof *global);
+}
+
+void ddpl_shm_beat(ddpl_shm *s)
+{
+    atomic_store_explicit(&s->hdr->beat_ms[s->rank], now_ms(), memory_order_relaxed);
+}
+
+double ddpl_shm_silence(const ddpl_shm *s, int q)
+{
+    uint64_t beat = atomic_load_explicit(&s->hdr->beat_ms[q], memory_order_relaxed);
+    return beat ? (double)(now_ms() - beat) / 1000.0 : -1;
+}
+
+int ddpl_shm_pid(const ddpl_shm *s, int q)
+{
+    return s->hdr->pids[q];
 }
 
 int ddpl_shm_barrier(ddpl_shm *s)
@@ -164,9 +244,8 @@ int ddpl_shm_barrier(ddpl_shm *s)
                               "not arrive (stopped, or busy in something else)",
                               s->timeout_s, who);
         }
-        for (int q = 0; q < s->size; q++)
-            if (kill(s->hdr->pids[q], 0) < 0 && errno == ESRCH)
-                return ddpl_error("rank %d (pid %d) exited", q, (int)s->hdr->pids[q]);
+        /* the barrier may have completed since the loop's test: then nothing is lost */
+        if (check_peers(s, gen) < 0) return atomic_load(&s->hdr->generation) == gen ? -1 : 0;
         struct timespec ts = {.tv_sec = 0, .tv_nsec = 100000000}; /* re-check every 100 ms */
         futex(&s->hdr->generation, FUTEX_WAIT, gen, &ts);
     }
@@ -389,6 +468,7 @@ void ddpl_shm_free(ddpl_shm *s)
 {
     if (!s) return;
     munmap(s->base, s->bytes);
+    free(s->global);
     free(s);
 }
 

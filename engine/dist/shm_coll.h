@@ -1,7 +1,8 @@
 /* dist/shm_coll.h: collectives through shared memory for a group whose ranks share one machine.
  * defines: ddpl_shm, ddpl_shm_connect, ddpl_shm_expect, ddpl_shm_allreduce, ddpl_shm_broadcast,
  *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_checked_barrier, ddpl_shm_free,
- *          ddpl_shm_buffer and its calls.
+ *          ddpl_shm_buffer and its calls, the heartbeat's calls (ddpl_shm_watch, ddpl_shm_beat,
+ *          ddpl_shm_silence, ddpl_shm_pid).
  *
  * Gloo moves every byte through TCP loopback and two threads per message; ranks on one machine
  * can instead reduce straight out of a shared mapping (as NCCL's and oneCCL's shm transports
@@ -30,7 +31,8 @@ ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int siz
  * first barrier compares across the ranks. Zero (the default) matches zero. */
 void ddpl_shm_expect(ddpl_shm *s, const ddpl_pg_fp *fp);
 /* In place on data (count elements of elsize bytes); 0, or -1 with the error set (a peer that
- * stopped participating is reported after the timeout). */
+ * exited is named at once, one whose heartbeat stopped at the heartbeat limit (ddpl_shm_watch),
+ * one that is alive but does not come at the timeout). */
 int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn);
 /* nbytes of root's data land in data on every rank. */
 int ddpl_shm_broadcast(ddpl_shm *s, void *data, size_t nbytes, int root);
@@ -43,6 +45,17 @@ int ddpl_shm_barrier(ddpl_shm *s);
 int ddpl_shm_checked_barrier(ddpl_shm *s);
 void ddpl_shm_free(ddpl_shm *s);
 
+/* Faults (dist/pg_heartbeat.c beats; shm_coll.c's barriers check). From now on a barrier that
+ * waits for a peer whose heartbeat is older than limit_s (> 0; 0: never) fails naming it, the
+ * pid and what /proc says of it; global (size entries, copied; NULL: the group's ranks) names
+ * the ranks in messages. Call before the group's collectives start. */
+void ddpl_shm_watch(ddpl_shm *s, double limit_s, const int *global);
+/* This rank's heartbeat: stamps the time into the segment. Safe from any thread. */
+void ddpl_shm_beat(ddpl_shm *s);
+/* Seconds since rank q's last heartbeat, -1 when it has not beaten yet; its pid. */
+double ddpl_shm_silence(const ddpl_shm *s, int q);
+int ddpl_shm_pid(const ddpl_shm *s, int q);
+
 /* A buffer every rank of the group can read and write: each rank's part lives in a segment of its
  * own that all ranks map, so an allreduce of it runs in place (no copy into and out of the
  * group's staging buffers): rank r sums its share of the elements across all parts and writes
@@ -52,7 +65,7 @@ typedef struct ddpl_shm_buffer ddpl_shm_buffer;
 /* Collective: every rank calls it with the same nbytes, in the same order as its other
  * collectives. 0 with *out a zero-filled buffer, or with *out NULL (no error) when some rank
  * could not create or map its part (the same on every rank: then nobody uses one); -1 with the
- * error set when a peer stopped participating. */
+ * error set when a peer stopped participating (named, as for an allreduce). */
 int ddpl_shm_buffer_new(ddpl_shm *s, size_t nbytes, ddpl_shm_buffer **out);
 void *ddpl_shm_buffer_data(const ddpl_shm_buffer *b); /* this rank's part */
 size_t ddpl_shm_buffer_nbytes(const ddpl_shm_buffer *b);

@@ -3,7 +3,7 @@
  * defines: ddpl_store_create, ddpl_store_set_prefix, ddpl_store_port, ddpl_store_timeout,
  *          ddpl_store_set_timeout, ddpl_store_set, ddpl_store_get, ddpl_store_add,
  *          ddpl_store_check, ddpl_store_wait, ddpl_store_delete, ddpl_store_num_keys,
- *          ddpl_store_free.
+ *          ddpl_store_clone, ddpl_store_free.
  *
  * The mutex is held for a whole round trip, so a thread blocked in get/wait delays the others
  * until its keys come or its timeout passes (as PyTorch's client). A connection that failed in
@@ -43,6 +43,7 @@ struct ddpl_store {
     int fd;
     char *host;
     int port;
+    char *token; /* as given to create, for ddpl_store_clone; NULL for none */
     _Atomic double timeout_s;
     store_server *server; /* rank 0 only */
     char *prefix;         /* put in front of every key (ddpl_store_set_prefix), NULL for none */
@@ -285,6 +286,7 @@ ddpl_store *ddpl_store_create(const char *host, int port, bool is_server, double
     s->fd = -1;
     s->host = strdup(host);
     s->port = port;
+    s->token = token && *token ? strdup(token) : NULL;
     atomic_store(&s->timeout_s, timeout_s);
     pthread_mutex_init(&s->mu, NULL);
     if (is_server) {
@@ -494,6 +496,17 @@ void ddpl_store_free(ddpl_store *s)
     store_buf_free(&s->in);
     pthread_mutex_destroy(&s->mu);
     free(s->host);
+    free(s->token);
     free(s->prefix);
     free(s);
+}
+
+ddpl_store *ddpl_store_clone(const ddpl_store *s, double timeout_s)
+{
+    ddpl_store *c = ddpl_store_create(s->host, s->port, false, timeout_s, s->token);
+    if (c && ddpl_store_set_prefix(c, s->prefix) < 0) {
+        ddpl_store_free(c);
+        return NULL;
+    }
+    return c;
 }

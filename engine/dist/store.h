@@ -41,6 +41,10 @@ int ddpl_store_delete(ddpl_store *s, const char *key, bool *deleted);
 /* The number of keys the store holds (those of the engine's own rendezvous included, as
  * PyTorch's TCPStore counts its own). */
 int ddpl_store_num_keys(ddpl_store *s, int64_t *count);
+/* A client of its own (a connection, and its own mutex) to the same server, with the same token
+ * and key prefix and the given timeout: a thread that must not queue behind the others' blocking
+ * calls, nor block them (the heartbeat, dist/pg_heartbeat.c). NULL with the error set. */
+ddpl_store *ddpl_store_clone(const ddpl_store *s, double timeout_s);
 /* Disconnects; the server (rank 0) stops once it is freed. */
 void ddpl_store_free(ddpl_store *s);
 

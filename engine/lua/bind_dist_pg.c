@@ -161,7 +161,7 @@ static lua_Integer opt_int(lua_State *L, int t, const char *field)
 }
 
 /* init{backend, master_addr, master_port, rank, world_size, timeout, token, agent_store,
- *      key_prefix} -> group box */
+ *      key_prefix, heartbeat} -> group box (heartbeat: seconds, -1 for none, nil the default) */
 static int d_init(lua_State *L)
 {
     luaL_checktype(L, 1, LUA_TTABLE);
@@ -178,6 +178,9 @@ static int d_init(lua_State *L)
     cfg.world_size = (int)opt_int(L, 1, "world_size");
     lua_getfield(L, 1, "timeout");
     cfg.timeout_s = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 1800.0;
+    lua_pop(L, 1);
+    lua_getfield(L, 1, "heartbeat");
+    cfg.heartbeat_s = lua_isnumber(L, -1) ? lua_tonumber(L, -1) : 0.0;
     lua_pop(L, 1);
     pg_box *b = new_pg_box(L);
     b->pg = ddpl_pg_create(&cfg);

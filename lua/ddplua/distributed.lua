@@ -76,7 +76,20 @@ local function elastic_store(init_method)
 end
 
 local known_opts = {backend = true, init_method = true, rank = true, world_size = true,
-    timeout = true}
+    timeout = true, heartbeat_timeout = true}
+
+-- heartbeat_timeout (CPU groups, docs/fault-detection.md): seconds a peer's heartbeat may be
+-- silent while a collective waits for it; false or 0 turns the heartbeat off; nil leaves the
+-- default to the engine (DDPLUA_HEARTBEAT_TIMEOUT, else 30 s). The engine's value: -1 for off.
+local function heartbeat_option(v)
+    if v == nil then return nil end
+    if v == false or v == 0 then return -1 end
+    if type(v) ~= 'number' or v < 0 or v ~= v then
+        error(('init_process_group: heartbeat_timeout must be a positive number of seconds, '
+            .. 'or false/0 for none (got %s)'):format(tostring(v)), 3)
+    end
+    return v
+end
 
 function dist.init_process_group(opts)
     opts = opts or {}
@@ -109,11 +122,12 @@ function dist.init_process_group(opts)
     if type(timeout) ~= 'number' or timeout <= 0 then
         error('init_process_group: timeout must be a positive number of seconds', 2)
     end
+    local heartbeat = heartbeat_option(opts.heartbeat_timeout)
     local agent_store, key_prefix = elastic_store(opts.init_method or 'env://')
     local ok, g = pcall(C.init, {backend = backend, master_addr = addr, master_port = port,
         rank = math.tointeger(rank), world_size = math.tointeger(world), timeout = timeout,
         token = os.getenv('DDPLUA_STORE_TOKEN'), agent_store = agent_store,
-        key_prefix = key_prefix})
+        key_prefix = key_prefix, heartbeat = heartbeat})
     if not ok then error((tostring(g):gsub('^[^\n]-%.lua:%d+: ', '')), 2) end
     group = g
     backend_name = backend
