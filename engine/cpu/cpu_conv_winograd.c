@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "cpu_blas.h"
 
 /* Tiles a chunk aims for: the GEMMs need a few hundred rows to run near BLAS peak, and V, M
@@ -48,7 +49,7 @@ typedef struct {
     const float *U; /* (16, Cin, Cout) transformed kernel */
     float *out;
     const float *dy; /* weight gradient: the output gradient (N, Cout, OH, OW) */
-    float **dU;      /* weight gradient: per thread, (16, Cin, Cout) sums */
+    int64_t dU_at; /* weight gradient: where a thread's (16, Cin, Cout) sums start in its scratch */
     /* per thread: V (16, Tc, Cin), M (16, Tc, Cout), the padded image (PH, PW, Cin) or the
      * untransformed outputs (2*tH, 2*tW, Cout) */
     float **scratch;
@@ -86,8 +87,16 @@ static void transform_kernel(const cpu_winograd_shape *s, const float *k, bool a
 static void to_hwc(const float *src, int64_t C, int64_t H, int64_t W, float *dst, int64_t DH,
                    int64_t DW, int64_t top, int64_t left)
 {
-    memset(dst, 0, (size_t)(DH * DW * C) * sizeof *dst);
     int64_t nrows = H < DH - top ? H : DH - top, ncols = W < DW - left ? W : DW - left;
+    size_t fsz = sizeof *dst;
+    /* zeros: the rows above and below, and left and right of each copied row */
+    memset(dst, 0, (size_t)(top * DW * C) * fsz);
+    memset(dst + (top + nrows) * DW * C, 0, (size_t)((DH - top - nrows) * DW * C) * fsz);
+    for (int64_t h = 0; h < nrows; h++) {
+        float *row = dst + (h + top) * DW * C;
+        memset(row, 0, (size_t)(left * C) * fsz);
+        memset(row + (left + ncols) * C, 0, (size_t)((DW - left - ncols) * C) * fsz);
+    }
     for (int64_t h = 0; h < nrows; h++)
         for (int64_t c0 = 0; c0 < C; c0 += 16) {
             int64_t cn = C - c0 < 16 ? C - c0 : 16;
@@ -221,6 +230,44 @@ static void wino_chunks(int64_t begin, int64_t end, int thread, void *ctx)
     }
 }
 
+/* The workspace of one call: `shared` floats, then nt blocks of per_thread floats, in one
+ * block from the host allocator (whose cache of large blocks hands the same pages back call
+ * after call: a fresh malloc of this size was faulted in again on every step). Sets
+ * j->scratch; returns the block (free with wino_free), or NULL with the error set. */
+typedef struct {
+    void *block;
+    size_t bytes;
+} wino_workspace;
+
+static float *wino_alloc(wino_workspace *ws, wino_job *j, int nt, int64_t shared,
+                         int64_t per_thread)
+{
+    int64_t total;
+    if (__builtin_mul_overflow(per_thread, (int64_t)nt, &total) ||
+        __builtin_add_overflow(total, shared, &total) || total > INT64_MAX / 4 / 2) {
+        ddpl_error("conv2d: the Winograd workspace (%d x %lld + %lld floats) is too large", nt,
+                   (long long)per_thread, (long long)shared);
+        return NULL;
+    }
+    ws->bytes = (size_t)total * sizeof(float);
+    ws->block = ddpl_device_alloc(ws->bytes, (ddpl_device){DDPL_CPU, 0});
+    j->scratch = ws->block ? calloc((size_t)nt, sizeof *j->scratch) : NULL;
+    if (!j->scratch) {
+        ddpl_device_free(ws->block, ws->bytes, (ddpl_device){DDPL_CPU, 0});
+        ddpl_error("conv2d: out of memory for the Winograd workspace (%zu bytes)", ws->bytes);
+        return NULL;
+    }
+    float *base = ws->block;
+    for (int t = 0; t < nt; t++) j->scratch[t] = base + shared + t * per_thread;
+    return base;
+}
+
+static void wino_free(wino_workspace *ws, wino_job *j)
+{
+    free(j->scratch);
+    ddpl_device_free(ws->block, ws->bytes, (ddpl_device){DDPL_CPU, 0});
+}
+
 int cpu_winograd_conv3x3(const cpu_winograd_shape *s, const float *in, const float *k, bool adjoint,
                          const float *bias, float *out)
 {
@@ -230,25 +277,19 @@ int cpu_winograd_conv3x3(const cpu_winograd_shape *s, const float *in, const flo
     int64_t pad = j.PH * j.PW * s->Cin;
     if (pad < 4 * j.TI * s->Cout) pad = 4 * j.TI * s->Cout; /* it also holds hwc */
     int64_t per_thread = 16 * (s->Cin + s->Cout) * j.ipc * j.TI + pad;
-    float *U = ddpl_malloc_array(16 * s->Cout * s->Cin, sizeof(float));
-    float **scratch = calloc((size_t)nt, sizeof *scratch);
-    bool ok = U && scratch;
-    for (int t = 0; ok && t < nt; t++) ok = (scratch[t] = ddpl_malloc_array(per_thread, 4)) != NULL;
-    float *zeros = bias ? NULL : calloc((size_t)s->Cout, sizeof(float)); /* "no bias" */
-    ok = ok && (bias || zeros);
-    if (ok) {
-        if (!bias) j.bias = zeros;
-        transform_kernel(s, k, adjoint, U);
-        j.U = U, j.scratch = scratch;
-        cpu_blas_parallel_for(j.chunks, wino_chunks, &j);
+    /* shared: U (16, Cin, Cout), then Cout zeros standing for "no bias" */
+    int64_t usize = 16 * s->Cout * s->Cin;
+    wino_workspace ws;
+    float *U = wino_alloc(&ws, &j, nt, usize + s->Cout, per_thread);
+    if (!U) return -1;
+    if (!bias) {
+        memset(U + usize, 0, (size_t)s->Cout * sizeof *U);
+        j.bias = U + usize;
     }
-    for (int t = 0; scratch && t < nt; t++) free(scratch[t]);
-    free(scratch);
-    free(U);
-    free(zeros);
-    if (!ok)
-        return ddpl_error("conv2d: out of memory for the Winograd buffers (%d x %lld floats)", nt,
-                          (long long)per_thread);
+    transform_kernel(s, k, adjoint, U);
+    j.U = U;
+    cpu_blas_parallel_for(j.chunks, wino_chunks, &j);
+    wino_free(&ws, &j);
     return 0;
 }
 
@@ -307,7 +348,7 @@ static void wgrad_chunks(int64_t begin, int64_t end, int thread, void *ctx)
         }
         for (int k = 0; k < 16; k++)
             cpu_blas_gemm(DDPL_FLOAT32, true, false, C, O, Tc, 1.0, V + k * Tc * C, C,
-                          Z + k * Tc * O, O, 1.0, j->dU[thread] + k * C * O, O);
+                          Z + k * Tc * O, O, 1.0, j->scratch[thread] + j->dU_at + k * C * O, O);
     }
 }
 
@@ -340,28 +381,19 @@ int cpu_winograd_weight_grad3x3(const cpu_winograd_shape *s, const float *in, co
     wino_tiling(&j);
     int nt = cpu_blas_max_threads();
     int64_t pad = j.PH * j.PW * s->Cin, zpad = 4 * j.TI * s->Cout; /* padded x, or dy as HWC */
-    int64_t per_thread = 16 * (s->Cin + s->Cout) * j.ipc * j.TI + (pad > zpad ? pad : zpad);
     int64_t usize = 16 * s->Cin * s->Cout;
-    float **scratch = calloc((size_t)nt, sizeof *scratch), **dU = calloc((size_t)nt, sizeof *dU);
-    bool ok = scratch && dU;
-    for (int t = 0; ok && t < nt; t++)
-        ok = (scratch[t] = ddpl_malloc_array(per_thread, 4)) && (dU[t] = calloc((size_t)usize, 4));
-    if (ok) {
-        j.scratch = scratch, j.dU = dU;
-        cpu_blas_parallel_for(j.chunks, wgrad_chunks, &j);
-        for (int t = 1; t < nt; t++) /* threads' partial sums, in thread order */
-            for (int64_t i = 0; i < usize; i++) dU[0][i] += dU[t][i];
-        untransform_weight_grad(s, dU[0], dw);
-    }
-    for (int t = 0; t < nt; t++) {
-        if (scratch) free(scratch[t]);
-        if (dU) free(dU[t]);
-    }
-    free(scratch);
-    free(dU);
-    if (!ok)
-        return ddpl_error("conv2d: out of memory for the Winograd weight-gradient buffers (%d x "
-                          "%lld floats)",
-                          nt, (long long)(per_thread + usize));
+    /* per thread: V, Z, the padded image, then its dU sums */
+    int64_t per_thread = 16 * (s->Cin + s->Cout) * j.ipc * j.TI + (pad > zpad ? pad : zpad);
+    wino_workspace ws;
+    if (!wino_alloc(&ws, &j, nt, 0, per_thread + usize)) return -1;
+    j.dU_at = per_thread;
+    for (int t = 0; t < nt; t++)
+        memset(j.scratch[t] + per_thread, 0, (size_t)usize * sizeof(float));
+    cpu_blas_parallel_for(j.chunks, wgrad_chunks, &j);
+    float *dU = j.scratch[0] + per_thread;
+    for (int t = 1; t < nt; t++) /* threads' partial sums, in thread order */
+        for (int64_t i = 0; i < usize; i++) dU[i] += j.scratch[t][per_thread + i];
+    untransform_weight_grad(s, dU, dw);
+    wino_free(&ws, &j);
     return 0;
 }
