@@ -51,7 +51,7 @@ local winograd_shapes = {
     {N = 2, C = 8, O = 16, H = 28, W = 28},             -- the smallest channel count taken
     {N = 2, C = 9, O = 11, H = 7, W = 5, padding = 0},  -- odd outputs: clipped last tiles
     {N = 2, C = 10, O = 12, H = 6, W = 9, padding = 2}, -- the largest padding taken
-    {N = 5, C = 20, O = 18, H = 13, W = 13},            -- 3 images a chunk: a partial last one
+    {N = 5, C = 20, O = 18, H = 13, W = 13},            -- 4 images a chunk: a partial last one
     {N = 1, C = 16, O = 8, H = 1, W = 1},               -- one pixel, all padding around it
     {N = 2, C = 8, O = 8, H = 30, W = 31},              -- a plane of > 192 tiles: its own chunk
 }

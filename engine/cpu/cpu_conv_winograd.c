@@ -22,8 +22,9 @@
 #include "core/alloc.h"
 #include "cpu_blas.h"
 
-/* Tiles a chunk aims for: the GEMMs need a few hundred rows to run near BLAS peak, and V, M
- * of 16 * 64 channels * 192 tiles * 4 bytes (786 KiB each) stay near a 1 MiB L2. */
+/* Tiles a chunk aims for (at least, in whole images): the GEMMs need a few hundred rows to run
+ * near BLAS peak, and V, M of 16 * 64 channels * 196 tiles * 4 bytes (800 KiB each) stay near a
+ * 1 MiB L2. */
 #define WINO_CHUNK_TILES 192
 /* Fewer channels than this make the GEMMs too thin to beat im2col + GEMM (the lenet's first
  * layer, 1 input channel, stays on the general path). */
@@ -203,7 +204,9 @@ static void wino_tiling(wino_job *j)
 {
     const cpu_winograd_shape *s = j->s;
     j->tH = (s->OH + 1) / 2, j->tW = (s->OW + 1) / 2, j->TI = j->tH * j->tW;
-    j->ipc = j->TI >= WINO_CHUNK_TILES ? 1 : WINO_CHUNK_TILES / j->TI;
+    /* rounded up: the lenet's 14x14 planes (49 tiles) make chunks of 4 images, 16 chunks a
+     * batch of 64, which split evenly into 2 parts per thread at 1, 2 and 4 threads */
+    j->ipc = (WINO_CHUNK_TILES + j->TI - 1) / j->TI;
     if (j->ipc > s->N) j->ipc = s->N;
     j->chunks = (s->N + j->ipc - 1) / j->ipc;
     j->PH = 2 * j->tH + 2, j->PW = 2 * j->tW + 2;
