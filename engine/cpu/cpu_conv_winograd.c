@@ -18,6 +18,9 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "core/alloc.h"
 #include "cpu_blas.h"
@@ -82,9 +85,36 @@ static void transform_kernel(const cpu_winograd_shape *s, const float *k, bool a
         }
 }
 
+#if defined(__AVX2__)
+/* dst[i * dstride + r] = src[r * sstride + i] for an 8x8 block: 8 channels by 8 columns of a
+ * plane row become 8 pixels of 8 channels. */
+static inline void transpose8x8(const float *src, int64_t sstride, float *dst, int64_t dstride)
+{
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; i++) r[i] = _mm256_loadu_ps(src + i * sstride);
+    for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(dst + i * dstride, _mm256_permute2f128_ps(u[i], u[i + 4], 0x20));
+        _mm256_storeu_ps(dst + (i + 4) * dstride, _mm256_permute2f128_ps(u[i], u[i + 4], 0x31));
+    }
+}
+#endif
+
 /* dst (DH, DW, C) <- src (C, H, W) placed at row top, column left, zeros around it (clipped
- * to dst). Blocks of 16 channels: 16 sequential read streams along a row, stores of 16
- * contiguous floats (a plain per-pixel gather of all channels stalled on its loads). */
+ * to dst). With AVX2, blocks of 8 channels by 8 columns are transposed in registers (a row
+ * narrower than a multiple of 8 takes a last block overlapping the one before: the overlap is
+ * written twice with the same values); the rest goes element by element. A plain per-pixel
+ * gather of all channels stalled on its loads, and a scalar blocked copy still cost more than
+ * the transforms. */
 static void to_hwc(const float *src, int64_t C, int64_t H, int64_t W, float *dst, int64_t DH,
                    int64_t DW, int64_t top, int64_t left)
 {
@@ -98,13 +128,27 @@ static void to_hwc(const float *src, int64_t C, int64_t H, int64_t W, float *dst
         memset(row, 0, (size_t)(left * C) * fsz);
         memset(row + (left + ncols) * C, 0, (size_t)((DW - left - ncols) * C) * fsz);
     }
-    for (int64_t h = 0; h < nrows; h++)
-        for (int64_t c0 = 0; c0 < C; c0 += 16) {
-            int64_t cn = C - c0 < 16 ? C - c0 : 16;
-            const float *xr = src + (c0 * H + h) * W;
-            float *pr = dst + ((h + top) * DW + left) * C + c0;
-            for (int64_t w = 0; w < ncols; w++)
-                for (int64_t c = 0; c < cn; c++) pr[w * C + c] = xr[c * H * W + w];
+    int64_t HW = H * W, c_vec = 0;
+#if defined(__AVX2__)
+    if (ncols >= 8) {
+        c_vec = C / 8 * 8;
+        for (int64_t h = 0; h < nrows; h++)
+            for (int64_t c0 = 0; c0 < c_vec; c0 += 8) {
+                const float *xr = src + c0 * HW + h * W;
+                float *pr = dst + ((h + top) * DW + left) * C + c0;
+                for (int64_t w = 0;; w += 8) {
+                    if (w + 8 > ncols) w = ncols - 8; /* the last, overlapping block */
+                    transpose8x8(xr + w, HW, pr + w * C, C);
+                    if (w + 8 >= ncols) break;
+                }
+            }
+    }
+#endif
+    for (int64_t h = 0; h < nrows; h++) /* the channels left over (all without AVX2) */
+        for (int64_t c = c_vec; c < C; c++) {
+            const float *xr = src + c * HW + h * W;
+            float *pr = dst + ((h + top) * DW + left) * C + c;
+            for (int64_t w = 0; w < ncols; w++) pr[w * C] = xr[w];
         }
 }
 
