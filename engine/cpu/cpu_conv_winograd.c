@@ -256,6 +256,15 @@ static void wino_tiling(wino_job *j)
     j->PH = 2 * j->tH + 2, j->PW = 2 * j->tW + 2;
 }
 
+/* Chunk ch: its first image *n0 and image count *nimg (the last chunk may be short); returns its
+ * tiles. */
+static int64_t chunk_span(const wino_job *j, int64_t ch, int64_t *n0, int64_t *nimg)
+{
+    *n0 = ch * j->ipc;
+    *nimg = *n0 + j->ipc <= j->s->N ? j->ipc : j->s->N - *n0;
+    return *nimg * j->TI;
+}
+
 /* Chunks [begin, end): transform the chunk's images, 16 GEMMs, untransform. */
 static void wino_chunks(int64_t begin, int64_t end, int thread, void *ctx)
 {
@@ -263,8 +272,7 @@ static void wino_chunks(int64_t begin, int64_t end, int thread, void *ctx)
     const cpu_winograd_shape *s = j->s;
     int64_t C = s->Cin, O = s->Cout;
     for (int64_t ch = begin; ch < end; ch++) {
-        int64_t n0 = ch * j->ipc, nimg = n0 + j->ipc <= s->N ? j->ipc : s->N - n0;
-        int64_t Tc = nimg * j->TI; /* this chunk's tiles: the GEMMs' M */
+        int64_t n0, nimg, Tc = chunk_span(j, ch, &n0, &nimg); /* Tc: the GEMMs' M */
         float *V = j->scratch[thread], *M = V + 16 * C * j->ipc * j->TI;
         float *pad = M + 16 * O * j->ipc * j->TI;
         for (int64_t n = 0; n < nimg; n++)
@@ -384,8 +392,7 @@ static void wgrad_chunks(int64_t begin, int64_t end, int thread, void *ctx)
     const cpu_winograd_shape *s = j->s;
     int64_t C = s->Cin, O = s->Cout;
     for (int64_t ch = begin; ch < end; ch++) {
-        int64_t n0 = ch * j->ipc, nimg = n0 + j->ipc <= s->N ? j->ipc : s->N - n0;
-        int64_t Tc = nimg * j->TI;
+        int64_t n0, nimg, Tc = chunk_span(j, ch, &n0, &nimg);
         float *V = j->scratch[thread], *Z = V + 16 * C * j->ipc * j->TI;
         float *pad = Z + 16 * O * j->ipc * j->TI;
         for (int64_t n = 0; n < nimg; n++) {
