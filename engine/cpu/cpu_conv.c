@@ -12,6 +12,8 @@
  * thread has its own col buffer and, for dw, its own accumulator summed at the end. */
 #include "core/alloc.h"
 #include "cpu_blas.h"
+#include "cpu_conv_winograd.h"
+#include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "ops/nn_params.h"
 
@@ -34,6 +36,21 @@ static void conv_geom_init(conv_geom *g, const ddpl_tensor *x, const ddpl_tensor
     g->Kc = g->Cg * g->kh * g->kw, g->P = g->OH * g->OW;
     g->direct = g->kh == 1 && g->kw == 1 && g->sh == 1 && g->sw == 1 && g->ph == 0 && g->pw == 0 &&
                 g->OH == g->H && g->OW == g->W;
+}
+
+/* The Winograd shape of this convolution when its fast path applies (float32, 3x3, stride 1,
+ * dilation 1, one group, enough channels): forward (x -> y), or adjoint (dy -> dx, padding
+ * 2 - p). */
+static bool winograd_shape(const conv_geom *g, ddpl_dtype dt, bool adjoint, cpu_winograd_shape *s)
+{
+    if (dt != DDPL_FLOAT32 || g->kh != 3 || g->kw != 3 || g->sh != 1 || g->sw != 1 || g->dh != 1 ||
+        g->dw != 1 || g->groups != 1 || g->ph > 2 || g->pw > 2)
+        return false;
+    if (adjoint)
+        *s = (cpu_winograd_shape){g->N, g->O, g->OH, g->OW, g->C, g->H, g->W, 2 - g->ph, 2 - g->pw};
+    else
+        *s = (cpu_winograd_shape){g->N, g->C, g->H, g->W, g->O, g->OH, g->OW, g->ph, g->pw};
+    return cpu_winograd_applies(s);
 }
 
 /* For kernel column kj: output columns [*lo, *hi) read input columns iw = ow*sw + off inside
@@ -120,7 +137,7 @@ typedef struct {
     ddpl_dtype dt;
     size_t esz;
     const char *x, *w, *bias, *dy;
-    char *y, *dx;
+    char *y, *dx, *db;
     void **cols;   /* one (Kc, P) buffer per thread; NULL entries when direct */
     char **dw_acc; /* one (O, Kc) accumulator per thread, or NULL */
 } conv_job;
@@ -216,6 +233,10 @@ int cpu_conv2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     j.w = ddpl_data_ptr(in[1]);
     j.bias = in[2] ? ddpl_data_ptr(in[2]) : NULL;
     j.y = ddpl_data_ptr(out[0]);
+    cpu_winograd_shape ws;
+    if (winograd_shape(&j.g, j.dt, false, &ws))
+        return cpu_winograd_conv3x3(&ws, (const float *)j.x, (const float *)j.w, false,
+                                    (const float *)j.bias, (float *)j.y);
     int nt = cpu_blas_max_threads();
     if (!j.g.direct && !(j.cols = alloc_per_thread(nt, j.g.Kc * j.g.P, j.esz, false)))
         return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
@@ -259,11 +280,13 @@ static void conv_backward_images(int64_t begin, int64_t end, int thread, void *c
         }
 }
 
-/* dbias[o] = sum over n and pixels of dy[n, o]. */
-static void conv_bias_grad(const conv_job *j, char *db)
+/* dbias[o] = sum over n and pixels of dy[n, o], for o in [begin, end): a channel is one
+ * thread's, summed in the same order whatever the thread count. */
+static void conv_bias_grad_range(int64_t begin, int64_t end, void *ctx)
 {
+    const conv_job *j = ctx;
     const conv_geom *g = &j->g;
-    for (int64_t o = 0; o < g->O; o++) {
+    for (int64_t o = begin; o < end; o++) {
         double s = 0;
         for (int64_t n = 0; n < g->N; n++) {
             const char *r = plane(j, j->dy, n, g->O, o, g->P);
@@ -283,7 +306,7 @@ static void conv_bias_grad(const conv_job *j, char *db)
                 s += acc;
             }
         }
-        ddpl_store_f64(db + o * (int64_t)j->esz, j->dt, s);
+        ddpl_store_f64(j->db + o * (int64_t)j->esz, j->dt, s);
     }
 }
 
@@ -302,17 +325,31 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     /* each image's dx is zeroed before its col2im (the direct 1x1 path writes it whole); only
      * an empty product leaves dx to zero here */
     bool work = j.g.P > 0 && j.g.Kc > 0;
+    cpu_winograd_shape ws; /* dx by Winograd: the images' loop below then only does dw */
+    if (j.dx && work && winograd_shape(&j.g, j.dt, true, &ws)) {
+        if (cpu_winograd_conv3x3(&ws, (const float *)j.dy, (const float *)j.w, true, NULL,
+                                 (float *)j.dx) < 0)
+            return -1;
+        j.dx = NULL;
+    }
     if (out[0] && !work && ddpl_tensor_numel(out[0])) memset(j.dx, 0, ddpl_tensor_nbytes(out[0]));
-    if (out[1] && !(j.dw_acc = (char **)alloc_per_thread(nt, wsize, j.esz, true)))
+    bool dw_left = out[1] != NULL; /* dw still to compute in the images' loop */
+    if (dw_left && work && winograd_shape(&j.g, j.dt, false, &ws)) {
+        if (cpu_winograd_weight_grad3x3(&ws, (const float *)j.x, (const float *)j.dy,
+                                        (float *)ddpl_data_ptr(out[1])) < 0)
+            return -1;
+        dw_left = false;
+    }
+    if (dw_left && !(j.dw_acc = (char **)alloc_per_thread(nt, wsize, j.esz, true)))
         return ddpl_error("conv2d: out of memory for the weight-gradient accumulators");
-    if (!j.g.direct && j.g.P > 0 &&
+    if (!j.g.direct && j.g.P > 0 && (j.dx || dw_left) &&
         !(j.cols = alloc_per_thread(nt, j.g.Kc * j.g.P, j.esz, false))) {
         free_per_thread((void **)j.dw_acc, nt);
         return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
                           (long long)j.g.Kc, (long long)j.g.P);
     }
-    if (work && (out[0] || out[1])) cpu_blas_parallel_for(j.g.N, conv_backward_images, &j);
-    if (out[1]) { /* sum the per-thread accumulators into dw */
+    if (work && (j.dx || dw_left)) cpu_blas_parallel_for(j.g.N, conv_backward_images, &j);
+    if (dw_left) { /* sum the per-thread accumulators into dw */
         char *dw = ddpl_data_ptr(out[1]);
         for (int64_t i = 0; i < wsize; i++) {
             double s = 0;
@@ -320,7 +357,10 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
             ddpl_store_f64(dw + i * (int64_t)j.esz, j.dt, s);
         }
     }
-    if (out[2]) conv_bias_grad(&j, ddpl_data_ptr(out[2]));
+    if (out[2]) {
+        j.db = ddpl_data_ptr(out[2]);
+        cpu_parallel_for(j.g.O, CPU_GRAIN / (j.g.N * j.g.P + 1) + 1, conv_bias_grad_range, &j);
+    }
     free_per_thread((void **)j.dw_acc, nt);
     free_per_thread(j.cols, nt);
     return 0;
