@@ -286,8 +286,8 @@ static void wino_chunks(int64_t begin, int64_t end, int thread, void *ctx)
 }
 
 /* The workspace of one call: `shared` floats, then nt blocks of per_thread floats, in one
- * block from the host allocator (whose cache of large blocks hands the same pages back call
- * after call: a fresh malloc of this size was faulted in again on every step). Sets
+ * scratch block of the host allocator (its cache hands the same pages back call after call: a
+ * fresh malloc of this size was faulted in again on every step). Sets
  * j->scratch; returns the block (free with wino_free), or NULL with the error set. */
 typedef struct {
     void *block;
@@ -305,10 +305,10 @@ static float *wino_alloc(wino_workspace *ws, wino_job *j, int nt, int64_t shared
         return NULL;
     }
     ws->bytes = (size_t)total * sizeof(float);
-    ws->block = ddpl_device_alloc(ws->bytes, (ddpl_device){DDPL_CPU, 0});
+    ws->block = ddpl_host_scratch_alloc(ws->bytes);
     j->scratch = ws->block ? calloc((size_t)nt, sizeof *j->scratch) : NULL;
     if (!j->scratch) {
-        ddpl_device_free(ws->block, ws->bytes, (ddpl_device){DDPL_CPU, 0});
+        if (ws->block) ddpl_host_scratch_free(ws->block, ws->bytes);
         ddpl_error("conv2d: out of memory for the Winograd workspace (%zu bytes)", ws->bytes);
         return NULL;
     }
@@ -320,7 +320,7 @@ static float *wino_alloc(wino_workspace *ws, wino_job *j, int nt, int64_t shared
 static void wino_free(wino_workspace *ws, wino_job *j)
 {
     free(j->scratch);
-    ddpl_device_free(ws->block, ws->bytes, (ddpl_device){DDPL_CPU, 0});
+    ddpl_host_scratch_free(ws->block, ws->bytes);
 }
 
 int cpu_winograd_conv3x3(const cpu_winograd_shape *s, const float *in, const float *k, bool adjoint,
