@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "cpu_attention.h"
 #include "cpu_blas.h"
 #include "cpu_loops.h"
@@ -58,10 +59,11 @@ typedef struct {
     ddpl_dtype dt;
     size_t esz;
     int64_t BH, H, L, S, E, Ev;
-    int64_t fwd_keys;   /* keys per forward tile */
-    int64_t bwd_rows;   /* queries per backward tile */
-    int64_t scratch;    /* elements of scratch per thread */
-    char *scratch_base; /* cpu_blas_max_threads() slices of `scratch` elements */
+    int64_t fwd_keys;     /* keys per forward tile */
+    int64_t bwd_rows;     /* queries per backward tile */
+    int64_t scratch;      /* elements of scratch per thread */
+    char *scratch_base;   /* cpu_blas_max_threads() slices of `scratch` elements */
+    size_t scratch_bytes; /* of scratch_base (ddpl_host_scratch_alloc) */
     double scale;
     bool causal;
     att_mat q, k, v, y, g, lse, dq, dk, dv; /* y: the output (forward) or input; g: dY */
@@ -329,16 +331,27 @@ static int att_setup(att_job *j, const ddpl_tensor *q, const ddpl_tensor *v, con
     return 0;
 }
 
-/* Allocates one scratch slice of `elems` elements per thread; -1 (error set) if it cannot. */
+/* Allocates one scratch slice of `elems` elements per thread, from the host allocator's scratch
+ * blocks (a malloc of this size was mapped and faulted in again on every call); -1 (error set)
+ * if it cannot. Free with att_scratch_free. */
 static int att_scratch(att_job *j, int64_t elems, const char *what)
 {
     int nt = cpu_blas_max_threads();
     j->scratch = elems;
-    if ((uint64_t)elems > SIZE_MAX / j->esz / (uint64_t)nt ||
-        !(j->scratch_base = malloc((size_t)elems * j->esz * (size_t)nt)))
+    j->scratch_base = NULL;
+    if ((uint64_t)elems <= SIZE_MAX / j->esz / (uint64_t)nt) {
+        j->scratch_bytes = (size_t)elems * j->esz * (size_t)nt;
+        j->scratch_base = ddpl_host_scratch_alloc(j->scratch_bytes);
+    }
+    if (!j->scratch_base)
         return ddpl_error("%s: out of memory for %d threads' scratch of %lld elements", what, nt,
                           (long long)elems);
     return 0;
+}
+
+static void att_scratch_free(att_job *j)
+{
+    ddpl_host_scratch_free(j->scratch_base, j->scratch_bytes);
 }
 
 /* out[0] y (B,H,L,Ev), out[1] logsumexp (B,H,L); in[0] q, in[1] k, in[2] v. Operands need
@@ -355,7 +368,7 @@ int cpu_attention(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     /* scores tile, then the running max and sum of its rows */
     if (att_scratch(&j, ATT_QROWS * j.fwd_keys + 2 * ATT_QROWS, "attention") < 0) return -1;
     cpu_blas_parallel_for(j.BH * ((j.L + ATT_QROWS - 1) / ATT_QROWS), att_fwd_items, &j);
-    free(j.scratch_base);
+    att_scratch_free(&j);
     return 0;
 }
 
@@ -374,6 +387,6 @@ int cpu_attention_backward(ddpl_tensor **out, ddpl_tensor **in, const void *para
     /* P and dP tiles, then D for the L rows of a head */
     if (att_scratch(&j, 2 * j.bwd_rows * ATT_BWD_KEYS + j.L, "attention backward") < 0) return -1;
     cpu_blas_parallel_for(j.BH, att_bwd_items, &j);
-    free(j.scratch_base);
+    att_scratch_free(&j);
     return 0;
 }

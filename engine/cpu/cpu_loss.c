@@ -133,8 +133,10 @@ typedef struct {
     double scale;  /* backward, reductions mean and sum: grad (/ total_weight for mean) */
 } ce_job;
 
-static void ce_job_init(ce_job *c, const ddpl_tensor *logits, const ddpl_tensor *target,
-                        const ddpl_tensor *weight, const void *params)
+/* 0, or -1 with the error for a dtype the row loops do not read (they read float32 or
+ * float64 through the pointer types alone: anything else would be read out of bounds). */
+static int ce_job_init(ce_job *c, const ddpl_tensor *logits, const ddpl_tensor *target,
+                       const ddpl_tensor *weight, const void *params)
 {
     *c = (ce_job){.x = ddpl_data_ptr(logits)};
     c->j.N = logits->sizes[0], c->j.C = logits->sizes[1], c->j.S = 1;
@@ -142,6 +144,8 @@ static void ce_job_init(ce_job *c, const ddpl_tensor *logits, const ddpl_tensor 
     c->j.weight = weight ? ddpl_data_ptr(weight) : NULL;
     c->j.dt = (ddpl_dtype)logits->dtype;
     c->j.p = params;
+    if (c->j.dt == DDPL_FLOAT32 || c->j.dt == DDPL_FLOAT64) return 0;
+    return ddpl_error("cross_entropy: unsupported dtype %s on cpu", ddpl_dtype_name(c->j.dt));
 }
 
 /* T the element type, ACC the accumulator (float keeps float32 rows in vector registers). */
@@ -204,8 +208,10 @@ static double target_logp(const ce_job *c, int64_t n, int64_t t)
  * (N,2); in[0] logits (N,C), in[1] target (N) int64, in[2] weight (C)?; all contiguous. */
 int cpu_cross_entropy(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    /* 16-bit logits compute in float32 (the rows below read float32 or float64 only) */
+    if (cpu_has_half(3, in)) return cpu_run_widened(cpu_cross_entropy, 3, out, 3, in, params, 0);
     ce_job c;
-    ce_job_init(&c, in[0], in[1], in[2], params);
+    if (ce_job_init(&c, in[0], in[1], in[2], params) < 0) return -1;
     if (check_targets("cross_entropy", &c.j) < 0) return -1;
     c.stats = ddpl_data_ptr(out[2]);
     bool f32 = c.j.dt == DDPL_FLOAT32;
@@ -237,8 +243,10 @@ int cpu_cross_entropy(ddpl_tensor **out, ddpl_tensor **in, const void *params)
  * weight?, in[4] total_weight (0-dim), in[5] stats (N,2); all contiguous. */
 int cpu_cross_entropy_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
+    if (cpu_has_half(6, in))
+        return cpu_run_widened(cpu_cross_entropy_backward, 1, out, 6, in, params, 0);
     ce_job c;
-    ce_job_init(&c, in[1], in[2], in[3], params);
+    if (ce_job_init(&c, in[1], in[2], in[3], params) < 0) return -1;
     if (check_targets("cross_entropy", &c.j) < 0) return -1;
     c.g = ddpl_data_ptr(in[0]);
     c.stats = ddpl_data_ptr(in[5]);
