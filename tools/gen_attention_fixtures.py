@@ -12,14 +12,13 @@ Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/pyt
 
 The case format is gen_fixtures.py's (whose writer and sdpa reference this reuses).
 """
-import argparse
 import os
 import sys
 
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_fixtures import F32, F64, OUT_DIR, ROOT, fl, make_case, sdpa_ref, write_fixture  # noqa: E402
+from gen_fixtures import F32, F64, fixture_main, fl, make_case, sdpa_ref, write_fixture  # noqa: E402
 
 GEN = torch.Generator().manual_seed(20261129)
 
@@ -76,26 +75,5 @@ def gen():
     return name, text.replace('tools/gen_fixtures.py', 'tools/gen_attention_fixtures.py', 1)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--check', action='store_true', help='compare with the file on disk')
-    ap.add_argument('--out', default=OUT_DIR)
-    args = ap.parse_args()
-    torch.set_num_threads(1)  # reproducible reductions
-    name, text = gen()
-    path = os.path.join(args.out, name + '.lua')
-    if args.check:
-        old = open(path).read() if os.path.exists(path) else None
-        if old != text:
-            print('stale fixture (rerun tools/gen_attention_fixtures.py):', path)
-            return 1
-        return 0
-    os.makedirs(args.out, exist_ok=True)
-    with open(path, 'w') as f:
-        f.write(text)
-    print('%-50s %7d bytes' % (os.path.relpath(path, ROOT), len(text)))
-    return 0
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(fixture_main(__doc__, 'tools/gen_attention_fixtures.py', gen))
