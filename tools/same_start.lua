@@ -4,7 +4,7 @@
 -- (DIR/perms<seed>.safetensors). tools/same_start.py then trains torch.nn from exactly there.
 -- This separates numerics from luck: two engines seeded alike still draw different initial
 -- weights, and the cnn's 2-epoch test accuracy varies by about a point with the draw.
--- usage: build/ddplua tools/same_start.lua [seed=0] [epochs=2] [dir=/tmp]  (from the repo root)
+-- usage: build/ddplua tools/same_start.lua [SEED=0 [EPOCHS=2 [DIR=/tmp]]]  (positional; from the repo root)
 local ddpl = require 'ddplua'
 local nn, F, optim, data = ddpl.nn, ddpl.nn.functional, ddpl.optim, ddpl.data
 local seed = tonumber(arg[1] or 0)
