@@ -43,15 +43,16 @@ else
 end
 local after = ddpl.time() - t0
 if rank == killer and case == 'stop' then
-    -- rank 1 is stopped whatever happened here: end it before anything else
+    -- this process hosts the store (rank 0): the ranks that have not reported yet read the
+    -- fault it published there; a job whose first reporter exits at once may leave them to
+    -- name that rank instead. The victim stays stopped meanwhile, so that the others, which
+    -- judge it at about the same moment, still find it stopped rather than killed.
+    if not ok then os.execute('sleep 2') end
+    -- the victim is stopped whatever happened here: end it (its own `sleep 40` is the backstop)
     local f = io.open(os.getenv('PIDFILE'))
     local pid = f and f:read('n')
     if f then f:close() end
     if pid then os.execute(('kill -KILL %d'):format(pid)) end
-    -- this process hosts the store (rank 0): the ranks that have not reported yet read the
-    -- fault it published there; a job whose first reporter exits at once may leave them to
-    -- name that rank instead
-    if not ok then os.execute('sleep 2') end
 end
 if not ok then
     print(('FAULT after=%.2f %s'):format(after, tostring(err)))
