@@ -3,15 +3,9 @@
 -- tools/gen_api_names.lua writes) or documented in docs/api-additions.md; and every name that
 -- page lists is really exported (no stale entries). How names are found: spec/api_surface.lua.
 local S = require 'api_surface'
+local slurp = require('shell_util').slurp
 
 local source_dir = os.getenv('DDPLUA_SOURCE_DIR') or '.'
-
-local function slurp(path)
-    local f = assert(io.open(path, 'rb'))
-    local s = f:read('a')
-    f:close()
-    return s
-end
 
 -- section -> set of identifiers
 local function contract_words()
