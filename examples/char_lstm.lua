@@ -25,15 +25,7 @@ local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
 local defaults = { text = root .. '/examples/data/lighthouse.txt', batch = 32, ['seq-len'] = 64,
     embed = 32, hidden = 128, layers = 1, dropout = 0.3, lr = 5e-3, steps = 400,
     ['print-every'] = 50, sample = 200, seed = 0, threads = 1 }
-local numeric = {}
-for k in pairs(defaults) do numeric[k] = k ~= 'text' end
-local opt = dofile(root .. '/examples/args.lua')(arg, defaults, numeric, function(msg)
-    io.stderr:write('char_lstm.lua: ', msg, ' (see the top of the file)\n')
-    os.exit(2)
-end)
-ddpl.set_num_threads(math.tointeger(opt.threads))
-ddpl.manual_seed(opt.seed)
-math.randomseed(opt.seed) -- the sampler at the end draws with math.random
+local opt = dofile(root .. '/examples/lm_options.lua')('char_lstm.lua', arg, defaults)
 
 ---------------------------------------------------------------------------------------------------
 -- data: bytes -> token ids (their rank among the distinct bytes), as one int64 tensor

@@ -18,20 +18,12 @@
 local ddpl = require 'ddplua'
 local nn, optim = ddpl.nn, ddpl.optim
 
--- The directory of this script, to find args.lua and models/ wherever we are run from.
+-- The directory of this script, to find lm_options.lua and models/ wherever we are run from.
 local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'
 local defaults = { text = '/usr/share/common-licenses/GPL-3', batch = 16,
     ['block-size'] = 64, ['n-layer'] = 2, ['n-head'] = 4, ['n-embd'] = 64, lr = 3e-3, steps = 600,
     ['eval-every'] = 100, sample = 200, seed = 0, threads = 1 }
-local numeric = {}
-for k in pairs(defaults) do numeric[k] = k ~= 'text' end
-local opt = dofile(root .. '/examples/args.lua')(arg, defaults, numeric, function(msg)
-    io.stderr:write('gpt_tiny.lua: ', msg, ' (see the top of the file)\n')
-    os.exit(2)
-end)
-ddpl.set_num_threads(math.tointeger(opt.threads))
-ddpl.manual_seed(opt.seed)
-math.randomseed(opt.seed) -- the sampler at the end draws with math.random
+local opt = dofile(root .. '/examples/lm_options.lua')('gpt_tiny.lua', arg, defaults)
 
 local gpt = assert(loadfile(root .. '/models/gpt.lua'))()
 

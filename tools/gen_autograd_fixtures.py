@@ -13,7 +13,6 @@ respect to w, which needs the second derivatives d2L/dx dw:
       x = T, w = T, grad_x = T, penalty_grad_w = T }
 Tensors use tools/gen_fixtures.py's format (read by spec/helpers.lua). Everything is seeded.
 """
-import argparse
 import os
 import sys
 
@@ -21,10 +20,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_fixtures import lua_value  # noqa: E402  (the shared Lua writer)
+from gen_fixtures import fixture_main, lua_value  # noqa: E402  (the shared writer and CLI)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, 'spec', 'fixtures', 'double_backward.lua')
 ORDER = ['name', 'fn', 'x', 'w', 'grad_x', 'penalty_grad_w']
 
 # The same functions as the spec's (spec/double_backward_spec.lua, `fns`).
@@ -66,23 +63,6 @@ def render(cs):
     return '\n'.join(lines) + '\n'
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--check', action='store_true', help='compare with the file on disk')
-    args = ap.parse_args()
-    torch.set_num_threads(1)  # reproducible reductions
-    text = render(cases())
-    if args.check:
-        old = open(OUT).read() if os.path.exists(OUT) else None
-        if old != text:
-            print('stale fixture (rerun tools/gen_autograd_fixtures.py):', OUT)
-            return 1
-        return 0
-    with open(OUT, 'w') as f:
-        f.write(text)
-    print('%s %d bytes' % (os.path.relpath(OUT, ROOT), len(text)))
-    return 0
-
-
 if __name__ == '__main__':
-    sys.exit(main())
+    sys.exit(fixture_main(__doc__, 'tools/gen_autograd_fixtures.py',
+                          lambda: ('double_backward', render(cases()))))

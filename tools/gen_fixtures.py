@@ -4,10 +4,12 @@
 Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/python3):
 
     /usr/bin/python3 tools/gen_fixtures.py            # writes spec/fixtures/*.lua
-    /usr/bin/python3 tools/gen_fixtures.py --check    # fails if the committed files differ
+    /usr/bin/python3 tools/gen_fixtures.py --check    # fails if the committed files differ beyond
+                                                      # rounding noise (tools/fixture_compare.py)
 
 The output is committed: the specs never need PyTorch. Everything is seeded, so a rerun with the
-same PyTorch version gives identical files.
+same PyTorch version on the same machine gives identical files; on another machine the BLAS may
+round the last bits of a product otherwise, which --check lets pass (tools/fixture_compare.py).
 
 Each fixture file is Lua source returning a list of cases:
 
@@ -40,6 +42,9 @@ import sys
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_compare import fixture_difference  # noqa: E402  (--check: same data, not bytes)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT_DIR = os.path.join(ROOT, 'spec', 'fixtures')
@@ -203,7 +208,8 @@ def write_fixture(name, cases, header):
 def fixture_main(doc, tool, render):
     """The command line of a generator of one fixture file: render() -> (name, text) is written to
     spec/fixtures/<name>.lua (or --out), or with --check compared with the file there (exit 1 when
-    it differs). tool names the generator in the message."""
+    it differs beyond rounding noise: tools/fixture_compare.py). tool names the generator in the
+    message."""
     ap = argparse.ArgumentParser(description=doc.split('\n')[0])
     ap.add_argument('--check', action='store_true', help='compare with the file on disk')
     ap.add_argument('--out', default=OUT_DIR)
@@ -213,8 +219,9 @@ def fixture_main(doc, tool, render):
     path = os.path.join(args.out, name + '.lua')
     if args.check:
         old = open(path).read() if os.path.exists(path) else None
-        if old != text:
-            print('stale fixture (rerun %s): %s' % (tool, path))
+        diff = fixture_difference(old, text)
+        if diff:
+            print('stale fixture (rerun %s): %s (%s)' % (tool, path, diff))
             return 1
         return 0
     os.makedirs(args.out, exist_ok=True)
@@ -1294,15 +1301,17 @@ def gen_promotion():
 
 def write_files(files, out_dir, check, script):
     """Writes each (name, text) of files to out_dir/name.lua, or with check only compares them
-    with the files there; returns the exit status (1: stale files, listed)."""
+    with the files there (the same data up to rounding noise: tools/fixture_compare.py); returns
+    the exit status (1: stale files, listed with their first difference)."""
     os.makedirs(out_dir, exist_ok=True)
     stale = []
     for name, text in files:
         path = os.path.join(out_dir, name + '.lua')
         if check:
             old = open(path).read() if os.path.exists(path) else None
-            if old != text:
-                stale.append(path)
+            diff = fixture_difference(old, text)
+            if diff:
+                stale.append('%s (%s)' % (path, diff))
         else:
             with open(path, 'w') as f:
                 f.write(text)

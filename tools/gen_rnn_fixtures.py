@@ -20,7 +20,6 @@ sum(output * g) + sum(h_n * g_h) [+ sum(c_n * g_c)] with seeded upstream gradien
 
 Tensors use tools/gen_fixtures.py's format (read by spec/helpers.lua).
 """
-import argparse
 import os
 import sys
 
@@ -28,10 +27,8 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gen_fixtures import Tensor, lua_value  # noqa: E402  (shared)
+from gen_fixtures import Tensor, fixture_main, lua_value  # noqa: E402  (shared)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OUT = os.path.join(ROOT, 'spec', 'fixtures', 'rnn.lua')
 F64 = torch.float64
 IN, HID, T, B = 3, 4, 5, 2
 
@@ -110,22 +107,10 @@ def render(cases):
     return '\n'.join(lines) + '\n'
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    ap.add_argument('--check', action='store_true', help='fail if the committed file differs')
-    a = ap.parse_args()
+def gen():
     torch.set_default_dtype(F64)
-    cases = [make_case(kind, *cfg) for kind in ('LSTM', 'GRU') for cfg in CONFIGS]
-    text = render(cases)
-    if a.check:
-        with open(OUT) as f:
-            if f.read() != text:
-                sys.exit('%s differs from what %s generates' % (OUT, sys.argv[0]))
-        return
-    with open(OUT, 'w') as f:
-        f.write(text)
-    print('wrote %s (%d cases)' % (OUT, len(cases)))
+    return 'rnn', render([make_case(kind, *cfg) for kind in ('LSTM', 'GRU') for cfg in CONFIGS])
 
 
 if __name__ == '__main__':
-    main()
+    sys.exit(fixture_main(__doc__, 'tools/gen_rnn_fixtures.py', gen))

@@ -134,6 +134,10 @@ void ddpl_store_i64(void *p, ddpl_dtype dt, int64_t v);
 bool ddpl_dtype_is_integral(ddpl_dtype dt); /* ints and bool */
 /* The smallest and largest value of an integer dtype (bool: 0 and 1); false for floats. */
 bool ddpl_dtype_int_range(ddpl_dtype dt, int64_t *lo, int64_t *hi);
+/* Whether a number given by the user (an integer i when is_int, else the float d) cannot be
+ * stored in dtype dt: PyTorch's c10::overflows, the check behind torch.tensor, full and fill_.
+ * Only integer dtypes other than bool are checked (bool takes any number: nonzero is true). */
+bool ddpl_value_overflows(ddpl_dtype dt, bool is_int, int64_t i, double d);
 
 /* ---- dtype promotion (PyTorch's rules: category bool < integer < floating; dimensioned
  * tensors outrank 0-dim ones, which outrank wrapped numbers, unless of a higher category) ---- */

@@ -1,5 +1,6 @@
 /* core/dtype.c: dtype names and sizes, half/bfloat16 conversion, element load/store, promotion.
- * defines: ddpl_dtype_* (ddpl_dtype_int_range: the integer dtypes' bounds), ddpl_half_to_float,
+ * defines: ddpl_dtype_* (ddpl_dtype_int_range: the integer dtypes' bounds),
+ * ddpl_value_overflows (whether a user's number fits an integer dtype), ddpl_half_to_float,
  * ddpl_float_to_half, ddpl_float_to_bf16, ddpl_load_f64, ddpl_store_f64, ddpl_load_i64,
  * ddpl_store_i64, ddpl_promote_types, ddpl_result_type. */
 #include <math.h>
@@ -53,6 +54,25 @@ bool ddpl_dtype_int_range(ddpl_dtype dt, int64_t *lo, int64_t *hi)
     *lo = int_ranges[dt].lo;
     *hi = int_ranges[dt].hi;
     return true;
+}
+
+/* c10::overflows<To, From> for From = int64 (a Python or Lua integer) and From = double:
+ * - an integer overflows outside [lo, hi], except that an unsigned dtype also takes negatives
+ *   down to -hi, which wrap (uint8: -1 -> 255), so `a - b` can be computed as `a + 255 * b`;
+ * - a float overflows when NaN or infinite or outside [lo, hi] before truncation: 127.9 does
+ *   not fit int8, 3.7 does (stored as 3), -0.5 does not fit uint8. Compared in double: int64's
+ *   hi (2^63 - 1) rounds up to 2^63, which itself is out of range. */
+bool ddpl_value_overflows(ddpl_dtype dt, bool is_int, int64_t i, double d)
+{
+    int64_t lo, hi;
+    if (dt == DDPL_BOOL || !ddpl_dtype_int_range(dt, &lo, &hi)) return false;
+    if (is_int) {
+        if (lo == 0 && i < 0) return i < -hi;
+        return i < lo || i > hi;
+    }
+    if (d != d || isinf(d)) return true;
+    if (dt == DDPL_INT64) return d < -0x1p63 || d >= 0x1p63;
+    return d < (double)lo || d > (double)hi;
 }
 
 size_t ddpl_dtype_size(ddpl_dtype dt)

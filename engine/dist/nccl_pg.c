@@ -1,17 +1,8 @@
 /* dist/nccl_pg.c: the NCCL backend of process groups (backend='nccl', CUDA tensors), compiled
- * only with the CUDA backend: the communicator (unique id through the store, non-blocking init),
- * its stream and events, the operations, and the work hooks of NCCL operations.
+ * only with the CUDA backend: the operations and the work hooks of NCCL operations, on the
+ * group's communicator (dist/nccl_comm.c: unique id through the store, non-blocking init).
  * defines: pg_nccl_backend (pg_backend.h); everything else is static. Gather, scatter and
  *          all-to-all are grouped ncclSend/ncclRecv (ncclGroupStart/End), reduce is ncclReduce.
- *
- * One communicator per group, bound to one device: the calling thread's current CUDA device at
- * init (ddpl.cuda.set_device(LOCAL_RANK) first, as torchrun users do with PyTorch). Rank 0
- * creates the ncclUniqueId and publishes it in the store under "<prefix>nccl/id"; every rank
- * reads it and calls ncclCommInitRankConfig on that device. The communicator is non-blocking
- * (config.blocking = 0) so that init is bounded by the group's timeout instead of hanging on a
- * peer that never joins: any NCCL call on it may return ncclInProgress, and settle() then waits
- * (bounded) for the communicator's state to leave ncclInProgress before anything else is called
- * or recorded on its stream.
  *
  * Operations never block the host. Each one: records an event on the device's compute stream
  * (cuda_stream_for, cuda_device.h), makes the communicator's own stream wait on it (inputs
@@ -31,372 +22,12 @@
  *
  * This C file includes nccl.h, which includes cuda_runtime.h (plain C declarations); it calls
  * the CUDA runtime for streams and events only, never launching kernels. Threads: operations
- * and work handles are used from the thread that issued them (the Lua thread); the
- * communicator's mutex guards its failure state and the work's mutex its completion, as pg.c
- * does for host work. */
-#define _GNU_SOURCE /* nanosleep */
-#include <cuda_runtime.h>
-#include <nccl.h>
-#include <time.h>
-
+ * and work handles are used from the thread that issued them (the Lua thread); the work's
+ * mutex guards its completion, as pg.c does for host work. */
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_dynlib.h"
 #include "ddpl/cuda.h"
-#include "dist/pg_impl.h"
-
-/* pg->comm of a group of this backend; w->comm of its works (one reference each) */
-typedef struct ddpl_nccl {
-    atomic_long refcount; /* the group's and each pending work's */
-    ncclComm_t comm;      /* NULL once destroyed or aborted */
-    cudaStream_t stream;  /* the communication stream (non-blocking) */
-    cudaEvent_t ready;    /* recorded on the compute stream before each operation */
-    float *one;           /* barrier: one float on the device */
-    int device, rank, size;
-    double timeout_s;
-    pthread_mutex_t mu;
-    char *broken; /* first failure at run time; later operations fail with it */
-} ddpl_nccl;
-
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(ddpl_xmalloc(n), s, n);
-}
-
-static ddpl_nccl *comm_retain(ddpl_nccl *c)
-{
-    atomic_fetch_add(&c->refcount, 1);
-    return c;
-}
-
-/* Frees what is left of c at its last reference (the communicator is gone by then). */
-static void comm_release(ddpl_nccl *c)
-{
-    if (atomic_fetch_sub(&c->refcount, 1) != 1) return;
-    /* restore the thread's device only when it could be read: restoring a guess (device 0)
-     * would move a thread that works on another GPU */
-    int prev = -1;
-    if (cudaGetDevice(&prev) != cudaSuccess) prev = -1;
-    cudaSetDevice(c->device);
-    if (c->one) cudaFree(c->one);
-    if (c->ready) cudaEventDestroy(c->ready);
-    if (c->stream) cudaStreamDestroy(c->stream);
-    if (prev >= 0) cudaSetDevice(prev);
-    free(c->broken);
-    pthread_mutex_destroy(&c->mu);
-    free(c);
-}
-
-/* ------------------------------------------------------------------------ errors ---- */
-/* NCCL's own detail for the last failure (may be empty). */
-static const char *last_detail(const ddpl_nccl *c)
-{
-    const char *d = c && c->comm ? CUDA_DL(CUDA_LIB_NCCL, ncclGetLastError)(c->comm)
-                                 : CUDA_DL(CUDA_LIB_NCCL, ncclGetLastError)(NULL);
-    return d ? d : "";
-}
-
-/* "<fname>: NCCL <what> failed on rank R of N (cuda:D): <string> (<detail>)" */
-static int nccl_fail(const ddpl_nccl *c, ncclResult_t r, const char *fname, const char *what)
-{
-    const char *d = last_detail(c);
-    const char *hint = "";
-    if (r == ncclInvalidUsage && c && c->size > 1)
-        hint = " (did every rank call ddpl.cuda.set_device(LOCAL_RANK) before "
-               "init_process_group? two ranks may not share a GPU)";
-    return ddpl_error("%s: NCCL %s failed on rank %d of %d (cuda:%d): %s%s%s%s%s", fname, what,
-                      c ? c->rank : -1, c ? c->size : 0, c ? c->device : -1,
-                      CUDA_DL(CUDA_LIB_NCCL, ncclGetErrorString)(r), d[0] ? " (" : "", d,
-                      d[0] ? ")" : "", hint);
-}
-
-static int cuda_fail(const ddpl_nccl *c, cudaError_t e, const char *fname, const char *what)
-{
-    cudaGetLastError(); /* clear a non-sticky error */
-    return ddpl_error("%s: %s failed on rank %d of %d (cuda:%d): %s (%s)", fname, what,
-                      c ? c->rank : -1, c ? c->size : 0, c ? c->device : -1, cudaGetErrorName(e),
-                      cudaGetErrorString(e));
-}
-
-/* Records the current error as c's first failure and aborts the communicator, so kernels stuck
- * on a peer stop and later operations fail at once. Called with c->mu held. */
-static void break_locked(ddpl_nccl *c)
-{
-    if (!c->broken) c->broken = xstrdup(ddpl_last_error());
-    if (c->comm) {
-        CUDA_DL(CUDA_LIB_NCCL, ncclCommAbort)(c->comm);
-        c->comm = NULL;
-    }
-}
-
-static void break_comm(ddpl_nccl *c)
-{
-    pthread_mutex_lock(&c->mu);
-    break_locked(c);
-    pthread_mutex_unlock(&c->mu);
-}
-
-/* 0 while c is healthy; -1 with the error for fname when it failed before or has an
- * asynchronous error now (a peer died, a network failure), which then breaks it. */
-static int check_health(ddpl_nccl *c, const char *fname)
-{
-    pthread_mutex_lock(&c->mu);
-    int rc = 0;
-    if (c->broken) {
-        rc = ddpl_error("%s: the process group is unusable after an earlier failure (%s)", fname,
-                        c->broken);
-    } else if (!c->comm) {
-        rc = ddpl_error("%s: the process group was destroyed", fname);
-    } else {
-        ncclResult_t ar = ncclSuccess;
-        ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclCommGetAsyncError)(c->comm, &ar);
-        if (r == ncclSuccess && ar != ncclSuccess && ar != ncclInProgress) {
-            const char *d = last_detail(c);
-            rc = ddpl_error("%s: NCCL asynchronous error on rank %d of %d (cuda:%d): %s%s%s%s",
-                            fname, c->rank, c->size, c->device,
-                            CUDA_DL(CUDA_LIB_NCCL, ncclGetErrorString)(ar), d[0] ? " (" : "", d,
-                            d[0] ? ")" : "");
-            break_locked(c);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    return rc;
-}
-
-/* -------------------------------------------------------------------- availability ---- */
-static int nccl_available(const char *fname)
-{
-    if (!ddpl_cuda_is_available())
-        return ddpl_error("%s: backend 'nccl' needs a CUDA device, but CUDA is not available "
-                          "here (no GPU or driver was found); use backend='gloo' for CPU tensors",
-                          fname);
-    return 0;
-}
-
-/* Makes c's device current; *prev receives the one to restore (CUDA's own current device: the
- * engine's allocator may have changed it). */
-static int enter(const ddpl_nccl *c, int *prev, const char *fname)
-{
-    cudaError_t e = cudaGetDevice(prev);
-    if (e != cudaSuccess) return cuda_fail(c, e, fname, "cudaGetDevice");
-    e = cudaSetDevice(c->device);
-    return e == cudaSuccess ? 0 : cuda_fail(c, e, fname, "cudaSetDevice");
-}
-
-static void leave(int prev)
-{
-    cudaSetDevice(prev);
-}
-
-/* Polls until `done` holds (1), fails (-1, error set) or timeout_s passes (0). Sleeps 50 us
- * growing to 2 ms between polls: a barrier is latency-bound, a stuck peer is not. */
-static int poll_until(int (*done)(void *), void *arg, double timeout_s)
-{
-    struct timespec t0, now, nap = {0, 50000};
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        int d = done(arg);
-        if (d != 0) return d;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        double el = (double)(now.tv_sec - t0.tv_sec) + 1e-9 * (double)(now.tv_nsec - t0.tv_nsec);
-        if (el > timeout_s) return 0;
-        nanosleep(&nap, NULL);
-        if (nap.tv_nsec < 2000000) nap.tv_nsec *= 2;
-    }
-}
-
-typedef struct stream_poll {
-    ddpl_nccl *c;
-    cudaStream_t s;
-    cudaEvent_t ev; /* poll this event instead when set */
-    const char *fname;
-} stream_poll;
-
-static int stream_done(void *arg)
-{
-    stream_poll *p = arg;
-    cudaError_t e = p->ev ? cudaEventQuery(p->ev) : cudaStreamQuery(p->s);
-    if (e == cudaSuccess) return 1;
-    if (e != cudaErrorNotReady) {
-        cuda_fail(p->c, e, p->fname, p->ev ? "cudaEventQuery" : "cudaStreamQuery");
-        return -1;
-    }
-    return check_health(p->c, p->fname) < 0 ? -1 : 0;
-}
-
-/* 1 once the communicator's state has left ncclInProgress with success, 0 while in progress,
- * -1 (error set for what) when the call that returned ncclInProgress failed. */
-typedef struct settle_poll {
-    ddpl_nccl *c;
-    const char *fname, *what;
-} settle_poll;
-
-static int comm_settled(void *arg)
-{
-    settle_poll *p = arg;
-    ncclResult_t state = ncclInProgress;
-    ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclCommGetAsyncError)(p->c->comm, &state);
-    if (r != ncclSuccess) return nccl_fail(p->c, r, p->fname, "ncclCommGetAsyncError");
-    if (state == ncclInProgress) return 0;
-    return state == ncclSuccess ? 1 : nccl_fail(p->c, state, p->fname, p->what);
-}
-
-/* Waits, bounded by the group's timeout, until the NCCL call `what` that returned ncclInProgress
- * has finished. 0, or -1 with the error set and the communicator broken (aborted): a peer that
- * never joins the init, or a call that cannot complete, leaves the ranks out of step. */
-static int settle(ddpl_nccl *c, const char *fname, const char *what)
-{
-    settle_poll p = {c, fname, what};
-    int d = poll_until(comm_settled, &p, c->timeout_s);
-    if (d == 1) return 0;
-    if (d == 0)
-        ddpl_error("%s: NCCL %s did not complete within %g s on rank %d of %d (cuda:%d): a peer "
-                   "did not join or is stuck (the group's timeout bounds it)",
-                   fname, what, c->timeout_s, c->rank, c->size, c->device);
-    break_comm(c);
-    return -1;
-}
-
-/* ----------------------------------------------------------------- communicator ---- */
-/* The id is rank 0's: it publishes it, the others wait for it (bounded by the timeout). */
-static int exchange_id(ddpl_store *st, const char *prefix, int rank, double timeout_s,
-                       ncclUniqueId *id)
-{
-    char key[256];
-    snprintf(key, sizeof key, "%snccl/id", prefix);
-    if (rank == 0) {
-        ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclGetUniqueId)(id);
-        if (r != ncclSuccess) return nccl_fail(NULL, r, "init_process_group", "ncclGetUniqueId");
-        if (ddpl_store_set(st, key, id, sizeof *id) < 0) return -1;
-        return 0;
-    }
-    const char *keys[1] = {key};
-    if (ddpl_store_wait(st, 1, keys, timeout_s) < 0) {
-        char e[512];
-        snprintf(e, sizeof e, "%s", ddpl_last_error());
-        return ddpl_error("init_process_group: rank %d did not get rank 0's NCCL id within %g s: "
-                          "%s",
-                          rank, timeout_s, e);
-    }
-    void *v = NULL;
-    size_t n = 0;
-    if (ddpl_store_get(st, key, &v, &n) < 0) return -1;
-    int rc = 0;
-    if (n != sizeof *id)
-        rc = ddpl_error("init_process_group: rank 0's NCCL id has %zu bytes, expected %zu "
-                        "(ranks built with different NCCL versions?)",
-                        n, sizeof *id);
-    else
-        memcpy(id, v, sizeof *id);
-    free(v);
-    return rc;
-}
-
-static int comm_barrier_sync(ddpl_nccl *c, const char *fname);
-static void comm_free(ddpl_nccl *c);
-
-/* Creates the communicator of a group (rank, size) through the store; blocks until every rank
- * joined NCCL's bootstrap. NULL with the error set on failure. */
-static ddpl_nccl *comm_connect(ddpl_store *st, const char *prefix, int rank, int size,
-                               double timeout_s)
-{
-    const char *f = "init_process_group";
-    if (cuda_lib_load(CUDA_LIB_NCCL) < 0) return NULL;
-    int dev = ddpl_cuda_current_device();
-    if (dev < 0) return NULL;
-    ncclUniqueId id;
-    if (exchange_id(st, prefix, rank, timeout_s, &id) < 0) return NULL;
-
-    ddpl_nccl *c = ddpl_xcalloc(1, sizeof *c);
-    atomic_init(&c->refcount, 1);
-    c->device = dev;
-    c->rank = rank;
-    c->size = size;
-    c->timeout_s = timeout_s;
-    pthread_mutex_init(&c->mu, NULL);
-    int prev;
-    if (enter(c, &prev, f) < 0) {
-        comm_release(c);
-        return NULL;
-    }
-    cudaError_t e;
-    ncclResult_t r;
-    int rc = 0;
-    if ((e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking)) != cudaSuccess)
-        rc = cuda_fail(c, e, f, "creating the communication stream");
-    else if ((e = cudaEventCreateWithFlags(&c->ready, cudaEventDisableTiming)) != cudaSuccess)
-        rc = cuda_fail(c, e, f, "creating an event");
-    else if ((e = cudaMalloc((void **)&c->one, sizeof(float))) != cudaSuccess)
-        rc = cuda_fail(c, e, f, "allocating the barrier's scratch");
-    else {
-        ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-        config.blocking = 0; /* returns at once; settle() bounds the wait for the peers */
-        r = CUDA_DL(CUDA_LIB_NCCL, ncclCommInitRankConfig)(&c->comm, size, id, rank, &config);
-        if (r == ncclInProgress) {
-            rc = settle(c, f, "ncclCommInitRank");
-        } else if (r != ncclSuccess) {
-            rc = nccl_fail(c, r, f, "ncclCommInitRank");
-            if (c->comm) CUDA_DL(CUDA_LIB_NCCL, ncclCommAbort)(c->comm);
-            c->comm = NULL;
-        }
-    }
-    leave(prev);
-    /* a first collective proves the communicator works on every rank before init returns */
-    if (rc == 0) rc = comm_barrier_sync(c, f);
-    if (rc < 0) {
-        comm_free(c);
-        return NULL;
-    }
-    return c;
-}
-
-/* Flushes the communicator's work and waits (bounded) until it is quiescent, so that the
- * destroy that follows frees it without blocking: 1 when it is, else 0 (abort it instead). */
-static int finalize(ddpl_nccl *c)
-{
-    ncclResult_t r = CUDA_DL(CUDA_LIB_NCCL, ncclCommFinalize)(c->comm);
-    if (r == ncclSuccess) return 1;
-    if (r != ncclInProgress) return 0;
-    settle_poll p = {c, "destroy_process_group", "ncclCommFinalize"};
-    return poll_until(comm_settled, &p, c->timeout_s) == 1;
-}
-
-/* Waits (bounded by the timeout) for queued operations, then destroys the communicator (aborts
- * it when they do not finish). Work handles stay valid. NULL is fine. */
-static void comm_free(ddpl_nccl *c)
-{
-    if (!c) return;
-    pthread_mutex_lock(&c->mu);
-    bool live = c->comm != NULL;
-    pthread_mutex_unlock(&c->mu);
-    if (live) {
-        /* let queued operations finish (bounded), then destroy; abort what is stuck */
-        int prev;
-        if (enter(c, &prev, "destroy_process_group") == 0) {
-            char saved[1024];
-            snprintf(saved, sizeof saved, "%s", ddpl_last_error());
-            stream_poll p = {c, c->stream, NULL, "destroy_process_group"};
-            int d = poll_until(stream_done, &p, c->timeout_s);
-            if (d == 1 && c->comm) d = finalize(c);
-            pthread_mutex_lock(&c->mu);
-            if (c->comm) {
-                if (d == 1) {
-                    CUDA_DL(CUDA_LIB_NCCL, ncclCommDestroy)(c->comm);
-                } else {
-                    CUDA_DL(CUDA_LIB_NCCL, ncclCommAbort)(c->comm);
-                    if (!c->broken)
-                        c->broken = xstrdup("the group was destroyed while operations were "
-                                            "still pending");
-                }
-                c->comm = NULL;
-            }
-            pthread_mutex_unlock(&c->mu);
-            ddpl_error("%s", saved); /* freeing leaves the caller's error as it was */
-            leave(prev);
-        }
-    }
-    comm_release(c);
-}
+#include "dist/nccl_comm.h"
 
 /* --------------------------------------------------------------------- arguments ---- */
 static bool nccl_dtype(ddpl_dtype dt, ncclDataType_t *out)
@@ -488,8 +119,8 @@ static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
     bool entered = false;
     cudaEvent_t done = NULL;
     cudaError_t e;
-    if (check_health(c, f) < 0) goto fail;
-    if (enter(c, &prev, f) < 0) goto fail;
+    if (nccl_comm_check_health(c, f) < 0) goto fail;
+    if (nccl_comm_enter(c, &prev, f) < 0) goto fail;
     entered = true;
     cudaStream_t compute = (cudaStream_t)cuda_stream_for(c->device);
     if (!compute) {
@@ -499,28 +130,28 @@ static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
     /* inputs written by kernels queued so far on the compute stream are ready first */
     if ((e = cudaEventRecord(c->ready, compute)) != cudaSuccess ||
         (e = cudaStreamWaitEvent(c->stream, c->ready, 0)) != cudaSuccess) {
-        cuda_fail(c, e, f, "ordering the communication stream after the compute stream");
+        nccl_comm_cuda_fail(c, e, f, "ordering the communication stream after the compute stream");
         goto fail;
     }
     if (!empty) {
         ncclResult_t r = fn(w, c, c->stream);
         if (r != ncclSuccess && r != ncclInProgress) {
-            nccl_fail(c, r, f, "enqueueing");
-            break_comm(c); /* the ranks are out of step now */
+            nccl_comm_fail(c, r, f, "enqueueing");
+            nccl_comm_break(c); /* the ranks are out of step now */
             goto fail;
         }
         /* the operation is on the stream only once the call has finished */
-        if (r == ncclInProgress && settle(c, f, "enqueueing") < 0) goto fail;
+        if (r == ncclInProgress && nccl_comm_settle(c, f, "enqueueing") < 0) goto fail;
     }
     if ((e = cudaEventCreateWithFlags(&done, cudaEventDisableTiming)) != cudaSuccess ||
         (e = cudaEventRecord(done, c->stream)) != cudaSuccess) {
-        cuda_fail(c, e, f, "recording the completion event");
+        nccl_comm_cuda_fail(c, e, f, "recording the completion event");
         if (done) cudaEventDestroy(done);
-        break_comm(c);
+        nccl_comm_break(c);
         goto fail;
     }
-    leave(prev);
-    w->comm = comm_retain(c);
+    nccl_comm_leave(prev);
+    w->comm = nccl_comm_retain(c);
     w->done_event = done;
     w->pg = NULL; /* the work only needs the communicator from now on */
     /* outputs change now as far as autograd's version checks go (the write is queued) */
@@ -531,7 +162,7 @@ static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
     }
     return w;
 fail:
-    if (entered) leave(prev);
+    if (entered) nccl_comm_leave(prev);
     {
         char msg[1024];
         snprintf(msg, sizeof msg, "%s", ddpl_last_error());
@@ -677,12 +308,10 @@ static ddpl_work *nccl_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
     return issue(pg, w, enq_recv, w->nbytes == 0);
 }
 
-/* a one-element allreduce of the communicator's scratch float (its value does not matter) */
 static ncclResult_t enq_barrier(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 {
     DDPL_UNUSED(w);
-    return CUDA_DL(CUDA_LIB_NCCL, ncclAllReduce)(c->one, c->one, 1, ncclFloat32, ncclSum, c->comm,
-                                                 s);
+    return nccl_comm_enqueue_barrier(c, s);
 }
 
 static ddpl_work *nccl_barrier(ddpl_pg *pg)
@@ -830,33 +459,6 @@ static ddpl_work *nccl_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tenso
     return issue(pg, w, enq_plan, false);
 }
 
-/* The barrier of init (before any group exists): enqueue on the communication stream, then
- * block until it completes, bounded by the timeout (a rank that is gone aborts it). */
-static int comm_barrier_sync(ddpl_nccl *c, const char *fname)
-{
-    int prev;
-    if (enter(c, &prev, fname) < 0) return -1;
-    int rc = 0;
-    ncclResult_t r = enq_barrier(NULL, c, c->stream);
-    if (r == ncclInProgress)
-        rc = settle(c, fname, "the first allreduce");
-    else if (r != ncclSuccess)
-        rc = nccl_fail(c, r, fname, "the first allreduce");
-    if (rc == 0) {
-        stream_poll p = {c, c->stream, NULL, fname};
-        int d = poll_until(stream_done, &p, c->timeout_s);
-        if (d == 0) {
-            rc = ddpl_error("%s: the first NCCL allreduce did not complete within %g s on rank "
-                            "%d of %d (cuda:%d)",
-                            fname, c->timeout_s, c->rank, c->size, c->device);
-            break_comm(c);
-        } else if (d < 0)
-            rc = -1;
-    }
-    leave(prev);
-    return rc;
-}
-
 /* -------------------------------------------------------------------- work handles ---- */
 /* Makes the compute stream of w's device wait for w's done event; the tensors may then go, as
  * any later use of their memory on the compute stream is ordered after the operation. */
@@ -865,12 +467,12 @@ static int order_compute(ddpl_work *w)
     ddpl_nccl *c = w->comm;
     if (w->ordered) return 0;
     int prev;
-    if (enter(c, &prev, w->name) < 0) return -1;
+    if (nccl_comm_enter(c, &prev, w->name) < 0) return -1;
     cudaStream_t compute = (cudaStream_t)cuda_stream_for(c->device);
     cudaError_t e = compute ? cudaStreamWaitEvent(compute, (cudaEvent_t)w->done_event, 0)
                             : cudaErrorInvalidResourceHandle;
-    leave(prev);
-    if (e != cudaSuccess) return cuda_fail(c, e, w->name, "ordering the compute stream");
+    nccl_comm_leave(prev);
+    if (e != cudaSuccess) return nccl_comm_cuda_fail(c, e, w->name, "ordering the compute stream");
     w->ordered = true;
     return 0;
 }
@@ -913,13 +515,12 @@ static int nccl_work_wait(ddpl_work *w, double timeout_s)
         return 0;
     }
     if (timeout_s < 0) timeout_s = w->timeout_s;
-    stream_poll p = {c, NULL, (cudaEvent_t)w->done_event, w->name};
-    int d = poll_until(stream_done, &p, timeout_s);
+    int d = nccl_comm_poll_stream(c, NULL, (cudaEvent_t)w->done_event, w->name, timeout_s);
     if (d == 0) {
         ddpl_error("%s: timed out after %g s on rank %d of %d (cuda:%d): a rank did not take "
                    "part (the group is aborted)",
                    w->name, timeout_s, c->rank, c->size, c->device);
-        break_comm(c);
+        nccl_comm_break(c);
         return fail_work(w);
     }
     if (d < 0) return fail_work(w);
@@ -934,9 +535,9 @@ static void nccl_work_poll(ddpl_work *w)
     if (e == cudaSuccess) {
         pg_work_finish(w, NULL);
     } else if (e != cudaErrorNotReady) {
-        cuda_fail(w->comm, e, w->name, "cudaEventQuery");
+        nccl_comm_cuda_fail(w->comm, e, w->name, "cudaEventQuery");
         fail_work(w);
-    } else if (check_health(w->comm, w->name) < 0) {
+    } else if (nccl_comm_check_health(w->comm, w->name) < 0) {
         fail_work(w);
     }
 }
@@ -951,22 +552,31 @@ static void nccl_work_release(ddpl_work *w)
     if (!work_done(w, NULL) && w->nslots > 0) (void)order_compute(w);
     if (w->done_event) cudaEventDestroy((cudaEvent_t)w->done_event); /* freed once it completes */
     w->done_event = NULL;
-    comm_release(w->comm);
+    nccl_comm_release(w->comm);
     w->comm = NULL;
     ddpl_error("%s", saved); /* a release leaves the caller's error as it was */
 }
 
 /* ------------------------------------------------------------------------- the group ---- */
+static int nccl_available(const char *fname)
+{
+    if (!ddpl_cuda_is_available())
+        return ddpl_error("%s: backend 'nccl' needs a CUDA device, but CUDA is not available "
+                          "here (no GPU or driver was found); use backend='gloo' for CPU tensors",
+                          fname);
+    return 0;
+}
+
 static int nccl_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
 {
     DDPL_UNUSED(bind_host); /* NCCL's bootstrap picks its own interface */
-    pg->comm = comm_connect(pg->store, prefix, pg->rank, pg->size, pg->timeout_s);
+    pg->comm = nccl_comm_connect(pg->store, prefix, pg->rank, pg->size, pg->timeout_s);
     return pg->comm ? 0 : -1;
 }
 
 static void nccl_free(ddpl_pg *pg)
 {
-    comm_free(pg->comm);
+    nccl_comm_free(pg->comm);
     pg->comm = NULL;
 }
 

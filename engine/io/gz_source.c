@@ -15,14 +15,17 @@
 
 #include "io/gz_source.h"
 
-/* Compressed input read per refill: 1 MiB, as the gzbuffer this replaces, or the file's size
- * when smaller (a fuzzer's inputs are bytes long). Keep it at 1 MiB: a block this large is
- * mmap'd by glibc, and freeing it raises glibc's dynamic mmap threshold, so the training that
- * follows gets its ~1 MB gradient and activation buffers from the heap instead of a fresh
- * mmap, and page faults, per allocation. With 64 KiB blocks bench/train's mlp fell from ~61k
- * to ~46k samples/s (1 thread, idle machine). An accident to replace with the host caching
- * allocator of issue 17, not a design. */
-#define IN_BYTES ((size_t)1 << 20)
+/* Compressed input read per refill: 64 KiB, or the file's size when smaller (a fuzzer's inputs
+ * are bytes long). Until session 25 this was 1 MiB, a stopgap: a block that large is mmap'd by
+ * glibc, and freeing it raised glibc's dynamic mmap threshold, which kept the training that
+ * followed from paying a fresh mmap and its page faults for each ~1 MB buffer (64 KiB blocks
+ * then cost bench/train's mlp a quarter of its speed). The host caching allocator
+ * (core/host_cache.c) now serves those buffers whatever the threshold is. Measured on a shared
+ * 2-core machine (load 6), alternating fresh processes: three read_idx of Fashion-MNIST's
+ * training images took a median 0.745 s of CPU with 64 KiB blocks against 0.758 s with 1 MiB
+ * (9 runs each), and bench/train's mlp worker afterwards had 0.04 minor page faults per step
+ * with either (3 runs each). */
+#define IN_BYTES ((size_t)64 << 10)
 
 struct gz_source {
     FILE *f;

@@ -1,6 +1,7 @@
 /* lua/bind_args.c: argument checking and conversion for the bindings.
  * defines: lb_error, lb_error_in, lb_argerror, lb_opterror, lb_check_operand, lb_operand,
- *          lb_parse_args, lb_arg, lb_check_opts, lb_int, lb_num, lb_bool, lb_pair, lb_dim,
+ *          lb_parse_args, lb_arg, lb_check_opts, lb_int, lb_num, lb_check_value_fits,
+ *          lb_check_number_fits, lb_bool, lb_pair, lb_dim,
  *          lb_sizes, lb_sizes_table, lb_dtype, lb_device, lb_tensor_list, lb_parse_create_opts,
  *          lb_apply_requires_grad.
  *
@@ -11,6 +12,7 @@
 #include <string.h>
 
 #include "binding.h"
+#include "core/core.h"
 
 int lb_error(lua_State *L)
 {
@@ -139,6 +141,25 @@ double lb_num(lua_State *L, int idx, const char *fname, const char *name, double
     if (!idx) return dflt;
     if (lua_type(L, idx) != LUA_TNUMBER) lb_opterror(L, idx, fname, name, "a number");
     return lua_tonumber(L, idx);
+}
+
+void lb_check_number_fits(lua_State *L, const char *fname, bool is_int, int64_t i, double d,
+                          ddpl_dtype dt)
+{
+    if (!ddpl_value_overflows(dt, is_int, i, d)) return;
+    if (is_int)
+        luaL_error(L, "%s: value %I cannot be converted to dtype %s without overflow", fname,
+                   (lua_Integer)i, ddpl_dtype_name(dt));
+    luaL_error(L, "%s: value %f cannot be converted to dtype %s without overflow", fname,
+               (lua_Number)d, ddpl_dtype_name(dt));
+}
+
+void lb_check_value_fits(lua_State *L, int idx, const char *fname, ddpl_dtype dt)
+{
+    if (lua_type(L, idx) != LUA_TNUMBER) return;
+    bool is_int = lua_isinteger(L, idx);
+    lb_check_number_fits(L, fname, is_int, is_int ? (int64_t)lua_tointeger(L, idx) : 0,
+                         lua_tonumber(L, idx), dt);
 }
 
 bool lb_bool(lua_State *L, int idx, const char *fname, const char *name, bool dflt)

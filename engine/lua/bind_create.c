@@ -19,6 +19,7 @@ typedef struct nested {
     int ndim;
     int64_t sizes[DDPL_MAX_DIMS];
     int kind;
+    ddpl_dtype target; /* the tensor's dtype: fill() refuses numbers it cannot hold */
 } nested;
 
 /* The shape is read along the first elements; check() then verifies every table against it. */
@@ -81,6 +82,7 @@ static void check(lua_State *L, int idx, int d, nested *n)
 static void fill(lua_State *L, int idx, int d, const nested *n, char **p)
 {
     if (d == n->ndim) {
+        lb_check_value_fits(L, idx, "tensor", n->target);
         if (n->kind == KIND_FLOAT) {
             *(double *)*p = lua_tonumber(L, idx); /* booleans read as 0 here */
             if (lua_type(L, idx) == LUA_TBOOLEAN) *(double *)*p = lua_toboolean(L, idx);
@@ -135,7 +137,7 @@ static int f_tensor(lua_State *L)
     int t1 = lua_type(L, 1);
     if (t1 != LUA_TTABLE && t1 != LUA_TNUMBER && t1 != LUA_TBOOLEAN)
         return lb_argerror(L, 1, "tensor", "a number, boolean or nested table");
-    nested n = {0, {0}, KIND_BOOL};
+    nested n = {0, {0}, KIND_BOOL, DDPL_BOOL};
     probe_shape(L, 1, &n);
     if (n.ndim && n.sizes[n.ndim - 1] == 0) n.kind = KIND_FLOAT; /* empty: default float */
     check(L, 1, 0, &n);
@@ -148,6 +150,7 @@ static int f_tensor(lua_State *L)
     ddpl_dtype staged = kind_dtype(n.kind);
     char *buf = lua_newuserdatauv(L, (size_t)(numel ? numel : 1) * ddpl_dtype_size(staged), 0);
     char *p = buf;
+    n.target = o.dtype;
     fill(L, 1, 0, &n, &p);
     lb_box *box = lb_newbox(L);
     ddpl_tensor *host = ddpl_from_data(n.ndim, n.sizes, staged, buf, ddpl_cpu());
@@ -212,16 +215,6 @@ static double value_number(lua_State *L, int idx, const char *fname)
 }
 
 /* ddpl.full(size, value [, opts]) */
-/* PyTorch refuses a fill value an integer dtype cannot hold (bool takes any: nonzero is true). */
-static void check_fill_fits(lua_State *L, const char *fname, double v, ddpl_dtype dt)
-{
-    int64_t lo, hi;
-    if (dt != DDPL_BOOL && ddpl_dtype_int_range(dt, &lo, &hi) &&
-        !(v >= (double)lo && v <= (double)hi && v == v))
-        luaL_error(L, "%s: value %s cannot be converted to dtype %s without overflow", fname,
-                   lua_tostring(L, 2), ddpl_dtype_name(dt));
-}
-
 static int f_full(lua_State *L)
 {
     lb_args a = lb_parse_args(L);
@@ -230,7 +223,7 @@ static int f_full(lua_State *L)
     int nd = lb_sizes_table(L, 1, "full", "size", sizes);
     double v = value_number(L, 2, "full");
     lb_create_opts o = lb_parse_create_opts(L, a.opts, "full", value_dtype(L, 2));
-    check_fill_fits(L, "full", v, o.dtype);
+    lb_check_value_fits(L, 2, "full", o.dtype);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_full(nd, sizes, v, o.dtype, o.device);
     lb_finish_in(L, box, "full");
@@ -326,7 +319,7 @@ static int like(lua_State *L, const char *fname, factory_fn fn, bool has_value)
     lb_create_opts o = lb_parse_create_opts(L, a.opts, fname, ddpl_tensor_dtype(x));
     if (!a.opts || (lua_getfield(L, a.opts, "device"), lua_isnil(L, -1)))
         o.device = ddpl_tensor_device(x);
-    if (has_value) check_fill_fits(L, fname, v, o.dtype);
+    if (has_value) lb_check_value_fits(L, 2, fname, o.dtype);
     lb_box *box = lb_newbox(L);
     if (has_value)
         box->t = ddpl_full(ddpl_tensor_ndim(x), ddpl_tensor_sizes(x), v, o.dtype, o.device);

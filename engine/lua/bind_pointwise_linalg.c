@@ -185,8 +185,10 @@ static int m_gelu(lua_State *L)
 
 static const char *const clamp_opts[] = {"min", "max", NULL};
 
-/* Bounds of clamp/clamp_: positional (min, max) or {min=, max=}; nil leaves a side open. */
-static void clamp_bounds(lua_State *L, const char *fname, bool has[2], double v[2])
+/* Bounds of clamp/clamp_: positional (min, max) or {min=, max=}; nil leaves a side open. An
+ * integer bound must fit an integer x's dtype (PyTorch refuses int8 clamp(0, 300)); a float
+ * bound promotes the result to float instead. */
+static void clamp_bounds(lua_State *L, const char *fname, ddpl_dtype dt, bool has[2], double v[2])
 {
     lb_args a = lb_parse_args(L);
     lb_check_opts(L, a.opts, fname, clamp_opts);
@@ -195,6 +197,7 @@ static void clamp_bounds(lua_State *L, const char *fname, bool has[2], double v[
         int i = lb_arg(L, &a, 2 + k, names[k]);
         has[k] = i != 0;
         v[k] = lb_num(L, i, fname, names[k], 0.0);
+        if (i && lua_isinteger(L, i)) lb_check_value_fits(L, i, fname, dt);
     }
     if (!has[0] && !has[1]) luaL_error(L, "%s: at least one of min and max must be given", fname);
 }
@@ -204,22 +207,27 @@ static int m_clamp(lua_State *L)
     ddpl_tensor *x = lb_check(L, 1, "clamp");
     bool has[2];
     double v[2];
-    clamp_bounds(L, "clamp", has, v);
+    clamp_bounds(L, "clamp", ddpl_tensor_dtype(x), has, v);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_clamp(x, has[0], v[0], has[1], v[1]);
     return lb_finish_in(L, box, "clamp");
 }
 
-/* A fill value: a number, a boolean, or a one-element tensor. */
-static double fill_value(lua_State *L, int idx, const char *fname)
+/* A fill value for a tensor of dtype dt: a number, a boolean, or a one-element tensor; one
+ * that dt cannot hold is refused, as PyTorch does (fill_(300) on int8). */
+static double fill_value(lua_State *L, int idx, const char *fname, ddpl_dtype dt)
 {
-    if (lua_type(L, idx) == LUA_TNUMBER) return lua_tonumber(L, idx);
+    if (lua_type(L, idx) == LUA_TNUMBER) {
+        lb_check_value_fits(L, idx, fname, dt);
+        return lua_tonumber(L, idx);
+    }
     if (lua_type(L, idx) == LUA_TBOOLEAN) return lua_toboolean(L, idx);
     lb_box *b = lb_testbox(L, idx);
     if (!b) lb_argerror(L, idx, fname, "a number");
     if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
     double v;
     if (ddpl_tensor_item(b->t, &v) < 0) lb_error_in(L, fname);
+    lb_check_number_fits(L, fname, false, 0, v, dt);
     return v;
 }
 
@@ -227,10 +235,19 @@ static int m_masked_fill(lua_State *L)
 {
     ddpl_tensor *x = lb_check(L, 1, "masked_fill");
     ddpl_tensor *mask = lb_check(L, 2, "masked_fill");
-    double v = fill_value(L, 3, "masked_fill");
+    double v = fill_value(L, 3, "masked_fill", ddpl_tensor_dtype(x));
     lb_box *box = lb_newbox(L);
     box->t = ddpl_masked_fill(x, mask, v);
     return lb_finish_in(L, box, "masked_fill");
+}
+
+/* An integer number beside an integer tensor in where keeps the tensor's dtype, so it must fit
+ * it (PyTorch refuses where(c, int8_x, 300)); a float number promotes to float instead. */
+static void where_number_fits(lua_State *L, int num, int other)
+{
+    lb_box *b = lb_testbox(L, other);
+    if (lua_isinteger(L, num) && b && b->t)
+        lb_check_value_fits(L, num, "where", ddpl_tensor_dtype(b->t));
 }
 
 /* where(cond, x, y) with x and y tensors or numbers. */
@@ -239,6 +256,8 @@ static int where3(lua_State *L, int ci, int xi, int yi)
     ddpl_tensor *cond = lb_check(L, ci, "where");
     lb_check_operand(L, xi, "where");
     lb_check_operand(L, yi, "where");
+    where_number_fits(L, xi, yi);
+    where_number_fits(L, yi, xi);
     lb_box *box = lb_newbox(L);
     bool own_x, own_y = false;
     ddpl_tensor *x = lb_operand(L, xi, &own_x);
@@ -314,7 +333,7 @@ static int m_zero_(lua_State *L)
 static int m_fill_(lua_State *L)
 {
     ddpl_tensor *x = lb_check(L, 1, "fill_");
-    return done_inplace(L, ddpl_fill_(x, fill_value(L, 2, "fill_")), "fill_");
+    return done_inplace(L, ddpl_fill_(x, fill_value(L, 2, "fill_", ddpl_tensor_dtype(x))), "fill_");
 }
 
 static int m_copy_(lua_State *L)
@@ -366,7 +385,7 @@ static int m_clamp_(lua_State *L)
     ddpl_tensor *x = lb_check(L, 1, "clamp_");
     bool has[2];
     double v[2];
-    clamp_bounds(L, "clamp_", has, v);
+    clamp_bounds(L, "clamp_", ddpl_tensor_dtype(x), has, v);
     return done_inplace(L, ddpl_clamp_(x, has[0], v[0], has[1], v[1]), "clamp_");
 }
 

@@ -265,6 +265,7 @@ static int t_index(lua_State *L)
 static int set_row(lua_State *L, ddpl_tensor *t, lua_Integer i)
 {
     lb_check_operand(L, 3, "setindex");
+    lb_check_value_fits(L, 3, "setindex", ddpl_tensor_dtype(t));
     ddpl_tensor *row = ddpl_select(t, 0, (int64_t)i);
     if (!row) lb_error_in(L, "setindex");
     int rc;

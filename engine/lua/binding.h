@@ -85,6 +85,12 @@ LB_HIDDEN void lb_check_opts(lua_State *L, int opts, const char *fname, const ch
 /* Typed getters of a parameter at stack index idx (0 = absent: the default is returned). */
 LB_HIDDEN int64_t lb_int(lua_State *L, int idx, const char *fname, const char *name, int64_t dflt);
 LB_HIDDEN double lb_num(lua_State *L, int idx, const char *fname, const char *name, double dflt);
+/* Refuse a number that dtype dt cannot hold, as PyTorch does (ddpl_value_overflows):
+ * "<fname>: value 300 cannot be converted to dtype int8 without overflow". lb_check_value_fits
+ * reads the Lua number at idx (anything else passes); lb_check_number_fits takes the value. */
+LB_HIDDEN void lb_check_value_fits(lua_State *L, int idx, const char *fname, ddpl_dtype dt);
+LB_HIDDEN void lb_check_number_fits(lua_State *L, const char *fname, bool is_int, int64_t i,
+                                    double d, ddpl_dtype dt);
 LB_HIDDEN bool lb_bool(lua_State *L, int idx, const char *fname, const char *name, bool dflt);
 /* An int or an {h, w} pair. */
 LB_HIDDEN void lb_pair(lua_State *L, int idx, const char *fname, const char *name, int dflt,

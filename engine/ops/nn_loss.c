@@ -121,19 +121,65 @@ static int nll_shapes(const char *op, const ddpl_tensor *logp, const ddpl_tensor
     return 0;
 }
 
+/* The target of both losses: int64 class indices on the input's device. */
+static int check_target(const char *op, const ddpl_tensor *x, const ddpl_tensor *target)
+{
+    if (target->dtype != DDPL_INT64)
+        return ddpl_error("%s: target must be an int64 tensor of class indices, got %s", op,
+                          ddpl_dtype_name((ddpl_dtype)target->dtype)),
+               -1;
+    return ddpl_check_same_device(op, x, target);
+}
+
+/* The outputs both losses write, of x's dtype on x's device: loss (the target's shape for
+ * reduction 'none', else 0-dim) and total_weight (0-dim). Both NULL when one fails. */
+static void loss_outputs(const ddpl_tensor *x, const ddpl_tensor *target, bool none,
+                         ddpl_tensor **loss, ddpl_tensor **total)
+{
+    ddpl_dtype dt = (ddpl_dtype)x->dtype;
+    *loss = ddpl_tensor_new(none ? target->ndim : 0, target->sizes, dt, x->device);
+    *total = *loss ? ddpl_tensor_new(0, NULL, dt, x->device) : NULL;
+    if (!*total) {
+        ddpl_tensor_release(*loss);
+        *loss = NULL;
+    }
+}
+
+/* Records a loss's backward node over input x (when x needs a gradient): target, weight and
+ * total_weight in slots 0 to 2, where nll_loss_grad_* read them, then the n_extra tensors of
+ * extra (the fused kernel's logits and row statistics). */
+static void record_loss(const char *name, ddpl_backward_fn fn, ddpl_tensor *x, ddpl_tensor *loss,
+                        ddpl_tensor *t2, ddpl_tensor *wc, ddpl_tensor *total, nll_ctx ctx,
+                        int n_extra, ddpl_tensor *const *extra)
+{
+    if (!ddpl_grad_needed(1, &x)) return;
+    ddpl_node *n = ddpl_node_new(name, fn, 1, &x);
+    ddpl_node_save(n, t2);
+    ddpl_node_save(n, wc);
+    ddpl_node_save(n, total);
+    for (int i = 0; i < n_extra; i++) ddpl_node_save(n, extra[i]);
+    *DDPL_NODE_CTX(n, nll_ctx) = ctx;
+    ddpl_set_history(loss, n);
+}
+
+/* The end of both losses: the n temporaries of tmp are released, and on failure (rc < 0) the
+ * loss too; returns the loss or NULL. */
+static ddpl_tensor *loss_finish(int rc, ddpl_tensor *loss, size_t n, ddpl_tensor *const *tmp)
+{
+    for (size_t i = 0; i < n; i++) ddpl_tensor_release(tmp[i]);
+    if (rc == 0) return loss;
+    ddpl_tensor_release(loss);
+    return NULL;
+}
+
 /* nll_loss that also returns total_weight (0-dim, new reference) for cross_entropy. */
 static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *target,
                              ddpl_tensor *weight, ddpl_reduction reduction, int64_t ignore_index,
                              ddpl_tensor **total_out)
 {
     int64_t N, C, S;
-    if (nn_check_float(op, "input", logp) < 0 || check_reduction(op, reduction) < 0) return NULL;
-    if (target->dtype != DDPL_INT64)
-        return ddpl_error("%s: target must be an int64 tensor of class indices, got %s", op,
-                          ddpl_dtype_name((ddpl_dtype)target->dtype)),
-               NULL;
-    if (ddpl_check_same_device(op, logp, target) < 0 ||
-        nll_shapes(op, logp, target, &N, &C, &S) < 0 ||
+    if (nn_check_float(op, "input", logp) < 0 || check_reduction(op, reduction) < 0 ||
+        check_target(op, logp, target) < 0 || nll_shapes(op, logp, target, &N, &C, &S) < 0 ||
         nn_check_param(op, "weight", weight, logp, C) < 0)
         return NULL;
     int64_t s3[3] = {N, C, S}, s2[2] = {N, S};
@@ -141,13 +187,9 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
     ddpl_tensor *tc = l3 ? nn_contiguous(target) : NULL, *t2 = tc ? nn_alias(tc, 2, s2) : NULL;
     ddpl_tensor *wc = t2 ? nn_contiguous(weight) : NULL;
     bool none = reduction == DDPL_REDUCTION_NONE;
+    ddpl_tensor *loss = NULL, *total = NULL;
     /* any of the contiguous copies may have failed (out of memory): nothing runs then */
-    ddpl_tensor *loss = l3 && t2 && (wc || !weight)
-                            ? ddpl_tensor_new(none ? target->ndim : 0, target->sizes,
-                                              (ddpl_dtype)logp->dtype, logp->device)
-                            : NULL;
-    ddpl_tensor *total =
-        loss ? ddpl_tensor_new(0, NULL, (ddpl_dtype)logp->dtype, logp->device) : NULL;
+    if (l3 && t2 && (wc || !weight)) loss_outputs(logp, target, none, &loss, &total);
     ddpl_nll_params p = {(int)reduction, ignore_index};
     ddpl_tensor *l_out = loss ? nn_alias(loss, none ? 2 : 0, s2) : NULL;
     ddpl_tensor *outs[2] = {l_out, total}, *ins[3] = {l3, t2, wc};
@@ -156,22 +198,12 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
         nn_rename_error("tensor", op);   /* a copy or an output could not be allocated */
         nn_rename_error("nll_loss", op); /* the kernel names nll_loss */
     }
-    if (rc == 0 && ddpl_grad_needed(1, &logp)) {
-        ddpl_node *n = ddpl_node_new("NllLossBackward", nll_loss_backward, 1, &logp);
-        ddpl_node_save(n, t2);
-        ddpl_node_save(n, wc);
-        ddpl_node_save(n, total);
-        *DDPL_NODE_CTX(n, nll_ctx) = (nll_ctx){p, C};
-        ddpl_set_history(loss, n);
-    }
+    if (rc == 0)
+        record_loss("NllLossBackward", nll_loss_backward, logp, loss, t2, wc, total,
+                    (nll_ctx){p, C}, 0, NULL);
     ddpl_tensor *tmp[] = {lc, l3, tc, t2, wc, l_out};
-    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
-    if (rc < 0) {
-        ddpl_tensor_release(loss);
-        ddpl_tensor_release(total);
-        return NULL;
-    }
-    if (total_out)
+    loss = loss_finish(rc, loss, sizeof tmp / sizeof *tmp, tmp);
+    if (loss && total_out)
         *total_out = total;
     else
         ddpl_tensor_release(total);
@@ -303,45 +335,26 @@ static ddpl_tensor *cross_entropy_fused(const char *op, ddpl_tensor *logits, ddp
                                         ddpl_tensor *weight, ddpl_reduction reduction,
                                         int64_t ignore_index, int64_t N, int64_t C)
 {
-    if (target->dtype != DDPL_INT64)
-        return ddpl_error("%s: target must be an int64 tensor of class indices, got %s", op,
-                          ddpl_dtype_name((ddpl_dtype)target->dtype)),
-               NULL;
-    if (ddpl_check_same_device(op, logits, target) < 0 ||
-        nn_check_param(op, "weight", weight, logits, C) < 0)
+    if (check_target(op, logits, target) < 0 || nn_check_param(op, "weight", weight, logits, C) < 0)
         return NULL;
     int64_t s2[2] = {N, C}, t2s[2] = {N, 1}, st[2] = {N, 2};
     bool none = reduction == DDPL_REDUCTION_NONE;
     ddpl_tensor *l2 = nn_alias(logits, 2, s2);
     ddpl_tensor *tc = l2 ? nn_contiguous(target) : NULL, *t2 = tc ? nn_alias(tc, 2, t2s) : NULL;
     ddpl_tensor *wc = t2 ? nn_contiguous(weight) : NULL;
-    ddpl_dtype dt = (ddpl_dtype)logits->dtype;
-    ddpl_tensor *loss = t2 && (wc || !weight) ? ddpl_tensor_new(none ? target->ndim : 0,
-                                                                target->sizes, dt, logits->device)
-                                              : NULL;
-    ddpl_tensor *total = loss ? ddpl_tensor_new(0, NULL, dt, logits->device) : NULL;
-    ddpl_tensor *stats = total ? ddpl_tensor_new(2, st, dt, logits->device) : NULL;
+    ddpl_tensor *loss = NULL, *total = NULL;
+    if (t2 && (wc || !weight)) loss_outputs(logits, target, none, &loss, &total);
+    ddpl_tensor *stats =
+        total ? ddpl_tensor_new(2, st, (ddpl_dtype)logits->dtype, logits->device) : NULL;
     ddpl_nll_params p = {(int)reduction, ignore_index};
     ddpl_tensor *outs[3] = {loss, total, stats}, *ins[3] = {l2, t2, wc};
     int rc = stats ? ddpl_run_kernel(DDPL_OP_CROSS_ENTROPY, logits->device, outs, ins, &p) : -1;
     if (rc < 0) nn_rename_error("tensor", op); /* a copy or an output could not be allocated */
-    if (rc == 0 && ddpl_grad_needed(1, &logits)) {
-        ddpl_node *n = ddpl_node_new("CrossEntropyBackward", cross_entropy_backward, 1, &logits);
-        ddpl_node_save(n, t2);
-        ddpl_node_save(n, wc);
-        ddpl_node_save(n, total);
-        ddpl_node_save(n, logits);
-        ddpl_node_save(n, stats);
-        *DDPL_NODE_CTX(n, nll_ctx) = (nll_ctx){p, C};
-        ddpl_set_history(loss, n);
-    }
+    if (rc == 0)
+        record_loss("CrossEntropyBackward", cross_entropy_backward, logits, loss, t2, wc, total,
+                    (nll_ctx){p, C}, 2, (ddpl_tensor *[]){logits, stats});
     ddpl_tensor *tmp[] = {l2, tc, t2, wc, total, stats};
-    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
-    if (rc < 0) {
-        ddpl_tensor_release(loss);
-        return NULL;
-    }
-    return loss;
+    return loss_finish(rc, loss, sizeof tmp / sizeof *tmp, tmp);
 }
 
 /* Under autocast 16-bit logits (and class weights) compute in float32: the loss is float32

@@ -96,6 +96,27 @@ typedef struct {
     bool reverse;
 } layer_ctx;
 
+/* The end of a layer's forward (gradient recording already restored): when an input of args
+ * needs a gradient, records the backward node with the n_saved tensors of saved in slots 0.. and
+ * the output out after them; then releases the n_tmp temporaries of tmp. Returns out, or NULL
+ * (out released) when rc reports a failure. */
+static ddpl_tensor *layer_finish(int rc, const char *name, ddpl_backward_fn fn, ddpl_tensor **args,
+                                 int n_saved, ddpl_tensor *const *saved, bool reverse,
+                                 ddpl_tensor *out, size_t n_tmp, ddpl_tensor *const *tmp)
+{
+    if (rc == 0 && ddpl_grad_needed(4, args)) {
+        ddpl_node *n = ddpl_node_new(name, fn, 4, args);
+        for (int i = 0; i < n_saved; i++) ddpl_node_save(n, saved[i]);
+        ddpl_node_save_output(n, out);
+        DDPL_NODE_CTX(n, layer_ctx)->reverse = reverse;
+        ddpl_set_history(out, n);
+    }
+    for (size_t i = 0; i < n_tmp; i++) ddpl_tensor_release(tmp[i]);
+    if (rc == 0) return out;
+    ddpl_tensor_release(out);
+    return NULL;
+}
+
 /* inputs 0 gates (T,B,4H), 1 w_hh, 2 h_0, 3 c_0; saved 0 act (T,B,4H), 1 w_hh, 2 h_0, 3 c_0
  * (all plain), 4 hc (2,T,B,H) */
 static int lstm_layer_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
@@ -178,24 +199,10 @@ ddpl_tensor *ddpl_lstm_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor 
         c_prev = c_t;
     }
     ddpl_set_grad_enabled(grad_mode);
-    ddpl_tensor *args[4] = {gates, w_hh, h0, c0};
-    if (rc == 0 && ddpl_grad_needed(4, args)) {
-        ddpl_node *n = ddpl_node_new("LstmBackward", lstm_layer_backward, 4, args);
-        ddpl_node_save(n, act);
-        ddpl_node_save(n, w);
-        ddpl_node_save(n, h);
-        ddpl_node_save(n, c);
-        ddpl_node_save_output(n, hc);
-        DDPL_NODE_CTX(n, layer_ctx)->reverse = reverse;
-        ddpl_set_history(hc, n);
-    }
     ddpl_tensor *tmp[] = {gx, w, h, c, wt, act, h_prev, c_prev};
-    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
-    if (rc != 0) {
-        ddpl_tensor_release(hc);
-        return NULL;
-    }
-    return hc;
+    return layer_finish(rc, "LstmBackward", lstm_layer_backward,
+                        (ddpl_tensor *[]){gates, w_hh, h0, c0}, 4, (ddpl_tensor *[]){act, w, h, c},
+                        reverse, hc, sizeof tmp / sizeof *tmp, tmp);
 }
 
 /* inputs 0 gates (T,B,3H), 1 w_hh, 2 b_hh?, 3 h_0; saved 0 act (T,B,4H), 1 w_hh, 2 h_0 (plain),
@@ -279,21 +286,8 @@ ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *
         h_prev = h_t;
     }
     ddpl_set_grad_enabled(grad_mode);
-    ddpl_tensor *args[4] = {gates, w_hh, b_hh, h0};
-    if (rc == 0 && ddpl_grad_needed(4, args)) {
-        ddpl_node *n = ddpl_node_new("GruBackward", gru_layer_backward, 4, args);
-        ddpl_node_save(n, act);
-        ddpl_node_save(n, w);
-        ddpl_node_save(n, h);
-        ddpl_node_save_output(n, hs);
-        DDPL_NODE_CTX(n, layer_ctx)->reverse = reverse;
-        ddpl_set_history(hs, n);
-    }
     ddpl_tensor *tmp[] = {gx, w, b, h, wt, act, h_prev};
-    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) ddpl_tensor_release(tmp[i]);
-    if (rc != 0) {
-        ddpl_tensor_release(hs);
-        return NULL;
-    }
-    return hs;
+    return layer_finish(rc, "GruBackward", gru_layer_backward,
+                        (ddpl_tensor *[]){gates, w_hh, b_hh, h0}, 3, (ddpl_tensor *[]){act, w, h},
+                        reverse, hs, sizeof tmp / sizeof *tmp, tmp);
 }
