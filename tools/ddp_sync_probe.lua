@@ -1,0 +1,154 @@
+-- tools/ddp_sync_probe.lua: measures what one barrier of the shared-memory collectives costs
+-- beyond the compute when N ranks share C cores, for tools/ddp_predict.lua's --sync-us (the
+-- model and its use: docs/scaling.md, "Ranks that share cores"). It is a probe of this machine's
+-- scheduling, not a fit to any training run: the ranks do nothing but a fixed CPU loop and a
+-- one-element allreduce.
+-- defines: the driver (no RANK in the environment) and the worker (under `ddplua --nproc N`).
+--
+--   ddplua tools/ddp_sync_probe.lua --ranks 2,4 [--cores C] [--work-us 1000] [--iters 200]
+--
+-- Method. The work unit is a Lua loop of K iterations (no memory traffic, so sharing a core
+-- costs nothing but the core), K chosen so that one process alone takes about --work-us of CPU
+-- time; its time w is measured here, alone, as the median of blocks of 20 units, in CPU time
+-- (os.clock: what the unit costs a core, whatever else the machine runs meanwhile). Each rank
+-- of an N-rank job then runs, --iters times: one work unit, then all_reduce of one float32 (on
+-- one machine the shared-memory path, engine/dist/shm_coll.c ddpl_shm_allreduce: 2 barriers, as
+-- a DDP bucket's ddpl_shm_buffer_allreduce). Rank 0 takes the time of each block of 20 iterations
+-- (all ranks leave the last barrier of a block together); t_N is the median of the blocks.
+-- With N ranks on C cores the work alone needs o w per iteration, o = max(1, N / C) (the cores
+-- never idle while a rank can run); the rest is synchronisation: spinning that keeps a waiting
+-- rank's peer off the core, sleeping, waking and switching:
+--   s_N = (t_N - o w) / 2   microseconds per barrier
+-- Output: one line per N, then the option for the predictor, e.g.
+--   --sync-us 2=4.1,4=310.5
+-- A rank count whose s_N comes out negative (noise: the machine is shared) is printed as 0.
+local ddpl = require 'ddplua'
+
+local USAGE = 'usage: ddplua tools/ddp_sync_probe.lua --ranks N[,N...] [--cores C] '
+    .. '[--work-us 1000] [--iters 200]'
+local BLOCK = 20 -- iterations per timed block
+local BARRIERS = 2 -- per one-element allreduce on shared memory (shm_coll.c)
+
+local function die(fmt, ...)
+    io.stderr:write('ddp_sync_probe: ', fmt:format(...), '\n')
+    os.exit(2)
+end
+
+local function parse(argv)
+    local o = {work_us = 1000, iters = 200}
+    local i = 1
+    while i <= #argv do
+        local a, v = argv[i], argv[i + 1]
+        if a == '--worker' then
+            o.worker = true
+            i = i + 1
+        elseif a == '--ranks' or a == '--cores' or a == '--work-us' or a == '--iters'
+            or a == '--k' then
+            if v == nil then die('%s needs a value\n%s', a, USAGE) end
+            if a == '--ranks' then
+                o.ranks = {}
+                for w in (v .. ','):gmatch('([^,]*),') do
+                    local n = math.tointeger(tonumber(w))
+                    if not n or n < 2 then
+                        die("--ranks: expected integers of 2 or more (N or N,N,...), got '%s'", v)
+                    end
+                    o.ranks[#o.ranks + 1] = n
+                end
+            else
+                local n = math.tointeger(tonumber(v))
+                if not n or n < 1 then die("%s: expected a positive integer, got '%s'", a, v) end
+                o[a:sub(3):gsub('-', '_')] = n
+            end
+            i = i + 2
+        else
+            die('unknown argument %s\n%s', a, USAGE)
+        end
+    end
+    if o.iters < BLOCK then die('--iters: expected at least %d, got %d', BLOCK, o.iters) end
+    return o
+end
+
+local function median(v)
+    local s = {table.unpack(v)}
+    table.sort(s)
+    local n = #s
+    return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
+end
+
+-- the work unit: k iterations of arithmetic on locals
+local function work(k)
+    local x = 0.0
+    for i = 1, k do x = x + i * 0.5 end
+    return x
+end
+
+local opts = parse(arg)
+
+-- ---- worker: one rank ----
+if opts.worker then
+    local dist = ddpl.dist
+    dist.init_process_group({backend = 'gloo', timeout = 120})
+    local one = ddpl.zeros(1)
+    for _ = 1, BLOCK do -- warm-up: first collectives, page faults
+        work(opts.k)
+        dist.all_reduce(one)
+    end
+    local blocks = {}
+    for b = 1, opts.iters // BLOCK do
+        local t0 = ddpl.time()
+        for _ = 1, BLOCK do
+            work(opts.k)
+            dist.all_reduce(one)
+        end
+        blocks[b] = (ddpl.time() - t0) / BLOCK
+    end
+    if dist.get_rank() == 0 then print(('RESULT %.3f'):format(median(blocks) * 1e6)) end
+    dist.destroy_process_group()
+    return
+end
+
+-- ---- driver ----
+if not opts.ranks then die('--ranks N is required\n%s', USAGE) end
+if not opts.cores then
+    local p = io.popen('nproc 2>/dev/null')
+    opts.cores = p and math.tointeger(tonumber(p:read('l') or '')) or nil
+    if p then p:close() end
+    if not opts.cores then die('cannot tell the number of cores (nproc): give --cores C') end
+end
+local exe = arg[-1] -- the ddplua executable running this script
+local script = debug.getinfo(1, 'S').source:sub(2)
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- one work unit's CPU time alone (us): median of blocks, after a warm-up
+local function unit_us(k)
+    local blocks = {}
+    work(k)
+    for b = 1, 9 do
+        local t0 = os.clock()
+        for _ = 1, BLOCK do work(k) end
+        blocks[b] = (os.clock() - t0) / BLOCK * 1e6
+    end
+    return median(blocks)
+end
+local k = 100000
+k = math.max(1, math.floor(k * opts.work_us / unit_us(k) + 0.5))
+local w = unit_us(k)
+
+local out = {}
+print(('ddp_sync_probe: work unit %.1f us alone (%d loop iterations), %d cores, %d iterations '
+    .. 'per rank count'):format(w, k, opts.cores, opts.iters))
+for _, n in ipairs(opts.ranks) do
+    local cmd = ('OMP_NUM_THREADS=1 timeout 300 %s --nproc %d %s --worker --k %d --iters %d 2>&1')
+        :format(q(exe), n, q(script), k, opts.iters)
+    local p = assert(io.popen(cmd))
+    local text = p:read('a')
+    local ok = p:close()
+    local t = tonumber(text:match('RESULT ([%d.]+)'))
+    if not ok or not t then die('the %d-rank run failed:\n%s', n, text) end
+    local o = math.max(1, n / opts.cores)
+    local s = (t - o * w) / BARRIERS
+    print(('%d ranks: %.1f us per iteration, %.1f of it work (%g x %.1f): %.1f us per barrier')
+        :format(n, t, o * w, o, w, s))
+    out[#out + 1] = ('%d=%.1f'):format(n, math.max(0, s))
+end
+print('--sync-us ' .. table.concat(out, ','))
