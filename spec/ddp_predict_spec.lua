@@ -282,7 +282,7 @@ describe('tools/ddp_predict.lua', function()
             fails(S.q(path) .. ' --ranks 2 --cores 0', '%-%-cores: expected a number of cores > 0')
             fails(S.q(path) .. ' --ranks 4 --sync-us 4=100', '%-%-sync%-us needs %-%-cores C')
             fails(S.q(path) .. ' --ranks 4 --cores 2 --sync-us 4=100', '%-%-sync%-us has no '
-                .. 'figure for 2 ranks %(tools/ddp_sync_probe.lua %-%-ranks 2 measures it%)')
+                .. 'figure for 2 ranks %(bench/ddp_sync_probe.lua %-%-ranks 2 measures it%)')
             fails(S.q(path) .. ' --ranks 4 --cores 2 --sync-us 2=1', 'no figure for 4 ranks')
             for _, bad in ipairs({'4', '1=3', '4=-1', '4=x', '2=1,,4=2'}) do
                 fails(S.q(path) .. ' --ranks 4 --cores 2 --sync-us ' .. bad, "%-%-sync%-us: "

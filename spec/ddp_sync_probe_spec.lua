@@ -1,15 +1,15 @@
--- spec/ddp_sync_probe_spec.lua: tools/ddp_sync_probe.lua, the barrier-cost probe whose output
+-- spec/ddp_sync_probe_spec.lua: bench/ddp_sync_probe.lua, the barrier-cost probe whose output
 -- feeds tools/ddp_predict.lua's --sync-us: a short real run on 2 ranks prints its figures and
 -- an option line the predictor accepts; bad arguments fail with one line and status 2. Only the
 -- form is checked: the figures are timings of a shared machine.
 local S = require 'shell_util'
-local probe = S.src .. '/tools/ddp_sync_probe.lua'
+local probe = S.src .. '/bench/ddp_sync_probe.lua'
 
 local function run(args)
     return S.sh(('timeout 120 %s %s %s'):format(S.q(S.bin), S.q(probe), args))
 end
 
-describe('tools/ddp_sync_probe.lua', function()
+describe('bench/ddp_sync_probe.lua', function()
     it('measures 2 ranks and prints the --sync-us option for the predictor', function()
         local out, code = run('--ranks 2 --cores 2 --work-us 50 --iters 40')
         assert.are.equal(0, code, out)
@@ -44,7 +44,9 @@ describe('tools/ddp_sync_probe.lua', function()
         fails('', '^ddp_sync_probe: %-%-ranks N is required')
         fails('--ranks 1', "^ddp_sync_probe: %-%-ranks: expected integers of 2 or more")
         fails('--ranks 2 --iters 5', '^ddp_sync_probe: %-%-iters: expected at least 20, got 5')
-        fails('--ranks 2 --cores 0', "^ddp_sync_probe: %-%-cores: expected a positive integer")
+        fails('--ranks 2 --cores -1', "^ddp_sync_probe: %-%-cores: expected an integer of 0 or "
+            .. "more, got '%-1'")
+        fails('--ranks 2 --iters x', '^ddp_sync_probe: %-%-iters needs a number')
         fails('--ranks 2 --work-us', '^ddp_sync_probe: %-%-work%-us needs a value')
         fails('--ranks 2 --fast', '^ddp_sync_probe: unknown argument %-%-fast')
     end)

@@ -26,7 +26,7 @@
 --         bandwidth were fitted to; 1 when both are given): on one machine the reduction is CPU
 --         work of the ranks, which shares the cores as their compute does;
 --       - with --sync-us, each allreduce + 2 x max(0, s(N) - s(Wc)) us: s(n) is what one barrier
---         costs at n ranks beyond the work (tools/ddp_sync_probe.lua measures it and prints the
+--         costs at n ranks beyond the work (bench/ddp_sync_probe.lua measures it and prints the
 --         option; s(1) = 0), and a DDP bucket's shared-memory allreduce takes 2 barriers
 --         (engine/dist/shm_coll.c, ddpl_shm_buffer_allreduce). s(Wc) is already in the latency
 --         fitted at Wc ranks, hence the difference.
@@ -352,7 +352,7 @@ local function sharing(o, trace, cal, N)
         local function s(n)
             if n == 1 then return 0 end
             return o.sync[n] or die('--sync-us has no figure for %d ranks '
-                .. '(tools/ddp_sync_probe.lua --ranks %d measures it)', n, n)
+                .. '(bench/ddp_sync_probe.lua --ranks %d measures it)', n, n)
         end
         t.sync_n, t.sync_w = s(N), s(cal.world)
         t.sync = BARRIERS_PER_ALLREDUCE * math.max(0, t.sync_n - t.sync_w)

@@ -1,11 +1,12 @@
--- tools/ddp_sync_probe.lua: measures what one barrier of the shared-memory collectives costs
+-- bench/ddp_sync_probe.lua: measures what one barrier of the shared-memory collectives costs
 -- beyond the compute when N ranks share C cores, for tools/ddp_predict.lua's --sync-us (the
 -- model and its use: docs/scaling.md, "Ranks that share cores"). It is a probe of this machine's
 -- scheduling, not a fit to any training run: the ranks do nothing but a fixed CPU loop and a
 -- one-element allreduce.
 -- defines: the driver (no RANK in the environment) and the worker (under `ddplua --nproc N`).
 --
---   ddplua tools/ddp_sync_probe.lua --ranks 2,4 [--cores C] [--work-us 1000] [--iters 200]
+--   ddplua bench/ddp_sync_probe.lua --ranks 2,4 [--cores C (default: nproc)] [--work-us 1000]
+--       [--iters 200]
 --
 -- Method. The work unit is a Lua loop of K iterations (no memory traffic, so sharing a core
 -- costs nothing but the core), K chosen so that one process alone takes about --work-us of CPU
@@ -24,7 +25,9 @@
 -- A rank count whose s_N comes out negative (noise: the machine is shared) is printed as 0.
 local ddpl = require 'ddplua'
 
-local USAGE = 'usage: ddplua tools/ddp_sync_probe.lua --ranks N[,N...] [--cores C] '
+local util = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua')
+
+local USAGE = 'usage: ddplua bench/ddp_sync_probe.lua --ranks N[,N...] [--cores C] '
     .. '[--work-us 1000] [--iters 200]'
 local BLOCK = 20 -- iterations per timed block
 local BARRIERS = 2 -- per one-element allreduce on shared memory (shm_coll.c)
@@ -34,46 +37,31 @@ local function die(fmt, ...)
     os.exit(2)
 end
 
+-- --worker and --k K (loop iterations per work unit) are the driver's, for the ranks it starts
 local function parse(argv)
-    local o = {work_us = 1000, iters = 200}
-    local i = 1
-    while i <= #argv do
-        local a, v = argv[i], argv[i + 1]
-        if a == '--worker' then
-            o.worker = true
-            i = i + 1
-        elseif a == '--ranks' or a == '--cores' or a == '--work-us' or a == '--iters'
-            or a == '--k' then
-            if v == nil then die('%s needs a value\n%s', a, USAGE) end
-            if a == '--ranks' then
-                o.ranks = {}
-                for w in (v .. ','):gmatch('([^,]*),') do
-                    local n = math.tointeger(tonumber(w))
-                    if not n or n < 2 then
-                        die("--ranks: expected integers of 2 or more (N or N,N,...), got '%s'", v)
-                    end
-                    o.ranks[#o.ranks + 1] = n
-                end
-            else
-                local n = math.tointeger(tonumber(v))
-                if not n or n < 1 then die("%s: expected a positive integer, got '%s'", a, v) end
-                o[a:sub(3):gsub('-', '_')] = n
-            end
-            i = i + 2
-        else
-            die('unknown argument %s\n%s', a, USAGE)
+    local ok, o = pcall(util.parse_args, argv, {ranks = '', cores = 0, work_us = 1000,
+        iters = 200, worker = false, k = 0}, 'ddp_sync_probe')
+    if not ok then die('%s\n%s', (o:gsub('^ddp_sync_probe: ', '')), USAGE) end
+    local least = {cores = 0, work_us = 1, iters = 1, k = 0} -- cores 0: nproc's count
+    for key, min in pairs(least) do
+        if math.tointeger(o[key]) == nil or o[key] < min then
+            die("--%s: expected an integer of %d or more, got '%s'", (key:gsub('_', '-')), min,
+                o[key])
         end
     end
     if o.iters < BLOCK then die('--iters: expected at least %d, got %d', BLOCK, o.iters) end
+    local ranks = {}
+    for w in o.ranks:gmatch('[^,]+') do ranks[#ranks + 1] = math.tointeger(tonumber(w)) or 0 end
+    for _, n in ipairs(ranks) do
+        if n < 2 then
+            die("--ranks: expected integers of 2 or more (N or N,N,...), got '%s'", o.ranks)
+        end
+    end
+    o.ranks = #ranks > 0 and ranks or nil
     return o
 end
 
-local function median(v)
-    local s = {table.unpack(v)}
-    table.sort(s)
-    local n = #s
-    return n % 2 == 1 and s[(n + 1) // 2] or (s[n // 2] + s[n // 2 + 1]) / 2
-end
+local median = util.median
 
 -- the work unit: k iterations of arithmetic on locals
 local function work(k)
@@ -109,7 +97,7 @@ end
 
 -- ---- driver ----
 if not opts.ranks then die('--ranks N is required\n%s', USAGE) end
-if not opts.cores then
+if opts.cores == 0 then
     local p = io.popen('nproc 2>/dev/null')
     opts.cores = p and math.tointeger(tonumber(p:read('l') or '')) or nil
     if p then p:close() end
@@ -117,7 +105,7 @@ if not opts.cores then
 end
 local exe = arg[-1] -- the ddplua executable running this script
 local script = debug.getinfo(1, 'S').source:sub(2)
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+local q = util.sh_quote
 
 -- one work unit's CPU time alone (us): median of blocks, after a warm-up
 local function unit_us(k)
