@@ -6,7 +6,7 @@
 -- defines: the driver (no RANK in the environment) and the worker (under `ddplua --nproc N`).
 --
 --   ddplua bench/ddp_sync_probe.lua --ranks 2,4 [--cores C (default: nproc)] [--work-us 1000]
---       [--iters 200]
+--       [--iters 200] [--repeats 3]
 --
 -- Method. The work unit is a Lua loop of K iterations (no memory traffic, so sharing a core
 -- costs nothing but the core), K chosen so that one process alone takes about --work-us of CPU
@@ -15,7 +15,9 @@
 -- of an N-rank job then runs, --iters times: one work unit, then all_reduce of one float32 (on
 -- one machine the shared-memory path, engine/dist/shm_coll.c ddpl_shm_allreduce: 2 barriers, as
 -- a DDP bucket's ddpl_shm_buffer_allreduce). Rank 0 takes the time of each block of 20 iterations
--- (all ranks leave the last barrier of a block together); t_N is the median of the blocks.
+-- (all ranks leave the last barrier of a block together); a run's time is the median of its
+-- blocks, and t_N the median of --repeats runs, the rank counts taking turns (2, 4, 2, 4, ...)
+-- so that a stretch of load from other jobs falls on all of them.
 -- With N ranks on C cores the work alone needs o w per iteration, o = max(1, N / C) (the cores
 -- never idle while a rank can run); the rest is synchronisation: spinning that keeps a waiting
 -- rank's peer off the core, sleeping, waking and switching:
@@ -28,7 +30,7 @@ local ddpl = require 'ddplua'
 local util = dofile((arg[0]:match('^(.*)/[^/]*$') or '.') .. '/util.lua')
 
 local USAGE = 'usage: ddplua bench/ddp_sync_probe.lua --ranks N[,N...] [--cores C] '
-    .. '[--work-us 1000] [--iters 200]'
+    .. '[--work-us 1000] [--iters 200] [--repeats 3]'
 local BLOCK = 20 -- iterations per timed block
 local BARRIERS = 2 -- per one-element allreduce on shared memory (shm_coll.c)
 
@@ -40,9 +42,9 @@ end
 -- --worker and --k K (loop iterations per work unit) are the driver's, for the ranks it starts
 local function parse(argv)
     local ok, o = pcall(util.parse_args, argv, {ranks = '', cores = 0, work_us = 1000,
-        iters = 200, worker = false, k = 0}, 'ddp_sync_probe')
+        iters = 200, repeats = 3, worker = false, k = 0}, 'ddp_sync_probe')
     if not ok then die('%s\n%s', (o:gsub('^ddp_sync_probe: ', '')), USAGE) end
-    local least = {cores = 0, work_us = 1, iters = 1, k = 0} -- cores 0: nproc's count
+    local least = {cores = 0, work_us = 1, iters = 1, repeats = 1, k = 0} -- cores 0: nproc's
     for key, min in pairs(least) do
         if math.tointeger(o[key]) == nil or o[key] < min then
             die("--%s: expected an integer of %d or more, got '%s'", (key:gsub('_', '-')), min,
@@ -122,17 +124,26 @@ local k = 100000
 k = math.max(1, math.floor(k * opts.work_us / unit_us(k) + 0.5))
 local w = unit_us(k)
 
-local out = {}
 print(('ddp_sync_probe: work unit %.1f us alone (%d loop iterations), %d cores, %d iterations '
-    .. 'per rank count'):format(w, k, opts.cores, opts.iters))
+    .. 'per run, %d run%s per rank count'):format(w, k, opts.cores, opts.iters, opts.repeats,
+    opts.repeats == 1 and '' or 's'))
+local runs = {} -- runs[n]: t of each run, us per iteration
+for _ = 1, opts.repeats do
+    for _, n in ipairs(opts.ranks) do
+        local cmd = ('OMP_NUM_THREADS=1 timeout 300 %s --nproc %d %s --worker --k %d --iters %d '
+            .. '2>&1'):format(q(exe), n, q(script), k, opts.iters)
+        local p = assert(io.popen(cmd))
+        local text = p:read('a')
+        local ok = p:close()
+        local t = tonumber(text:match('RESULT ([%d.]+)'))
+        if not ok or not t then die('the %d-rank run failed:\n%s', n, text) end
+        runs[n] = runs[n] or {}
+        table.insert(runs[n], t)
+    end
+end
+local out = {}
 for _, n in ipairs(opts.ranks) do
-    local cmd = ('OMP_NUM_THREADS=1 timeout 300 %s --nproc %d %s --worker --k %d --iters %d 2>&1')
-        :format(q(exe), n, q(script), k, opts.iters)
-    local p = assert(io.popen(cmd))
-    local text = p:read('a')
-    local ok = p:close()
-    local t = tonumber(text:match('RESULT ([%d.]+)'))
-    if not ok or not t then die('the %d-rank run failed:\n%s', n, text) end
+    local t = median(runs[n])
     local o = math.max(1, n / opts.cores)
     local s = (t - o * w) / BARRIERS
     print(('%d ranks: %.1f us per iteration, %.1f of it work (%g x %.1f): %.1f us per barrier')

@@ -11,10 +11,10 @@ end
 
 describe('bench/ddp_sync_probe.lua', function()
     it('measures 2 ranks and prints the --sync-us option for the predictor', function()
-        local out, code = run('--ranks 2 --cores 2 --work-us 50 --iters 40')
+        local out, code = run('--ranks 2 --cores 2 --work-us 50 --iters 40 --repeats 1')
         assert.are.equal(0, code, out)
         local w = tonumber(out:match('work unit ([%d.]+) us alone %(%d+ loop iterations%), 2 '
-            .. 'cores, 40 iterations per rank count'))
+            .. 'cores, 40 iterations per run, 1 run per rank count'))
         assert.truthy(w and w > 0, out)
         local t, work, s = out:match('\n2 ranks: ([%d.]+) us per iteration, ([%d.]+) of it work '
             .. '%(1 x [%d.]+%): (%-?[%d.]+) us per barrier\n')
@@ -47,6 +47,8 @@ describe('bench/ddp_sync_probe.lua', function()
         fails('--ranks 2 --cores -1', "^ddp_sync_probe: %-%-cores: expected an integer of 0 or "
             .. "more, got '%-1'")
         fails('--ranks 2 --iters x', '^ddp_sync_probe: %-%-iters needs a number')
+        fails('--ranks 2 --repeats 0', "^ddp_sync_probe: %-%-repeats: expected an integer of 1 "
+            .. "or more, got '0'")
         fails('--ranks 2 --work-us', '^ddp_sync_probe: %-%-work%-us needs a value')
         fails('--ranks 2 --fast', '^ddp_sync_probe: unknown argument %-%-fast')
     end)
