@@ -60,6 +60,15 @@ local function standard_trace()
     })
 end
 
+-- Runs the tool on a fresh standard trace; returns its output (exit status 0 asserted).
+local function predict_standard(args)
+    local path = standard_trace()
+    local out, err, code = predict(S.q(path) .. ' ' .. args)
+    os.remove(path)
+    assert.are.equal(0, code, err)
+    return out
+end
+
 local function line_for(out, n)
     local step, compute, exposed, comm, eff = out:match(('ranks %d: step ([%%d.]+) ms %%(compute '
         .. '([%%d.]+) %%+ exposed communication ([%%d.]+); allreduce ([%%d.]+) ms per step.-'
@@ -145,10 +154,7 @@ describe('tools/ddp_predict.lua', function()
     end)
 
     it('--cores and --sync-us: ranks that share cores (oversubscription terms)', function()
-        local path = standard_trace()
-        local out, err, code = predict(S.q(path) .. ' --ranks 2,4 --cores 2 --sync-us 2=5,4=105')
-        os.remove(path)
-        assert.are.equal(0, code, err)
+        local out = predict_standard('--ranks 2,4 --cores 2 --sync-us 2=5,4=105')
         -- 2 ranks on 2 cores: nothing shared, the measured 10 ms, and no line about sharing
         assert.are.equal(10.0, (line_for(out, 2)))
         assert.falsy(out:find('ranks 2 on', 1, true), out)
@@ -164,11 +170,7 @@ describe('tools/ddp_predict.lua', function()
         local step, compute, exposed, comm, eff = line_for(out, 4)
         assert.are.same({23.000, 17.800, 5.200, 8.200, 77.4}, {step, compute, exposed, comm, eff})
         -- --compute-scale overrides the compute factor of --cores; the communication terms stay
-        path = standard_trace()
-        out, err, code = predict(S.q(path)
-            .. ' --ranks 4 --cores 2 --sync-us 2=5,4=105 --compute-scale 1')
-        os.remove(path)
-        assert.are.equal(0, code, err)
+        out = predict_standard('--ranks 4 --cores 2 --sync-us 2=5,4=105 --compute-scale 1')
         assert.truthy(out:find('ranks 4 on 2 cores: compute x 1 (--compute-scale), bandwidth term '
             .. 'x 2', 1, true), out)
         -- bucket 1 7500-13700, bucket 2 13700-15700: exposed 6700; step 8900 + 6700
@@ -177,11 +179,7 @@ describe('tools/ddp_predict.lua', function()
     end)
 
     it('--sync-us against given latency and bandwidth adds s(N) whole (s(1) = 0)', function()
-        local path = standard_trace()
-        local out, err, code = predict(S.q(path)
-            .. ' --ranks 4 --bandwidth 1 --latency 10 --cores 4 --sync-us 4=30')
-        os.remove(path)
-        assert.are.equal(0, code, err)
+        local out = predict_standard('--ranks 4 --bandwidth 1 --latency 10 --cores 4 --sync-us 4=30')
         -- 4 ranks on 4 cores: no stretch, + 2 x 30 us per allreduce: cost(4e6) = 6060 + 60,
         -- cost(1e6) = 1560 + 60: bucket 1 7500-13620, bucket 2 13620-15240: exposed 6240
         assert.truthy(out:find('ranks 4 on 4 cores: compute x 1, bandwidth term x 1, + 2 barriers '
