@@ -1,9 +1,10 @@
 -- spec/ddp_predict_spec.lua: tools/ddp_predict.lua on small synthetic DDPLUA_DDP_TIMELINE traces
 -- (the format lua/ddplua/nn/parallel/ddp_timeline.lua writes): the predicted step times and
 -- efficiencies against hand computations of the model in the tool's header, with given and with
--- fitted latency and bandwidth, the warm-up and incomplete steps left out; and bad input
--- (missing file, malformed JSON, not a DDP trace, no complete step, --ranks 0, a 1-rank trace
--- without --bandwidth/--latency) failing with one clear line and exit status 2.
+-- fitted latency and bandwidth, the warm-up and incomplete steps left out, ranks sharing cores
+-- (--cores, --sync-us); and bad input (missing file, malformed JSON, not a DDP trace, no complete
+-- step, --ranks 0, a 1-rank trace without --bandwidth/--latency, --sync-us without --cores or
+-- without a figure it needs) failing with one clear line and exit status 2.
 -- Behaviour only: whether the model predicts real steps well is a benchmark (docs/scaling.md).
 local S = require 'shell_util'
 local tool = S.src .. '/tools/ddp_predict.lua'
@@ -57,6 +58,15 @@ local function standard_trace()
         {t0 = 60000, dur = 10000, buckets = step},
         {t0 = 70000, buckets = step},
     })
+end
+
+-- Runs the tool on a fresh standard trace; returns its output (exit status 0 asserted).
+local function predict_standard(args)
+    local path = standard_trace()
+    local out, err, code = predict(S.q(path) .. ' ' .. args)
+    os.remove(path)
+    assert.are.equal(0, code, err)
+    return out
 end
 
 local function line_for(out, n)
@@ -141,6 +151,41 @@ describe('tools/ddp_predict.lua', function()
         -- 17800 / 22420
         local step, compute, exposed, _, eff = line_for(out, 4)
         assert.are.same({22.420, 17.800, 4.620, 79.4}, {step, compute, exposed, eff})
+    end)
+
+    it('--cores and --sync-us: ranks that share cores (oversubscription terms)', function()
+        local out = predict_standard('--ranks 2,4 --cores 2 --sync-us 2=5,4=105')
+        -- 2 ranks on 2 cores: nothing shared, the measured 10 ms, and no line about sharing
+        assert.are.equal(10.0, (line_for(out, 2)))
+        assert.falsy(out:find('ranks 2 on', 1, true), out)
+        -- 4 ranks on 2 cores against the 2-rank trace: o = 2 / 1, so compute and ready times
+        -- x 2, the bandwidth term x 2, and each allreduce + 2 barriers x (105 - 5) us
+        assert.truthy(out:find('ranks 4 on 2 cores: compute x 2, bandwidth term x 2, + 2 barriers '
+            .. 'x (105 - 5) us per allreduce (--sync-us)', 1, true), out)
+        -- fitted latency 66.67 us, 1 / bandwidth 4.6667e-4 us per byte (the fit test above):
+        -- cost(4e6) = 6 x 66.67 + 2 x 1.5 x 4e6 x 4.6667e-4 + 200 = 400 + 5600 + 200 = 6200,
+        -- cost(1e6) = 400 + 2 x 1.5 x 466.67 + 200 = 2000; ready at 15000 and 18000: bucket 1
+        -- 15000-21200, bucket 2 21200-23200: exposed 5200; step 17800 + 5200 = 23000 us;
+        -- efficiency 17800 / 23000
+        local step, compute, exposed, comm, eff = line_for(out, 4)
+        assert.are.same({23.000, 17.800, 5.200, 8.200, 77.4}, {step, compute, exposed, comm, eff})
+        -- --compute-scale overrides the compute factor of --cores; the communication terms stay
+        out = predict_standard('--ranks 4 --cores 2 --sync-us 2=5,4=105 --compute-scale 1')
+        assert.truthy(out:find('ranks 4 on 2 cores: compute x 1 (--compute-scale), bandwidth term '
+            .. 'x 2', 1, true), out)
+        -- bucket 1 7500-13700, bucket 2 13700-15700: exposed 6700; step 8900 + 6700
+        step, compute, exposed = line_for(out, 4)
+        assert.are.same({15.600, 8.900, 6.700}, {step, compute, exposed})
+    end)
+
+    it('--sync-us against given latency and bandwidth adds s(N) whole (s(1) = 0)', function()
+        local out = predict_standard('--ranks 4 --bandwidth 1 --latency 10 --cores 4 --sync-us 4=30')
+        -- 4 ranks on 4 cores: no stretch, + 2 x 30 us per allreduce: cost(4e6) = 6060 + 60,
+        -- cost(1e6) = 1560 + 60: bucket 1 7500-13620, bucket 2 13620-15240: exposed 6240
+        assert.truthy(out:find('ranks 4 on 4 cores: compute x 1, bandwidth term x 1, + 2 barriers '
+            .. 'x (30 - 0) us per allreduce', 1, true), out)
+        local step, _, exposed = line_for(out, 4)
+        assert.are.same({15.140, 6.240}, {step, exposed})
     end)
 
     it('fits only allreduces that ended after the last bucket was ready', function()
@@ -232,6 +277,15 @@ describe('tools/ddp_predict.lua', function()
             fails(S.q(path) .. ' --ranks 2 --latency fast', "%-%-latency: expected a number, "
                 .. "got 'fast'")
             fails(S.q(path) .. ' --ranks 2 --nodes 3', 'unknown option %-%-nodes')
+            fails(S.q(path) .. ' --ranks 2 --cores 0', '%-%-cores: expected a number of cores > 0')
+            fails(S.q(path) .. ' --ranks 4 --sync-us 4=100', '%-%-sync%-us needs %-%-cores C')
+            fails(S.q(path) .. ' --ranks 4 --cores 2 --sync-us 4=100', '%-%-sync%-us has no '
+                .. 'figure for 2 ranks %(bench/ddp_sync_probe.lua %-%-ranks 2 measures it%)')
+            fails(S.q(path) .. ' --ranks 4 --cores 2 --sync-us 2=1', 'no figure for 4 ranks')
+            for _, bad in ipairs({'4', '1=3', '4=-1', '4=x', '2=1,,4=2'}) do
+                fails(S.q(path) .. ' --ranks 4 --cores 2 --sync-us ' .. bad, "%-%-sync%-us: "
+                    .. 'expected N=us pairs %(N >= 2 ranks, us >= 0%), e.g. 2=5,4=180, got')
+            end
             fails('--ranks 2', 'no trace file given')
             os.remove(path)
         end)

@@ -4,7 +4,8 @@
 -- model, its assumptions and how it compared with measured steps.
 --
 --   ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] [--bandwidth GB/s] [--latency us]
---       [--compute-scale X] [--calibrate OTHER.json] [--stragglers]
+--       [--compute-scale X] [--cores C] [--sync-us N=us[,N=us...]] [--calibrate OTHER.json]
+--       [--stragglers]
 --
 -- The model, per traced step (times from the step's forward start; the first traced step is
 -- warm-up and left out when there are others; a step counts once the next forward started):
@@ -16,7 +17,20 @@
 --   * buckets are reduced in order, each once it is ready and the previous one is done:
 --       start_b = max(r_b, end_{b-1}), end_b = start_b + cost_N(x_b)
 --     predicted step T_N = C + max(0, end_B - max r_b); --compute-scale s multiplies C and the
---     ready times (for ranks that share cores: s = ranks x threads / cores).
+--     ready times (default 1, or as --cores below).
+--   * ranks that share cores (--cores C: the cores the ranks run on, one thread each; with T
+--     threads per rank give C / T). With o(n) = max(1, n / C) the oversubscription of n ranks:
+--       - compute and ready times x o(N) / o(W) (W: the traced world size), unless
+--         --compute-scale is given;
+--       - the bandwidth term x o(N) / o(Wc) (Wc: the world size of the trace latency and
+--         bandwidth were fitted to; 1 when both are given): on one machine the reduction is CPU
+--         work of the ranks, which shares the cores as their compute does;
+--       - with --sync-us, each allreduce + 2 x max(0, s(N) - s(Wc)) us: s(n) is what one barrier
+--         costs at n ranks beyond the work (bench/ddp_sync_probe.lua measures it and prints the
+--         option; s(1) = 0), and a DDP bucket's shared-memory allreduce takes 2 barriers
+--         (engine/dist/shm_coll.c, ddpl_shm_buffer_allreduce). s(Wc) is already in the latency
+--         fitted at Wc ranks, hence the difference.
+--     Without --cores the ranks are taken to have a core each (o = 1); --sync-us needs --cores.
 --   * the reported step T_N is the median of the per-step predictions (and its compute and
 --     exposed parts those of the same step). With --stragglers: a synchronised step waits for the
 --     slowest rank; the compute C of a traced step is the tracing rank's own (waiting for late
@@ -26,9 +40,10 @@
 --     steps interpolated). Off by default: on a shared machine the traced steps' tail is other
 --     jobs' load, which hits all ranks alike rather than independently (docs/scaling.md).
 --   * scaling efficiency (weak scaling, fixed per-rank batch as DDP) = median C / T_N, the step
---     on one rank (no communication) over the predicted one, both at the compute speed of
---     --compute-scale: the share of the step not spent waiting for communication (a slowdown
---     from ranks sharing cores is not in it); throughput = N x that, in one-rank steps.
+--     on one rank (no communication) over the predicted one, both at the compute speed of N
+--     ranks (--compute-scale, --cores): the share of the step not spent waiting for
+--     communication (a slowdown from ranks sharing cores is not in it); throughput = N x that,
+--     in one-rank steps.
 -- Latency and bandwidth: --latency and --bandwidth where given; what is missing is fitted to the
 -- trace's own allreduces (world size W >= 2): per bucket size, the 10th percentile over steps of
 -- the time each allreduce ran once the previous one was done (one that did not wait for a late
@@ -50,16 +65,19 @@ local function die(fmt, ...)
 end
 
 local USAGE = 'usage: ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] '
-    .. '[--bandwidth GB/s] [--latency us] [--compute-scale X] [--calibrate OTHER.json] '
-    .. '[--stragglers]'
+    .. '[--bandwidth GB/s] [--latency us] [--compute-scale X] [--cores C] '
+    .. '[--sync-us N=us[,N=us...]] [--calibrate OTHER.json] [--stragglers]'
+
+-- barriers of one DDP bucket's allreduce on shared memory (ddpl_shm_buffer_allreduce)
+local BARRIERS_PER_ALLREDUCE = 2
 
 ---------------------------------------------------------------------------------------------------
 -- command line
 
 local function parse_args(argv)
-    local o = {ranks = nil, bandwidth = nil, latency = nil, scale = 1}
+    local o = {ranks = nil, bandwidth = nil, latency = nil}
     local keys = {ranks = true, bandwidth = true, latency = true, ['compute-scale'] = true,
-        calibrate = true}
+        calibrate = true, cores = true, ['sync-us'] = true}
     local i = 1
     while i <= #argv do
         local a = argv[i]
@@ -84,6 +102,17 @@ local function parse_args(argv)
                     end
                     o.ranks[#o.ranks + 1] = n
                 end
+            elseif key == 'sync-us' then
+                o.sync = {}
+                for w in (value .. ','):gmatch('([^,]*),') do
+                    local n, us = w:match('^(%d+)=(.+)$')
+                    n, us = math.tointeger(tonumber(n)), tonumber(us)
+                    if not n or n < 2 or not us or us ~= us or us < 0 or us == math.huge then
+                        die("--sync-us: expected N=us pairs (N >= 2 ranks, us >= 0), e.g. "
+                            .. "2=5,4=180, got '%s'", value)
+                    end
+                    o.sync[n] = us
+                end
             else
                 local v = tonumber(value)
                 if not v or v ~= v or v == math.huge then
@@ -95,6 +124,8 @@ local function parse_args(argv)
                     die('--latency: expected microseconds >= 0, got %s', value)
                 elseif key == 'compute-scale' and v <= 0 then
                     die('--compute-scale: expected a factor > 0, got %s', value)
+                elseif key == 'cores' and v <= 0 then
+                    die('--cores: expected a number of cores > 0, got %s', value)
                 end
                 o[key == 'compute-scale' and 'scale' or key] = v
             end
@@ -107,6 +138,9 @@ local function parse_args(argv)
     end
     if not o.trace then die('no trace file given\n%s', USAGE) end
     if not o.ranks then die('--ranks N is required\n%s', USAGE) end
+    if o.sync and not o.cores then
+        die('--sync-us needs --cores C (the synchronisation cost is that of ranks sharing cores)')
+    end
     return o
 end
 
@@ -232,7 +266,7 @@ local function calibrate(trace, o, path)
     local W = trace.world
     local lat, bw = o.latency, o.bandwidth and o.bandwidth * 1e3 -- GB/s = 1e3 bytes/us
     local how = {latency = lat and '--latency', bandwidth = bw and '--bandwidth'}
-    if lat and bw then return {latency = lat, bandwidth = bw, how = how} end
+    if lat and bw then return {latency = lat, bandwidth = bw, how = how, world = 1} end
     if W < 2 then
         die('%s was recorded on 1 rank: it has no allreduce times to fit; give --bandwidth GB/s '
             .. 'and --latency us (or --calibrate a trace of 2 or more ranks)', path)
@@ -305,21 +339,40 @@ local function calibrate(trace, o, path)
     end
     how.used = ('%d allreduces fitted, %d left out (ended while backward still ran)'):format(used,
         left_out)
-    return {latency = A / ka, bandwidth = B > 0 and kb / B or math.huge, how = how}
+    return {latency = A / ka, bandwidth = B > 0 and kb / B or math.huge, how = how, world = W}
+end
+
+-- The oversubscription terms at N ranks (see the header): {compute = factor of compute and
+-- ready times, reduction = factor of the bandwidth term, sync = us added per allreduce}.
+local function sharing(o, trace, cal, N)
+    local function over(n) return o.cores and math.max(1, n / o.cores) or 1 end
+    local t = {compute = o.scale or over(N) / over(trace.world),
+        reduction = over(N) / over(cal.world), sync = 0}
+    if o.sync and N > 1 then
+        local function s(n)
+            if n == 1 then return 0 end
+            return o.sync[n] or die('--sync-us has no figure for %d ranks '
+                .. '(bench/ddp_sync_probe.lua --ranks %d measures it)', n, n)
+        end
+        t.sync_n, t.sync_w = s(N), s(cal.world)
+        t.sync = BARRIERS_PER_ALLREDUCE * math.max(0, t.sync_n - t.sync_w)
+    end
+    return t
 end
 
 -- cost of one allreduce of x bytes on N ranks, us
-local function cost(cal, N, x)
+local function cost(cal, N, x, share)
     if N == 1 then return 0 end
-    return 2 * (N - 1) * cal.latency + 2 * (N - 1) / N * x / cal.bandwidth
+    return 2 * (N - 1) * cal.latency + share.reduction * 2 * (N - 1) / N * x / cal.bandwidth
+        + share.sync
 end
 
 -- one step at N ranks: predicted step, compute, exposed, communication total (us)
-local function predict_step(s, cal, N, scale)
-    local compute = measured(s)
+local function predict_step(s, cal, N, share)
+    local compute, scale = measured(s), share.compute
     local finish, comm = -math.huge, 0
     for _, bk in ipairs(s.buckets) do
-        local c = cost(cal, N, bk.bytes)
+        local c = cost(cal, N, bk.bytes, share)
         finish = math.max(scale * bk.ready, finish) + c
         comm = comm + c
     end
@@ -340,6 +393,9 @@ if o.calibrate then
     end
 end
 
+local shares = {} -- before any output: a missing --sync-us figure is an error of its own
+for i, N in ipairs(o.ranks) do shares[i] = sharing(o, trace, cal, N) end
+
 local sizes = {}
 for b, bk in ipairs(trace.steps[#trace.steps].buckets) do sizes[b] = ('%d'):format(bk.bytes) end
 local m_step, m_compute, m_exposed = {}, {}, {}
@@ -357,13 +413,22 @@ print(('allreduce of x bytes on N ranks = 2(N-1) x %.3g us + 2(N-1)/N x x / %.4g
     .. '(latency: %s; bandwidth: %s)'):format(cal.latency, cal.bandwidth / 1e3, cal.how.latency,
     cal.how.bandwidth))
 if cal.how.used then print(cal.how.used) end
-if o.scale ~= 1 then print(('compute and ready times x %g (--compute-scale)'):format(o.scale)) end
-for _, N in ipairs(o.ranks) do
+if o.scale and o.scale ~= 1 then
+    print(('compute and ready times x %g (--compute-scale)'):format(o.scale))
+end
+for k, N in ipairs(o.ranks) do
+    local share = shares[k]
+    if o.cores and (share.compute ~= 1 or share.reduction ~= 1 or share.sync ~= 0) then
+        local sync = share.sync_n and (', + %d barriers x (%g - %g) us per allreduce (--sync-us)')
+            :format(BARRIERS_PER_ALLREDUCE, share.sync_n, share.sync_w) or ''
+        print(('ranks %d on %g cores: compute x %g%s, bandwidth term x %g%s'):format(N, o.cores,
+            share.compute, o.scale and ' (--compute-scale)' or '', share.reduction, sync))
+    end
     local rows, one = {}, {}
     for i, s in ipairs(trace.steps) do
         local r = {}
-        r.t, r.c, r.e, r.comm = predict_step(s, cal, N, o.scale)
-        rows[i], one[i] = r, o.scale * measured(s)
+        r.t, r.c, r.e, r.comm = predict_step(s, cal, N, share)
+        rows[i], one[i] = r, share.compute * measured(s)
     end
     -- the median step, or with --stragglers the 0.5^(1/N) quantile (see the header)
     local q = o.stragglers and 0.5 ^ (1 / N) or 0.5

@@ -16,7 +16,9 @@
  * Alternating the two sets between chunks makes a third barrier unnecessary: a rank overwrites a
  * set only after the barrier of step 4 of the next chunk, which every rank reaches after
  * finishing step 5 with that set. Barriers are a sense-reversing counter that spins briefly,
- * then sleeps on a futex (shared, with the group's timeout).
+ * then sleeps on a futex (shared, with the group's timeout). Ranks that outnumber the CPUs they
+ * may run on do not spin: the peer a spinning rank waits for is then often waiting for a core,
+ * the one the spinner holds (docs/scaling.md, "Ranks that share cores", has the A/B).
  *
  * Shared buffers (ddpl_shm_buffer) skip steps 1 and 5: every rank's data already lies where the
  * others can read it, so rank r sums its share of the elements over all N parts and writes the
@@ -55,6 +57,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
@@ -105,6 +108,7 @@ struct ddpl_shm {
     uint64_t n_agreed;  /* tag comparisons so far (the same count on every rank) */
     ddpl_pg_fp fp;      /* of the call being made (ddpl_shm_expect) */
     double watch_s;     /* heartbeat limit (ddpl_shm_watch); 0: peers' heartbeats not checked */
+    int spins;          /* pause loops before a barrier sleeps; 0: more ranks than CPUs */
     int *global;        /* group rank -> global rank, for messages; NULL: the same */
 };
 
@@ -228,7 +232,7 @@ int ddpl_shm_barrier(ddpl_shm *s)
         futex(&s->hdr->generation, FUTEX_WAKE, INT_MAX, NULL);
         return 0;
     }
-    for (int i = 0; i < SPINS; i++) {
+    for (int i = 0; i < s->spins; i++) {
         if (atomic_load(&s->hdr->generation) != gen) return 0;
 #if defined(__x86_64__) || defined(__i386__)
         __builtin_ia32_pause(); /* lets the sibling hyper-thread run while spinning */
@@ -382,6 +386,15 @@ static void machine_identity(char *out, size_t n)
     snprintf(out, n, "%s %s %s", boot, net, pid);
 }
 
+/* The CPUs this process may run on (its affinity mask; the online CPUs if that is unknown). */
+static int usable_cpus(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 /* Publishes value under prefix+name/rank and reports whether every rank published the same. */
 static int all_equal(ddpl_store *st, const char *prefix, const char *name, int rank, int size,
                      const char *value, bool *equal)
@@ -425,7 +438,11 @@ ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int siz
     }
     size_t bytes = HEADER + 2 * (size_t)size * CHUNK;
     ddpl_shm *s = ddpl_xcalloc(1, sizeof *s);
-    *s = (ddpl_shm){.rank = rank, .size = size, .timeout_s = timeout_s, .bytes = bytes};
+    *s = (ddpl_shm){.rank = rank,
+                    .size = size,
+                    .timeout_s = timeout_s,
+                    .bytes = bytes,
+                    .spins = size > usable_cpus() ? 0 : SPINS};
     int fd = rank == 0 ? shm_open(name, O_RDWR | O_CREAT | O_EXCL, 0600) : -1;
     if (rank == 0 && fd >= 0 && posix_fallocate(fd, 0, (off_t)bytes) != 0) {
         close(fd);
