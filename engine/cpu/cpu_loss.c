@@ -153,7 +153,7 @@ static int ce_job_init(ce_job *c, const ddpl_tensor *logits, const ddpl_tensor *
  * row loops are exp-bound (one exp per logit, 8M per GPT step each way), so they are compiled
  * for AVX-512 too (CPU_LOOP_CLONES, cpu_loops.h). */
 #define DEFINE_CROSS_ENTROPY(T, ACC, EXP, LOG, SUFFIX)                                             \
-    CPU_LOOP_CLONES static void ce_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                            \
+    CPU_LOOP_CLONES static void ce_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)            \
     {                                                                                              \
         const ce_job *c = ctx;                                                                     \
         int64_t C = c->j.C;                                                                        \
@@ -170,7 +170,7 @@ static int ce_job_init(ce_job *c, const ddpl_tensor *logits, const ddpl_tensor *
             ((T *)c->stats)[2 * r + 1] = (T)LOG(s);                                                \
         }                                                                                          \
     }                                                                                              \
-    CPU_LOOP_CLONES static void ce_bwd_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                        \
+    CPU_LOOP_CLONES static void ce_bwd_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)        \
     {                                                                                              \
         const ce_job *c = ctx;                                                                     \
         int64_t C = c->j.C;                                                                        \
