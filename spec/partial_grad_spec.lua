@@ -9,21 +9,13 @@ local H = require 'helpers'
 local ddpl = H.ddpl
 local F = ddpl.F
 
+-- float64 normal values drawn from a seed; a leaf copy of a tensor
 local function data(shape, seed)
-    local flat, n, s = {}, 1, seed
-    for _, d in ipairs(shape) do n = n * d end
-    for i = 1, n do
-        s = (s * 1103515245 + 12345) % 2147483648
-        flat[i] = s / 2147483648 * 4 - 2
-    end
-    return ddpl.tensor(flat, {dtype = 'float64'}):reshape(shape)
+    ddpl.manual_seed(seed)
+    return ddpl.randn(shape, {dtype = 'float64'})
 end
 
-local function leaf(t)
-    t = t:detach():clone()
-    t.requires_grad = true
-    return t
-end
+local function leaf(t) return t:detach():clone():requires_grad_(true) end
 
 describe('partial gradients summed in place', function()
     it('split: every slice reaches the input once, with its own weight', function()
