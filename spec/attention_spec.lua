@@ -7,7 +7,8 @@
 -- sizes, causal or not, T = 1, queries and keys spanning several of the kernel's tiles with sizes
 -- that are not multiples of a block, non-contiguous inputs (head views taken in place, other
 -- layouts copied, expanded heads) and a custom scale, at 1 and 2 threads; the output's (B,L,H,Ev)
--- layout; float64 gradcheck of the fused backward, also across tiles. On CUDA (pending without a device): the fused kernel against the CPU
+-- layout and the gradients' (head views of a split projection get (B,T,H,E) gradients, equal to
+-- the composition's through the split); float64 gradcheck of the fused backward, also across tiles. On CUDA (pending without a device): the fused kernel against the CPU
 -- reference for head sizes 64 and 128 and odd ones, float32, bfloat16 and float16, causal or
 -- not; head sizes over the kernel's limit fall back to the composition.
 local H = require 'helpers'
@@ -206,6 +207,42 @@ describe('fused attention on the cpu', function()
                 assert.is_false(y1:is_contiguous())
             end
         end
+    end)
+
+    it('lays the gradients of head views out as the heads (B,T,H,E), of other inputs contiguous',
+       function()
+        -- a transformer's q, k, v: a (B,T,3*H*E) projection split, each viewed (B,T,H,E) and
+        -- transposed; the gradient reaching x must equal the composition's
+        local B, T, Hh, E = 2, 37, 3, 4
+        local x0 = data({B, T, 3 * Hh * E}, 81)
+        local gy = data({B, T, Hh * E}, 82)
+        local function through(composed)
+            local x = leaf(x0)
+            local parts = x:split(Hh * E, 2)
+            local heads, layouts = {}, {}
+            for i = 1, 3 do
+                heads[i] = parts[i]:view(B, T, Hh, E):transpose(1, 2)
+                heads[i]:register_hook(function(g)
+                    layouts[i] = g:transpose(1, 2):is_contiguous()
+                end)
+            end
+            local o = {is_causal = true}
+            if composed then o = {attn_mask = keep_mask(T, T, true)} end
+            local y = F.scaled_dot_product_attention(heads[1], heads[2], heads[3], o)
+            if not composed then assert.are.equal(FUSED, y.grad_fn) end
+            y:transpose(1, 2):contiguous():view(B, T, Hh * E):backward(gy)
+            return x.grad, layouts
+        end
+        local g1, layouts = through(false)
+        local g2 = through(true)
+        H.assert_close(g1, g2, 1e-10, 1e-12, 'dx')
+        for i = 1, 3 do assert.is_true(layouts[i], 'gradient ' .. i .. ' laid out (B,T,H,E)') end
+        -- a contiguous (B,H,L,E) input gets a contiguous gradient
+        local q = leaf(data({B, Hh, T, E}, 83))
+        local seen
+        q:register_hook(function(g) seen = g:is_contiguous() end)
+        F.scaled_dot_product_attention(q, q:detach(), q:detach()):sum():backward()
+        assert.is_true(seen)
     end)
 
     it('passes gradcheck in float64', function()

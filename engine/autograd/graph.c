@@ -1,7 +1,8 @@
 /* autograd/graph.c: nodes, saved tensors, leaf accumulators, a tensor's autograd state, hooks
  * and grad mode.
  * defines: ddpl_node_new/retain/release/save/saved, ddpl_set_history, ddpl_grad_needed,
- *          ddpl_autograd_meta_of, grad mode, requires_grad/grad accessors, hook registration. */
+ *          ddpl_autograd_meta_of, ddpl_node_partial_grad, grad mode, requires_grad/grad
+ *          accessors, hook registration. */
 #include "graph.h"
 
 static _Thread_local bool grad_disabled; /* default: recording on */
@@ -153,6 +154,18 @@ int ddpl_node_save_output(ddpl_node *n, ddpl_tensor *out)
     ddpl_tensor_release(alias);
     n->saved[slot].is_output = true;
     return slot;
+}
+
+ddpl_tensor *ddpl_node_partial_grad(const ddpl_node *n, int input, const ddpl_tensor *part)
+{
+    const ddpl_edge *e = &n->edges[input];
+    ddpl_tensor *b = e->node ? e->node->grad_buffer : NULL;
+    if (!b || ddpl_is_grad_enabled() || ddpl_requires_grad(b)) return NULL;
+    bool alone = atomic_load(&b->refcount) == 1 && atomic_load(&b->storage->refcount) == 1;
+    bool fits = b->dtype == part->dtype && ddpl_same_device(b->device, part->device) &&
+                b->ndim == e->ndim &&
+                memcmp(b->sizes, e->sizes, (size_t)e->ndim * sizeof *e->sizes) == 0;
+    return alone && fits && ddpl_tensor_is_contiguous(b) ? b : NULL;
 }
 
 bool ddpl_node_check_released(ddpl_node *n)

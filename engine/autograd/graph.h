@@ -153,6 +153,14 @@ static inline ddpl_tensor *ddpl_node_dest(const ddpl_node *n, int input)
 {
     return n->dest && n->dest_input == input ? n->dest : NULL;
 }
+/* The gradient summed so far, in the running backward, for the node behind input's edge (its
+ * grad_buffer), when a backward may add its own part into it in place: nothing else holds it
+ * or its memory, it is contiguous with the edge's shape and part's dtype and device (part: the
+ * gradient the backward was given), and no graph is being recorded; else NULL. Borrowed. A
+ * backward that adds its part into it in place leaves input's gradient NULL (narrow's
+ * backward: the slices of a split add into one tensor instead of each zero-filling a whole one
+ * that the engine then sums). */
+ddpl_tensor *ddpl_node_partial_grad(const ddpl_node *n, int input, const ddpl_tensor *part);
 /* out takes over the caller's reference to n and becomes a non-leaf requiring grad. */
 void ddpl_set_history(ddpl_tensor *out, ddpl_node *n);
 /* Typed view of the node's parameter block: T *p = DDPL_NODE_CTX(n, T); */

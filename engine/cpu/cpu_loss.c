@@ -22,6 +22,7 @@
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
+#include "cpu_loops.h"
 #include "cpu_math.h"
 #include "ops/nn_params.h"
 
@@ -148,9 +149,11 @@ static int ce_job_init(ce_job *c, const ddpl_tensor *logits, const ddpl_tensor *
     return ddpl_error("cross_entropy: unsupported dtype %s on cpu", ddpl_dtype_name(c->j.dt));
 }
 
-/* T the element type, ACC the accumulator (float keeps float32 rows in vector registers). */
+/* T the element type, ACC the accumulator (float keeps float32 rows in vector registers). The
+ * row loops are exp-bound (one exp per logit, 8M per GPT step each way), so they are compiled
+ * for AVX-512 too (CPU_LOOP_CLONES, cpu_loops.h). */
 #define DEFINE_CROSS_ENTROPY(T, ACC, EXP, LOG, SUFFIX)                                             \
-    static void ce_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                            \
+    CPU_LOOP_CLONES static void ce_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)            \
     {                                                                                              \
         const ce_job *c = ctx;                                                                     \
         int64_t C = c->j.C;                                                                        \
@@ -167,7 +170,7 @@ static int ce_job_init(ce_job *c, const ddpl_tensor *logits, const ddpl_tensor *
             ((T *)c->stats)[2 * r + 1] = (T)LOG(s);                                                \
         }                                                                                          \
     }                                                                                              \
-    static void ce_bwd_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                        \
+    CPU_LOOP_CLONES static void ce_bwd_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)        \
     {                                                                                              \
         const ce_job *c = ctx;                                                                     \
         int64_t C = c->j.C;                                                                        \

@@ -17,6 +17,7 @@
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
+#include "cpu_loops.h"
 #include "ops/nn_params.h"
 
 /* ---- batch_norm ---- */
@@ -162,8 +163,10 @@ typedef struct {
 /* Columns per block of the weight/bias gradient pass. */
 #define LN_COLS 64
 
+/* The row passes sum in double (8 lanes with AVX-512 against 4), so they are compiled for it
+ * too (CPU_LOOP_CLONES, cpu_loops.h). */
 #define DEFINE_LAYER_NORM(T, SUFFIX)                                                               \
-    static void ln_fwd_##SUFFIX(int64_t begin, int64_t end, void *ctx)                             \
+    CPU_LOOP_CLONES static void ln_fwd_##SUFFIX(int64_t begin, int64_t end, void *ctx)             \
     {                                                                                              \
         const ln_job *j = ctx;                                                                     \
         int64_t N = j->N;                                                                          \
@@ -188,7 +191,7 @@ typedef struct {
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    static void ln_bwd_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)                        \
+    CPU_LOOP_CLONES static void ln_bwd_rows_##SUFFIX(int64_t begin, int64_t end, void *ctx)        \
     {                                                                                              \
         const ln_job *j = ctx;                                                                     \
         int64_t N = j->N;                                                                          \
@@ -211,7 +214,7 @@ typedef struct {
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
-    static void ln_bwd_cols_##SUFFIX(int64_t begin, int64_t end, void *ctx)                        \
+    CPU_LOOP_CLONES static void ln_bwd_cols_##SUFFIX(int64_t begin, int64_t end, void *ctx)        \
     {                                                                                              \
         const ln_job *j = ctx;                                                                     \
         int64_t N = j->N;                                                                          \

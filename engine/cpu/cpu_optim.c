@@ -12,6 +12,7 @@
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
+#include "cpu_loops.h"
 #include "ops/optim.h"
 
 typedef struct sgd_ctx {
@@ -153,7 +154,8 @@ static void adam_slow(adam_ctx *c, int64_t lo, int64_t hi)
     }
 }
 
-static void adam_range(int64_t lo, int64_t hi, void *ctx)
+/* Compiled for AVX-512 too (CPU_LOOP_CLONES): a sqrt and a division per element. */
+CPU_LOOP_CLONES static void adam_range(int64_t lo, int64_t hi, void *ctx)
 {
     adam_ctx *c = ctx;
     if (c->dt == DDPL_FLOAT32)

@@ -17,6 +17,7 @@
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
+#include "cpu_loops.h"
 #include "ops/kernel_params.h"
 #include "core/reduce_geom.h"
 
@@ -255,7 +256,9 @@ typedef struct {
 #define COL_ACCUMULATE(T)                                                                          \
     for (int64_t c = 0; c < nc; c++) acc[c] += (double)((const T *)p)[c]
 
-static void col_range(int64_t begin, int64_t end, void *ctx)
+/* Compiled for AVX-512 too (CPU_LOOP_CLONES): the float -> double column accumulation is a
+ * bias gradient's whole cost (Linear's bias: sum over the batch rows, 4 per GPT block). */
+CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end, void *ctx)
 {
     const col_job *cj = ctx;
     const reduce_job *j = cj->j;

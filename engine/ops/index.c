@@ -157,8 +157,13 @@ static int index_select_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **
 {
     ddpl_tensor *index = ddpl_node_saved(n, 0);
     if (!index) return -1;
-    gi[0] = scatter_into_zeros(DDPL_OP_INDEX_ADD, &n->edges[0], index, grad,
-                               DDPL_NODE_CTX(n, dim_ctx)->dim);
+    ddpl_dim_params p = {DDPL_NODE_CTX(n, dim_ctx)->dim};
+    /* another gradient already reached the input (a tied embedding's head): add the rows into
+     * that sum (gi[0] stays NULL) rather than into zeros of the whole table */
+    ddpl_tensor *sum = ddpl_node_partial_grad(n, 0, grad);
+    if (sum)
+        return ddpl_run_kernel(DDPL_OP_INDEX_ADD, sum->device, &sum, OP_INPUTS(index, grad), &p);
+    gi[0] = scatter_into_zeros(DDPL_OP_INDEX_ADD, &n->edges[0], index, grad, p.dim);
     return gi[0] ? ddpl_mark_not_differentiable("index_select", n, grad, 1, gi, false) : -1;
 }
 

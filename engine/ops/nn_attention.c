@@ -130,6 +130,18 @@ static ddpl_tensor *sdpa_output(const int64_t *ys, ddpl_dtype dt, ddpl_device de
     return y;
 }
 
+/* The gradient of a (B,H,N,E) operand, laid out as the operand was: a head view of a
+ * (B,T,H,E) tensor (head stride below the row stride: a transformer's q, k, v) gets a (B,N,H,E)
+ * store, so the gradient's way back through transpose(1,2) and the view to (B,T,H*E) needs no
+ * copy (it did: one per q, k and v per layer); anything else a contiguous one. */
+static ddpl_tensor *sdpa_grad_like(const ddpl_tensor *like, ddpl_dtype dt)
+{
+    bool heads_inside_rows = like->device.type == DDPL_CPU && like->sizes[1] > 1 &&
+                             like->sizes[2] > 1 && like->strides[1] < like->strides[2];
+    return heads_inside_rows ? sdpa_output(like->sizes, dt, like->device)
+                             : ddpl_tensor_new(like->ndim, like->sizes, dt, like->device);
+}
+
 typedef struct {
     ddpl_attention_params p;
 } sdpa_ctx;
@@ -148,7 +160,7 @@ static int sdpa_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     ddpl_tensor *outs[3] = {NULL, NULL, NULL};
     int rc = g ? 0 : -1;
     for (int i = 0; i < 3 && rc == 0; i++)
-        if (!(outs[i] = ddpl_tensor_new(s[i]->ndim, s[i]->sizes, dt, s[i]->device))) rc = -1;
+        if (!(outs[i] = sdpa_grad_like(s[i], dt))) rc = -1;
     ddpl_tensor *ins[6] = {g, s[0], s[1], s[2], s[3], s[4]};
     if (rc == 0)
         rc = ddpl_run_kernel(DDPL_OP_ATTENTION_BACKWARD, s[0]->device, outs, ins,

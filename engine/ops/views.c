@@ -73,9 +73,19 @@ static int narrow_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     ddpl_edge *e = &n->edges[0];
     if (ddpl_is_grad_enabled() && ddpl_requires_grad(grad))
         return narrow_backward_recorded(n, grad, gi);
+    int64_t len = c->squeeze ? 1 : grad->sizes[c->dim];
+    /* another slice's gradient already reached the input (a split): add into that sum */
+    ddpl_tensor *sum = ddpl_node_partial_grad(n, 0, grad);
+    if (sum) {
+        ddpl_tensor *region = ddpl_narrow(sum, c->dim, c->start, len);
+        ddpl_tensor *g = c->squeeze ? ddpl_unsqueeze(grad, c->dim) : ddpl_tensor_retain(grad);
+        int rc = region && g ? ddpl_add_(region, g, 1.0) : -1;
+        ddpl_tensor_release(region);
+        ddpl_tensor_release(g);
+        return rc; /* gi[0] stays NULL: the part is in the sum already */
+    }
     ddpl_tensor *z = ddpl_zeros(e->ndim, e->sizes, (ddpl_dtype)grad->dtype, grad->device);
     if (!z) return -1;
-    int64_t len = c->squeeze ? 1 : grad->sizes[c->dim];
     ddpl_tensor *region = ddpl_narrow(z, c->dim, c->start, len);
     ddpl_tensor *g = c->squeeze ? ddpl_unsqueeze(grad, c->dim) : ddpl_tensor_retain(grad);
     int rc = region && g ? ddpl_copy_(region, g) : -1;
