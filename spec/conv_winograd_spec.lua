@@ -3,7 +3,9 @@
 -- (im2col + GEMM, itself checked against PyTorch in nn_functional_spec and gradcheck_spec):
 -- forward, input, weight and bias gradients, for paddings 0-2, odd and even sizes, channel
 -- counts that are not multiples of the 16-channel blocks, a batch that leaves a partial chunk of
--- images, a plane large enough to be a chunk by itself, and 1 and 2 threads. Shapes the fast
+-- images, a plane large enough to be a chunk by itself, more than one 64-channel block of the
+-- kernel and weight-gradient transforms, and 1 and 2 threads (a single chunk leaves the second
+-- thread without one: its weight-gradient sums must be left out). Shapes the fast
 -- path does not take (few channels, stride 2, dilation, groups, 5x5) are compared too, so that
 -- the dispatch between the paths is covered.
 local H = require 'helpers'
@@ -54,6 +56,8 @@ local winograd_shapes = {
     {N = 5, C = 20, O = 18, H = 13, W = 13},            -- 4 images a chunk: a partial last one
     {N = 1, C = 16, O = 8, H = 1, W = 1},               -- one pixel, all padding around it
     {N = 2, C = 8, O = 8, H = 30, W = 31},              -- a plane of > 192 tiles: its own chunk
+    {N = 9, C = 66, O = 70, H = 5, W = 6},              -- > 64 channels: two blocks of the kernel
+                                                        -- and weight-gradient transforms
 }
 
 local general_shapes = {

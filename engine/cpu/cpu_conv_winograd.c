@@ -24,6 +24,7 @@
 
 #include "core/alloc.h"
 #include "cpu_blas.h"
+#include "cpu_iter.h"
 
 /* Tiles a chunk aims for (at least, in whole images): the GEMMs need a few hundred rows to run
  * near BLAS peak, and V, M of 16 * 64 channels * 196 tiles * 4 bytes (800 KiB each) stay near a
@@ -54,33 +55,50 @@ typedef struct {
     float *out;
     const float *dy; /* weight gradient: the output gradient (N, Cout, OH, OW) */
     int64_t dU_at; /* weight gradient: where a thread's (16, Cin, Cout) sums start in its scratch */
+    bool *dU_live; /* weight gradient, per thread: its sums hold a chunk (else unwritten) */
     /* per thread: V (16, Tc, Cin), M (16, Tc, Cout), the padded image (PH, PW, Cin) or the
      * untransformed outputs (2*tH, 2*tW, Cout) */
     float **scratch;
 } wino_job;
 
-/* U[k][i][o] = (G g G^T)[k] for every (o, i), G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]. */
+/* Output channels per block of the kernel and weight-gradient transforms: a block's taps,
+ * gathered (9 or 16, KT_BLOCK) on the stack, let the transforms run as contiguous vector loops
+ * over the output channels. */
+#define KT_BLOCK 64
+
+/* U[k][i][o] = (G g G^T)[k] for every (o, i), G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]. Loops
+ * input channel by input channel, so that each of the 16 rows U[k][i][.] is written
+ * contiguously (o innermost; o outermost wrote 16 scattered floats per pair and was a serial
+ * ~65 us of each lenet conv2 call at 2 threads). */
 static void transform_kernel(const cpu_winograd_shape *s, const float *k, bool adjoint, float *U)
 {
     int64_t O = s->Cout, C = s->Cin;
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t i = 0; i < C; i++) {
-            float g[3][3];
-            for (int a = 0; a < 3; a++)
-                for (int b = 0; b < 3; b++) /* adjoint: k is (C, O, 3, 3), flipped */
-                    g[a][b] = adjoint ? k[(i * O + o) * 9 + (2 - a) * 3 + (2 - b)]
-                                      : k[(o * C + i) * 9 + a * 3 + b];
-            float t[4][3]; /* G g */
-            for (int b = 0; b < 3; b++) {
-                t[0][b] = g[0][b];
-                t[1][b] = 0.5f * (g[0][b] + g[1][b] + g[2][b]);
-                t[2][b] = 0.5f * (g[0][b] - g[1][b] + g[2][b]);
-                t[3][b] = g[2][b];
-            }
-            for (int a = 0; a < 4; a++) { /* (G g) G^T */
-                float u[4] = {t[a][0], 0.5f * (t[a][0] + t[a][1] + t[a][2]),
-                              0.5f * (t[a][0] - t[a][1] + t[a][2]), t[a][2]};
-                for (int b = 0; b < 4; b++) U[((a * 4 + b) * C + i) * O + o] = u[b];
+    for (int64_t i = 0; i < C; i++)
+        for (int64_t o0 = 0; o0 < O; o0 += KT_BLOCK) {
+            int64_t nb = O - o0 < KT_BLOCK ? O - o0 : KT_BLOCK;
+            float g[9][KT_BLOCK];
+            for (int64_t o = 0; o < nb; o++)
+                for (int ab = 0; ab < 9; ab++) /* adjoint: k is (C, O, 3, 3), flipped */
+                    g[ab][o] = adjoint ? k[(i * O + o0 + o) * 9 + (8 - ab)]
+                                       : k[((o0 + o) * C + i) * 9 + ab];
+            float *u = U + i * O + o0; /* u[k * C * O + o] = U[k][i][o0 + o] */
+            int64_t ks = C * O;
+#pragma omp simd
+            for (int64_t o = 0; o < nb; o++) {
+                float t[4][3]; /* G g */
+                for (int b = 0; b < 3; b++) {
+                    float g0 = g[b][o], g1 = g[3 + b][o], g2 = g[6 + b][o];
+                    t[0][b] = g0;
+                    t[1][b] = 0.5f * (g0 + g1 + g2);
+                    t[2][b] = 0.5f * (g0 - g1 + g2);
+                    t[3][b] = g2;
+                }
+                for (int a = 0; a < 4; a++) { /* (G g) G^T */
+                    u[(a * 4 + 0) * ks + o] = t[a][0];
+                    u[(a * 4 + 1) * ks + o] = 0.5f * (t[a][0] + t[a][1] + t[a][2]);
+                    u[(a * 4 + 2) * ks + o] = 0.5f * (t[a][0] - t[a][1] + t[a][2]);
+                    u[(a * 4 + 3) * ks + o] = t[a][2];
+                }
             }
         }
 }
@@ -249,7 +267,8 @@ static void wino_tiling(wino_job *j)
     const cpu_winograd_shape *s = j->s;
     j->tH = (s->OH + 1) / 2, j->tW = (s->OW + 1) / 2, j->TI = j->tH * j->tW;
     /* rounded up: the lenet's 14x14 planes (49 tiles) make chunks of 4 images, 16 chunks a
-     * batch of 64, which split evenly into 2 parts per thread at 1, 2 and 4 threads */
+     * batch of 64, which split into CPU_PARTS_PER_THREAD (8) parts of 1-2 chunks at 1, 2
+     * and 4 threads */
     j->ipc = (WINO_CHUNK_TILES + j->TI - 1) / j->TI;
     if (j->ipc > s->N) j->ipc = s->N;
     j->chunks = (s->N + j->ipc - 1) / j->ipc;
@@ -400,32 +419,74 @@ static void wgrad_chunks(int64_t begin, int64_t end, int thread, void *ctx)
             transform_grad_image(j, j->dy + (n0 + n) * O * s->OH * s->OW, pad, Z + n * j->TI * O,
                                  Tc);
         }
+        double beta = j->dU_live[thread] ? 1.0 : 0.0; /* the thread's first chunk sets dU */
         for (int k = 0; k < 16; k++)
             cpu_blas_gemm(DDPL_FLOAT32, true, false, C, O, Tc, 1.0, V + k * Tc * C, C,
-                          Z + k * Tc * O, O, 1.0, j->scratch[thread] + j->dU_at + k * C * O, O);
+                          Z + k * Tc * O, O, beta, j->scratch[thread] + j->dU_at + k * C * O, O);
+        j->dU_live[thread] = true;
     }
 }
 
-/* dw[o][c] = G^T dU[.][c][o] G, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1]. */
-static void untransform_weight_grad(const cpu_winograd_shape *s, const float *dU, float *dw)
+/* dw[o][c] = G^T dU[.][c][o] G, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], dU the sum of the
+ * threads' partial sums (in thread order, skipping threads that took no chunk), for input
+ * channels [begin, end): reads run contiguously over the output channels, KT_BLOCK of them at
+ * a time, and the 9 taps of a block are scattered to dw at the end. */
+typedef struct {
+    const wino_job *j;
+    int nt;
+    float *dw;
+} wgrad_out;
+
+static void untransform_weight_grad_range(int64_t begin, int64_t end, void *ctx)
 {
-    int64_t C = s->Cin, O = s->Cout;
-    for (int64_t o = 0; o < O; o++)
-        for (int64_t c = 0; c < C; c++) {
-            float u[4][4], t[3][4];
-            for (int k = 0; k < 16; k++) u[k / 4][k % 4] = dU[(k * C + c) * O + o];
-            for (int b = 0; b < 4; b++) { /* G^T u */
-                t[0][b] = u[0][b] + 0.5f * (u[1][b] + u[2][b]);
-                t[1][b] = 0.5f * (u[1][b] - u[2][b]);
-                t[2][b] = 0.5f * (u[1][b] + u[2][b]) + u[3][b];
+    const wgrad_out *w = ctx;
+    const wino_job *j = w->j;
+    int64_t C = j->s->Cin, O = j->s->Cout, ks = C * O;
+    for (int64_t c = begin; c < end; c++)
+        for (int64_t o0 = 0; o0 < O; o0 += KT_BLOCK) {
+            int64_t nb = O - o0 < KT_BLOCK ? O - o0 : KT_BLOCK;
+            float u[16][KT_BLOCK], g[9][KT_BLOCK];
+            bool first = true;
+            for (int t = 0; t < w->nt; t++) {
+                if (!j->dU_live[t]) continue;
+                const float *dU = j->scratch[t] + j->dU_at + c * O + o0;
+                for (int k = 0; k < 16; k++)
+#pragma omp simd
+                    for (int64_t o = 0; o < nb; o++)
+                        u[k][o] = first ? dU[k * ks + o] : u[k][o] + dU[k * ks + o];
+                first = false;
             }
-            float *w = dw + (o * C + c) * 9;
-            for (int i = 0; i < 3; i++) { /* (G^T u) G */
-                w[i * 3 + 0] = t[i][0] + 0.5f * (t[i][1] + t[i][2]);
-                w[i * 3 + 1] = 0.5f * (t[i][1] - t[i][2]);
-                w[i * 3 + 2] = 0.5f * (t[i][1] + t[i][2]) + t[i][3];
+            if (first) memset(u, 0, sizeof u); /* no chunks (an empty batch cannot get here) */
+#pragma omp simd
+            for (int64_t o = 0; o < nb; o++)
+                for (int b = 0; b < 4; b++) { /* G^T u, then (G^T u) G row by row */
+                    float t0 = u[b][o] + 0.5f * (u[4 + b][o] + u[8 + b][o]);
+                    float t1 = 0.5f * (u[4 + b][o] - u[8 + b][o]);
+                    float t2 = 0.5f * (u[4 + b][o] + u[8 + b][o]) + u[12 + b][o];
+                    u[b][o] = t0, u[4 + b][o] = t1, u[8 + b][o] = t2;
+                }
+#pragma omp simd
+            for (int64_t o = 0; o < nb; o++)
+                for (int i = 0; i < 3; i++) {
+                    float t0 = u[4 * i][o], t1 = u[4 * i + 1][o], t2 = u[4 * i + 2][o],
+                          t3 = u[4 * i + 3][o];
+                    g[i * 3 + 0][o] = t0 + 0.5f * (t1 + t2);
+                    g[i * 3 + 1][o] = 0.5f * (t1 - t2);
+                    g[i * 3 + 2][o] = 0.5f * (t1 + t2) + t3;
+                }
+            for (int64_t o = 0; o < nb; o++) {
+                float *dst = w->dw + ((o0 + o) * C + c) * 9;
+                for (int ab = 0; ab < 9; ab++) dst[ab] = g[ab][o];
             }
         }
+}
+
+static void untransform_weight_grad(const wino_job *j, int nt, float *dw)
+{
+    wgrad_out w = {j, nt, dw};
+    int64_t C = j->s->Cin, O = j->s->Cout;
+    /* work per input channel: reading nt * 16 * O sums */
+    cpu_parallel_for(C, CPU_GRAIN / (nt * 16 * O + 1) + 1, untransform_weight_grad_range, &w);
 }
 
 int cpu_winograd_weight_grad3x3(const cpu_winograd_shape *s, const float *in, const float *dy,
@@ -441,13 +502,16 @@ int cpu_winograd_weight_grad3x3(const cpu_winograd_shape *s, const float *in, co
     wino_workspace ws;
     if (!wino_alloc(&ws, &j, nt, 0, per_thread + usize)) return -1;
     j.dU_at = per_thread;
-    for (int t = 0; t < nt; t++)
-        memset(j.scratch[t] + per_thread, 0, (size_t)usize * sizeof(float));
+    /* a thread's sums start with its first chunk (beta 0): no zeroing pass, and a thread that
+     * took no chunk is left out of the sum */
+    j.dU_live = calloc((size_t)nt, sizeof *j.dU_live);
+    if (!j.dU_live) {
+        wino_free(&ws, &j);
+        return ddpl_error("conv2d: out of memory for the Winograd weight-gradient flags");
+    }
     cpu_blas_parallel_for(j.chunks, wgrad_chunks, &j);
-    float *dU = j.scratch[0] + per_thread;
-    for (int t = 1; t < nt; t++) /* threads' partial sums, in thread order */
-        for (int64_t i = 0; i < usize; i++) dU[i] += j.scratch[t][per_thread + i];
-    untransform_weight_grad(s, dU, dw);
+    untransform_weight_grad(&j, nt, dw);
+    free(j.dU_live);
     wino_free(&ws, &j);
     return 0;
 }

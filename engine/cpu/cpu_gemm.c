@@ -120,7 +120,8 @@ void cpu_blas_parallel_for(int64_t n, void (*fn)(int64_t, int64_t, int, void *),
     blas_single_threaded(); /* here, not racing in every thread's first GEMM */
     int nt = cpu_threads_get();
     if (n >= 2 && nt > 1 && !cpu_threads_in_parallel()) {
-        int64_t parts = n < 2 * nt ? n : 2 * nt; /* two per thread: late threads are covered */
+        /* a few parts per thread: late threads are covered, short parts end the job evenly */
+        int64_t most = (int64_t)CPU_PARTS_PER_THREAD * nt, parts = n < most ? n : most;
         blas_range r = {n, (n + parts - 1) / parts, fn, ctx};
         cpu_threads_run((int)((n + r.chunk - 1) / r.chunk), blas_range_part, &r);
         return;

@@ -120,9 +120,11 @@ int cpu_index_select(ddpl_tensor **out, ddpl_tensor **in, const void *params)
                 post = ddpl_numel(x->ndim - dim - 1, x->sizes + dim + 1);
         rows_ctx c = {ddpl_data_ptr(x),   ddpl_data_ptr(o), idx, istride, n, size,
                       post * (int64_t)esz};
-        /* a thread per chunk of rows once the copy is a few hundred KB */
+        /* a thread per chunk of rows once the copy is ~128 KB: rows gathered from a large
+         * table (a training batch of 64 Fashion-MNIST images from the 188 MB split, 200 KB)
+         * miss the cache, and two threads keep twice the misses in flight */
         int64_t grain =
-            c.row_bytes >= CPU_GRAIN ? 1 : CPU_GRAIN / (c.row_bytes ? c.row_bytes : 1) * 8;
+            c.row_bytes >= CPU_GRAIN ? 1 : CPU_GRAIN / (c.row_bytes ? c.row_bytes : 1) * 2;
         cpu_parallel_for(pre * n, grain, select_rows, &c);
         return 0;
     }

@@ -124,9 +124,10 @@ void cpu_parallel_for(int64_t n, int64_t grain, void (*fn)(int64_t, int64_t, voi
         fn(0, n, ctx);
         return;
     }
-    /* two parts per thread: balanced when every thread shows up, and a late thread's share is
-     * taken by the others (cpu_threads.h) */
-    int64_t want = n / grain, parts = want < 2 * nt ? want : 2 * nt;
+    /* a few parts per thread, each at least `grain`: a late thread's share is taken by the
+     * others, and the job ends at most one short part after its last start (cpu_threads.h) */
+    int64_t want = n / grain, most = (int64_t)CPU_PARTS_PER_THREAD * nt;
+    int64_t parts = want < most ? want : most;
     range_job j = {n, (n + parts - 1) / parts, fn, ctx};
     cpu_threads_run((int)((n + j.chunk - 1) / j.chunk), range_part, &j);
 }

@@ -48,28 +48,24 @@ static void run_planes(int64_t planes, int64_t plane_work, void (*fn)(int64_t, i
 }
 
 #if defined(__AVX2__)
-/* One output row of the float32 2x2 stride-2 pool, 8 outputs at a time: input rows r0 and r1,
- * outputs yr[0..OW), argmax ar (NULL: not wanted) relative to `base`. The same scan as the
- * scalar loop (a later tap wins when greater or NaN), as blends instead of branches: the winner
- * is random on real data and mispredicted branches dominated this kernel. Returns the outputs
- * done (a multiple of 8); the caller finishes the row. */
-static int64_t max_pool_2x2_row_avx2(const float *r0, const float *r1, float *yr, int64_t *ar,
-                                     int64_t OW, int64_t W, int64_t base)
+/* 8 outputs of the float32 2x2 stride-2 pool from 16 inputs of each of the rows r0 (u0 u1) and
+ * r1 (v0 v1): the maxima, and in *k each winner's offset from its window's first tap. The same
+ * scan as the scalar loop (a later tap wins when greater or NaN), as blends instead of
+ * branches: the winner is random on real data and mispredicted branches dominated this
+ * kernel. */
+static inline __m256 max_pool_2x2_8(__m256 u0, __m256 u1, __m256 v0, __m256 v1, int64_t W,
+                                    __m256i *k_out)
 {
-    int64_t ow = 0;
     const __m256i k_b = _mm256_set1_epi32(1), k_c = _mm256_set1_epi32((int)W),
                   k_d = _mm256_set1_epi32((int)W + 1);
-    for (; ow + 8 <= OW; ow += 8) {
-        /* deinterleave 16 inputs of each row into even (left) and odd (right) taps */
-        __m256 u0 = _mm256_loadu_ps(r0 + 2 * ow), u1 = _mm256_loadu_ps(r0 + 2 * ow + 8);
-        __m256 v0 = _mm256_loadu_ps(r1 + 2 * ow), v1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
+    /* deinterleave 16 inputs of each row into even (left) and odd (right) taps */
 #define DDPL_DEINTERLEAVE(x, y, imm)                                                               \
     _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(x, y, imm)), 0xD8))
-        __m256 a = DDPL_DEINTERLEAVE(u0, u1, 0x88), b = DDPL_DEINTERLEAVE(u0, u1, 0xDD);
-        __m256 c = DDPL_DEINTERLEAVE(v0, v1, 0x88), d = DDPL_DEINTERLEAVE(v0, v1, 0xDD);
+    __m256 a = DDPL_DEINTERLEAVE(u0, u1, 0x88), b = DDPL_DEINTERLEAVE(u0, u1, 0xDD);
+    __m256 c = DDPL_DEINTERLEAVE(v0, v1, 0x88), d = DDPL_DEINTERLEAVE(v0, v1, 0xDD);
 #undef DDPL_DEINTERLEAVE
-        __m256 m = a;
-        __m256i k = _mm256_setzero_si256();
+    __m256 m = a;
+    __m256i k = _mm256_setzero_si256();
 #define DDPL_TAKE(t, kt)                                                                           \
     do {                                                                                           \
         __m256 take =                                                                              \
@@ -78,22 +74,145 @@ static int64_t max_pool_2x2_row_avx2(const float *r0, const float *r1, float *yr
         k = _mm256_castps_si256(                                                                   \
             _mm256_blendv_ps(_mm256_castsi256_ps(k), _mm256_castsi256_ps(kt), take));              \
     } while (0)
-        DDPL_TAKE(b, k_b);
-        DDPL_TAKE(c, k_c);
-        DDPL_TAKE(d, k_d);
+    DDPL_TAKE(b, k_b);
+    DDPL_TAKE(c, k_c);
+    DDPL_TAKE(d, k_d);
 #undef DDPL_TAKE
+    *k_out = k;
+    return m;
+}
+
+/* The argmax of 8 outputs as int64 input indices: k (offsets within the windows) plus b0, the
+ * input index of the first output's first tap; into lo (outputs 0-3) and hi (4-7). */
+static inline void max_pool_2x2_index(__m256i k, int64_t b0, __m256i *lo, __m256i *hi)
+{
+    *lo = _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(k)),
+                           _mm256_set_epi64x(b0 + 6, b0 + 4, b0 + 2, b0));
+    *hi = _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1)),
+                           _mm256_set_epi64x(b0 + 14, b0 + 12, b0 + 10, b0 + 8));
+}
+
+/* One output row of the float32 2x2 stride-2 pool: input rows r0 and r1, outputs yr[0..OW),
+ * argmax ar (NULL: not wanted) relative to `base`. 8 outputs at a time, and the last 1-7 with
+ * masked loads (reading only the row's own 2 * OW inputs): the second lenet pool's rows are 7
+ * outputs wide, which a scalar tail took whole. */
+static void max_pool_2x2_row_avx2(const float *r0, const float *r1, float *yr, int64_t *ar,
+                                  int64_t OW, int64_t W, int64_t base)
+{
+    int64_t ow = 0;
+    __m256i k, lo, hi;
+    for (; ow + 8 <= OW; ow += 8) {
+        __m256 m =
+            max_pool_2x2_8(_mm256_loadu_ps(r0 + 2 * ow), _mm256_loadu_ps(r0 + 2 * ow + 8),
+                           _mm256_loadu_ps(r1 + 2 * ow), _mm256_loadu_ps(r1 + 2 * ow + 8), W, &k);
         _mm256_storeu_ps(yr + ow, m);
         if (ar) {
-            int64_t b0 = base + 2 * ow; /* input index of output ow's first tap */
-            __m256i lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(k));
-            __m256i hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(k, 1));
-            lo = _mm256_add_epi64(lo, _mm256_set_epi64x(b0 + 6, b0 + 4, b0 + 2, b0));
-            hi = _mm256_add_epi64(hi, _mm256_set_epi64x(b0 + 14, b0 + 12, b0 + 10, b0 + 8));
+            max_pool_2x2_index(k, base + 2 * ow, &lo, &hi);
             _mm256_storeu_si256((__m256i *)(ar + ow), lo);
             _mm256_storeu_si256((__m256i *)(ar + ow + 4), hi);
         }
     }
-    return ow;
+    int rem = (int)(OW - ow); /* 0-7 outputs left, 2 * rem inputs of each row */
+    if (rem == 0) return;
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    __m256i in0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * rem), lane);     /* inputs 0-7 */
+    __m256i in1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(2 * rem - 8), lane); /* inputs 8-15 */
+    __m256 m = max_pool_2x2_8(
+        _mm256_maskload_ps(r0 + 2 * ow, in0), _mm256_maskload_ps(r0 + 2 * ow + 8, in1),
+        _mm256_maskload_ps(r1 + 2 * ow, in0), _mm256_maskload_ps(r1 + 2 * ow + 8, in1), W, &k);
+    /* stored through a buffer: masked stores (vmaskmov) are microcoded and slow on AMD */
+    float ybuf[8];
+    int64_t abuf[8];
+    _mm256_storeu_ps(ybuf, m);
+    for (int i = 0; i < rem; i++) yr[ow + i] = ybuf[i];
+    if (ar) {
+        max_pool_2x2_index(k, base + 2 * ow, &lo, &hi);
+        _mm256_storeu_si256((__m256i *)abuf, lo);
+        _mm256_storeu_si256((__m256i *)(abuf + 4), hi);
+        for (int i = 0; i < rem; i++) ar[ow + i] = abuf[i];
+    }
+}
+#endif
+
+#if defined(__AVX2__)
+/* Rows 2*oh and 2*oh + 1 (d0, d1) of the input gradient of the float32 2x2 stride-2 pool from
+ * output row oh: g[0..OW) and its argmax am relative to `base` (the input index of the row's
+ * first window). Each window's four inputs are written once, the gradient where the argmax is
+ * and zeros elsewhere (the windows tile the rows, so no memset of dx and no read-modify-write
+ * scatter is needed); 8 windows at a time, then the last 1-7 with masked loads. */
+static void max_pool_2x2_bwd_row_avx2(const float *g, const int64_t *am, float *d0, float *d1,
+                                      int64_t OW, int64_t W, int64_t base)
+{
+    const __m256i perm = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7),
+                  lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i k_b = _mm256_set1_epi32(1), k_c = _mm256_set1_epi32((int)W),
+                  k_d = _mm256_set1_epi32((int)W + 1);
+    for (int64_t ow = 0; ow < OW; ow += 8) {
+        int rem = OW - ow < 8 ? (int)(OW - ow) : 8;
+        __m256i m32 = _mm256_cmpgt_epi32(_mm256_set1_epi32(rem), lane); /* outputs */
+        const __m256i lane64 = _mm256_setr_epi64x(0, 1, 2, 3);
+        __m256i mlo = _mm256_cmpgt_epi64(_mm256_set1_epi64x(rem), lane64);
+        __m256i mhi = _mm256_cmpgt_epi64(_mm256_set1_epi64x(rem - 4), lane64);
+        __m256 gv;
+        __m256i ilo, ihi;
+        if (rem == 8) {
+            gv = _mm256_loadu_ps(g + ow);
+            ilo = _mm256_loadu_si256((const __m256i *)(am + ow));
+            ihi = _mm256_loadu_si256((const __m256i *)(am + ow + 4));
+        } else {
+            gv = _mm256_maskload_ps(g + ow, m32);
+            ilo = _mm256_maskload_epi64((const long long *)(am + ow), mlo);
+            ihi = _mm256_maskload_epi64((const long long *)(am + ow + 4), mhi);
+        }
+        int64_t b0 = base + 2 * ow; /* offsets of the argmax within their windows */
+        ilo = _mm256_sub_epi64(ilo, _mm256_set_epi64x(b0 + 6, b0 + 4, b0 + 2, b0));
+        ihi = _mm256_sub_epi64(ihi, _mm256_set_epi64x(b0 + 14, b0 + 12, b0 + 10, b0 + 8));
+        /* low 32 bits of the 8 offsets, in order (each is 0, 1, W or W + 1) */
+        __m256i k = _mm256_inserti128_si256(
+            _mm256_permutevar8x32_epi32(ilo, perm),
+            _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(ihi, perm)), 1);
+        __m256 a =
+            _mm256_and_ps(gv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, _mm256_setzero_si256())));
+        __m256 b = _mm256_and_ps(gv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, k_b)));
+        __m256 c = _mm256_and_ps(gv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, k_c)));
+        __m256 d = _mm256_and_ps(gv, _mm256_castsi256_ps(_mm256_cmpeq_epi32(k, k_d)));
+        /* interleave into the rows: a0 b0 a1 b1 ... and c0 d0 c1 d1 ... */
+        __m256 ab_lo = _mm256_unpacklo_ps(a, b), ab_hi = _mm256_unpackhi_ps(a, b);
+        __m256 cd_lo = _mm256_unpacklo_ps(c, d), cd_hi = _mm256_unpackhi_ps(c, d);
+        __m256 r00 = _mm256_permute2f128_ps(ab_lo, ab_hi, 0x20),
+               r01 = _mm256_permute2f128_ps(ab_lo, ab_hi, 0x31);
+        __m256 r10 = _mm256_permute2f128_ps(cd_lo, cd_hi, 0x20),
+               r11 = _mm256_permute2f128_ps(cd_lo, cd_hi, 0x31);
+        if (rem == 8) {
+            _mm256_storeu_ps(d0 + 2 * ow, r00);
+            _mm256_storeu_ps(d0 + 2 * ow + 8, r01);
+            _mm256_storeu_ps(d1 + 2 * ow, r10);
+            _mm256_storeu_ps(d1 + 2 * ow + 8, r11);
+        } else { /* 2 * rem inputs of each row, through a buffer (vmaskmov stores are slow on
+                  * AMD) */
+            float buf[2][16];
+            _mm256_storeu_ps(buf[0], r00);
+            _mm256_storeu_ps(buf[0] + 8, r01);
+            _mm256_storeu_ps(buf[1], r10);
+            _mm256_storeu_ps(buf[1] + 8, r11);
+            for (int i = 0; i < 2 * rem; i++)
+                d0[2 * ow + i] = buf[0][i], d1[2 * ow + i] = buf[1][i];
+        }
+    }
+}
+
+/* The float32 2x2 stride-2 backward of one plane dx (H, W) from g and am (OH, OW): the rows of
+ * windows, then zeros in the column and row that no window covers (odd W, odd H). */
+static void max_pool_2x2_bwd_plane_avx2(const pool_job *j, const float *g, const int64_t *am,
+                                        float *dx)
+{
+    int64_t H = j->H, W = j->W, OH = j->OH, OW = j->OW;
+    for (int64_t oh = 0; oh < OH; oh++) {
+        float *d0 = dx + 2 * oh * W;
+        max_pool_2x2_bwd_row_avx2(g + oh * OW, am + oh * OW, d0, d0 + W, OW, W, 2 * oh * W);
+        for (int64_t w = 2 * OW; w < W; w++) d0[w] = d0[W + w] = 0.0f;
+    }
+    memset(dx + 2 * OH * W, 0, (size_t)((H - 2 * OH) * W) * sizeof *dx);
 }
 #endif
 
@@ -173,20 +292,30 @@ static int64_t max_pool_2x2_row_avx2(const float *r0, const float *r1, float *yr
             T *dx = (T *)j->out + pl * HW;                                                         \
             const T *g = (const T *)j->in + pl * P;                                                \
             const int64_t *am = j->indices + pl * P;                                               \
+            if (MAX_POOL_2X2_BWD_VECTOR(T, j, g, am, dx)) continue;                                \
             memset(dx, 0, (size_t)HW * sizeof(T));                                                 \
             for (int64_t p = 0; p < P; p++) dx[am[p]] += g[p];                                     \
         }                                                                                          \
     }
 
-/* outputs of a 2x2 row done by the vector loop: all but the tail for float32 with AVX2 */
+/* outputs of a 2x2 row done by the vector loop: the whole row for float32 with AVX2 */
 #if defined(__AVX2__)
 #define MAX_POOL_2X2_VECTOR(T, r0, r1, yr, ar, OW, W, base)                                        \
     (sizeof(T) == 4 && (W) < INT32_MAX                                                             \
-         ? max_pool_2x2_row_avx2((const float *)(r0), (const float *)(r1), (float *)(yr), ar, OW,  \
-                                 W, base)                                                          \
+         ? (max_pool_2x2_row_avx2((const float *)(r0), (const float *)(r1), (float *)(yr), ar, OW, \
+                                  W, base),                                                        \
+            (OW))                                                                                  \
+         : 0)
+/* the backward of a whole plane for float32 2x2 stride-2 windows without padding (the windows
+ * tile the plane: see max_pool_2x2_bwd_row_avx2); 0 where the general scatter runs */
+#define MAX_POOL_2X2_BWD_VECTOR(T, j, g, am, dx)                                                   \
+    (sizeof(T) == 4 && (j)->kh == 2 && (j)->kw == 2 && (j)->sh == 2 && (j)->sw == 2 &&             \
+             (j)->ph == 0 && (j)->pw == 0 && (j)->W < INT32_MAX                                    \
+         ? (max_pool_2x2_bwd_plane_avx2(j, (const float *)(g), am, (float *)(dx)), 1)              \
          : 0)
 #else
 #define MAX_POOL_2X2_VECTOR(T, r0, r1, yr, ar, OW, W, base) 0
+#define MAX_POOL_2X2_BWD_VECTOR(T, j, g, am, dx)            0
 #endif
 
 DEFINE_MAX_POOL(float, f32)

@@ -192,19 +192,21 @@ static int conv2d_check(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *bias,
         check_pair("dilation", p->dilation, 1) < 0)
         return -1;
     if (p->groups < 1) return ddpl_error("conv2d: groups must be >= 1, got %d", p->groups);
-    ddpl_shape_str(x, sx, sizeof sx);
-    ddpl_shape_str(w, sw, sizeof sw);
+        /* the shapes are formatted only for an error (formatting them up front cost two
+         * snprintf per call of every training step) */
+#define SX ddpl_shape_str(x, sx, sizeof sx)
+#define SW ddpl_shape_str(w, sw, sizeof sw)
     if (w->sizes[1] == 0 || w->sizes[2] == 0 || w->sizes[3] == 0)
-        return ddpl_error("conv2d: weight of shape %s is empty", sw);
+        return ddpl_error("conv2d: weight of shape %s is empty", SW);
     if (x->sizes[1] != w->sizes[1] * p->groups)
         return ddpl_error("conv2d: input of shape %s has %lld channels but weight %s expects "
                           "%lld (groups=%d)",
-                          sx, (long long)x->sizes[1], sw, (long long)(w->sizes[1] * p->groups),
+                          SX, (long long)x->sizes[1], SW, (long long)(w->sizes[1] * p->groups),
                           p->groups);
     if (w->sizes[0] % p->groups != 0)
         return ddpl_error("conv2d: weight %s has %lld output channels, not divisible by "
                           "groups=%d",
-                          sw, (long long)w->sizes[0], p->groups);
+                          SW, (long long)w->sizes[0], p->groups);
     if (bias && nn_check_param("conv2d", "bias", bias, x, w->sizes[0]) < 0) return -1;
     int64_t oh = (x->sizes[2] + 2 * p->padding[0] - p->dilation[0] * (w->sizes[2] - 1) - 1);
     int64_t ow = (x->sizes[3] + 2 * p->padding[1] - p->dilation[1] * (w->sizes[3] - 1) - 1);
@@ -213,7 +215,9 @@ static int conv2d_check(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *bias,
     if (oh < 1 || ow < 1)
         return ddpl_error("conv2d: input of shape %s is smaller than the (dilated) kernel of "
                           "weight %s with padding (%d, %d) and dilation (%d, %d)",
-                          sx, sw, p->padding[0], p->padding[1], p->dilation[0], p->dilation[1]);
+                          SX, SW, p->padding[0], p->padding[1], p->dilation[0], p->dilation[1]);
+#undef SX
+#undef SW
     y_sizes[0] = x->sizes[0];
     y_sizes[1] = w->sizes[0];
     y_sizes[2] = oh;
