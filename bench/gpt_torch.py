@@ -17,7 +17,6 @@ runs its GEMMs in OpenBLAS); the caller sets OMP_NUM_THREADS / OPENBLAS_NUM_THRE
 OMP_WAIT_POLICY / GLIBC_TUNABLES in the environment.
 """
 import argparse
-import ctypes
 import json
 import math
 import statistics
@@ -26,6 +25,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_threads import set_threads
 
 VOCAB, LAYERS, EMBD, HEADS = 8192, 4, 256, 4
 LR, WEIGHT_DECAY = 3e-4, 0.1
@@ -110,11 +111,7 @@ def main():
     if a.steps <= a.warmup:
         p.error("--steps must exceed --warmup")
 
-    torch.set_num_threads(a.threads)
-    try:
-        ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(a.threads)
-    except (OSError, AttributeError):
-        pass  # not OpenBLAS: torch.set_num_threads is all there is
+    set_threads(a.threads)
     torch.manual_seed(a.seed)
     model = GPT(VOCAB, a.seq, LAYERS, HEADS, EMBD)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, weight_decay=WEIGHT_DECAY)

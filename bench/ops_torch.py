@@ -11,23 +11,15 @@ through ctypes (see shared/reference/torch/RESULTS.md, note 1).
 Bandwidth is bytes read + bytes written per second (GB = 1e9); sgemm is 2*M*N*K flops per call.
 """
 import argparse
-import ctypes
 import statistics
 import time
 
 import torch
 import torch.nn.functional as F
 
+from torch_threads import set_threads
+
 N_ELEM = 16 << 20  # 16M float32 = 64 MiB per tensor
-
-
-def openblas_threads(n):
-    try:
-        lib = ctypes.CDLL("libopenblas.so.0")
-        lib.openblas_set_num_threads(int(n))
-        return lib.openblas_get_num_threads()
-    except (OSError, AttributeError):
-        return None
 
 
 def time_per_call(body, min_time, reps):
@@ -65,8 +57,7 @@ def main():
     ap.add_argument("--tiny-calls", type=int, default=1000000)
     args = ap.parse_args()
 
-    torch.set_num_threads(args.threads)
-    blas = openblas_threads(args.threads)
+    blas = set_threads(args.threads)
     print(f"INFO torch {torch.__version__}, threads {torch.get_num_threads()}, "
           f"openblas threads {blas}", flush=True)
     torch.manual_seed(0)

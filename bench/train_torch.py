@@ -14,7 +14,6 @@ OpenBLAS, whose own pool is sized with openblas_set_num_threads(T) through ctype
 OMP_NUM_THREADS / OPENBLAS_NUM_THREADS / OMP_WAIT_POLICY in the environment.
 """
 import argparse
-import ctypes
 import gzip
 import json
 import os
@@ -26,6 +25,8 @@ import numpy as np
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from torch_threads import set_threads
 
 MEAN, STD = 0.2860, 0.3530
 LR = {"mlp": 0.05, "cnn": 0.02}
@@ -69,11 +70,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     a = p.parse_args()
 
-    torch.set_num_threads(a.threads)
-    try:
-        ctypes.CDLL("libopenblas.so.0").openblas_set_num_threads(a.threads)
-    except (OSError, AttributeError):
-        pass  # not OpenBLAS: torch.set_num_threads is all there is
+    set_threads(a.threads)
     torch.manual_seed(a.seed)
     x, y = load_train()
     model = model_for(a.model)
