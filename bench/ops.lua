@@ -201,13 +201,7 @@ local function driver(argv)
             or 'not importable by ' .. o.python .. ' (skipped)'))
 
   -- other processes on the machine skew every figure, 2-thread ones most: say how busy it was
-  local function loadavg()
-    local f = io.open('/proc/loadavg')
-    if not f then return 'n/a' end
-    local l = f:read('l')
-    f:close()
-    return l:match('^(%S+ %S+ %S+)') or 'n/a'
-  end
+  local loadavg = util.loadavg
   local load_start = loadavg()
 
   local results = {} -- results[T][engine][metric] = {round values}
