@@ -107,4 +107,31 @@ describe('conv2d float32 3x3 stride-1 fast path', function()
             assert.is_true(e < 1e-6, ('gradient %d: 1 and 2 threads differ by %.3g'):format(i, e))
         end
     end)
+
+    -- The weight gradient is a sum over the batch kept in several partial sums; they must be
+    -- partial sums of fixed ranges of images, added in a fixed order, not one per thread (which
+    -- thread takes which images changes from call to call, and with it the rounding: 3 runs in
+    -- 20 of a small block differed in the last bits before the sums were kept per part).
+    it('gives the same bits on every call at 2 threads (Winograd and im2col weight gradients)',
+       function()
+        ddpl.set_num_threads(2)
+        local shapes = {{C = 32, O = 64, k = 3}, {C = 1, O = 32, k = 3}, {C = 8, O = 16, k = 5}}
+        for _, cfg in ipairs(shapes) do
+            local x = ddpl.randn(64, cfg.C, 14, 14)
+            local w = ddpl.randn(cfg.O, cfg.C, cfg.k, cfg.k):requires_grad_(true)
+            local g = ddpl.randn(64, cfg.O, 14, 14)
+            local first
+            for run = 1, 40 do
+                w.grad = nil
+                F.conv2d(x, w, nil, {padding = cfg.k // 2}):backward(g)
+                if not first then
+                    first = w.grad:clone()
+                else
+                    local d = (w.grad - first):abs():max():item()
+                    assert.are.equal(0, d, ('%dx%d, %d -> %d channels: call %d differs by %g')
+                        :format(cfg.k, cfg.k, cfg.C, cfg.O, run, d))
+                end
+            end
+        end
+    end)
 end)

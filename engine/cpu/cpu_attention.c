@@ -188,8 +188,9 @@ static char *att_at(const att_job *j, const att_mat *m, int64_t bh, int64_t r)
 }
 
 /* ---- forward: items are (head, block of ATT_QROWS queries) ---- */
-static void att_fwd_items(int64_t begin, int64_t end, int thread, void *ctx)
+static void att_fwd_items(int64_t begin, int64_t end, int part, int thread, void *ctx)
 {
+    DDPL_UNUSED(part);
     att_job *j = ctx;
     int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, nqb = (L + ATT_QROWS - 1) / ATT_QROWS;
     DDPL_UNUSED(Ev);
@@ -232,8 +233,9 @@ static void att_fwd_items(int64_t begin, int64_t end, int thread, void *ctx)
 }
 
 /* ---- backward: items are heads ---- */
-static void att_bwd_items(int64_t begin, int64_t end, int thread, void *ctx)
+static void att_bwd_items(int64_t begin, int64_t end, int part, int thread, void *ctx)
 {
+    DDPL_UNUSED(part);
     att_job *j = ctx;
     int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, nr = j->bwd_rows;
     char *p = j->scratch_base + (size_t)thread * (size_t)j->scratch * j->esz;
@@ -367,7 +369,7 @@ int cpu_attention(ddpl_tensor **out, ddpl_tensor **in, const void *params)
         return 1;
     /* scores tile, then the running max and sum of its rows */
     if (att_scratch(&j, ATT_QROWS * j.fwd_keys + 2 * ATT_QROWS, "attention") < 0) return -1;
-    cpu_blas_parallel_for(j.BH * ((j.L + ATT_QROWS - 1) / ATT_QROWS), att_fwd_items, &j);
+    cpu_blas_parallel_for(j.BH * ((j.L + ATT_QROWS - 1) / ATT_QROWS), 0, att_fwd_items, &j);
     att_scratch_free(&j);
     return 0;
 }
@@ -386,7 +388,7 @@ int cpu_attention_backward(ddpl_tensor **out, ddpl_tensor **in, const void *para
         if (!att_mat_of(out[i], outs[i])) return 1;
     /* P and dP tiles, then D for the L rows of a head */
     if (att_scratch(&j, 2 * j.bwd_rows * ATT_BWD_KEYS + j.L, "attention backward") < 0) return -1;
-    cpu_blas_parallel_for(j.BH, att_bwd_items, &j);
+    cpu_blas_parallel_for(j.BH, 0, att_bwd_items, &j);
     att_scratch_free(&j);
     return 0;
 }

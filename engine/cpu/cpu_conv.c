@@ -8,8 +8,10 @@
  *   dcol (Kc, P)      = w[g]^T @ dy[n, g]             then col2im adds it into dx[n, g]
  *   dw[g] (Og, Kc)   += dy[n, g] @ col^T
  * A 1x1 kernel with stride 1 and no padding reads x directly as col (no copy). Images are
- * spread over OpenMP threads with OpenBLAS single-threaded (cpu_blas_parallel_for); each
- * thread has its own col buffer and, for dw, its own accumulator summed at the end. */
+ * spread over the engine's threads with OpenBLAS single-threaded (cpu_blas_parallel_for); each
+ * thread has its own col buffer, and dw has an accumulator per part of the images, summed in
+ * part order at the end (the same bits every run: per-thread sums depended on which thread
+ * took which part). */
 #include "core/alloc.h"
 #include "cpu_blas.h"
 #include "cpu_conv_winograd.h"
@@ -139,7 +141,7 @@ typedef struct {
     const char *x, *w, *bias, *dy;
     char *y, *dx, *db;
     void **cols;   /* one (Kc, P) buffer per thread; NULL entries when direct */
-    char **dw_acc; /* one (O, Kc) accumulator per thread, or NULL */
+    char **dw_acc; /* one (O, Kc) accumulator per part of the images, or NULL */
 } conv_job;
 
 /* Address of element (n, channel c) of a (N, channels, plane) contiguous tensor. */
@@ -149,8 +151,9 @@ static inline const char *plane(const conv_job *j, const char *base, int64_t n, 
     return base + ((n * channels + c) * plane_size) * (int64_t)j->esz;
 }
 
-static void conv_forward_images(int64_t begin, int64_t end, int thread, void *ctx)
+static void conv_forward_images(int64_t begin, int64_t end, int part, int thread, void *ctx)
 {
+    DDPL_UNUSED(part);
     const conv_job *j = ctx;
     const conv_geom *g = &j->g;
     for (int64_t n = begin; n < end; n++)
@@ -182,43 +185,43 @@ static void conv_forward_images(int64_t begin, int64_t end, int thread, void *ct
         }
 }
 
-/* The per-thread buffers of one call: one block from the host caching allocator (a call's
- * buffers have the same sizes every training step, so the block comes back from the cache with
- * its pages mapped, where malloc gave fresh pages to fault in on every call with 2 threads),
- * cut into 64-byte aligned slices; the callers see the slices' array. */
-typedef struct thread_bufs {
+/* The per-thread (im2col) or per-part (dw sums) buffers of one call: one block from the host
+ * caching allocator (a call's buffers have the same sizes every training step, so the block
+ * comes back from the cache with its pages mapped, where malloc gave fresh pages to fault in on
+ * every call with 2 threads), cut into 64-byte aligned slices; the callers see the slices'
+ * array. */
+typedef struct slices {
     void *block;
     size_t bytes;
-    void *slice[]; /* one per thread */
-} thread_bufs;
+    void *slice[]; /* `count` of them */
+} slices;
 
-/* Allocates a buffer per thread of `elems` elements, zeroed if asked; NULL when out of memory
- * or the sizes overflow. */
-static void **alloc_per_thread(int nt, int64_t elems, size_t esz, bool zero)
+/* Allocates `count` buffers of `elems` elements, zeroed if asked; NULL when out of memory or
+ * the sizes overflow. */
+static void **alloc_slices(int count, int64_t elems, size_t esz, bool zero)
 {
     size_t each, bytes;
     if (ddpl_bytes_overflow(elems, esz, &each) || each > SIZE_MAX - 63) return NULL;
     each = (each + 63) & ~(size_t)63;
-    if (__builtin_mul_overflow(each, (size_t)nt, &bytes)) return NULL;
-    thread_bufs *tb = malloc(sizeof *tb + (size_t)nt * sizeof tb->slice[0]);
-    if (!tb) return NULL;
-    tb->bytes = bytes ? bytes : 1;
-    if (!(tb->block = ddpl_host_scratch_alloc(tb->bytes))) {
-        free(tb);
+    if (__builtin_mul_overflow(each, (size_t)count, &bytes)) return NULL;
+    slices *sl = malloc(sizeof *sl + (size_t)count * sizeof sl->slice[0]);
+    if (!sl) return NULL;
+    sl->bytes = bytes ? bytes : 1;
+    if (!(sl->block = ddpl_host_scratch_alloc(sl->bytes))) {
+        free(sl);
         return NULL;
     }
-    if (zero) memset(tb->block, 0, tb->bytes);
-    for (int t = 0; t < nt; t++) tb->slice[t] = (char *)tb->block + (size_t)t * each;
-    return tb->slice;
+    if (zero) memset(sl->block, 0, sl->bytes);
+    for (int t = 0; t < count; t++) sl->slice[t] = (char *)sl->block + (size_t)t * each;
+    return sl->slice;
 }
 
-static void free_per_thread(void **bufs, int nt)
+static void free_slices(void **bufs)
 {
-    DDPL_UNUSED(nt);
     if (!bufs) return;
-    thread_bufs *tb = (thread_bufs *)((char *)bufs - offsetof(thread_bufs, slice));
-    ddpl_host_scratch_free(tb->block, tb->bytes);
-    free(tb);
+    slices *sl = (slices *)((char *)bufs - offsetof(slices, slice));
+    ddpl_host_scratch_free(sl->block, sl->bytes);
+    free(sl);
 }
 
 /* out[0] y (N,O,OH,OW); in[0] x (N,C,H,W), in[1] w (O,C/g,kh,kw), in[2] bias (O)?; all
@@ -238,15 +241,15 @@ int cpu_conv2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
         return cpu_winograd_conv3x3(&ws, (const float *)j.x, (const float *)j.w, false,
                                     (const float *)j.bias, (float *)j.y);
     int nt = cpu_blas_max_threads();
-    if (!j.g.direct && !(j.cols = alloc_per_thread(nt, j.g.Kc * j.g.P, j.esz, false)))
+    if (!j.g.direct && !(j.cols = alloc_slices(nt, j.g.Kc * j.g.P, j.esz, false)))
         return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
                           (long long)j.g.Kc, (long long)j.g.P);
-    cpu_blas_parallel_for(j.g.N, conv_forward_images, &j);
-    free_per_thread(j.cols, nt);
+    cpu_blas_parallel_for(j.g.N, 0, conv_forward_images, &j);
+    free_slices(j.cols);
     return 0;
 }
 
-static void conv_backward_images(int64_t begin, int64_t end, int thread, void *ctx)
+static void conv_backward_images(int64_t begin, int64_t end, int part, int thread, void *ctx)
 {
     const conv_job *j = ctx;
     const conv_geom *g = &j->g;
@@ -264,7 +267,7 @@ static void conv_backward_images(int64_t begin, int64_t end, int thread, void *c
                 }
                 /* dw[g] (Og, Kc) += dy (Og, P) @ col^T (P, Kc) */
                 cpu_blas_gemm(j->dt, false, true, g->Og, g->Kc, g->P, 1.0, dyg, g->P, col, g->P,
-                              1.0, j->dw_acc[thread] + gr * g->Og * g->Kc * esz, g->Kc);
+                              1.0, j->dw_acc[part] + gr * g->Og * g->Kc * esz, g->Kc);
             }
             if (j->dx) {
                 char *dxg = (char *)plane(j, j->dx, n, g->C, gr * g->Cg, g->H * g->W);
@@ -340,20 +343,22 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
             return -1;
         dw_left = false;
     }
-    if (dw_left && !(j.dw_acc = (char **)alloc_per_thread(nt, wsize, j.esz, true)))
+    int parts = cpu_blas_parts(j.g.N); /* dw: a sum per part, added in part order */
+    if (dw_left && !(j.dw_acc = (char **)alloc_slices(parts, wsize, j.esz, true)))
         return ddpl_error("conv2d: out of memory for the weight-gradient accumulators");
     if (!j.g.direct && j.g.P > 0 && (j.dx || dw_left) &&
-        !(j.cols = alloc_per_thread(nt, j.g.Kc * j.g.P, j.esz, false))) {
-        free_per_thread((void **)j.dw_acc, nt);
+        !(j.cols = alloc_slices(nt, j.g.Kc * j.g.P, j.esz, false))) {
+        free_slices((void **)j.dw_acc);
         return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
                           (long long)j.g.Kc, (long long)j.g.P);
     }
-    if (work && (j.dx || dw_left)) cpu_blas_parallel_for(j.g.N, conv_backward_images, &j);
-    if (dw_left) { /* sum the per-thread accumulators into dw */
+    if (work && (j.dx || dw_left)) cpu_blas_parallel_for(j.g.N, parts, conv_backward_images, &j);
+    if (dw_left) { /* sum the per-part accumulators into dw, in part order */
         char *dw = ddpl_data_ptr(out[1]);
         for (int64_t i = 0; i < wsize; i++) {
             double s = 0;
-            for (int t = 0; t < nt; t++) s += ddpl_load_f64(j.dw_acc[t] + i * (int64_t)j.esz, j.dt);
+            for (int t = 0; t < parts; t++)
+                s += ddpl_load_f64(j.dw_acc[t] + i * (int64_t)j.esz, j.dt);
             ddpl_store_f64(dw + i * (int64_t)j.esz, j.dt, s);
         }
     }
@@ -361,7 +366,7 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
         j.db = ddpl_data_ptr(out[2]);
         cpu_parallel_for(j.g.O, CPU_GRAIN / (j.g.N * j.g.P + 1) + 1, conv_bias_grad_range, &j);
     }
-    free_per_thread((void **)j.dw_acc, nt);
-    free_per_thread(j.cols, nt);
+    free_slices((void **)j.dw_acc);
+    free_slices(j.cols);
     return 0;
 }

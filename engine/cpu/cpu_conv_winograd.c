@@ -54,8 +54,8 @@ typedef struct {
     const float *U; /* (16, Cin, Cout) transformed kernel */
     float *out;
     const float *dy; /* weight gradient: the output gradient (N, Cout, OH, OW) */
-    int64_t dU_at; /* weight gradient: where a thread's (16, Cin, Cout) sums start in its scratch */
-    bool *dU_live; /* weight gradient, per thread: its sums hold a chunk (else unwritten) */
+    float *dU;       /* weight gradient: a (16, Cin, Cout) sum per part of the chunks */
+    bool *dU_live;   /* weight gradient, per part: its sums hold a chunk (else unwritten) */
     /* per thread: V (16, Tc, Cin), M (16, Tc, Cout), the padded image (PH, PW, Cin) or the
      * untransformed outputs (2*tH, 2*tW, Cout) */
     float **scratch;
@@ -285,8 +285,9 @@ static int64_t chunk_span(const wino_job *j, int64_t ch, int64_t *n0, int64_t *n
 }
 
 /* Chunks [begin, end): transform the chunk's images, 16 GEMMs, untransform. */
-static void wino_chunks(int64_t begin, int64_t end, int thread, void *ctx)
+static void wino_chunks(int64_t begin, int64_t end, int part, int thread, void *ctx)
 {
+    DDPL_UNUSED(part);
     const wino_job *j = ctx;
     const cpu_winograd_shape *s = j->s;
     int64_t C = s->Cin, O = s->Cout;
@@ -362,7 +363,7 @@ int cpu_winograd_conv3x3(const cpu_winograd_shape *s, const float *in, const flo
     }
     transform_kernel(s, k, adjoint, U);
     j.U = U;
-    cpu_blas_parallel_for(j.chunks, wino_chunks, &j);
+    cpu_blas_parallel_for(j.chunks, 0, wino_chunks, &j);
     wino_free(&ws, &j);
     return 0;
 }
@@ -405,7 +406,7 @@ static void transform_grad_image(const wino_job *j, const float *dy, float *hwc,
         }
 }
 
-static void wgrad_chunks(int64_t begin, int64_t end, int thread, void *ctx)
+static void wgrad_chunks(int64_t begin, int64_t end, int part, int thread, void *ctx)
 {
     const wino_job *j = ctx;
     const cpu_winograd_shape *s = j->s;
@@ -419,21 +420,22 @@ static void wgrad_chunks(int64_t begin, int64_t end, int thread, void *ctx)
             transform_grad_image(j, j->dy + (n0 + n) * O * s->OH * s->OW, pad, Z + n * j->TI * O,
                                  Tc);
         }
-        double beta = j->dU_live[thread] ? 1.0 : 0.0; /* the thread's first chunk sets dU */
+        double beta = j->dU_live[part] ? 1.0 : 0.0; /* the part's first chunk sets dU */
+        float *dU = j->dU + (int64_t)part * 16 * C * O;
         for (int k = 0; k < 16; k++)
             cpu_blas_gemm(DDPL_FLOAT32, true, false, C, O, Tc, 1.0, V + k * Tc * C, C,
-                          Z + k * Tc * O, O, beta, j->scratch[thread] + j->dU_at + k * C * O, O);
-        j->dU_live[thread] = true;
+                          Z + k * Tc * O, O, beta, dU + k * C * O, O);
+        j->dU_live[part] = true;
     }
 }
 
 /* dw[o][c] = G^T dU[.][c][o] G, G = [1 0 0; .5 .5 .5; .5 -.5 .5; 0 0 1], dU the sum of the
- * threads' partial sums (in thread order, skipping threads that took no chunk), for input
+ * parts' partial sums (in part order, skipping parts that took no chunk), for input
  * channels [begin, end): reads run contiguously over the output channels, KT_BLOCK of them at
  * a time, and the 9 taps of a block are scattered to dw at the end. */
 typedef struct {
     const wino_job *j;
-    int nt;
+    int parts;
     float *dw;
 } wgrad_out;
 
@@ -447,9 +449,9 @@ static void untransform_weight_grad_range(int64_t begin, int64_t end, void *ctx)
             int64_t nb = O - o0 < KT_BLOCK ? O - o0 : KT_BLOCK;
             float u[16][KT_BLOCK], g[9][KT_BLOCK];
             bool first = true;
-            for (int t = 0; t < w->nt; t++) {
+            for (int t = 0; t < w->parts; t++) {
                 if (!j->dU_live[t]) continue;
-                const float *dU = j->scratch[t] + j->dU_at + c * O + o0;
+                const float *dU = j->dU + t * 16 * ks + c * O + o0;
                 for (int k = 0; k < 16; k++)
 #pragma omp simd
                     for (int64_t o = 0; o < nb; o++)
@@ -481,12 +483,12 @@ static void untransform_weight_grad_range(int64_t begin, int64_t end, void *ctx)
         }
 }
 
-static void untransform_weight_grad(const wino_job *j, int nt, float *dw)
+static void untransform_weight_grad(const wino_job *j, int parts, float *dw)
 {
-    wgrad_out w = {j, nt, dw};
+    wgrad_out w = {j, parts, dw};
     int64_t C = j->s->Cin, O = j->s->Cout;
-    /* work per input channel: reading nt * 16 * O sums */
-    cpu_parallel_for(C, CPU_GRAIN / (nt * 16 * O + 1) + 1, untransform_weight_grad_range, &w);
+    /* work per input channel: reading parts * 16 * O sums */
+    cpu_parallel_for(C, CPU_GRAIN / (parts * 16 * O + 1) + 1, untransform_weight_grad_range, &w);
 }
 
 int cpu_winograd_weight_grad3x3(const cpu_winograd_shape *s, const float *in, const float *dy,
@@ -497,20 +499,21 @@ int cpu_winograd_weight_grad3x3(const cpu_winograd_shape *s, const float *in, co
     int nt = cpu_blas_max_threads();
     int64_t pad = j.PH * j.PW * s->Cin, zpad = 4 * j.TI * s->Cout; /* padded x, or dy as HWC */
     int64_t usize = 16 * s->Cin * s->Cout;
-    /* per thread: V, Z, the padded image, then its dU sums */
+    /* per thread: V, Z, the padded image; shared: the dU sums of each part of the chunks (per
+     * part, not per thread, so that they add up in the same order on every run) */
     int64_t per_thread = 16 * (s->Cin + s->Cout) * j.ipc * j.TI + (pad > zpad ? pad : zpad);
+    int parts = cpu_blas_parts(j.chunks);
     wino_workspace ws;
-    if (!wino_alloc(&ws, &j, nt, 0, per_thread + usize)) return -1;
-    j.dU_at = per_thread;
-    /* a thread's sums start with its first chunk (beta 0): no zeroing pass, and a thread that
-     * took no chunk is left out of the sum */
-    j.dU_live = calloc((size_t)nt, sizeof *j.dU_live);
+    if (!(j.dU = wino_alloc(&ws, &j, nt, (int64_t)parts * usize, per_thread))) return -1;
+    /* a part's sums start with its first chunk (beta 0): no zeroing pass, and a part that got
+     * no chunk is left out of the sum */
+    j.dU_live = calloc((size_t)parts, sizeof *j.dU_live);
     if (!j.dU_live) {
         wino_free(&ws, &j);
         return ddpl_error("conv2d: out of memory for the Winograd weight-gradient flags");
     }
-    cpu_blas_parallel_for(j.chunks, wgrad_chunks, &j);
-    untransform_weight_grad(&j, nt, dw);
+    cpu_blas_parallel_for(j.chunks, parts, wgrad_chunks, &j);
+    untransform_weight_grad(&j, parts, dw);
     free(j.dU_live);
     wino_free(&ws, &j);
     return 0;

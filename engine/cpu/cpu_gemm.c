@@ -1,5 +1,5 @@
 /* cpu/cpu_gemm.c: batched matrix products on the CPU through OpenBLAS.
- * defines: cpu_gemm, cpu_blas_gemm, cpu_blas_parallel_for, cpu_blas_max_threads.
+ * defines: cpu_gemm, cpu_blas_gemm, cpu_blas_parallel_for, cpu_blas_parts, cpu_blas_max_threads.
  *
  * cpu_gemm computes out[b] = alpha * in0[b] @ in1[b] + beta * out[b] for 3-D operands with any
  * strides: out (B,M,N), in0 (B,M,K), in1 (B,K,N); a batch stride of 0 broadcasts a matrix.
@@ -103,7 +103,7 @@ void cpu_blas_gemm(ddpl_dtype dt, bool ta, bool tb, int64_t M, int64_t N, int64_
 
 typedef struct {
     int64_t n, chunk;
-    void (*fn)(int64_t, int64_t, int, void *);
+    void (*fn)(int64_t, int64_t, int, int, void *);
     void *ctx;
 } blas_range;
 
@@ -111,22 +111,36 @@ static void blas_range_part(int part, int thread, void *p)
 {
     const blas_range *r = p;
     int64_t b = (int64_t)part * r->chunk, e = b + r->chunk < r->n ? b + r->chunk : r->n;
-    if (b < e) r->fn(b, e, thread, r->ctx);
+    if (b < e) r->fn(b, e, part, thread, r->ctx);
 }
 
-void cpu_blas_parallel_for(int64_t n, void (*fn)(int64_t, int64_t, int, void *), void *ctx)
+/* true when cpu_blas_parallel_for runs its items on the pool */
+static bool blas_items_parallel(int64_t n, int nt)
+{
+    return n >= 2 && nt > 1 && !cpu_threads_in_parallel();
+}
+
+int cpu_blas_parts(int64_t n)
+{
+    int nt = cpu_threads_get();
+    if (!blas_items_parallel(n, nt)) return 1;
+    /* a few parts per thread: late threads are covered, short parts end the job evenly */
+    int64_t most = (int64_t)CPU_PARTS_PER_THREAD * nt;
+    return (int)(n < most ? n : most);
+}
+
+void cpu_blas_parallel_for(int64_t n, int parts, void (*fn)(int64_t, int64_t, int, int, void *),
+                           void *ctx)
 {
     if (n <= 0) return;
     blas_single_threaded(); /* here, not racing in every thread's first GEMM */
-    int nt = cpu_threads_get();
-    if (n >= 2 && nt > 1 && !cpu_threads_in_parallel()) {
-        /* a few parts per thread: late threads are covered, short parts end the job evenly */
-        int64_t most = (int64_t)CPU_PARTS_PER_THREAD * nt, parts = n < most ? n : most;
+    if (parts <= 0) parts = cpu_blas_parts(n);
+    if (parts > 1 && blas_items_parallel(n, cpu_threads_get())) {
         blas_range r = {n, (n + parts - 1) / parts, fn, ctx};
         cpu_threads_run((int)((n + r.chunk - 1) / r.chunk), blas_range_part, &r);
         return;
     }
-    fn(0, n, 0, ctx);
+    fn(0, n, 0, 0, ctx);
 }
 
 /* ---- operand layouts ---- */
@@ -219,8 +233,9 @@ static void *gemm_scratch(size_t bytes)
     return bytes ? ddpl_host_scratch_alloc(bytes) : NULL;
 }
 
-static void gemm_batches(int64_t begin, int64_t end, int thread, void *ctx)
+static void gemm_batches(int64_t begin, int64_t end, int part, int thread, void *ctx)
 {
+    DDPL_UNUSED(part);
     DDPL_UNUSED(thread);
     const gemm_job *j = ctx;
     size_t esz = ddpl_dtype_size(j->compute);
@@ -338,9 +353,9 @@ int cpu_gemm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
      * or with many batches, splitting over the batch is what keeps every core busy */
     double mnk = (double)j.M * (double)j.N * (double)j.K;
     if (batches >= 2 && (mnk <= 1048576.0 || batches >= 2 * cpu_blas_max_threads()))
-        cpu_blas_parallel_for(batches, gemm_batches, &j);
+        cpu_blas_parallel_for(batches, 0, gemm_batches, &j);
     else
-        gemm_batches(0, batches, 0, &j);
+        gemm_batches(0, batches, 0, 0, &j);
     if (atomic_load(&j.out_of_memory))
         return ddpl_error("matmul: out of memory for the scratch copy of a strided operand");
     return 0;

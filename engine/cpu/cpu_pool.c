@@ -92,6 +92,45 @@ static inline void max_pool_2x2_index(__m256i k, int64_t b0, __m256i *lo, __m256
                            _mm256_set_epi64x(b0 + 14, b0 + 12, b0 + 10, b0 + 8));
 }
 
+/* The first n lanes of v stored at dst (n 0-8 floats; 0-4 int64 for the second): a 4-, 2- and
+ * 1-lane store by the bits of n. A loop of n scalar copies became a memcpy call per row (GCC
+ * turns such loops into library calls: 4% of the lenet step went to them), and masked stores
+ * (vmaskmov) are microcoded and slow on AMD. */
+static inline void store_first_ps(float *dst, __m256 v, int n)
+{
+    if (n == 8) {
+        _mm256_storeu_ps(dst, v);
+        return;
+    }
+    __m128 h = _mm256_castps256_ps128(v);
+    if (n & 4) {
+        _mm_storeu_ps(dst, h);
+        h = _mm256_extractf128_ps(v, 1);
+        dst += 4;
+    }
+    if (n & 2) {
+        _mm_storel_pi((__m64 *)dst, h);
+        h = _mm_movehl_ps(h, h);
+        dst += 2;
+    }
+    if (n & 1) _mm_store_ss(dst, h);
+}
+
+static inline void store_first_epi64(int64_t *dst, __m256i v, int n)
+{
+    if (n == 4) {
+        _mm256_storeu_si256((__m256i *)dst, v);
+        return;
+    }
+    __m128i h = _mm256_castsi256_si128(v);
+    if (n & 2) {
+        _mm_storeu_si128((__m128i *)dst, h);
+        h = _mm256_extracti128_si256(v, 1);
+        dst += 2;
+    }
+    if (n & 1) _mm_storel_epi64((__m128i *)dst, h);
+}
+
 /* One output row of the float32 2x2 stride-2 pool: input rows r0 and r1, outputs yr[0..OW),
  * argmax ar (NULL: not wanted) relative to `base`. 8 outputs at a time, and the last 1-7 with
  * masked loads (reading only the row's own 2 * OW inputs): the second lenet pool's rows are 7
@@ -120,16 +159,11 @@ static void max_pool_2x2_row_avx2(const float *r0, const float *r1, float *yr, i
     __m256 m = max_pool_2x2_8(
         _mm256_maskload_ps(r0 + 2 * ow, in0), _mm256_maskload_ps(r0 + 2 * ow + 8, in1),
         _mm256_maskload_ps(r1 + 2 * ow, in0), _mm256_maskload_ps(r1 + 2 * ow + 8, in1), W, &k);
-    /* stored through a buffer: masked stores (vmaskmov) are microcoded and slow on AMD */
-    float ybuf[8];
-    int64_t abuf[8];
-    _mm256_storeu_ps(ybuf, m);
-    for (int i = 0; i < rem; i++) yr[ow + i] = ybuf[i];
+    store_first_ps(yr + ow, m, rem);
     if (ar) {
         max_pool_2x2_index(k, base + 2 * ow, &lo, &hi);
-        _mm256_storeu_si256((__m256i *)abuf, lo);
-        _mm256_storeu_si256((__m256i *)(abuf + 4), hi);
-        for (int i = 0; i < rem; i++) ar[ow + i] = abuf[i];
+        store_first_epi64(ar + ow, lo, rem < 4 ? rem : 4);
+        if (rem > 4) store_first_epi64(ar + ow + 4, hi, rem - 4);
     }
 }
 #endif
@@ -188,15 +222,14 @@ static void max_pool_2x2_bwd_row_avx2(const float *g, const int64_t *am, float *
             _mm256_storeu_ps(d0 + 2 * ow + 8, r01);
             _mm256_storeu_ps(d1 + 2 * ow, r10);
             _mm256_storeu_ps(d1 + 2 * ow + 8, r11);
-        } else { /* 2 * rem inputs of each row, through a buffer (vmaskmov stores are slow on
-                  * AMD) */
-            float buf[2][16];
-            _mm256_storeu_ps(buf[0], r00);
-            _mm256_storeu_ps(buf[0] + 8, r01);
-            _mm256_storeu_ps(buf[1], r10);
-            _mm256_storeu_ps(buf[1] + 8, r11);
-            for (int i = 0; i < 2 * rem; i++)
-                d0[2 * ow + i] = buf[0][i], d1[2 * ow + i] = buf[1][i];
+        } else if (rem >= 4) { /* 2 * rem inputs of each row: 8 and 0-6 more */
+            _mm256_storeu_ps(d0 + 2 * ow, r00);
+            _mm256_storeu_ps(d1 + 2 * ow, r10);
+            store_first_ps(d0 + 2 * ow + 8, r01, 2 * rem - 8);
+            store_first_ps(d1 + 2 * ow + 8, r11, 2 * rem - 8);
+        } else {
+            store_first_ps(d0 + 2 * ow, r00, 2 * rem);
+            store_first_ps(d1 + 2 * ow, r10, 2 * rem);
         }
     }
 }

@@ -148,6 +148,13 @@ function Module.is(v)
     local mt = type(v) == 'table' and getmetatable(v)
     return mt and is_module_mt[mt] == true or false
 end
+
+-- Module._runs_class_forward(m, cls): m is an instance of exactly cls, without forward hooks or a
+-- forward of its own, so calling it is cls.forward (Sequential's relu/max-pool reordering).
+function Module._runs_class_forward(m, cls)
+    local mt = getmetatable(m)
+    return mt ~= nil and mt.__class == cls and hooks_of[m] == nil and m.forward == cls.forward
+end
 State.is_module = Module.is
 
 -- ---------------------------------------------------------------------------------------

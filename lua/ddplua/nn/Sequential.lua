@@ -6,6 +6,9 @@
 -- Children are called through their __call, so an error inside one comes back as
 -- "In module 2 (Linear) of Sequential: ..." (nn.Module's call wrapper adds the location).
 local Module = require 'ddplua.nn.Module'
+local ReLU = require 'ddplua.nn.ReLU'
+local MaxPool2d = require 'ddplua.nn.MaxPool2d'
+local is_tensor = require('ddplua.core').is_tensor
 
 local Sequential = Module:extend('Sequential')
 
@@ -64,10 +67,29 @@ function Sequential:iter()
     end
 end
 
+-- A ReLU followed by a MaxPool2d may run as the max-pool first: max commutes with relu (a
+-- monotone map that keeps NaN), so the output is the same bits, and so is every gradient (the
+-- pool's argmax is the same window element where the maximum is positive; elsewhere relu's
+-- backward gives zeros either way). The relu then touches a quarter of the data, forward and
+-- backward (docs/cpu-conv.md, "relu after the pool"). Only for plain children (exactly these
+-- classes, no hooks, no forward of their own) and floating-point tensors, where nothing can
+-- observe the order.
+local function pool_first(m, nxt, x)
+    return Module._runs_class_forward(m, ReLU) and Module._runs_class_forward(nxt, MaxPool2d) and
+               is_tensor(x) and x:is_floating_point()
+end
+
 function Sequential:forward(x, ...)
     local out = table.pack(x, ...)
-    for _, pair in ipairs(self:named_children_all()) do
-        out = table.pack(pair[2](table.unpack(out, 1, out.n)))
+    local all = self:named_children_all()
+    local i = 1
+    while i <= #all do
+        local m, nxt = all[i][2], all[i + 1] and all[i + 1][2]
+        if nxt and out.n == 1 and pool_first(m, nxt, out[1]) then
+            out, i = table.pack(m(nxt(out[1]))), i + 2
+        else
+            out, i = table.pack(m(table.unpack(out, 1, out.n))), i + 1
+        end
     end
     return table.unpack(out, 1, out.n)
 end
