@@ -3,7 +3,10 @@
 -- integer bounds, where with an integer number) and wraps where PyTorch wraps (arithmetic with
 -- a number: int8 0 + 300 is 44). Each expectation below is what torch 1.13 gives for the same
 -- call (c10::overflows: uint8 takes negatives down to -255, which wrap; a float must lie in the
--- range before truncation, so 127.9 does not fit int8 and 3.7 does).
+-- range before truncation, so 127.9 does not fit int8 and 3.7 does). The floating dtypes are
+-- checked the same way where PyTorch checks them (full, fill_, x[i] = v, masked_fill, where): a
+-- finite number beyond the largest finite value is refused (float16: 65504.5, 1e10), infinities
+-- and NaN are stored; torch.tensor rounds such a number to inf instead.
 local ddpl = require 'ddplua'
 
 local function values(t) return t:tolist() end
@@ -112,3 +115,63 @@ describe('integer dtype ranges', function()
         assert.are.same({true}, values(ddpl.zeros(1, {dtype = 'bool'}):fill_(300)))
     end)
 end)
+
+describe('floating dtype ranges', function()
+    -- {dtype, value, fits}: torch 1.13's answers for full/fill_ (c10::overflows)
+    local cases = {
+        {'float16', 65504, true}, {'float16', 65504.0, true}, {'float16', -65504.0, true},
+        {'float16', 65504.5, false}, {'float16', 65505, false}, {'float16', 1e10, false},
+        {'float16', -1e10, false}, {'float16', 70000, false},
+        {'bfloat16', 0x1.fep127, true}, {'bfloat16', 3.39e38, false}, {'bfloat16', 1e39, false},
+        {'float32', 3.4028234663852886e38, true}, {'float32', 3.4028235e38, false},
+        {'float32', -1e39, false}, {'float64', 1e308, true},
+    }
+    for _, c in ipairs(cases) do
+        local dtype, v, fits = c[1], c[2], c[3]
+        local s = tostring(v)
+        if fits then
+            it(('full and fill_ store %s %s'):format(dtype, s), function()
+                local x = ddpl.full({2}, v, {dtype = dtype})
+                assert.are.same({v, v}, values(x:double()))
+                assert.are.same({v}, values(ddpl.zeros(1, {dtype = dtype}):fill_(v):double()))
+            end)
+        else
+            it(('refuses %s %s in full, full_like, fill_, x[i] = v, masked_fill and where')
+                   :format(dtype, s), function()
+                refuses('full', s, dtype, function() return ddpl.full({2}, v, {dtype = dtype}) end)
+                local x = ddpl.zeros(2, {dtype = dtype})
+                refuses('full_like', s, dtype, function() return ddpl.full_like(x, v) end)
+                refuses('fill_', s, dtype, function() return x:fill_(v) end)
+                refuses('setindex', s, dtype, function() x[0] = v end)
+                refuses('masked_fill', s, dtype, function()
+                    return x:masked_fill(ddpl.tensor({true, false}), v)
+                end)
+                refuses('where', s, dtype, function()
+                    return ddpl.where(ddpl.tensor({true, false}), x, v)
+                end)
+                assert.are.same({0, 0}, values(x:double()))
+            end)
+        end
+    end
+
+    it('stores infinities and NaN, and rounds an overflowing ddpl.tensor element to inf', function()
+        for _, dtype in ipairs({'float16', 'bfloat16', 'float32'}) do
+            local x = ddpl.zeros(3, {dtype = dtype})
+            x:narrow(0, 0, 1):fill_(1 / 0)
+            x:narrow(0, 1, 1):fill_(-1 / 0)
+            x:narrow(0, 2, 1):fill_(0 / 0)
+            local v = values(x:double())
+            assert.are.same({1 / 0, -1 / 0}, {v[1], v[2]})
+            assert.is_true(v[3] ~= v[3])
+            assert.are.same({1 / 0, -1 / 0}, values(ddpl.tensor({1e39, -1e39}, {dtype = dtype}):double()))
+        end
+        assert.are.same({1 / 0}, values(ddpl.tensor({1e10}, {dtype = 'float16'}):double()))
+    end)
+
+    it('promotes a float number beside an integer tensor in where, as before', function()
+        local f = ddpl.where(ddpl.tensor({true, false}), ddpl.zeros(2, {dtype = 'int8'}), 1e10)
+        assert.are.equal('float32', f.dtype)
+        assert.are.same({0, 1e10}, values(f:double()))
+    end)
+end)
+

@@ -135,8 +135,10 @@ bool ddpl_dtype_is_integral(ddpl_dtype dt); /* ints and bool */
 /* The smallest and largest value of an integer dtype (bool: 0 and 1); false for floats. */
 bool ddpl_dtype_int_range(ddpl_dtype dt, int64_t *lo, int64_t *hi);
 /* Whether a number given by the user (an integer i when is_int, else the float d) cannot be
- * stored in dtype dt: PyTorch's c10::overflows, the check behind torch.tensor, full and fill_.
- * Only integer dtypes other than bool are checked (bool takes any number: nonzero is true). */
+ * stored in dtype dt: PyTorch's c10::overflows, the check behind full and fill_ (and
+ * torch.tensor for integer dtypes). A floating dtype refuses finite numbers beyond its largest
+ * finite value (float16 65504: fill_(1e10) is refused, inf and NaN are kept); bool takes any
+ * number (nonzero is true). */
 bool ddpl_value_overflows(ddpl_dtype dt, bool is_int, int64_t i, double d);
 
 /* ---- dtype promotion (PyTorch's rules: category bool < integer < floating; dimensioned

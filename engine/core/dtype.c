@@ -1,8 +1,9 @@
 /* core/dtype.c: dtype names and sizes, half/bfloat16 conversion, element load/store, promotion.
  * defines: ddpl_dtype_* (ddpl_dtype_int_range: the integer dtypes' bounds),
- * ddpl_value_overflows (whether a user's number fits an integer dtype), ddpl_half_to_float,
+ * ddpl_value_overflows (whether a user's number fits a dtype), ddpl_half_to_float,
  * ddpl_float_to_half, ddpl_float_to_bf16, ddpl_load_f64, ddpl_store_f64, ddpl_load_i64,
  * ddpl_store_i64, ddpl_promote_types, ddpl_result_type. */
+#include <float.h>
 #include <math.h>
 
 #include "core.h"
@@ -56,14 +57,35 @@ bool ddpl_dtype_int_range(ddpl_dtype dt, int64_t *lo, int64_t *hi)
     return true;
 }
 
+/* The largest finite value of a floating dtype (none for float64). */
+static double float_max(ddpl_dtype dt)
+{
+    switch (dt) {
+    case DDPL_FLOAT16:
+        return 65504.0;
+    case DDPL_BFLOAT16:
+        return 0x1.fep127;
+    case DDPL_FLOAT32:
+        return FLT_MAX;
+    default:
+        return HUGE_VAL;
+    }
+}
+
 /* c10::overflows<To, From> for From = int64 (a Python or Lua integer) and From = double:
  * - an integer overflows outside [lo, hi], except that an unsigned dtype also takes negatives
  *   down to -hi, which wrap (uint8: -1 -> 255), so `a - b` can be computed as `a + 255 * b`;
  * - a float overflows when NaN or infinite or outside [lo, hi] before truncation: 127.9 does
  *   not fit int8, 3.7 does (stored as 3), -0.5 does not fit uint8. Compared in double: int64's
- *   hi (2^63 - 1) rounds up to 2^63, which itself is out of range. */
+ *   hi (2^63 - 1) rounds up to 2^63, which itself is out of range;
+ * - for a floating dtype, a finite number beyond its largest finite value overflows (float16:
+ *   65504.5 and 1e10 do; inf and NaN do not). */
 bool ddpl_value_overflows(ddpl_dtype dt, bool is_int, int64_t i, double d)
 {
+    if (ddpl_dtype_is_floating(dt)) { /* infinities and NaN are values of the dtype */
+        double v = is_int ? (double)i : d, m = float_max(dt);
+        return v == v && !isinf(v) && (v > m || v < -m);
+    }
     int64_t lo, hi;
     if (dt == DDPL_BOOL || !ddpl_dtype_int_range(dt, &lo, &hi)) return false;
     if (is_int) {

@@ -82,7 +82,9 @@ static void check(lua_State *L, int idx, int d, nested *n)
 static void fill(lua_State *L, int idx, int d, const nested *n, char **p)
 {
     if (d == n->ndim) {
-        lb_check_value_fits(L, idx, "tensor", n->target);
+        /* torch.tensor refuses what an integer dtype cannot hold, but rounds a float that
+         * overflows a floating dtype to inf (tensor({1e10}, {dtype='float16'})) */
+        if (!ddpl_dtype_is_floating(n->target)) lb_check_value_fits(L, idx, "tensor", n->target);
         if (n->kind == KIND_FLOAT) {
             *(double *)*p = lua_tonumber(L, idx); /* booleans read as 0 here */
             if (lua_type(L, idx) == LUA_TBOOLEAN) *(double *)*p = lua_toboolean(L, idx);

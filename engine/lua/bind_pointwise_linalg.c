@@ -241,13 +241,16 @@ static int m_masked_fill(lua_State *L)
     return lb_finish_in(L, box, "masked_fill");
 }
 
-/* An integer number beside an integer tensor in where keeps the tensor's dtype, so it must fit
- * it (PyTorch refuses where(c, int8_x, 300)); a float number promotes to float instead. */
+/* A number beside a tensor in where keeps the tensor's dtype when the tensor is floating or the
+ * number an integer, so it must fit it (PyTorch refuses where(c, int8_x, 300) and where(c,
+ * half_x, 1e10)); a float number beside an integer tensor promotes to float instead. */
 static void where_number_fits(lua_State *L, int num, int other)
 {
     lb_box *b = lb_testbox(L, other);
-    if (lua_isinteger(L, num) && b && b->t)
-        lb_check_value_fits(L, num, "where", ddpl_tensor_dtype(b->t));
+    if (!b || !b->t) return;
+    ddpl_dtype dt = ddpl_tensor_dtype(b->t);
+    if (lua_isinteger(L, num) || ddpl_dtype_is_floating(dt))
+        lb_check_value_fits(L, num, "where", dt);
 }
 
 /* where(cond, x, y) with x and y tensors or numbers. */

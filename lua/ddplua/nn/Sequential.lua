@@ -5,6 +5,8 @@
 --
 -- Children are called through their __call, so an error inside one comes back as
 -- "In module 2 (Linear) of Sequential: ..." (nn.Module's call wrapper adds the location).
+-- A plain ReLU followed by a plain MaxPool2d runs as the pool first: the same bits, forward and
+-- backward, with a quarter of the relu's work (pool_first below, docs/cpu-conv.md).
 local Module = require 'ddplua.nn.Module'
 local ReLU = require 'ddplua.nn.ReLU'
 local MaxPool2d = require 'ddplua.nn.MaxPool2d'
