@@ -5,7 +5,9 @@
 --          prefixes the name may be written with in the docs.
 --
 -- Each walked table has the prefixes its names are written with in the docs (`data.`, `x:` for
--- tensor methods, `m:` or `nn.Module.` for module methods) and the API.md sections that describe it. A name is
+-- tensor methods, `m:` or `nn.Module.` for module methods; DDP, ZeRO, the LR schedulers (through
+-- StepLR), GradScaler and SummaryWriter by their methods) and the API.md sections that describe
+-- it. A name is
 -- public when it does not start with '_' and is not class machinery (`super`, `__name`).
 -- Lazy tables (data, transforms, datasets, utils, nn) load their entries on first read, so
 -- pairs() sees only what is loaded: the names they can load are taken from the tables their
@@ -79,6 +81,13 @@ local function class_methods(cls)
     return set
 end
 
+-- The methods a class adds to base's (nn.Module's for DDP: those are walked with nn.Module).
+local function methods_beyond(cls, base)
+    local set, inherited = class_methods(cls), base and class_methods(base) or {}
+    for k in pairs(inherited) do set[k] = nil end
+    return set
+end
+
 local function tensor_methods()
     local index = getmetatable(ddpl.zeros(1)).__index
     for i = 1, 255 do
@@ -129,6 +138,16 @@ local function walked()
         {'ddpl.utils', ddpl.utils, 'utils.', {'utilities'}},
         {'ddpl.cuda', ddpl.cuda, 'cuda.', {'cuda', 'saving', 'utilities'}},
         {'ddpl.autograd', ddpl.autograd, 'autograd.', {'autograd'}},
+        {'DistributedDataParallel', methods_beyond(nn.parallel.DistributedDataParallel, nn.Module),
+         {'model:', 'DDP.'}, {'distributeddataparallel', 'nn'}, methods = true},
+        {'optim.ZeroRedundancyOptimizer', methods_beyond(ddpl.optim.ZeroRedundancyOptimizer),
+         {'zero:', 'opt:', 'optim.ZeroRedundancyOptimizer.'}, {'optim', 'distributed'}, methods = true},
+        {'lr_scheduler.LRScheduler', methods_beyond(ddpl.optim.lr_scheduler.StepLR),
+         {'scheduler:', 'sched:', 'lr_scheduler.LRScheduler.'}, {'optim'}, methods = true},
+        {'amp.GradScaler', methods_beyond(ddpl.amp.GradScaler), {'scaler:', 'amp.GradScaler.'},
+         {'optim'}, methods = true},
+        {'utils.tensorboard.SummaryWriter', methods_beyond(ddpl.utils.tensorboard.SummaryWriter),
+         {'writer:', 'SummaryWriter.'}, {'utilities'}, methods = true},
     }
 end
 
