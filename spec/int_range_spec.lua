@@ -20,6 +20,21 @@ local function refuses(fname, shown, dtype, fn)
     assert.is_truthy(tostring(err):find(want, 1, true), 'got: ' .. tostring(err))
 end
 
+-- asserts that full, full_like, fill_, x[i] = v and masked_fill all refuse v for dtype (shown
+-- as s), and that the refusals wrote nothing into x; returns x (two zeros)
+local function refuses_fills(s, v, dtype)
+    refuses('full', s, dtype, function() return ddpl.full({2}, v, {dtype = dtype}) end)
+    local x = ddpl.zeros(2, {dtype = dtype})
+    refuses('full_like', s, dtype, function() return ddpl.full_like(x, v) end)
+    refuses('fill_', s, dtype, function() return x:fill_(v) end)
+    refuses('setindex', s, dtype, function() x[0] = v end)
+    refuses('masked_fill', s, dtype, function()
+        return x:masked_fill(ddpl.tensor({true, false}), v)
+    end)
+    assert.are.same({0, 0}, values(x:double()))
+    return x
+end
+
 describe('integer dtype ranges', function()
     -- {dtype, value, fits (as PyTorch: nil = refused), stored value}
     local cases = {
@@ -48,16 +63,7 @@ describe('integer dtype ranges', function()
                 local s = shown(v)
                 refuses('tensor', s, dtype, function() return ddpl.tensor({1, v}, {dtype = dtype}) end)
                 refuses('tensor', s, dtype, function() return ddpl.tensor(v, {dtype = dtype}) end)
-                refuses('full', s, dtype, function() return ddpl.full({2}, v, {dtype = dtype}) end)
-                local x = ddpl.zeros(2, {dtype = dtype})
-                refuses('full_like', s, dtype, function() return ddpl.full_like(x, v) end)
-                refuses('fill_', s, dtype, function() return x:fill_(v) end)
-                refuses('setindex', s, dtype, function() x[0] = v end)
-                refuses('masked_fill', s, dtype, function()
-                    return x:masked_fill(ddpl.tensor({true, false}), v)
-                end)
-                -- nothing was written before the refusal
-                assert.are.same({0, 0}, values(x))
+                refuses_fills(s, v, dtype)
             end)
         end
     end
@@ -138,18 +144,10 @@ describe('floating dtype ranges', function()
         else
             it(('refuses %s %s in full, full_like, fill_, x[i] = v, masked_fill and where')
                    :format(dtype, s), function()
-                refuses('full', s, dtype, function() return ddpl.full({2}, v, {dtype = dtype}) end)
-                local x = ddpl.zeros(2, {dtype = dtype})
-                refuses('full_like', s, dtype, function() return ddpl.full_like(x, v) end)
-                refuses('fill_', s, dtype, function() return x:fill_(v) end)
-                refuses('setindex', s, dtype, function() x[0] = v end)
-                refuses('masked_fill', s, dtype, function()
-                    return x:masked_fill(ddpl.tensor({true, false}), v)
-                end)
+                local x = refuses_fills(s, v, dtype)
                 refuses('where', s, dtype, function()
                     return ddpl.where(ddpl.tensor({true, false}), x, v)
                 end)
-                assert.are.same({0, 0}, values(x:double()))
             end)
         end
     end
