@@ -169,6 +169,7 @@ local function driver(argv)
     -- results[t][label] = list of per-round results; the order rotates each round, so no
     -- configuration always runs first (the machine drifts over minutes)
     local results = {}
+    local own = {} -- own[t][round]: ddplua's step ms, for the thread scaling per round
     for r = 1, o.rounds do
         for _, t in ipairs(threads) do
             results[t] = results[t] or {}
@@ -179,6 +180,10 @@ local function driver(argv)
                 local list = results[t][cfg[1]] or {}
                 results[t][cfg[1]] = list
                 if v then list[#list + 1] = v end
+                if v and cfg[1] == 'ddplua' then
+                    own[t] = own[t] or {}
+                    own[t][r] = v.step
+                end
                 io.write(('  round %d  T%d  %-15s %s\n'):format(r, t, cfg[1], not v and 'failed'
                     or v.peak and ('%.1f GFLOP/s'):format(v.peak)
                     or ('%.1f ms/step'):format(v.step)))
@@ -216,6 +221,20 @@ local function driver(argv)
                     med(list, 'backward'), med(list, 'optimizer'), tokens / (step / 1e3), gf,
                     peak and ('%.0f%%'):format(100 * gf / peak) or '-', med(list, 'faults')))
             end
+        end
+    end
+    local scaling_header = false
+    for _, t in ipairs(threads) do
+        -- issue 17 item 3: 2 threads at least 1.7x one thread
+        local line = t > 1 and own[1] and own[t] and
+            util.scaling_line(('T%-2d'):format(t), own[1], own[t], o.rounds, 1.7, true)
+        if line then
+            if not scaling_header then
+                io.write('\nthread scaling: ddplua step at 1 thread / at T threads, same ' ..
+                    'round (median [min-max] over rounds)\n')
+                scaling_header = true
+            end
+            io.write(line, '\n')
         end
     end
     if have_torch then

@@ -1,6 +1,6 @@
 -- bench/util.lua: helpers the benchmark drivers share (loaded with dofile from their folder).
 -- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s), loadavg(),
---          minor_faults().
+--          minor_faults(), scaling_line(label, one, many, rounds, target, times).
 local util = {}
 
 -- Median of a list of numbers (nil for an empty list); the list is not modified.
@@ -59,6 +59,24 @@ function util.minor_faults()
         i = i + 1
         if i == 10 then return tonumber(x) end
     end
+end
+
+-- One line of thread scaling: per round, a configuration at T threads against the same round's
+-- run at 1 thread (minutes apart at most, so the host's drift cancels better than in a ratio
+-- of medians). one and many map a round to samples/s, or to step times when `times` (then the
+-- ratio is one / many). "label median [min-max]", and "target >= x: ok|BELOW" when a target is
+-- given; nil when no round has both figures.
+function util.scaling_line(label, one, many, rounds, target, times)
+    local per_round = {}
+    for r = 1, rounds do
+        local a, b = one[r], many[r]
+        if a and b then per_round[#per_round + 1] = times and a / b or b / a end
+    end
+    if #per_round == 0 then return nil end
+    table.sort(per_round)
+    local m = util.median(per_round)
+    return ('%s %.2f [%.2f-%.2f]%s'):format(label, m, per_round[1], per_round[#per_round],
+        target and ('  target >= %.1f: %s'):format(target, m >= target and 'ok' or 'BELOW') or '')
 end
 
 return util
