@@ -140,8 +140,9 @@ typedef struct {
     size_t esz;
     const char *x, *w, *bias, *dy;
     char *y, *dx, *db;
-    void **cols;   /* one (Kc, P) buffer per thread; NULL entries when direct */
-    char **dw_acc; /* one (O, Kc) accumulator per part of the images, or NULL */
+    void **cols;     /* one (Kc, P) buffer per thread; NULL entries when direct */
+    char **dw_acc;   /* one (O, Kc) accumulator per part of the images, or NULL */
+    double **db_acc; /* one (O) sum per part of the images, when the images' loop does db */
 } conv_job;
 
 /* Address of element (n, channel c) of a (N, channels, plane) contiguous tensor. */
@@ -149,6 +150,27 @@ static inline const char *plane(const conv_job *j, const char *base, int64_t n, 
                                 int64_t c, int64_t plane_size)
 {
     return base + ((n * channels + c) * plane_size) * (int64_t)j->esz;
+}
+
+/* The sum of one plane of dy (P elements), in float32 for float32 (per-plane partial sums keep
+ * the rounding small) and added into a double by the callers. simd reductions: the lanes'
+ * partial sums may be reassociated, which is what lets the loop vectorise (a strict
+ * left-to-right float sum cannot). */
+static double plane_sum(const conv_job *j, const char *r)
+{
+    const conv_geom *g = &j->g;
+    if (j->dt == DDPL_FLOAT32) {
+        const float *rf = (const float *)r;
+        float acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t p = 0; p < g->P; p++) acc += rf[p];
+        return acc;
+    }
+    const double *rd = (const double *)r;
+    double acc = 0;
+#pragma omp simd reduction(+ : acc)
+    for (int64_t p = 0; p < g->P; p++) acc += rd[p];
+    return acc;
 }
 
 static void conv_forward_images(int64_t begin, int64_t end, int part, int thread, void *ctx)
@@ -258,6 +280,9 @@ static void conv_backward_images(int64_t begin, int64_t end, int part, int threa
         for (int64_t gr = 0; gr < g->groups; gr++) {
             const char *dyg = plane(j, j->dy, n, g->O, gr * g->Og, g->P);
             const char *wg = j->w + gr * g->Og * g->Kc * esz;
+            if (j->db_acc) /* the bias gradient from the planes about to be read anyway */
+                for (int64_t o = 0; o < g->Og; o++)
+                    j->db_acc[part][gr * g->Og + o] += plane_sum(j, dyg + o * g->P * esz);
             if (j->dw_acc) {
                 const char *xg = plane(j, j->x, n, g->C, gr * g->Cg, g->H * g->W);
                 const void *col = xg;
@@ -284,31 +309,16 @@ static void conv_backward_images(int64_t begin, int64_t end, int part, int threa
 }
 
 /* dbias[o] = sum over n and pixels of dy[n, o], for o in [begin, end): a channel is one
- * thread's, summed in the same order whatever the thread count. */
+ * thread's, summed in the same order whatever the thread count. Used when the images' loop
+ * does not run (both gradients by Winograd); otherwise that loop sums each image's planes while
+ * they are in cache (db_acc). */
 static void conv_bias_grad_range(int64_t begin, int64_t end, void *ctx)
 {
     const conv_job *j = ctx;
     const conv_geom *g = &j->g;
     for (int64_t o = begin; o < end; o++) {
         double s = 0;
-        for (int64_t n = 0; n < g->N; n++) {
-            const char *r = plane(j, j->dy, n, g->O, o, g->P);
-            /* simd reductions: the lanes' partial sums may be reassociated, which is what
-             * lets the loop vectorise (a strict left-to-right float sum cannot) */
-            if (j->dt == DDPL_FLOAT32) {
-                const float *rf = (const float *)r;
-                float acc = 0; /* per-plane partial sums keep float32 rounding small */
-#pragma omp simd reduction(+ : acc)
-                for (int64_t p = 0; p < g->P; p++) acc += rf[p];
-                s += acc;
-            } else {
-                const double *rd = (const double *)r;
-                double acc = 0;
-#pragma omp simd reduction(+ : acc)
-                for (int64_t p = 0; p < g->P; p++) acc += rd[p];
-                s += acc;
-            }
-        }
+        for (int64_t n = 0; n < g->N; n++) s += plane_sum(j, plane(j, j->dy, n, g->O, o, g->P));
         ddpl_store_f64(j->db + o * (int64_t)j->esz, j->dt, s);
     }
 }
@@ -352,7 +362,15 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
         return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
                           (long long)j.g.Kc, (long long)j.g.P);
     }
-    if (work && (j.dx || dw_left)) cpu_blas_parallel_for(j.g.N, parts, conv_backward_images, &j);
+    bool images_loop = work && (j.dx || dw_left);
+    /* db in the images' loop when it runs: a sum per part, added in part order below */
+    if (out[2] && images_loop &&
+        !(j.db_acc = (double **)alloc_slices(parts, j.g.O, sizeof(double), true))) {
+        free_slices((void **)j.dw_acc);
+        free_slices(j.cols);
+        return ddpl_error("conv2d: out of memory for the bias-gradient sums");
+    }
+    if (images_loop) cpu_blas_parallel_for(j.g.N, parts, conv_backward_images, &j);
     if (dw_left) { /* sum the per-part accumulators into dw, in part order */
         char *dw = ddpl_data_ptr(out[1]);
         for (int64_t i = 0; i < wsize; i++) {
@@ -364,8 +382,16 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     }
     if (out[2]) {
         j.db = ddpl_data_ptr(out[2]);
-        cpu_parallel_for(j.g.O, CPU_GRAIN / (j.g.N * j.g.P + 1) + 1, conv_bias_grad_range, &j);
+        if (j.db_acc)
+            for (int64_t o = 0; o < j.g.O; o++) {
+                double s = 0;
+                for (int t = 0; t < parts; t++) s += j.db_acc[t][o];
+                ddpl_store_f64(j.db + o * (int64_t)j.esz, j.dt, s);
+            }
+        else
+            cpu_parallel_for(j.g.O, CPU_GRAIN / (j.g.N * j.g.P + 1) + 1, conv_bias_grad_range, &j);
     }
+    free_slices((void **)j.db_acc);
     free_slices((void **)j.dw_acc);
     free_slices(j.cols);
     return 0;
