@@ -3,7 +3,7 @@
 -- not depend on which thread takes which part: the pool hands parts to whichever thread claims
 -- them first, so a sum kept per thread changes its rounding from run to run (the convolution
 -- weight gradients did, until session 26). A few steps of each reference model (mlp, cnn,
--- resnet, a small GPT) are trained three times from the same seed and data; every parameter
+-- resnet, a 2-layer bidirectional LSTM, a small GPT) are trained three times from the same seed and data; every parameter
 -- must come out bit-for-bit the same. One step of each also runs at 1 thread, so that the
 -- 1-thread path (one part) is exercised by the same comparison.
 local H = require 'helpers'
@@ -32,6 +32,17 @@ local cases = {
         local x, y = ddpl.randn(8, 3, 32, 32), ddpl.randint(0, 10, {8})
         return m, ddpl.optim.SGD(m:parameters(), {lr = 0.02, momentum = 0.9}),
                function() return F.cross_entropy(m(x), y) end
+    end,
+    lstm = function()
+        local rnn = ddpl.nn.LSTM(16, 32, {num_layers = 2, batch_first = true, bidirectional = true})
+        local head = ddpl.nn.Linear(64, 10)
+        local m = ddpl.nn.ModuleList({rnn, head})
+        local x, y = ddpl.randn(8, 12, 16), ddpl.randint(0, 10, {8 * 12})
+        return m, ddpl.optim.Adam(m:parameters(), {lr = 1e-3}),
+               function()
+                   local out = rnn(x)
+                   return F.cross_entropy(head(out):reshape(8 * 12, 10), y)
+               end
     end,
     gpt = function()
         local m = model_file('gpt')({vocab_size = 512, block_size = 64, n_layer = 2, n_head = 4,
@@ -72,7 +83,7 @@ describe('training runs', function()
     before_each(function() threads = ddpl.get_num_threads() end)
     after_each(function() ddpl.set_num_threads(threads) end)
 
-    for _, case in ipairs({'mlp', 'cnn', 'resnet', 'gpt'}) do
+    for _, case in ipairs({'mlp', 'cnn', 'resnet', 'lstm', 'gpt'}) do
         it(case .. ': three runs at 2 threads give the same parameters, bit for bit', function()
             ddpl.set_num_threads(2)
             local steps = case == 'resnet' and 2 or 3
