@@ -223,20 +223,13 @@ local function driver(argv)
             end
         end
     end
-    local scaling_header = false
-    for _, t in ipairs(threads) do
-        -- issue 17 item 3: 2 threads at least 1.7x one thread
-        local line = t > 1 and own[1] and own[t] and
-            util.scaling_line(('T%-2d'):format(t), own[1], own[t], o.rounds, 1.7, true)
-        if line then
-            if not scaling_header then
-                io.write('\nthread scaling: ddplua step at 1 thread / at T threads, same ' ..
-                    'round (median [min-max] over rounds)\n')
-                scaling_header = true
-            end
-            io.write(line, '\n')
-        end
+    local scaling = {}
+    for _, t in ipairs(threads) do -- issue 17 item 3: 2 threads at least 1.7x one thread
+        scaling[#scaling + 1] = t > 1 and own[1] and own[t] and
+            util.scaling_line(('T%-2d'):format(t), own[1], own[t], o.rounds, 1.7, true) or nil
     end
+    util.write_section('thread scaling: ddplua step at 1 thread / at T threads, same round ' ..
+        '(median [min-max] over rounds)', scaling)
     if have_torch then
         io.write('\ntargets (issue 17): ddplua step >= 1.5x the better PyTorch configuration; ' ..
             'at least PyTorch with the tunables; >= 75% of sgemm peak at 1 thread\n')

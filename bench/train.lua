@@ -206,22 +206,16 @@ local function driver(argv)
             end
         end
     end
-    local scaling_header = false
+    local scaling = {}
     for _, model in ipairs(models) do
         for _, t in ipairs(threads) do
-            local line = t > 1 and own[model] and own[model][1] and own[model][t] and
+            scaling[#scaling + 1] = t > 1 and own[model] and own[model][1] and own[model][t] and
                 util.scaling_line(('%-5s T%-2d'):format(model, t), own[model][1], own[model][t],
-                    o.rounds, SCALING_TARGETS[model])
-            if line then
-                if not scaling_header then
-                    io.write('\nthread scaling: ddplua at T threads / ddplua at 1 thread, ' ..
-                        'samples/s of the same round (median [min-max] over rounds)\n')
-                    scaling_header = true
-                end
-                io.write(line, '\n')
-            end
+                    o.rounds, SCALING_TARGETS[model]) or nil
         end
     end
+    util.write_section('thread scaling: ddplua at T threads / ddplua at 1 thread, samples/s ' ..
+        'of the same round (median [min-max] over rounds)', scaling)
     if have_torch then
         io.write('\ntargets: ddplua (default threads) / the better PyTorch configuration\n')
         io.write(('%-5s %-2s %-10s %-10s %-16s %-7s %-7s %s\n'):format('model', 'T', 'ddplua',

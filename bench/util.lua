@@ -1,6 +1,7 @@
 -- bench/util.lua: helpers the benchmark drivers share (loaded with dofile from their folder).
 -- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s), loadavg(),
---          minor_faults(), scaling_line(label, one, many, rounds, target, times).
+--          minor_faults(), scaling_line(label, one, many, rounds, target, times),
+--          write_section(header, lines).
 local util = {}
 
 -- Median of a list of numbers (nil for an empty list); the list is not modified.
@@ -77,6 +78,12 @@ function util.scaling_line(label, one, many, rounds, target, times)
     local m = util.median(per_round)
     return ('%s %.2f [%.2f-%.2f]%s'):format(label, m, per_round[1], per_round[#per_round],
         target and ('  target >= %.1f: %s'):format(target, m >= target and 'ok' or 'BELOW') or '')
+end
+
+-- Writes a blank line, header and the lines, one per line; nothing when lines is empty.
+function util.write_section(header, lines)
+    if #lines == 0 then return end
+    io.write('\n', header, '\n', table.concat(lines, '\n'), '\n')
 end
 
 return util

@@ -73,9 +73,9 @@ end
 -- monotone map that keeps NaN), so the output is the same bits, and so is every gradient (the
 -- pool's argmax is the same window element where the maximum is positive; elsewhere relu's
 -- backward gives zeros either way). The relu then touches a quarter of the data, forward and
--- backward (docs/cpu-conv.md, "relu after the pool"). Only for plain children (exactly these
--- classes, no hooks, no forward of their own) and floating-point tensors, where nothing can
--- observe the order.
+-- backward (docs/cpu-conv.md, "Session 26": "ReLU after the max-pool"). Only for plain
+-- children (exactly these classes, no hooks, no forward of their own) and floating-point
+-- tensors, where nothing can observe the order.
 local function pool_first(m, nxt, x)
     return Module._runs_class_forward(m, ReLU) and Module._runs_class_forward(nxt, MaxPool2d) and
                is_tensor(x) and x:is_floating_point()
