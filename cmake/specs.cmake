@@ -17,7 +17,12 @@ set(DDPL_SPEC_ENV
 # them (cuda_runtime_spec's garbage collection case) fills the device's memory on purpose, and
 # would give any other GPU test real out-of-memory errors. A test may use the GPU when its source
 # names cuda (ddpl.cuda, device 'cuda', ddpl_cuda_*); without a GPU the lock costs nothing.
+# In the emulation build (DDPL_CUDA_EMU) each process has emulated devices of its own, so
+# there is nothing to share and no lock.
 function(ddpl_lock_gpu_if_cuda name src)
+  if(DDPL_CUDA_EMU)
+    return()
+  endif()
   file(READ ${src} text)
   if(text MATCHES "cuda")
     set_tests_properties(${name} PROPERTIES RESOURCE_LOCK gpu)

@@ -7,7 +7,7 @@
 --       [--progress auto|on|off] [--fail-at-step K [--fail-rank R]]
 --       [--metrics FILE] [--tensorboard DIR] [--log-every 50]
 --       [--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R]
---       [--start-powersgd-iter K]] [--num-workers 0]
+--       [--start-powersgd-iter K]] [--num-workers 0] [--device cpu|cuda] [--backend gloo|nccl]
 --
 -- One process per rank (the launcher sets RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
 -- OMP_NUM_THREADS=1). --batch-size is per rank: the global batch is N times it, so
@@ -21,6 +21,11 @@
 --     workers only add the hand-over: 28.7k against 68.3k samples/s with 2 workers per rank on
 --     the 2-core machine (session 23); they pay for datasets that decode or augment per sample.
 --   * Model: the same seed on every rank, then DDP (which also broadcasts rank 0's weights).
+--   * Device (--device): cpu, or cuda, where each rank takes GPU LOCAL_RANK
+--     (ddpl.cuda.set_device), the process group defaults to the nccl backend (--backend says
+--     otherwise), DDP gets device_ids = {LOCAL_RANK}, and batches come from pinned host memory
+--     and are copied to the GPU without blocking the host. Evaluation sums and checkpointed RNG
+--     states travel through the collectives on the device, as NCCL needs.
 --   * Gradient communication (--comm-hook): DDP's plain allreduce by default, or a built-in comm
 --     hook; powersgd takes matrix_approximation_rank from --powersgd-rank (1) and
 --     start_powerSGD_iter from --start-powersgd-iter (2). The end of the run logs the bytes each
@@ -65,7 +70,7 @@ local defaults = {model = 'mlp', epochs = 3, ['batch-size'] = 32, lr = false, mo
     ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000, ['checkpoint-every'] = false,
     ['fail-at-step'] = false, ['fail-rank'] = 1, ['comm-hook'] = 'allreduce',
     ['powersgd-rank'] = 1, ['start-powersgd-iter'] = 2, metrics = false, tensorboard = false,
-    ['log-every'] = 50, ['num-workers'] = 0}
+    ['log-every'] = 50, ['num-workers'] = 0, device = 'cpu', backend = false}
 local numeric = {epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
     ['bucket-cap-mb'] = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
     ['checkpoint-every'] = true, ['fail-at-step'] = true, ['fail-rank'] = true,
@@ -80,7 +85,7 @@ local function usage(msg)
         '[--progress auto|on|off] [--fail-at-step K [--fail-rank R]] ',
         '[--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R] ',
         '[--start-powersgd-iter K]] [--metrics FILE] [--tensorboard DIR] [--log-every N] ',
-        '[--num-workers N]\n')
+        '[--num-workers N] [--device cpu|cuda] [--backend gloo|nccl]\n')
     os.exit(2)
 end
 
@@ -110,8 +115,40 @@ local run_id = os.getenv('TORCHELASTIC_RUN_ID') or os.getenv('DDPLUA_RUN_ID') or
 -- process group (from the launcher's environment)
 
 if not os.getenv('RANK') then usage('run me with the launcher: ddplua examples/ddp_train.lua --nproc N') end
-dist.init_process_group({backend = 'gloo'})
+local device = opt.device
+if device ~= 'cpu' and device ~= 'cuda' then
+    usage('--device must be cpu or cuda, got ' .. tostring(device))
+end
+local local_rank = math.tointeger(tonumber(os.getenv('LOCAL_RANK') or '0'))
+    or usage('LOCAL_RANK is not an integer')
+if device == 'cuda' then
+    if not ddpl.cuda.is_available() then
+        usage('--device cuda: no CUDA device (ddpl.config().cuda says whether this build has CUDA)')
+    end
+    if local_rank >= ddpl.cuda.device_count() then
+        usage(('--device cuda: local rank %d has no GPU of its own (%d GPUs on this node; start '
+            .. 'at most that many processes per node)'):format(local_rank,
+            ddpl.cuda.device_count()))
+    end
+    ddpl.cuda.set_device(local_rank)
+end
+local backend = opt.backend or (device == 'cuda' and 'nccl' or 'gloo')
+dist.init_process_group({backend = backend})
 local rank, world = dist.get_rank(), dist.get_world_size()
+-- a batch on the training device: from pinned memory the copy does not block the host
+local function to_device(t)
+    return device == 'cpu' and t or t:to(device, {non_blocking = true})
+end
+-- collectives of the nccl backend take device tensors: t there and, after fn, back to the host
+local function on_comm_device(t, fn)
+    if backend ~= 'nccl' then
+        fn(t)
+        return t
+    end
+    local d = t:cuda()
+    fn(d)
+    return d:cpu()
+end
 local function log0(...) if rank == 0 then print(...) end end
 if fail_at and (fail_rank < 0 or fail_rank >= world) then -- only checked where it is used
     usage(('--fail-rank %d is not a rank of this job (0 to %d)'):format(fail_rank, world - 1))
@@ -145,14 +182,14 @@ local train_loader = data.DataLoader(train_set, {batch_size = batch, sampler = s
 local test_sampler = data.DistributedSampler(test_set, {num_replicas = world, rank = rank,
     shuffle = false})
 local test_loader = data.DataLoader(test_set, {batch_size = opt['eval-batch'],
-    sampler = test_sampler})
+    sampler = test_sampler, pin_memory = device == 'cuda'})
 
 ---------------------------------------------------------------------------------------------------
 -- model, optimizer, checkpoint
 
 ddpl.manual_seed(opt.seed)
 local chunk = assert(loadfile(root .. '/models/' .. spec.file .. '.lua'))
-local net = chunk()()
+local net = chunk()():to(device)
 local steps_per_epoch = #train_loader
 
 local function file_exists(path)
@@ -203,7 +240,8 @@ if ck then
     -- each rank's generator as it was when the checkpoint was written (dropout, augmentation)
     if ck.rng and #ck.rng == world then ddpl.set_rng_state(ck.rng[rank + 1]) end
 end
-local model = nn.DDP(net, {bucket_cap_mb = opt['bucket-cap-mb']})
+local model = nn.DDP(net, {bucket_cap_mb = opt['bucket-cap-mb'],
+    device_ids = device == 'cuda' and {local_rank} or nil})
 local HOOKS = {allreduce = true, fp16_compress = true, bf16_compress = true, powersgd = true}
 if not HOOKS[opt['comm-hook']] then
     usage('--comm-hook must be allreduce, fp16_compress, bf16_compress or powersgd, got '
@@ -236,8 +274,15 @@ end
 local function save_checkpoint(path, epoch, step, loss_sum, seen)
     local mine = ddpl.get_rng_state()
     local rng = {}
-    for r = 1, world do rng[r] = ddpl.empty_like(mine) end
-    dist.all_gather(rng, mine)
+    if backend == 'nccl' then
+        local gathered = {}
+        for r = 1, world do gathered[r] = ddpl.empty_like(mine):cuda() end
+        dist.all_gather(gathered, mine:cuda())
+        for r = 1, world do rng[r] = gathered[r]:cpu() end
+    else
+        for r = 1, world do rng[r] = ddpl.empty_like(mine) end
+        dist.all_gather(rng, mine)
+    end
     if rank == 0 then
         ddpl.save({model = model.module:state_dict(), optimizer = optimizer:state_dict(),
             epoch = epoch, step = step, global_step = global_step, world_size = world,
@@ -270,9 +315,9 @@ local function log_record(rec, scalars) -- scalars: TensorBoard tag -> field of 
     end
 end
 log0(('model %s: %d parameters; %d ranks x batch %d (global %d); %d training and %d test ' ..
-    'images (loaded in %.2f s); lr %g, momentum %g, %d buckets'):format(opt.model,
-    net:num_parameters(), world, batch, world * batch, #train_set, #test_set, t_load, lr,
-    opt.momentum, #model:buckets()))
+    'images (loaded in %.2f s); lr %g, momentum %g, %d buckets; on %s, backend %s'):format(
+    opt.model, net:num_parameters(), world, batch, world * batch, #train_set, #test_set, t_load,
+    lr, opt.momentum, #model:buckets(), device, backend))
 
 ---------------------------------------------------------------------------------------------------
 -- training
@@ -283,14 +328,15 @@ local function evaluate()
     local correct, loss_sum, count = 0, 0, 0
     ddpl.no_grad(function()
         for x, y in test_loader:iter() do
+            x, y = to_device(x), to_device(y)
             local out = net(x)
             correct = correct + out:argmax(1):eq(y):sum():item()
             loss_sum = loss_sum + F.cross_entropy(out, y, {reduction = 'sum'}):item()
             count = count + x:size(0)
         end
     end)
-    local sums = ddpl.tensor({correct, loss_sum, count}, {dtype = 'float64'})
-    dist.all_reduce(sums)
+    local sums = on_comm_device(ddpl.tensor({correct, loss_sum, count}, {dtype = 'float64'}),
+        dist.all_reduce)
     net:train()
     local s = sums:tolist()
     return s[1] / s[3], s[2] / s[3]
@@ -312,6 +358,7 @@ for epoch = first_epoch, opt.epochs do
         step = step + 1
         if step <= skip then goto next_batch end -- done before the restart
         maybe_fail()
+        x, y = to_device(x), to_device(y)
         optimizer:zero_grad()
         local loss = F.cross_entropy(model(x), y)
         loss:backward()

@@ -4,7 +4,7 @@
 --       [--data DIR] [--epochs 3] [--batch-size 64] [--lr L]
 --       [--momentum 0.9] [--seed 0] [--threads T] [--checkpoint PATH] [--resume PATH]
 --       [--metrics PATH] [--train-size N] [--test-size N] [--eval-batch 1000]
---       [--progress auto|on|off] [--tensorboard DIR] [--log-every 50]
+--       [--progress auto|on|off] [--tensorboard DIR] [--log-every 50] [--device cpu|cuda]
 --
 -- The settings of the PyTorch reference runs (shared/reference/torch/train_ref.py): images scaled
 -- to [0, 1] then normalised with mean 0.2860 and std 0.3530, SGD with momentum 0.9, lr 0.05 for
@@ -25,6 +25,8 @@
 --     the next epoch (and keeps checkpointing to PATH unless --checkpoint says otherwise). The
 --     shuffle order of epoch e depends only on --seed and e (DistributedSampler semantics with
 --     one replica), so a resumed run follows the same path as an uninterrupted one.
+--   * Device (--device): cpu, or cuda (the current GPU, ddpl.cuda.set_device to choose; the
+--     batches come from pinned host memory and are copied without blocking the host).
 -- The data is read from --data DIR, else $FASHION_MNIST_DIR or Debian's dataset-fashion-mnist
 -- package (fashion-mnist), $CIFAR10_DIR (cifar10: the binary version, data_batch_*.bin). CIFAR-10
 -- trains with the usual augmentation, RandomCrop(32, {padding=4}) and RandomHorizontalFlip, then
@@ -49,6 +51,7 @@ local defaults = {
     threads = false, checkpoint = false, resume = false, metrics = false, ['train-size'] = false,
     ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000,
     tensorboard = false, ['log-every'] = 50, dataset = 'fashion-mnist', data = false,
+    device = 'cpu',
 }
 local numeric = { epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
     threads = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
@@ -60,7 +63,7 @@ local function usage(msg)
         '[--batch-size N] [--lr X] [--momentum X] [--seed N] ',
         '[--threads N] [--checkpoint PATH] [--resume PATH] [--metrics PATH] [--train-size N] ',
         '[--test-size N] [--eval-batch N] [--progress auto|on|off] [--tensorboard DIR] ',
-        '[--log-every N]\n')
+        '[--log-every N] [--device cpu|cuda]\n')
     os.exit(2)
 end
 
@@ -75,6 +78,17 @@ local log_every = math.tointeger(opt['log-every'])
 if not log_every or log_every < 1 then usage('--log-every must be a positive integer') end
 opt.checkpoint = opt.checkpoint or opt.resume
 if opt.threads then ddpl.set_num_threads(math.tointeger(opt.threads)) end
+if opt.device ~= 'cpu' and opt.device ~= 'cuda' then
+    usage('--device must be cpu or cuda, got ' .. tostring(opt.device))
+end
+if opt.device == 'cuda' and not ddpl.cuda.is_available() then
+    usage('--device cuda: no CUDA device (ddpl.config().cuda says whether this build has CUDA)')
+end
+local device = opt.device
+-- a batch on the training device: from pinned memory the copy does not block the host
+local function to_device(t)
+    return device == 'cpu' and t or t:to(device, { non_blocking = true })
+end
 ddpl.manual_seed(opt.seed)
 
 ---------------------------------------------------------------------------------------------------
@@ -139,13 +153,15 @@ local n_train = #train_set
 -- seed + e, independent of what ran before, which is what makes --resume exact.
 local sampler = data.DistributedSampler(train_set, { num_replicas = 1, rank = 0, shuffle = true,
     seed = opt.seed })
-local train_loader = data.DataLoader(train_set, { batch_size = batch, sampler = sampler })
-local test_loader = data.DataLoader(test_set, { batch_size = opt['eval-batch'] })
+local pin = device == 'cuda'
+local train_loader = data.DataLoader(train_set, { batch_size = batch, sampler = sampler,
+    pin_memory = pin })
+local test_loader = data.DataLoader(test_set, { batch_size = opt['eval-batch'], pin_memory = pin })
 
 ---------------------------------------------------------------------------------------------------
 -- model, optimizer, checkpoint
 
-local model = load_model_file(spec.file)(dataset.model_opts)
+local model = load_model_file(spec.file)(dataset.model_opts):to(device)
 local optimizer = optim.SGD(model:parameters(), { lr = lr, momentum = opt.momentum })
 local first_epoch = 1
 
@@ -188,7 +204,7 @@ print(('model %s: %d parameters; %d training and %d test images (loaded in %.2f 
     'batch %d, lr %g, momentum %g, %d threads; metrics in %s'):format(opt.model, n_params,
     n_train, #test_set, t_load, batch, lr, opt.momentum, ddpl.get_num_threads(), metrics_path))
 local start = { event = 'start', model = opt.model, params = n_params, epochs = opt.epochs,
-    batch_size = batch, lr = lr, momentum = opt.momentum, seed = opt.seed,
+    batch_size = batch, lr = lr, momentum = opt.momentum, seed = opt.seed, device = device,
     threads = ddpl.get_num_threads(), train_size = n_train, test_size = #test_set,
     first_epoch = first_epoch, time = os.date('!%Y-%m-%dT%H:%M:%SZ') }
 metrics:log(start)
@@ -203,6 +219,7 @@ local function evaluate()
     local correct, loss_sum = 0, 0
     ddpl.no_grad(function()
         for x, y in test_loader:iter() do
+            x, y = to_device(x), to_device(y)
             local out = model(x)
             loss_sum = loss_sum + F.cross_entropy(out, y, { reduction = 'sum' }):item()
             correct = correct + out:argmax(1):eq(y):sum():item()
@@ -223,6 +240,7 @@ for epoch = first_epoch, opt.epochs do
         disable = opt.progress == 'off', terminal = opt.progress == 'on' or nil })
     local window = { loss = 0, n = 0, t = t0 } -- the steps since the last "step" record
     for x, y in train_loader:iter() do
+        x, y = to_device(x), to_device(y)
         local loss = F.cross_entropy(model(x), y)
         optimizer:zero_grad()
         loss:backward()

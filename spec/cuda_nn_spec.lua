@@ -210,6 +210,38 @@ describe('cuda pooling', function()
     end)
 end)
 
+describe('cuda GradScaler', function()
+    -- unscale_ is one native pass per gradient (the amp_unscale kernel): values divided by the
+    -- scale, and any inf or NaN flagged so that step() is skipped, as on the cpu
+    for _, bad in ipairs({false, true}) do
+        it('unscales cuda gradients like the cpu' .. (bad and ', with an inf' or ''), function()
+            if no_cuda() then return end
+            local function run(dev)
+                local r = noise(bad and 7 or 5)
+                local p = data({3, 70001}, function() return r() end, 'float32'):to(dev)
+                p.requires_grad = true
+                local g = data({3, 70001}, function() return r() * 1024 end, 'float32')
+                if bad then g[1][70000] = math.huge end
+                p.grad = g:to(dev)
+                local opt = optim.SGD({p}, {lr = 0.1})
+                local scaler = ddpl.amp.GradScaler({init_scale = 1024})
+                scaler:scale(p:sum()) -- sets the scale, as a training step would
+                scaler:unscale_(opt)
+                local unscaled = p.grad:cpu()
+                scaler:step(opt)
+                scaler:update()
+                return p:detach():cpu(), unscaled, scaler:get_scale()
+            end
+            local wp, wg, ws = run('cpu')
+            local gp, gg, gs = run('cuda')
+            H.assert_values(H.values(gg), H.values(wg), H.shape(wg), 0, 0, 'unscaled gradient')
+            H.assert_values(H.values(gp), H.values(wp), H.shape(wp), 2e-6, 1e-6, 'parameter')
+            assert.are.equal(ws, gs)
+            if bad then assert.are.equal(512, gs) end -- the step was skipped and the scale halved
+        end)
+    end
+end)
+
 describe('cuda optimizer steps', function()
     local configs = {
         {'SGD', {lr = 0.1}},
@@ -218,6 +250,11 @@ describe('cuda optimizer steps', function()
         {'Adam', {lr = 1e-2}},
         {'Adam', {lr = 1e-2, betas = {0.8, 0.99}, eps = 1e-6, weight_decay = 0.1}},
         {'AdamW', {lr = 1e-2, weight_decay = 0.1, maximize = true}},
+        {'RMSprop', {lr = 1e-2}},
+        {'RMSprop', {lr = 1e-2, alpha = 0.9, weight_decay = 0.01, momentum = 0.9, centered = true}},
+        {'Adagrad', {lr = 0.1}},
+        {'Adagrad', {lr = 0.1, lr_decay = 0.01, weight_decay = 0.01, initial_accumulator_value = 0.1,
+                     maximize = true}},
     }
     local tol = {float32 = {2e-6, 1e-6}, float64 = {1e-12, 1e-14}, bfloat16 = {1e-2, 1e-2}}
     for _, dtype in ipairs({'float32', 'float64', 'bfloat16'}) do

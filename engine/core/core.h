@@ -159,4 +159,9 @@ ddpl_philox_state ddpl_rng_reserve(uint64_t count);
 
 #define DDPL_UNUSED(x) (void)(x)
 
+/* Marks the message of an error found by an asynchronous device check (cuda_index_check.c): it
+ * names the op that issued the check, which is not an op the reporting call is built on, so the
+ * bindings pass it on unchanged rather than re-attributing it (lb_error_in). */
+#define DDPL_DEFERRED_ERROR_NOTE " (an asynchronous check of an earlier "
+
 #endif

@@ -43,8 +43,7 @@ static int report(const cuda_index_pending *p, int64_t pos, const char *what)
     p->report(p, pos);
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", ddpl_last_error());
-    return ddpl_error("%s (an asynchronous check of an earlier %s; reported at %s)", msg, p->op,
-                      what);
+    return ddpl_error("%s" DDPL_DEFERRED_ERROR_NOTE "%s; reported at %s)", msg, p->op, what);
 }
 
 /* Reads and releases every pending op of r; the first failure (in issue order) is the error. */

@@ -22,12 +22,15 @@ int lb_error(lua_State *L)
 
 /* The engine's message under fname: "op: what" from the op that fname is built on (sub on
  * add, fill_ on item, setindex on select) becomes "fname: what (in op)"; a message that names no
- * op is prefixed. */
+ * op is prefixed. An error of an asynchronous device check (DDPL_DEFERRED_ERROR_NOTE) already
+ * names the op that failed and the call where it surfaced, and passes unchanged. */
 int lb_error_in(lua_State *L, const char *fname)
 {
     const char *msg = ddpl_last_error();
     size_t n = strlen(fname);
     if (strncmp(msg, fname, n) == 0 && msg[n] == ':') luaL_error(L, "%s", msg);
+    /* the op an asynchronous device check names is not one fname is built on */
+    if (strstr(msg, DDPL_DEFERRED_ERROR_NOTE)) luaL_error(L, "%s", msg);
     if (strncmp(msg, "tensor: ", 8) == 0) luaL_error(L, "%s: %s", fname, msg + 8);
     size_t op = strspn(msg, "abcdefghijklmnopqrstuvwxyz0123456789_");
     if (op > 0 && op < 64 && msg[op] == ':' && msg[op + 1] == ' ') {

@@ -48,10 +48,11 @@ static void set_version(lua_State *L, const char *key, int v, bool cuda_style)
 }
 
 /* ddpl.config(): what this build contains, for bug reports. cuDNN and NCCL are optional parts of
- * a CUDA build (cmake/cuda_libs.cmake); their versions are read from the libraries. */
+ * a CUDA build (cmake/cuda_libs.cmake); their versions are read from the libraries.
+ * cuda_emulated: the CUDA backend runs on the CPU emulation (cmake/cuemu.cmake). */
 static int f_config(lua_State *L)
 {
-    lua_createtable(L, 0, 13);
+    lua_createtable(L, 0, 14);
     lua_pushstring(L, DDPL_VERSION);
     lua_setfield(L, -2, "version");
     lua_pushboolean(L, DDPL_HAVE_CUDA);
@@ -60,6 +61,8 @@ static int f_config(lua_State *L)
     lua_setfield(L, -2, "nccl");
     lua_pushboolean(L, DDPL_HAVE_CUDNN);
     lua_setfield(L, -2, "cudnn");
+    lua_pushboolean(L, DDPL_CUDA_EMU); /* on tools/cuemu: kernels run on the CPU */
+    lua_setfield(L, -2, "cuda_emulated");
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, "gloo");
     lua_pushstring(L, "openblas");

@@ -9,7 +9,7 @@
 local ddpl = require 'ddplua'
 local nn, F, dist = ddpl.nn, ddpl.nn.functional, ddpl.distributed
 
-local o = {view = '0', cap = 25, steps = 6, batch = 8, hook = 'none', unused = '0', tol = 1e-4}
+local o = {view = '0', cap = 25, steps = 6, batch = 8, hook = 'none', unused = '0', tol = 1e-6}
 for _, a in ipairs(arg) do
     local k, v = a:match('^(%w+)=(.*)$')
     if k then o[k] = tonumber(v) or v end
