@@ -11,7 +11,7 @@ set(DDPL_CUEMU_SPECS
   cuda_blas_spec cuda_copy_spec cuda_nn_spec cuda_parity_spec cuda_pointwise_spec
   cuda_reduce_spec cuda_runtime_spec attention_spec autocast_spec ddp_powersgd_spec
   rng_state_spec serialize_spec tensor_binding_spec nccl_spec sync_batch_norm_spec
-  cuemu_examples_spec)
+  data_workers_spec cuemu_examples_spec)
 set(DDPL_CUEMU_C_TESTS
   test_cuda_alloc test_cuda_copy test_cuda_coverage test_cuda_index_check test_cuda_libs
   test_cuda_pointwise test_backend test_nccl_pg test_autocast)

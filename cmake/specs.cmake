@@ -77,3 +77,10 @@ add_test(NAME check_layers COMMAND ${CMAKE_SOURCE_DIR}/spec/check_layers_test.sh
 set_tests_properties(check_layers PROPERTIES TIMEOUT 300)
 # Comments name only files that exist (tools/check-file-refs.sh).
 add_test(NAME check_file_refs COMMAND ${CMAKE_SOURCE_DIR}/tools/check-file-refs.sh)
+
+# The CUDA emulation (tools/cuemu, docs/cuda-emulation.md) is a test build's alone: a normal
+# build, CPU-only or nvcc's, links none of it.
+if(NOT DDPL_CUDA_EMU)
+  add_test(NAME no_cuemu_in_normal_build
+           COMMAND sh -c "! nm -C \"$1\" | grep -i cuemu" sh $<TARGET_FILE:ddplua_shared>)
+endif()

@@ -1,10 +1,11 @@
 -- spec/cuemu_examples_spec.lua: training on cuda end to end, each run against the same run on the
 -- cpu: examples/train.lua --device cuda (the mlp, and the cnn through cuDNN), a small GPT of
 -- models/gpt.lua for a few AdamW steps, and examples/ddp_train.lua --device cuda --nproc 2 (the
--- nccl backend, each rank on GPU LOCAL_RANK) against --device cpu (gloo). Written for the
--- emulation build (label cuda-emu: docs/cuda-emulation.md), where it is the proof that the
--- examples run as the seed tutorials do; on a GPU machine it runs as well. Without CUDA it is
--- pending. Small sizes: the emulation runs every CUDA thread as a fiber.
+-- nccl backend, each rank on GPU LOCAL_RANK; the mlp, and the cnn with the PowerSGD hook) against
+-- --device cpu (gloo). Written for the emulation build (label cuda-emu: docs/cuda-emulation.md),
+-- where it is the proof that the examples run as the seed tutorials do; on a GPU machine it runs
+-- as well. Without CUDA it is pending. Small sizes: the emulation runs every CUDA thread as a
+-- fiber.
 local ddpl = require 'ddplua'
 local S = require 'shell_util'
 local q = S.q
@@ -80,6 +81,15 @@ describe('examples on --device cuda', function()
         local f = compare_devices('examples/ddp_train.lua', args, 1e-6)
         assert(f.cuda.out:find('on cuda, backend nccl', 1, true), f.cuda.out)
         assert(f.cpu.out:find('on cpu, backend gloo', 1, true), f.cpu.out)
+    end)
+
+    -- PowerSGD's CUDA branch: its low-rank factors, orthogonalisation and error feedback on
+    -- the device, their allreduces over nccl
+    it('ddp_train.lua --nproc 2: the cnn with the powersgd hook on cuda as on the cpu', function()
+        assert(ddpl.cuda.device_count() >= 2, 'needs two CUDA devices')
+        local args = '--nproc 2 -- --model cnn --comm-hook powersgd --epochs 1 --train-size 256 '
+            .. '--test-size 128 --batch-size 16 --progress off'
+        compare_devices('examples/ddp_train.lua', args, 1e-6)
     end)
 
     it('ddp_train.lua: more ranks per node than GPUs is refused, naming the rank', function()

@@ -5,7 +5,10 @@
 -- slices equal plain batch norm in one process on the concatenated batch (outputs, input and
 -- parameter gradients, running statistics; even, uneven and empty per-rank batches; float64 to
 -- 1e-10, float32 to 1e-5; subgroups), a DDP training step of a converted CNN, on 2 and 4 ranks,
--- through shared memory and through Gloo TCP (DDPLUA_SHM=0); gradcheck on one rank.
+-- through shared memory and through Gloo TCP (DDPLUA_SHM=0); gradcheck on one rank. The same
+-- equivalence and DDP checks with the SyncBatchNorm side on CUDA (SBN_DEVICE=cuda: each rank on
+-- GPU LOCAL_RANK over nccl, the reference on the cpu, the same tolerances), on 2 and 4 ranks;
+-- pending without a GPU per rank (the emulation build gets its devices from DDPL_CUEMU_DEVICES).
 local S = require 'shell_util'
 local H = require 'helpers'
 local ddpl = H.ddpl
@@ -142,3 +145,29 @@ end
 it('the synchronised computation passes gradcheck on a one-rank group', function()
     run(1, 'SBN_MODE=gradcheck')
 end)
+
+-- The CUDA branch: one GPU per rank. The emulation build (-DDDPL_CUDA_EMU=ON) makes as many
+-- devices as DDPL_CUEMU_DEVICES says (2 by default), so there the workers are given n; a real
+-- machine needs n GPUs.
+for _, n in ipairs({2, 4}) do
+    describe(('nn.SyncBatchNorm on %d ranks on CUDA through nccl'):format(n), function()
+        -- the workers' environment words; without a GPU per rank the case is pending (busted's
+        -- pending raises, which ends the case there)
+        local function cuda_env()
+            if not ddpl.cuda.is_available() then pending('no CUDA device') end
+            if ddpl.config().cuda_emulated then
+                return 'SBN_DEVICE=cuda DDPL_CUEMU_DEVICES=' .. n
+            end
+            local have = ddpl.cuda.device_count()
+            if have < n then
+                pending(('needs %d CUDA devices (one per rank), %d here'):format(n, have))
+            end
+            return 'SBN_DEVICE=cuda'
+        end
+        it('equals batch norm in one process on the global batch', function()
+            run(n, cuda_env())
+        end)
+        it('a converted CNN in DDP (device_ids) trains like one process on the global batch',
+            function() run(n, cuda_env() .. ' SBN_MODE=ddp') end)
+    end)
+end

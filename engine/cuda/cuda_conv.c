@@ -215,14 +215,29 @@ static void cache_store(const conv_choice *c)
     pthread_mutex_unlock(&conv_lock);
 }
 
+/* Whether a result of math type m may be used for strict float32 (float32 without TF32):
+ * FMA math, or default math, which choose_algo then runs as FMA. Both tensor-op math types are
+ * refused: TENSOR_OP_MATH computes in TF32, and TENSOR_OP_MATH_ALLOW_CONVERSION goes further,
+ * letting cuDNN down-convert the float32 operands to a lower precision (float16) for the tensor
+ * cores; strict float32 forbids both. Nor may such a result be run with FMA math instead: cuDNN
+ * offers some algorithms only as tensor-op kernels, and those answer CUDNN_STATUS_NOT_SUPPORTED
+ * under FMA math (the CUDA emulation's cuDNN stand-in does this under
+ * DDPL_CUEMU_CUDNN_HEURISTICS=conversion_first, spec/cuda_blas_spec.lua). */
+#define STRICT_FP32_MATH_OK(m) ((m) == CUDNN_FMA_MATH || (m) == CUDNN_DEFAULT_MATH)
+/* Float32 with TF32 allowed may use tensor-op math, but never ALLOW_CONVERSION: TF32 keeps
+ * float32's exponent and 10 bits of mantissa, a down-conversion to float16 loses range as well
+ * (PyTorch never asks cuDNN for it either). */
+#define FP32_MATH_OK(m) ((m) != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+
 /* Picks from cuDNN's ranked list: the first that succeeded, fits the workspace limit and, for
- * strict float32, does not use tensor-op (TF32) math. */
+ * float32, uses a math type its precision allows (STRICT_FP32_MATH_OK, FP32_MATH_OK). */
 #define PICK_ALGO(perf, count, s, c)                                                               \
     do {                                                                                           \
         for (int i_ = 0; i_ < (count); i_++) {                                                     \
             if ((perf)[i_].status != CUDNN_STATUS_SUCCESS) continue;                               \
             if ((perf)[i_].memory > CONV_WORKSPACE_LIMIT) continue;                                \
-            if ((s)->strict_fp32 && (perf)[i_].mathType == CUDNN_TENSOR_OP_MATH) continue;         \
+            if ((s)->strict_fp32 && !STRICT_FP32_MATH_OK((perf)[i_].mathType)) continue;           \
+            if ((s)->data == CUDNN_DATA_FLOAT && !FP32_MATH_OK((perf)[i_].mathType)) continue;     \
             (c)->algo = (int)(perf)[i_].algo;                                                      \
             (c)->math = (perf)[i_].mathType;                                                       \
             (c)->workspace = (perf)[i_].memory;                                                    \

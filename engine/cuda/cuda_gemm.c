@@ -155,16 +155,23 @@ static int gemm_failed(cublasStatus_t st, const ddpl_tensor *a, const ddpl_tenso
                       ddpl_dtype_name((ddpl_dtype)a->dtype), dev);
 }
 
-/* K == 0: the product is empty, out = beta * out (beta 0: zeros, whatever out held). */
+/* K == 0: the product is empty, out = beta * out, one rounding per element as the cpu computes it
+ * (cpu_gemm.c); beta 0 gives zeros whatever out held. The product is a multiplication by a
+ * one-element tensor broadcast over out (c + (beta-1)*c would turn an inf into NaN). */
 static int scale_output(ddpl_tensor *c, double beta)
 {
-    if (beta == 0) {
-        ddpl_fill_params f = {0.0};
-        return cuda_run_kernel(DDPL_OP_FILL, &c, NULL, &f);
-    }
-    ddpl_alpha_params p = {beta - 1.0}; /* c + (beta-1)*c, elementwise in place */
-    ddpl_tensor *ins[2] = {c, c};
-    return cuda_run_kernel(DDPL_OP_ADD, &c, ins, &p);
+    ddpl_fill_params f = {beta};
+    if (beta == 0) return cuda_run_kernel(DDPL_OP_FILL, &c, NULL, &f);
+    if (beta == 1) return 0;
+    int64_t zeros[DDPL_MAX_DIMS] = {0};
+    ddpl_tensor *scalar = ddpl_tensor_new(0, NULL, (ddpl_dtype)c->dtype, c->device);
+    ddpl_tensor *b = scalar ? ddpl_tensor_alias(scalar, c->ndim, c->sizes, zeros, 0) : NULL;
+    int rc = b ? cuda_run_kernel(DDPL_OP_FILL, &scalar, NULL, &f) : -1;
+    ddpl_tensor *ins[2] = {c, b};
+    if (rc == 0) rc = cuda_run_kernel(DDPL_OP_MUL, &c, ins, NULL);
+    ddpl_tensor_release(b);
+    ddpl_tensor_release(scalar);
+    return rc;
 }
 
 /* out[0] (B,M,N), in[0] (B,M,K), in[1] (B,K,N); params ddpl_gemm_params. */

@@ -17,13 +17,28 @@
 --     process on the global batch: parameters and running statistics, float64 and float32.
 --   gradcheck (1 rank): the synchronised computation (nn/sync_batch_norm.lua) on a one-rank
 --     group against central differences, for input, weight and bias.
+-- SBN_DEVICE=cuda (equiv and ddp) runs the SyncBatchNorm side on GPU LOCAL_RANK (set before
+-- init) over the nccl backend (SBN_BACKEND overrides it): inputs and the module on cuda, DDP
+-- with device_ids = {LOCAL_RANK}; the reference stays on the cpu, and values are compared there.
+-- The subgroup cases need 4 ranks, so 4 GPUs.
 -- Prints "SYNCBN_OK <rank>" and exits 0, or raises naming the rank and the case.
 local ddpl = require 'ddplua'
 local nn, F, dist = ddpl.nn, ddpl.nn.functional, ddpl.distributed
 local BatchNorm = require 'ddplua.nn.BatchNorm'
 
 local mode = os.getenv('SBN_MODE') or 'equiv'
-dist.init_process_group({backend = 'gloo', timeout = 30})
+-- where the SyncBatchNorm side runs: 'cpu', or 'cuda' (this rank's GPU, the current device)
+local DEV = os.getenv('SBN_DEVICE') or 'cpu'
+local local_rank = tonumber(os.getenv('LOCAL_RANK') or '0')
+if DEV == 'cuda' then
+    if mode == 'gradcheck' then error('SBN_DEVICE=cuda covers SBN_MODE equiv and ddp', 0) end
+    -- before init, as torchrun scripts do: nccl binds each rank's communicator to its device
+    ddpl.cuda.set_device(local_rank)
+elseif DEV ~= 'cpu' then
+    error(('SBN_DEVICE must be cpu or cuda, got %s'):format(DEV), 0)
+end
+local backend = os.getenv('SBN_BACKEND') or (DEV == 'cuda' and 'nccl' or 'gloo')
+dist.init_process_group({backend = backend, timeout = 30})
 local rank, world = dist.get_rank(), dist.get_world_size()
 
 local function fail(fmt, ...) error(('rank %d: ' .. fmt):format(rank, ...), 2) end
@@ -50,12 +65,13 @@ local function collectives_of(f)
     return table.concat(words, ' ')
 end
 
--- max|got - want| <= tol * max(1, max|want|), shapes equal
+-- max|got - want| <= tol * max(1, max|want|), shapes equal; compared on the cpu (got may be on
+-- DEV, want is the cpu reference)
 local function close(what, got, want, tol)
     local gs, ws = table.concat(got:shape(), ','), table.concat(want:shape(), ',')
     if gs ~= ws then fail('%s: shape [%s], expected [%s]', what, gs, ws) end
     if want:numel() == 0 then return end
-    local g, w = got:detach():double(), want:detach():double()
+    local g, w = got:detach():cpu():double(), want:detach():cpu():double()
     local scale = math.max(1, w:abs():max():item())
     local diff = (g - w):abs():max():item()
     if not (diff <= tol * scale) then
@@ -108,6 +124,7 @@ local function equivalence(c)
             ref.weight:copy_(w0); ref.bias:copy_(b0)
         end)
     end
+    sbn:to(DEV) -- parameters and buffers; the reference stays on the cpu
     for step = 1, 2 do
         local what = ('%s, step %d'):format(c.name, step)
         ddpl.manual_seed(100 * step + #members) -- the same global batch on every member
@@ -117,12 +134,13 @@ local function equivalence(c)
         local Y = ref(X)
         Y:mul(G):sum():backward()
 
-        local x = X:detach():narrow(0, offset, B):clone()
+        local x = X:detach():narrow(0, offset, B):clone():to(DEV)
         if c.noncontig then x = x:transpose(2, 3):contiguous():transpose(2, 3) end
         x.requires_grad = not c.no_input_grad
+        local dy = G:narrow(0, offset, B):to(DEV)
         local y
         local fwd = collectives_of(function() y = sbn(x) end)
-        local bwd = collectives_of(function() y:mul(G:narrow(0, offset, B)):sum():backward() end)
+        local bwd = collectives_of(function() y:mul(dy):sum():backward() end)
         if fwd ~= 'all_gather_into_tensor=1' then
             fail('%s: forward called the collectives [%s], expected one all_gather_into_tensor',
                 what, fwd)
@@ -160,7 +178,7 @@ local function equivalence(c)
         if rank == 0 then
             ddpl.manual_seed(5)
             local x = ddpl.randn(shape_of(3), topts)
-            close(c.name .. ': eval output', sbn(x), ref(x), c.tol)
+            close(c.name .. ': eval output', sbn(x:to(DEV)), ref(x), c.tol)
         end
         dist.barrier()
     end
@@ -225,15 +243,15 @@ local function run_equiv()
         -- ranks 2 and 3 are outside {0, 1} (world size -1 there): plain batch norm on their
         -- own batch, without a collective, as PyTorch's need_sync
         local g01 = dist.new_group({0, 1})
-        local sbn = nn.SyncBatchNorm(3, {process_group = g01, dtype = 'float64'})
+        local sbn = nn.SyncBatchNorm(3, {process_group = g01, dtype = 'float64'}):to(DEV)
         ddpl.manual_seed(60 + rank)
-        local x = ddpl.randn({4, 3, 2}, {dtype = 'float64'})
+        local x = ddpl.randn({4, 3, 2}, {dtype = 'float64'}):to(DEV)
         x.requires_grad = true
         local used = collectives_of(function() sbn(x):pow(2):sum():backward() end)
         if rank >= 2 then
             if used ~= '' then fail('outside the group: collectives [%s], expected none', used) end
             local ref = nn.BatchNorm1d(3, {dtype = 'float64'})
-            local xr = x:detach():clone()
+            local xr = x:detach():cpu():clone()
             xr.requires_grad = true
             ref(xr):pow(2):sum():backward()
             close('outside the group: input gradient', x.grad, xr.grad, 1e-12)
@@ -245,14 +263,15 @@ local function run_equiv()
 
     -- input errors are raised before any collective: rank 0 alone meets them (a collective
     -- would wait for the others and time out)
-    local sbn = nn.SyncBatchNorm(4)
+    local sbn = nn.SyncBatchNorm(4):to(DEV)
+    local function on_dev(shape) return ddpl.randn(shape):to(DEV) end
     if rank == 0 then
         expect_error('SyncBatchNorm: expected at least 2-D input (N, C, ...), got a 1-D input '
-            .. 'of shape [4]', function() return sbn(ddpl.randn({4})) end)
+            .. 'of shape [4]', function() return sbn(on_dev({4})) end)
         expect_error('SyncBatchNorm: expected input with 4 channels (num_features) in dim 1, got '
-            .. 'shape [2,3,5]', function() return sbn(ddpl.randn({2, 3, 5})) end)
+            .. 'shape [2,3,5]', function() return sbn(on_dev({2, 3, 5})) end)
         expect_error('SyncBatchNorm: expected a float32 or float64 input (16-bit ones under '
-            .. 'autocast), got bfloat16', function() return sbn(ddpl.randn({3, 4}):bfloat16()) end)
+            .. 'autocast), got bfloat16', function() return sbn(on_dev({3, 4}):bfloat16()) end)
         expect_error('SyncBatchNorm: process_group must be a process group (from '
             .. 'dist.new_group), got string', nn.SyncBatchNorm, 4, {process_group = 'world'})
         expect_error("SyncBatchNorm: unknown option 'group'", nn.SyncBatchNorm, 4, {group = 1})
@@ -262,13 +281,13 @@ local function run_equiv()
     -- F.batch_norm does: the group's output is BatchNorm2d's on the float32 values
     ddpl.manual_seed(9)
     local X = ddpl.randn({3 * world, 4, 2, 2}):bfloat16():float()
-    local x = X:narrow(0, 3 * rank, 3):bfloat16()
-    local y = ddpl.autocast('cpu', {dtype = 'bfloat16'}, function() return sbn(x) end)
+    local x = X:narrow(0, 3 * rank, 3):bfloat16():to(DEV)
+    local y = ddpl.autocast(DEV, {dtype = 'bfloat16'}, function() return sbn(x) end)
     if y.dtype ~= 'float32' then fail('autocast: output dtype %s, expected float32', y.dtype) end
     close('autocast bfloat16 input', y, nn.BatchNorm2d(4)(X):narrow(0, 3 * rank, 3), 1e-5)
     -- one value per channel over the whole group (rank 0 has 1 row, the others none): every
     -- rank gets the error from the gathered count
-    local one = rank == 0 and ddpl.randn({1, 4}) or ddpl.randn({0, 4})
+    local one = on_dev(rank == 0 and {1, 4} or {0, 4})
     expect_error('SyncBatchNorm: expected more than 1 value per channel when training, got 1 '
         .. 'over the group', function() return sbn(one) end)
 end
@@ -294,7 +313,13 @@ local function run_ddp(dtype, tol)
             fail('convert_sync_batchnorm left layer %d a %s', i, conv[i].__name)
         end
     end
-    local model = nn.DDP(conv, {bucket_cap_mb = 0.000001})
+    -- on cuda, as PyTorch's recipe: the module moved to this rank's GPU, then DDP told which
+    local ddp_opts = {bucket_cap_mb = 0.000001}
+    if DEV == 'cuda' then
+        conv:to(DEV)
+        ddp_opts.device_ids = {local_rank}
+    end
+    local model = nn.DDP(conv, ddp_opts)
     local opt = ddpl.optim.SGD(model:parameters(), {lr = 0.1, momentum = 0.9})
     local ref_opt = ddpl.optim.SGD(ref:parameters(), {lr = 0.1, momentum = 0.9})
     local B = 4
@@ -303,7 +328,7 @@ local function run_ddp(dtype, tol)
         local X = ddpl.randn({world * B, 2, 4, 4}, {dtype = dtype}) + 1
         local Y = ddpl.randint(0, 5, {world * B})
         opt:zero_grad()
-        local x, y = X:narrow(0, rank * B, B), Y:narrow(0, rank * B, B)
+        local x, y = X:narrow(0, rank * B, B):to(DEV), Y:narrow(0, rank * B, B):to(DEV)
         F.cross_entropy(model(x), y):backward()
         opt:step()
         ref_opt:zero_grad()

@@ -14,10 +14,13 @@
  * Operands are first gathered from their strides (NCHW or NHWC) into packed arrays of the
  * accumulation type: float for float, half and bfloat16 data (16-bit values widen exactly, the
  * result rounds once, to nearest even), double for double. The workspace is never used (every
- * algorithm here needs 0 bytes). What only the real library can show: its numerics (tensor-core
- * TF32/16-bit products, Winograd and FFT transforms, split reductions, TRUE_HALF accumulation in
- * half: all computed in plain float or double here), which algorithms exist and are fastest for
- * a shape, their workspace sizes, non-determinism of the atomic-add algorithms, and speed. */
+ * algorithm here needs 0 bytes). The one algorithm that runs only with down-conversion
+ * (DDPL_CUEMU_CUDNN_HEURISTICS=conversion_first, cudnn_algo.c) rounds the pass's two float inputs
+ * to float16 after gathering them, as tensor cores would read them, and accumulates in float. What
+ * only the real library can show: its numerics (tensor-core TF32/16-bit products, Winograd and FFT
+ * transforms, split reductions, TRUE_HALF accumulation in half: all computed in plain float or
+ * double here), which algorithms exist and are fastest for a shape, their workspace sizes,
+ * non-determinism of the atomic-add algorithms, and speed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,10 +179,17 @@ CONV_LOOPS(double)
 
 /* ---- one pass ---- */
 
+/* packed float values <- rounded to float16 and back (the down-conversion of tensor-op math) */
+static void to_half_precision(float *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) p[i] = cuemu_half_to_float(cuemu_float_to_half(p[i]));
+}
+
 /* Runs `pass` with x, w, y as given (the output is the one the pass writes) and combines with
- * alpha / beta. The arrays are packed copies in the accumulation type. */
-static cudnnStatus_t run(cudnn_standin_pass pass, const conv_geom *g, operand x, operand w,
-                         operand y, const void *alpha_p, const void *beta_p)
+ * alpha / beta. The arrays are packed copies in the accumulation type; convert (float data only)
+ * rounds the two inputs of the pass to float16 first. */
+static cudnnStatus_t run(cudnn_standin_pass pass, const conv_geom *g, bool convert, operand x,
+                         operand w, operand y, const void *alpha_p, const void *beta_p)
 {
     bool f64 = g->f64;
     size_t elem = f64 ? sizeof(double) : sizeof(float);
@@ -196,6 +206,11 @@ static cudnnStatus_t run(cudnn_standin_pass pass, const conv_geom *g, operand x,
     if (pass != PASS_BWD_DATA) gather(&x, g->dtype, f64, px);
     if (pass != PASS_BWD_FILTER) gather(&w, g->dtype, f64, pw);
     if (pass != PASS_FWD) gather(&y, g->dtype, f64, py);
+    if (convert && !f64) {
+        if (pass != PASS_BWD_DATA) to_half_precision((float *)px, nx);
+        if (pass != PASS_BWD_FILTER) to_half_precision((float *)pw, nw);
+        if (pass != PASS_FWD) to_half_precision((float *)py, ny);
+    }
     if (g->flip && pass != PASS_BWD_FILTER) flip_taps(g, pw, elem);
     switch (pass) {
     case PASS_FWD:
@@ -226,20 +241,30 @@ done:
     return st;
 }
 
-/* The checks every pass makes before touching memory. */
+/* The checks every pass makes before touching memory; *convert: the algorithm runs with
+ * down-conversion. */
 static cudnnStatus_t check(cudnn_standin_pass pass, int algo, int algo_count, cudnnHandle_t h,
                            const void *alpha, const void *beta, const void *a, const void *b,
                            const void *out, const struct cudnnTensorStruct *xd,
                            const struct cudnnFilterStruct *wd,
                            const struct cudnnConvolutionStruct *cd,
-                           const struct cudnnTensorStruct *yd, conv_geom *g)
+                           const struct cudnnTensorStruct *yd, conv_geom *g, bool *convert)
 {
+    *convert = false;
     if (!h || !alpha || !beta || !a || !b || !out || !xd || !wd || !yd)
         return CUDNN_STATUS_BAD_PARAM;
     cudnnStatus_t st = cudnn_standin_geometry(xd, wd, cd, yd, g);
     if (st != CUDNN_STATUS_SUCCESS) return st;
     if (algo < 0 || algo >= algo_count) return CUDNN_STATUS_BAD_PARAM;
-    return cudnn_standin_algo_runs(pass, algo) ? CUDNN_STATUS_SUCCESS : CUDNN_STATUS_NOT_SUPPORTED;
+    if (cudnn_standin_algo_runs(pass, algo)) return CUDNN_STATUS_SUCCESS;
+    /* the conversion algorithm has tensor-op kernels with down-conversion only: under FMA (or
+     * default, or tensor-op without conversion) math there is nothing to run */
+    if (algo == cudnn_standin_conversion_algo(pass) && cudnn_standin_conversion_offered(g) &&
+        cd->math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) {
+        *convert = true;
+        return CUDNN_STATUS_SUCCESS;
+    }
+    return CUDNN_STATUS_NOT_SUPPORTED;
 }
 
 #define OPERAND(desc, ptr) ((operand){(desc)->dims, (desc)->strides, (void *)(ptr)})
@@ -254,10 +279,12 @@ cudnnStatus_t cudnnConvolutionForward(cudnnHandle_t handle, const void *alpha,
 {
     (void)workSpace, (void)workSpaceSizeInBytes; /* every algorithm here needs 0 bytes */
     conv_geom g;
+    bool convert;
     cudnnStatus_t st = check(PASS_FWD, (int)algo, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, handle, alpha,
-                             beta, x, w, y, xDesc, wDesc, convDesc, yDesc, &g);
+                             beta, x, w, y, xDesc, wDesc, convDesc, yDesc, &g, &convert);
     if (st != CUDNN_STATUS_SUCCESS) return st;
-    return run(PASS_FWD, &g, OPERAND(xDesc, x), OPERAND(wDesc, w), OPERAND(yDesc, y), alpha, beta);
+    return run(PASS_FWD, &g, convert, OPERAND(xDesc, x), OPERAND(wDesc, w), OPERAND(yDesc, y),
+               alpha, beta);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alpha,
@@ -270,11 +297,13 @@ cudnnStatus_t cudnnConvolutionBackwardData(cudnnHandle_t handle, const void *alp
 {
     (void)workSpace, (void)workSpaceSizeInBytes;
     conv_geom g;
-    cudnnStatus_t st = check(PASS_BWD_DATA, (int)algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-                             handle, alpha, beta, w, dy, dx, dxDesc, wDesc, convDesc, dyDesc, &g);
+    bool convert;
+    cudnnStatus_t st =
+        check(PASS_BWD_DATA, (int)algo, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, handle, alpha, beta,
+              w, dy, dx, dxDesc, wDesc, convDesc, dyDesc, &g, &convert);
     if (st != CUDNN_STATUS_SUCCESS) return st;
-    return run(PASS_BWD_DATA, &g, OPERAND(dxDesc, dx), OPERAND(wDesc, w), OPERAND(dyDesc, dy),
-               alpha, beta);
+    return run(PASS_BWD_DATA, &g, convert, OPERAND(dxDesc, dx), OPERAND(wDesc, w),
+               OPERAND(dyDesc, dy), alpha, beta);
 }
 
 cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *alpha,
@@ -287,9 +316,11 @@ cudnnStatus_t cudnnConvolutionBackwardFilter(cudnnHandle_t handle, const void *a
 {
     (void)workSpace, (void)workSpaceSizeInBytes;
     conv_geom g;
-    cudnnStatus_t st = check(PASS_BWD_FILTER, (int)algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-                             handle, alpha, beta, x, dy, dw, xDesc, dwDesc, convDesc, dyDesc, &g);
+    bool convert;
+    cudnnStatus_t st =
+        check(PASS_BWD_FILTER, (int)algo, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, handle, alpha,
+              beta, x, dy, dw, xDesc, dwDesc, convDesc, dyDesc, &g, &convert);
     if (st != CUDNN_STATUS_SUCCESS) return st;
-    return run(PASS_BWD_FILTER, &g, OPERAND(xDesc, x), OPERAND(dwDesc, dw), OPERAND(dyDesc, dy),
-               alpha, beta);
+    return run(PASS_BWD_FILTER, &g, convert, OPERAND(xDesc, x), OPERAND(dwDesc, dw),
+               OPERAND(dyDesc, dy), alpha, beta);
 }

@@ -1,7 +1,9 @@
 /* tools/cuemu/cudnn/cudnn_standin.h: the cuDNN stand-in's handle and descriptors, shared by its
  * files, and the convolution geometry every call checks.
  * defines: struct cudnnContext, cudnnTensorStruct, cudnnFilterStruct, cudnnConvolutionStruct,
- *          conv_geom, cudnn_standin_geometry, cudnn_standin_algo_runs, cudnn_standin_dtype_size.
+ *          conv_geom, cudnn_standin_geometry, cudnn_standin_algo_runs,
+ *          cudnn_standin_conversion_algo, cudnn_standin_heuristics, cudnn_standin_heuristics_mode,
+ *          cudnn_standin_conversion_offered, cudnn_standin_dtype_size.
  *
  * The stand-in replaces libcudnn in the CUDA emulation build (issue 28): device memory is host
  * memory and every stream runs synchronously on the calling thread, so a call does its work
@@ -68,9 +70,29 @@ cudnnStatus_t cudnn_standin_geometry(const struct cudnnTensorStruct *x,
                                      const struct cudnnConvolutionStruct *conv,
                                      const struct cudnnTensorStruct *y, conv_geom *g);
 
-/* Whether the stand-in reports `algo` of `pass` as runnable (status SUCCESS) in the algorithm
- * searches; running one it reports NOT_SUPPORTED answers NOT_SUPPORTED, as real cuDNN does. */
+/* Whether `algo` of `pass` is one of the two the stand-in runs under any math type (status
+ * SUCCESS in the normal searches); running one it reports NOT_SUPPORTED answers NOT_SUPPORTED, as
+ * real cuDNN does. */
 bool cudnn_standin_algo_runs(cudnn_standin_pass pass, int algo);
+
+/* The algorithm of `pass` that DDPL_CUEMU_CUDNN_HEURISTICS=conversion_first ranks first: it runs
+ * only for float data under CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, on inputs rounded to float16
+ * (cudnn_algo.c's header). */
+int cudnn_standin_conversion_algo(cudnn_standin_pass pass);
+
+/* DDPL_CUEMU_CUDNN_HEURISTICS, read from the environment at every call (cudnn_algo.c's header) */
+typedef enum {
+    HEURISTICS_NORMAL,           /* unset, empty or "normal" */
+    HEURISTICS_NONE,             /* "none" */
+    HEURISTICS_CONVERSION_FIRST, /* "conversion_first" */
+    HEURISTICS_UNKNOWN           /* anything else: the searches answer BAD_PARAM */
+} cudnn_standin_heuristics;
+
+cudnn_standin_heuristics cudnn_standin_heuristics_mode(void);
+
+/* Whether the conversion algorithm is offered (and may run) for a checked geometry now:
+ * conversion_first and float data. */
+bool cudnn_standin_conversion_offered(const conv_geom *g);
 
 /* bytes of one element; 0 for a type the stand-in does not compute with */
 size_t cudnn_standin_dtype_size(cudnnDataType_t t);

@@ -5,10 +5,13 @@
  *          stride, padding, dilation, both modes, NCHW and NHWC, f32 / f64 / f16 / bf16, alpha
  *          and beta (beta 0 over NaN), the adjoint identities <conv(x,w), g> = <x, dX(g,w)> =
  *          <w, dW(x,g)>, the algorithm searches as cuda_conv.c reads them, and the error
- *          statuses of shape, type and algorithm mismatches).
+ *          statuses of shape, type and algorithm mismatches, and the
+ *          DDPL_CUEMU_CUDNN_HEURISTICS knob: none, conversion_first, normal, a bad value).
  * The references are written independently of the stand-in: backward data gathers over output
  * positions (the stand-in scatters). Prints one line per failure and ends with
  * "N passed, M failed"; exits 1 on any failure. */
+#define _POSIX_C_SOURCE 200809L /* setenv, unsetenv */
+
 #include <cudnn.h>
 #include <dlfcn.h>
 #include <math.h>
@@ -778,12 +781,293 @@ static void test_math_types(cudnnHandle_t h)
     }
 }
 
+/* ---- DDPL_CUEMU_CUDNN_HEURISTICS (cudnn_algo.c's header), set per case with setenv ---- */
+#define HEURISTICS_ENV "DDPL_CUEMU_CUDNN_HEURISTICS"
+
+/* One search result, whatever the pass's perf struct type. */
+typedef struct {
+    int algo;
+    cudnnStatus_t status;
+    cudnnMathType_t math;
+    float time;
+} result;
+
+enum { RESULTS_MAX = 16 };
+
+static const int algo_counts[3] = {CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                   CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+                                   CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT};
+/* the algorithm conversion_first ranks first: WINOGRAD_NONFUSED in every pass */
+static const int conversion_algos[3] = {CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED,
+                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED};
+
+/* Runs one search (cudnnGet*_v7, or cudnnFind* when find) of pass p into res; returns its
+ * status, with *count the number of results. */
+static cudnnStatus_t search_all(setup *s, pass p, bool find, result *res, int *count)
+{
+    cudnnStatus_t st;
+    *count = 0;
+#define COPY(perf)                                                                                 \
+    for (int i = 0; st == CUDNN_STATUS_SUCCESS && i < *count; i++)                                 \
+        res[i] = (result){(int)perf[i].algo, perf[i].status, perf[i].mathType, perf[i].time};
+    if (p == FWD) {
+        cudnnConvolutionFwdAlgoPerf_t perf[RESULTS_MAX];
+        st = find ? lib.cudnnFindConvolutionForwardAlgorithm(s->h, s->x, s->w, s->conv, s->y,
+                                                             RESULTS_MAX, count, perf)
+                  : lib.cudnnGetConvolutionForwardAlgorithm_v7(s->h, s->x, s->w, s->conv, s->y,
+                                                               RESULTS_MAX, count, perf);
+        COPY(perf)
+    } else if (p == BWD_DATA) {
+        cudnnConvolutionBwdDataAlgoPerf_t perf[RESULTS_MAX];
+        st = find ? lib.cudnnFindConvolutionBackwardDataAlgorithm(s->h, s->w, s->y, s->conv, s->x,
+                                                                  RESULTS_MAX, count, perf)
+                  : lib.cudnnGetConvolutionBackwardDataAlgorithm_v7(s->h, s->w, s->y, s->conv, s->x,
+                                                                    RESULTS_MAX, count, perf);
+        COPY(perf)
+    } else {
+        cudnnConvolutionBwdFilterAlgoPerf_t perf[RESULTS_MAX];
+        st = find ? lib.cudnnFindConvolutionBackwardFilterAlgorithm(s->h, s->x, s->y, s->conv, s->w,
+                                                                    RESULTS_MAX, count, perf)
+                  : lib.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                        s->h, s->x, s->y, s->conv, s->w, RESULTS_MAX, count, perf);
+        COPY(perf)
+    }
+#undef COPY
+    return st;
+}
+
+/* Whether res[0 .. count) names every algorithm of pass p exactly once. */
+static bool lists_each_once(const result *res, int count, pass p)
+{
+    if (count != algo_counts[p]) return false;
+    int seen[RESULTS_MAX] = {0};
+    for (int i = 0; i < count; i++) {
+        if (res[i].algo < 0 || res[i].algo >= algo_counts[p] || seen[res[i].algo]++) return false;
+    }
+    return true;
+}
+
+/* One float problem's device buffers and double references, per pass. */
+typedef struct {
+    setup s;
+    float *x, *w, *dy, *out;
+    double *ref[3];
+    size_t nout[3];
+} knob_problem;
+
+static void knob_init(knob_problem *k, cudnnHandle_t h, const conv_cfg *q, const double *x,
+                      const double *w, const double *dy)
+{
+    static const conv_type f32 = {"f32", CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, 1e-5};
+    cudnnStatus_t st = setup_init(&k->s, h, q, &f32, CUDNN_FMA_MATH);
+    CHECK(st == CUDNN_STATUS_SUCCESS, "knob descriptors: %s", err(st));
+    size_t nx = prod4(k->s.xd), nw = prod4(k->s.wd), ny = prod4(k->s.yd);
+    size_t nmax = nx > nw ? (nx > ny ? nx : ny) : (nw > ny ? nw : ny);
+    k->x = malloc(nx * 4), k->w = malloc(nw * 4), k->dy = malloc(ny * 4);
+    k->out = malloc(nmax * 4);
+    to_device(k->x, CUDNN_DATA_FLOAT, q->format, k->s.xd, x);
+    to_device(k->w, CUDNN_DATA_FLOAT, q->format, k->s.wd, w);
+    to_device(k->dy, CUDNN_DATA_FLOAT, q->format, k->s.yd, dy);
+    k->nout[FWD] = ny, k->nout[BWD_DATA] = nx, k->nout[BWD_FILTER] = nw;
+    for (int p = 0; p < 3; p++) k->ref[p] = malloc(k->nout[p] * 8);
+    ref_forward(q, x, w, k->ref[FWD]);
+    ref_backward_data(q, w, dy, k->ref[BWD_DATA]);
+    ref_backward_filter(q, x, dy, k->ref[BWD_FILTER]);
+}
+
+static void knob_destroy(knob_problem *k)
+{
+    setup_destroy(&k->s);
+    free(k->x), free(k->w), free(k->dy), free(k->out);
+    for (int p = 0; p < 3; p++) free(k->ref[p]);
+}
+
+/* Runs pass p with algo under math (alpha 1, beta 0); returns the status and, when it ran, the
+ * largest |result - reference| in *diff. NCHW only. */
+static cudnnStatus_t knob_run(knob_problem *k, pass p, int algo, cudnnMathType_t math, double *diff)
+{
+    lib.cudnnSetConvolutionMathType(k->s.conv, math);
+    const void *a = p == BWD_DATA ? (const void *)k->w : (const void *)k->x;
+    const void *b = p == FWD ? (const void *)k->w : (const void *)k->dy;
+    cudnnStatus_t st = run_pass(&k->s, p, algo, false, 1, 0, a, b, k->out);
+    lib.cudnnSetConvolutionMathType(k->s.conv, CUDNN_FMA_MATH);
+    *diff = INFINITY;
+    if (st == CUDNN_STATUS_SUCCESS) {
+        *diff = 0;
+        for (size_t i = 0; i < k->nout[p]; i++) {
+            double d = fabs((double)k->out[i] - k->ref[p][i]);
+            if (!(d <= *diff)) *diff = d;
+        }
+    }
+    return st;
+}
+
+static void test_heuristics(cudnnHandle_t h)
+{
+    conv_cfg q = {
+        2, 3, 6, 5, 4, 1, 3, 3, {1, 1}, {1, 1}, {1, 1}, CUDNN_CROSS_CORRELATION, CUDNN_TENSOR_NCHW};
+    /* multiples of 1/8: exact in float16 too, so every algorithm's float sums are exact */
+    double x[2 * 3 * 6 * 5], w[4 * 3 * 3 * 3], dy[2 * 4 * 6 * 5];
+    srand(11);
+    fill(x, sizeof x / sizeof x[0], true), fill(w, sizeof w / sizeof w[0], true);
+    fill(dy, sizeof dy / sizeof dy[0], true);
+    knob_problem k;
+    knob_init(&k, h, &q, x, w, dy);
+    result res[RESULTS_MAX];
+    int count;
+    double diff;
+
+    /* none: the heuristics offer nothing runnable; the measured search and the passes work */
+    setenv(HEURISTICS_ENV, "none", 1);
+    for (int p = 0; p < 3; p++) {
+        cudnnStatus_t st = search_all(&k.s, (pass)p, false, res, &count);
+        int ok = 0;
+        for (int i = 0; i < count; i++) ok += res[i].status == CUDNN_STATUS_SUCCESS;
+        CHECK(st == CUDNN_STATUS_SUCCESS && lists_each_once(res, count, (pass)p) && ok == 0,
+              "none, %s: v7 lists every algorithm as NOT_SUPPORTED (%s, %d results, %d SUCCESS)",
+              pass_name[p], err(st), count, ok);
+        st = search_all(&k.s, (pass)p, true, res, &count);
+        CHECK(st == CUDNN_STATUS_SUCCESS && lists_each_once(res, count, (pass)p) &&
+                  res[0].status == CUDNN_STATUS_SUCCESS && res[0].math == CUDNN_FMA_MATH,
+              "none, %s: find still offers an FMA algorithm first (%s, %d results)", pass_name[p],
+              err(st), count);
+        st = knob_run(&k, (pass)p, res[0].algo, CUDNN_FMA_MATH, &diff);
+        CHECK(st == CUDNN_STATUS_SUCCESS && diff == 0,
+              "none, %s: find's first algorithm %d runs: %s, max diff %g", pass_name[p],
+              res[0].algo, err(st), diff);
+    }
+
+    /* conversion_first: a SUCCESS result with ALLOW_CONVERSION math ranks first in both
+     * searches; its algorithm runs only under that math type */
+    setenv(HEURISTICS_ENV, "conversion_first", 1);
+    for (int p = 0; p < 3; p++)
+        for (int find = 0; find < 2; find++) {
+            cudnnStatus_t st = search_all(&k.s, (pass)p, find, res, &count);
+            bool ranked = st == CUDNN_STATUS_SUCCESS && lists_each_once(res, count, (pass)p) &&
+                          res[0].status == CUDNN_STATUS_SUCCESS &&
+                          res[0].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION &&
+                          res[0].algo == conversion_algos[p] &&
+                          res[1].status == CUDNN_STATUS_SUCCESS && res[1].math == CUDNN_FMA_MATH &&
+                          res[2].status == CUDNN_STATUS_SUCCESS && res[2].math == CUDNN_FMA_MATH;
+            CHECK(ranked && (!find || (res[0].time >= 0 && res[0].time <= res[1].time)),
+                  "conversion_first, %s, %s: the conversion result first, then the FMA pair (%s, "
+                  "%d results, first algo %d math %d)",
+                  pass_name[p], find ? "find" : "v7", err(st), count, res[0].algo,
+                  (int)res[0].math);
+            if (!ranked) continue;
+            st = knob_run(&k, (pass)p, res[0].algo, CUDNN_FMA_MATH, &diff);
+            CHECK(st == CUDNN_STATUS_NOT_SUPPORTED,
+                  "conversion_first, %s: the conversion algorithm under FMA math: %s, want "
+                  "NOT_SUPPORTED",
+                  pass_name[p], err(st));
+            st = knob_run(&k, (pass)p, res[0].algo, CUDNN_TENSOR_OP_MATH, &diff);
+            CHECK(st == CUDNN_STATUS_NOT_SUPPORTED,
+                  "conversion_first, %s: the conversion algorithm under tensor-op math without "
+                  "conversion: %s, want NOT_SUPPORTED",
+                  pass_name[p], err(st));
+            st = knob_run(&k, (pass)p, res[0].algo, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, &diff);
+            CHECK(st == CUDNN_STATUS_SUCCESS && diff == 0,
+                  "conversion_first, %s: the conversion algorithm under its math: %s, max diff %g",
+                  pass_name[p], err(st), diff);
+            st = knob_run(&k, (pass)p, res[1].algo, CUDNN_FMA_MATH, &diff);
+            CHECK(st == CUDNN_STATUS_SUCCESS && diff == 0,
+                  "conversion_first, %s: the next (FMA) algorithm %d: %s, max diff %g",
+                  pass_name[p], res[1].algo, err(st), diff);
+        }
+    /* the conversion costs precision: 1 + 2^-12 is 1 in float16 */
+    {
+        conv_cfg one = {1,
+                        1,
+                        1,
+                        1,
+                        1,
+                        1,
+                        1,
+                        1,
+                        {0, 0},
+                        {1, 1},
+                        {1, 1},
+                        CUDNN_CROSS_CORRELATION,
+                        CUDNN_TENSOR_NCHW};
+        double ox = 1 + ldexp(1, -12), ow = 1, ody = 1;
+        knob_problem k1;
+        knob_init(&k1, h, &one, &ox, &ow, &ody);
+        cudnnStatus_t st =
+            knob_run(&k1, FWD, conversion_algos[FWD], CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION, &diff);
+        CHECK(st == CUDNN_STATUS_SUCCESS && diff == ldexp(1, -12),
+              "conversion_first rounds the inputs to float16: %s, diff %g", err(st), diff);
+        st = knob_run(&k1, FWD, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, CUDNN_FMA_MATH, &diff);
+        CHECK(st == CUDNN_STATUS_SUCCESS && diff == 0, "FMA keeps float32: %s, diff %g", err(st),
+              diff);
+        knob_destroy(&k1);
+    }
+    /* double data: no conversion result, and the algorithm does not run */
+    {
+        static const conv_type f64 = {"f64", CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, 1e-13};
+        setup s;
+        setup_init(&s, h, &q, &f64, CUDNN_DEFAULT_MATH);
+        for (int p = 0; p < 3; p++) {
+            cudnnStatus_t st = search_all(&s, (pass)p, false, res, &count);
+            bool conv_offered = false;
+            for (int i = 0; i < count; i++)
+                conv_offered |=
+                    res[i].math == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+                    (res[i].algo == conversion_algos[p] && res[i].status == CUDNN_STATUS_SUCCESS);
+            CHECK(st == CUDNN_STATUS_SUCCESS && lists_each_once(res, count, (pass)p) &&
+                      res[0].status == CUDNN_STATUS_SUCCESS && res[0].math == CUDNN_DEFAULT_MATH &&
+                      !conv_offered,
+                  "conversion_first, f64 %s: ranked as normal (%s)", pass_name[p], err(st));
+        }
+        double buf[2 * 4 * 6 * 5] = {0}, one_d = 1, zero_d = 0;
+        lib.cudnnSetConvolutionMathType(s.conv, CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+        cudnnStatus_t st = lib.cudnnConvolutionForward(
+            h, &one_d, s.x, buf, s.w, buf, s.conv, (cudnnConvolutionFwdAlgo_t)conversion_algos[FWD],
+            NULL, 0, &zero_d, s.y, buf);
+        CHECK(st == CUDNN_STATUS_NOT_SUPPORTED, "conversion_first, f64: the algorithm runs: %s",
+              err(st));
+        setup_destroy(&s);
+    }
+
+    /* normal, spelt out and unset: the conversion algorithm is NOT_SUPPORTED again */
+    for (int spelt = 0; spelt < 2; spelt++) {
+        if (spelt)
+            setenv(HEURISTICS_ENV, "normal", 1);
+        else
+            unsetenv(HEURISTICS_ENV);
+        for (int p = 0; p < 3; p++) {
+            cudnnStatus_t st = search_all(&k.s, (pass)p, false, res, &count);
+            CHECK(st == CUDNN_STATUS_SUCCESS && lists_each_once(res, count, (pass)p) &&
+                      res[0].status == CUDNN_STATUS_SUCCESS && res[0].math == CUDNN_FMA_MATH &&
+                      res[0].algo != conversion_algos[p],
+                  "normal (%s), %s: %s", spelt ? "set" : "unset", pass_name[p], err(st));
+            st = knob_run(&k, (pass)p, conversion_algos[p], CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION,
+                          &diff);
+            CHECK(st == CUDNN_STATUS_NOT_SUPPORTED,
+                  "normal (%s), %s: the conversion algorithm runs: %s", spelt ? "set" : "unset",
+                  pass_name[p], err(st));
+        }
+    }
+
+    /* an unknown value: every search refuses (the stand-in also says so on stderr) */
+    setenv(HEURISTICS_ENV, "conversion-first", 1);
+    for (int p = 0; p < 3; p++)
+        for (int find = 0; find < 2; find++) {
+            cudnnStatus_t st = search_all(&k.s, (pass)p, find, res, &count);
+            CHECK(st == CUDNN_STATUS_BAD_PARAM, "unknown value, %s, %s: %s, want BAD_PARAM",
+                  pass_name[p], find ? "find" : "v7", err(st));
+        }
+    unsetenv(HEURISTICS_ENV);
+    knob_destroy(&k);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr, "usage: %s path/to/libcuemu_cudnn.so\n", argv[0]);
         return 2;
     }
+    unsetenv(HEURISTICS_ENV); /* the searches' normal ranking, until test_heuristics */
     if (load(argv[1]) == 0) {
         cudnnHandle_t h = NULL;
         CHECK(lib.cudnnCreate(&h) == CUDNN_STATUS_SUCCESS, "create");
@@ -791,6 +1075,7 @@ int main(int argc, char **argv)
         test_passes(h);
         test_errors(h);
         test_math_types(h);
+        test_heuristics(h);
         CHECK(lib.cudnnDestroy(h) == CUDNN_STATUS_SUCCESS, "destroy");
     }
     printf("%d passed, %d failed\n", passed, failed);

@@ -24,7 +24,8 @@
 #include <type_traits>
 #include <utility>
 
-namespace cuemu {
+namespace cuemu
+{
 
 /* What one CUDA thread sees of itself and its launch (the built-in variables). */
 struct thread_view {
@@ -109,8 +110,8 @@ launcher<P...> launch(void (*kernel)(P...), const char *file, int line, dim3 gri
 inline unsigned lane_id()
 {
     const thread_view *t = self;
-    unsigned linear = t->thread_idx.x + t->block_dim.x * (t->thread_idx.y +
-                                                          t->block_dim.y * t->thread_idx.z);
+    unsigned linear =
+        t->thread_idx.x + t->block_dim.x * (t->thread_idx.y + t->block_dim.y * t->thread_idx.z);
     return linear % 32u;
 }
 
@@ -137,8 +138,8 @@ template <typename T, typename F> T atomic_update(T *p, F f)
             memcpy(&o, &old, sizeof o);
             T n = f(o);
             memcpy(&next, &n, sizeof next);
-        } while (!__atomic_compare_exchange_n(w, &old, next, false, __ATOMIC_SEQ_CST,
-                                              __ATOMIC_RELAXED));
+        } while (
+            !__atomic_compare_exchange_n(w, &old, next, false, __ATOMIC_SEQ_CST, __ATOMIC_RELAXED));
         return o;
     } else {
         T o = *p;
@@ -205,8 +206,14 @@ template <typename T> static inline T atomicCAS(T *p, T compare, T v)
 
 /* CUDA's integer and floating min/max overloads (the device library's, minus the vector ones). */
 #define CUEMU_MINMAX(T)                                                                            \
-    static inline T min(T a, T b) { return a < b ? a : b; }                                       \
-    static inline T max(T a, T b) { return a > b ? a : b; }
+    static inline T min(T a, T b)                                                                  \
+    {                                                                                              \
+        return a < b ? a : b;                                                                      \
+    }                                                                                              \
+    static inline T max(T a, T b)                                                                  \
+    {                                                                                              \
+        return a > b ? a : b;                                                                      \
+    }
 CUEMU_MINMAX(int)
 CUEMU_MINMAX(unsigned)
 CUEMU_MINMAX(long)

@@ -71,13 +71,15 @@ cuemu_fiber_trampoline:
 extern "C" void cuemu_switch_context(void **save, void *to);
 extern "C" void cuemu_fiber_trampoline(void);
 
-namespace cuemu {
+namespace cuemu
+{
 
 /* 256 KiB: the deepest kernel frames (double-precision generic paths) use a few KiB; ASan's
  * redzones multiply that. Pages are touched only as used (MAP_NORESERVE). */
 enum { STACK_BYTES = 256 << 10 };
 
-namespace {
+namespace
+{
 struct stack_pool {
     std::vector<fiber_stack> free_stacks;
     ~stack_pool()
@@ -122,14 +124,14 @@ void fiber_start(void **sp, fiber_stack stack, void (*entry)(void *), void *arg)
 {
     uintptr_t top = ((uintptr_t)(stack.base + stack.size)) & ~(uintptr_t)15;
     uint64_t *p = (uint64_t *)top;
-    *--p = 0;                                 /* keeps the frame 16-byte aligned */
+    *--p = 0;                                /* keeps the frame 16-byte aligned */
     *--p = (uint64_t)cuemu_fiber_trampoline; /* ret target */
-    *--p = 0;                                 /* rbp */
-    *--p = 0;                                 /* rbx */
-    *--p = (uint64_t)arg;                     /* r12 */
-    *--p = (uint64_t)entry;                   /* r13 */
-    *--p = 0;                                 /* r14 */
-    *--p = 0;                                 /* r15 */
+    *--p = 0;                                /* rbp */
+    *--p = 0;                                /* rbx */
+    *--p = (uint64_t)arg;                    /* r12 */
+    *--p = (uint64_t)entry;                  /* r13 */
+    *--p = 0;                                /* r14 */
+    *--p = 0;                                /* r15 */
     uint32_t mxcsr;
     uint16_t fpucw;
     asm volatile("stmxcsr %0" : "=m"(mxcsr));

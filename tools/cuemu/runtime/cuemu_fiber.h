@@ -11,7 +11,8 @@
 
 #include <stddef.h>
 
-namespace cuemu {
+namespace cuemu
+{
 
 struct fiber_stack {
     char *base;  /* lowest usable byte (a guard page lies below) */

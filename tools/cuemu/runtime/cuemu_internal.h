@@ -9,13 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-namespace cuemu {
+namespace cuemu
+{
 
 /* The limits of the device the emulation stands for (an H100/H200, compute capability 9.0). */
 enum : size_t {
     MAX_THREADS_PER_BLOCK = 1024,
-    DEFAULT_SMEM = 48 << 10,   /* dynamic shared memory without cudaFuncSetAttribute */
-    MAX_SMEM_OPTIN = 232448,   /* cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90 */
+    DEFAULT_SMEM = 48 << 10, /* dynamic shared memory without cudaFuncSetAttribute */
+    MAX_SMEM_OPTIN = 232448, /* cudaDevAttrMaxSharedMemoryPerBlockOptin on sm_90 */
 };
 
 /* Records e as the calling host thread's last error (cudaGetLastError clears it). */

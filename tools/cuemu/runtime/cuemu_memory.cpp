@@ -15,8 +15,10 @@
 
 #include "cuemu_internal.h"
 
-namespace cuemu {
-namespace {
+namespace cuemu
+{
+namespace
+{
 
 enum { MAX_DEVICES = 64, ALIGN = 256 };
 

@@ -28,9 +28,11 @@ struct CUevent_st {
     double recorded_ms; /* host time of the last record, for cudaEventElapsedTime; <0: never */
 };
 
-namespace cuemu {
+namespace cuemu
+{
 
-namespace {
+namespace
+{
 thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;
 std::mutex handles_mutex;
@@ -294,7 +296,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
     if (!ms) return fail(cudaErrorInvalidValue);
     if (!event_valid(start) || !event_valid(end)) return fail(cudaErrorInvalidResourceHandle);
-    if ((start->flags | end->flags) & cudaEventDisableTiming) return fail(cudaErrorInvalidResourceHandle);
+    if ((start->flags | end->flags) & cudaEventDisableTiming)
+        return fail(cudaErrorInvalidResourceHandle);
     if (start->recorded_ms < 0 || end->recorded_ms < 0) return fail(cudaErrorInvalidResourceHandle);
     *ms = (float)(end->recorded_ms - start->recorded_ms);
     return cudaSuccess;

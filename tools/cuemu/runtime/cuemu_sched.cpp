@@ -25,11 +25,13 @@
 #include "cuemu_fiber.h"
 #include "cuemu_internal.h"
 
-namespace cuemu {
+namespace cuemu
+{
 
 thread_local const thread_view *self;
 
-namespace {
+namespace
+{
 
 enum thread_state { NEW, RUNNING, AT_BARRIER, AT_SHUFFLE, DONE };
 
@@ -143,7 +145,8 @@ void *poisoned(size_t size, size_t align)
 {
     if (align < 16) align = 16;
     void *p = NULL;
-    if (posix_memalign(&p, align, size ? size : 1) != 0) fatal("out of host memory for shared memory");
+    if (posix_memalign(&p, align, size ? size : 1) != 0)
+        fatal("out of host memory for shared memory");
     memset(p, 0xff, size);
     return p;
 }

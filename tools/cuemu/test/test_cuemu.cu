@@ -168,8 +168,10 @@ static void run_half_warp_shuffle()
 
 __global__ void barrier_vs_shuffle_kernel(int *out)
 {
-    if (threadIdx.x == 0) __syncthreads(); /* waits for thread 1, which waits for thread 0 */
-    else out[0] = __shfl_sync(0x3u, 1, 0);
+    if (threadIdx.x == 0)
+        __syncthreads(); /* waits for thread 1, which waits for thread 0 */
+    else
+        out[0] = __shfl_sync(0x3u, 1, 0);
 }
 
 static void run_barrier_vs_shuffle()
@@ -228,8 +230,8 @@ static void test_shared_memory()
     CHECK(cudaGetLastError() == cudaErrorInvalidValue, "64+ KiB of dynamic shared memory needs "
                                                        "the opt-in attribute");
     CHECK(cudaFuncSetAttribute((const void *)dynamic_smem_kernel,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize, 300000) ==
-              cudaErrorInvalidValue,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               300000) == cudaErrorInvalidValue,
           "the attribute is capped at the device's opt-in limit");
     cudaGetLastError();
     CHECK(cudaFuncSetAttribute((const void *)dynamic_smem_kernel,
