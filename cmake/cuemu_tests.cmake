@@ -43,6 +43,8 @@ list(APPEND cuemu_labelled test_cuemu)
 foreach(name ${cuemu_labelled})
   set_property(TEST ${name} APPEND PROPERTY LABELS cuda-emu)
   set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT DDPL_CUEMU_COVERAGE=${cuemu_coverage})
+  # 1 GiB devices: the specs that fill a device on purpose (cuda_runtime_spec) do it in a second
+  set_property(TEST ${name} APPEND PROPERTY ENVIRONMENT DDPL_CUEMU_MEMORY=1073741824)
   set_property(TEST ${name} APPEND PROPERTY FIXTURES_REQUIRED cuemu_coverage)
 endforeach()
 

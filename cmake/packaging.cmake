@@ -47,7 +47,7 @@ set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # lua5.4 runs the modules; not a shared-library dependency of any binary, so named here
 set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "lua5.4")
-if(DDPL_HAVE_CUDA)
+if(DDPL_HAVE_CUDA AND NOT DDPL_CUDA_EMU) # the emulation links no NVIDIA library
   set(CPACK_DEBIAN_PACKAGE_DEPENDS
       "cuda-cudart-${CUDAToolkit_VERSION_MAJOR}-${CUDAToolkit_VERSION_MINOR}")
   # where dpkg-shlibdeps finds libcudart when ld.so.conf does not name the toolkit

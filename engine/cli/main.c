@@ -87,7 +87,9 @@ int cli_report(lua_State *L, int status)
 static void print_version(void)
 {
     printf("ddplua %s (%s, CUDA %s)\n", DDPL_VERSION, LUA_RELEASE,
-           DDPL_HAVE_CUDA ? "built in" : "not built");
+           DDPL_CUDA_EMU    ? "emulated on the CPU"
+           : DDPL_HAVE_CUDA ? "built in"
+                            : "not built");
     fflush(stdout);
 }
 

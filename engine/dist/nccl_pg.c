@@ -353,7 +353,10 @@ static p2p_plan plan_of(ddpl_work *w, int size)
     p2p_plan a;
     a.sslot = w->scratch;
     a.rslot = a.sslot + size;
-    a.send = (size_t *)(a.rslot + size + (size % 2)); /* 8-byte aligned */
+    /* 2 * size ints are a multiple of 8 bytes, so the size_t arrays that follow are aligned
+     * (the scratch is malloc's, 16-byte aligned); padding for odd sizes, as the first version
+     * had, misaligned them (UBSan under the CUDA emulation, spec/nccl_spec.lua on 1 rank) */
+    a.send = (size_t *)(a.rslot + size);
     a.recv = a.send + size;
     a.soff = a.recv + size;
     a.roff = a.soff + size;
@@ -364,7 +367,7 @@ static p2p_plan plan_of(ddpl_work *w, int size)
 static p2p_plan plan_new(ddpl_work *w, int size)
 {
     size_t n = (size_t)size;
-    w->scratch = ddpl_xcalloc(1, (2 * n + 1) * sizeof(int) + 4 * n * sizeof(size_t));
+    w->scratch = ddpl_xcalloc(1, 2 * n * sizeof(int) + 4 * n * sizeof(size_t));
     p2p_plan a = plan_of(w, size);
     for (int q = 0; q < size; q++) a.sslot[q] = a.rslot[q] = -1;
     return a;

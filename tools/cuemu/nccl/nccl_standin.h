@@ -30,6 +30,8 @@
  * the library is built with -fvisibility=hidden, so everything else stays internal. */
 #pragma GCC visibility push(default)
 #include <nccl.h>
+
+#include "cuemu_fp16.h" /* f16 / bf16 to and from float, bit-exact (tools/cuemu/common) */
 #pragma GCC visibility pop
 
 #if ATOMIC_INT_LOCK_FREE != 2 || ATOMIC_LLONG_LOCK_FREE != 2
@@ -194,11 +196,6 @@ bool standin_reduces(ncclDataType_t dt, ncclRedOp_t op);
 void standin_reduce(void *dst, const void *const *src, int n, size_t count, ncclDataType_t dt,
                     ncclRedOp_t op);
 
-/* ----------------------------------------------- nccl_standin_half.c: f16 / bf16 ---- */
-float standin_half_to_float(uint16_t h);
-uint16_t standin_float_to_half(float f); /* round to nearest even; NaN -> 0x7fff as CUDA's */
-float standin_bf16_to_float(uint16_t b);
-uint16_t standin_float_to_bf16(float f); /* round to nearest even; NaN -> 0x7fff as CUDA's */
 
 /* ----------------------------------------------- nccl_standin_coll.c: collectives ---- */
 typedef enum standin_coll_kind {

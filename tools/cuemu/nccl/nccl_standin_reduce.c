@@ -190,10 +190,10 @@ void standin_reduce(void *dst, const void *const *src, int n, size_t count, nccl
         FOLD_FLOAT(double, fmax, fmin);
         break;
     case ncclFloat16:
-        FOLD_HALF(standin_half_to_float, standin_float_to_half);
+        FOLD_HALF(cuemu_half_to_float, cuemu_float_to_half);
         break;
     case ncclBfloat16:
-        FOLD_HALF(standin_bf16_to_float, standin_float_to_bf16);
+        FOLD_HALF(cuemu_bf16_to_float, cuemu_float_to_bf16);
         break;
     default: /* refused by standin_reduces before any data moved */
         break;

@@ -414,10 +414,10 @@ static void check_converters(void)
 {
     int bad_h = 0, bad_b = 0, bad_rh = 0, bad_rb = 0;
     for (uint32_t h = 0; h < 65536; h++) {
-        double want = ref_half((uint16_t)h), got = standin_half_to_float((uint16_t)h);
+        double want = ref_half((uint16_t)h), got = cuemu_half_to_float((uint16_t)h);
         bad_h += !(got == want || (isnan(got) && isnan(want)));
         want = ref_bf16((uint16_t)h);
-        got = standin_bf16_to_float((uint16_t)h);
+        got = cuemu_bf16_to_float((uint16_t)h);
         bad_b += !(got == want || (isnan(got) && isnan(want)));
     }
     CHECK(bad_h == 0, "%d half codes decode wrongly", bad_h);
@@ -440,17 +440,17 @@ static void check_converters(void)
                 : kind == 2 ? nextafterf((float)m, 0)
                             : -nextafterf((float)m, INFINITY);
         }
-        if (standin_float_to_half(f) != ref_round(f, ref_half, 0x7bff, 65536.0) && bad_rh++ < 3)
-            fprintf(stderr, "half(%a) = %04x\n", (double)f, standin_float_to_half(f));
-        if (standin_float_to_bf16(f) != ref_round(f, ref_bf16, 0x7f7f, ldexp(1, 128)) &&
+        if (cuemu_float_to_half(f) != ref_round(f, ref_half, 0x7bff, 65536.0) && bad_rh++ < 3)
+            fprintf(stderr, "half(%a) = %04x\n", (double)f, cuemu_float_to_half(f));
+        if (cuemu_float_to_bf16(f) != ref_round(f, ref_bf16, 0x7f7f, ldexp(1, 128)) &&
             bad_rb++ < 3)
-            fprintf(stderr, "bf16(%a) = %04x\n", (double)f, standin_float_to_bf16(f));
+            fprintf(stderr, "bf16(%a) = %04x\n", (double)f, cuemu_float_to_bf16(f));
     }
     CHECK(bad_rh == 0, "%d floats round to half wrongly", bad_rh);
     CHECK(bad_rb == 0, "%d floats round to bf16 wrongly", bad_rb);
-    CHECK(standin_float_to_half(INFINITY) == 0x7c00 && standin_float_to_half(-65520.f) == 0xfc00,
+    CHECK(cuemu_float_to_half(INFINITY) == 0x7c00 && cuemu_float_to_half(-65520.f) == 0xfc00,
           "half infinities");
-    CHECK(standin_float_to_bf16(-INFINITY) == 0xff80, "bf16 infinity");
+    CHECK(cuemu_float_to_bf16(-INFINITY) == 0xff80, "bf16 infinity");
 }
 
 /* ------------------------------------------------------------------ main ---- */

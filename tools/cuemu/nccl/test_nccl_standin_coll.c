@@ -52,9 +52,9 @@ static double get(ncclDataType_t t, const void *b, size_t i)
     case ncclUint64:
         return (double)((const uint64_t *)b)[i];
     case ncclFloat16:
-        return standin_half_to_float(((const uint16_t *)b)[i]);
+        return cuemu_half_to_float(((const uint16_t *)b)[i]);
     case ncclBfloat16:
-        return standin_bf16_to_float(((const uint16_t *)b)[i]);
+        return cuemu_bf16_to_float(((const uint16_t *)b)[i]);
     case ncclFloat32:
         return ((const float *)b)[i];
     default:
@@ -85,10 +85,10 @@ static void set(ncclDataType_t t, void *b, size_t i, double v)
         ((uint64_t *)b)[i] = (uint64_t)(int64_t)v;
         break;
     case ncclFloat16:
-        ((uint16_t *)b)[i] = standin_float_to_half((float)v);
+        ((uint16_t *)b)[i] = cuemu_float_to_half((float)v);
         break;
     case ncclBfloat16:
-        ((uint16_t *)b)[i] = standin_float_to_bf16((float)v);
+        ((uint16_t *)b)[i] = cuemu_float_to_bf16((float)v);
         break;
     case ncclFloat32:
         ((float *)b)[i] = (float)v;

@@ -1,12 +1,12 @@
-/* tools/cuemu/cublas/cuemu_fp16.h: bit-exact host conversions between float and the two 16-bit
- * storage types of the CUDA emulation's library stand-ins (cuBLAS here, cuDNN includes it too).
+/* tools/cuemu/common/cuemu_fp16.h: bit-exact host conversions between float and the two 16-bit
+ * storage types, for the CUDA emulation's library stand-ins (cuBLAS, cuDNN, NCCL).
  * defines: cuemu_half_to_float, cuemu_float_to_half, cuemu_bf16_to_float, cuemu_float_to_bf16.
  *
  * Values travel as their raw 16-bit patterns (uint16_t), the layout of __half and
  * __nv_bfloat16 in device memory. cuda_fp16.h's host code is C++ only, so these are written
  * out: widening is exact; narrowing rounds to nearest, ties to even (what __float2half_rn and
- * __float2bfloat16_rn do), overflows to infinity, keeps subnormals, and keeps a NaN a NaN
- * (quiet, sign kept). */
+ * __float2bfloat16_rn do), overflows to infinity, keeps subnormals, and turns a NaN into 0x7fff,
+ * the canonical NaN CUDA's own conversions return, so a NaN has the same bits as on a GPU. */
 #ifndef CUEMU_FP16_H
 #define CUEMU_FP16_H
 
@@ -46,8 +46,7 @@ static inline uint16_t cuemu_float_to_half(float f)
     uint32_t u = cuemu_f32_bits(f);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
     uint32_t exp = (u >> 23) & 0xffu, frac = u & 0x7fffffu;
-    if (exp == 0xff) /* inf stays inf; a NaN keeps its top payload bits and is made quiet */
-        return (uint16_t)(sign | 0x7c00u | (frac ? 0x200u | (frac >> 13) : 0u));
+    if (exp == 0xff) return frac ? 0x7fffu : (uint16_t)(sign | 0x7c00u); /* NaN; inf stays inf */
     int e = (int)exp - 127; /* unbiased exponent of f */
     if (e > 15) return (uint16_t)(sign | 0x7c00u);
     if (e >= -14) {
@@ -78,7 +77,7 @@ static inline float cuemu_bf16_to_float(uint16_t b)
 static inline uint16_t cuemu_float_to_bf16(float f)
 {
     uint32_t u = cuemu_f32_bits(f);
-    if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u); /* quiet NaN */
+    if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fffu; /* the canonical NaN */
     u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even; overflow carries into inf */
     return (uint16_t)(u >> 16);
 }
