@@ -48,11 +48,22 @@ struct cuda_thread {
     uint64_t shuffle_value[2];
 };
 
+/* A warp's shuffles as counts, so that a full-mask shuffle (nearly all of them) is checked in
+ * O(1) rather than by visiting the 32 lanes: `front` is the highest shuffle number a lane has
+ * entered and `arrived` how many lanes have entered it. Trusted only while every shuffle of the
+ * warp used the full mask and the warp has 32 lanes (`counted`); otherwise the lanes are
+ * visited. */
+struct warp_progress {
+    unsigned front, arrived;
+    bool counted;
+};
+
 struct block_run {
     const launch_config *cfg;
     void (*body)(void *);
     void *ctx;
     std::vector<cuda_thread> threads;
+    std::vector<warp_progress> warps;
     unsigned live, at_barrier;
     void *scheduler_sp;
     cuda_thread *current;
@@ -103,8 +114,9 @@ const char *name_of(const block_run &b)
 }
 
 /* Whether t, waiting in its shuffle number t.shuffles, may read: every lane of its mask has
- * published that shuffle's value. */
-bool shuffle_ready(block_run &b, const cuda_thread &t)
+ * published that shuffle's value. Visits the lanes (and stops the program on a lane that has
+ * exited or does not exist). */
+bool shuffle_ready_by_lanes(block_run &b, const cuda_thread &t)
 {
     unsigned base = t.warp * 32;
     for (unsigned l = 0; l < 32; l++) {
@@ -127,8 +139,21 @@ bool shuffle_ready(block_run &b, const cuda_thread &t)
     return true;
 }
 
+/* The same, in O(1) where the warp's counts can be trusted: with full masks, a lane that entered
+ * shuffle k + 1 had found every lane at k or beyond, so t (at k) is ready once the front has
+ * moved past k or all 32 lanes are at k. */
+bool shuffle_ready(block_run &b, const cuda_thread &t)
+{
+    const warp_progress &w = b.warps[t.warp];
+    if (!w.counted) return shuffle_ready_by_lanes(b, t);
+    return w.front > t.shuffles || w.arrived == 32;
+}
+
 [[noreturn]] void deadlock(block_run &b)
 {
+    /* a shuffle that waits for an exited lane is the more precise report */
+    for (const cuda_thread &t : b.threads)
+        if (t.state == AT_SHUFFLE) shuffle_ready_by_lanes(b, t);
     unsigned barrier = 0, shuffle = 0, first_shuffle = 0;
     for (const cuda_thread &t : b.threads) {
         if (t.state == AT_BARRIER) barrier++;
@@ -167,6 +192,8 @@ void run_block(block_run &b, uint3 block_idx, std::mt19937_64 *rng)
         t.lane = i % 32;
         t.warp = i / 32;
     }
+    b.warps.assign((n + 31) / 32, warp_progress{0, 0, true});
+    if (n % 32) b.warps.back().counted = false; /* a partial warp: its lanes are visited */
     b.live = n;
     b.at_barrier = 0;
     b.dynamic_smem = poisoned(b.cfg->dynamic_smem, 16);
@@ -303,6 +330,14 @@ void warp_exchange(unsigned mask, const void *value, size_t size, int src, void 
               name_of(*running), running->cfg->file, running->cfg->line, t.linear, src, mask);
     t.shuffles++;
     t.shuffle_mask = mask;
+    warp_progress &w = running->warps[t.warp];
+    if (mask != 0xffffffffu) w.counted = false;
+    if (t.shuffles > w.front) {
+        w.front = t.shuffles;
+        w.arrived = 1;
+    } else if (t.shuffles == w.front) {
+        w.arrived++;
+    }
     memcpy(&t.shuffle_value[t.shuffles & 1], value, size);
     if (!shuffle_ready(*running, t)) yield(AT_SHUFFLE);
     const cuda_thread &from = running->threads[t.warp * 32 + (unsigned)src];
