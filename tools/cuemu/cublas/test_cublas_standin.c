@@ -15,21 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuemu_check.h"
 #include "cuemu_fp16.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
 
 /* ---- the library, resolved by name as the engine does ---- */
 static struct {
@@ -516,6 +503,5 @@ int main(int argc, char **argv)
         test_gemm_errors(h);
         lib.destroy(h);
     }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return cuemu_check_finish();
 }

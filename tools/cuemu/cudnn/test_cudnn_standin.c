@@ -21,21 +21,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuemu_check.h"
 #include "cuemu_fp16.h"
-
-static int passed, failed;
-
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passed++;                                                                              \
-        } else {                                                                                   \
-            failed++;                                                                              \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
 
 /* ---- the library, resolved by name as the engine does ---- */
 #define FUNCS(X)                                                                                   \
@@ -1078,6 +1065,5 @@ int main(int argc, char **argv)
         test_heuristics(h);
         CHECK(lib.cudnnDestroy(h) == CUDNN_STATUS_SUCCESS, "destroy");
     }
-    printf("%d passed, %d failed\n", passed, failed);
-    return failed ? 1 : 0;
+    return cuemu_check_finish();
 }

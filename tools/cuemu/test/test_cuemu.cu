@@ -12,18 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int passes, failures;
-#define CHECK(cond, ...)                                                                           \
-    do {                                                                                           \
-        if (cond) {                                                                                \
-            passes++;                                                                              \
-        } else {                                                                                   \
-            failures++;                                                                            \
-            printf("FAIL %s:%d: ", __FILE__, __LINE__);                                            \
-            printf(__VA_ARGS__);                                                                   \
-            printf("\n");                                                                          \
-        }                                                                                          \
-    } while (0)
+#include "cuemu_check.h"
 
 /* Runs fn in a child process; true when it aborted with `needle` in its stderr. */
 static bool aborts_with(void (*fn)(void), const char *needle, const char *env = NULL)
@@ -482,6 +471,5 @@ int main()
     test_schedule();
     test_memory();
     test_streams_events_devices();
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return cuemu_check_finish();
 }
