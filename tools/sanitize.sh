@@ -14,8 +14,8 @@
 #     their engine code runs under ASan in the C tests (test_pg*, test_store*, test_reducer) and
 #     the fuzz targets;
 #   - specs of tools rather than engine code: cmake and packaging (cuda_libs_cmake, package,
-#     luarocks, check_*, embed_install: it links the static library into a program built
-#     without the sanitizers), and gpu_check (nvcc cannot run with the ASan runtime preloaded);
+#     luarocks, check_*, embed_install and embed_build_tree: they link the library into a
+#     program built without the sanitizers), and gpu_check (nvcc cannot run with the ASan runtime preloaded);
 #   - memory_spec and host_alloc_spec, which measure the allocator that ASan replaces (RSS, page
 #     faults); the host cache's logic runs under ASan in spec/c/test_host_alloc.c;
 #   - cuemu_kernel_coverage: every kernel launched is a property of the whole cuda-emu label
@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build-sanitize}
 seconds=${DDPL_FUZZ_SECONDS:-60}
 
-SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_spec|dist_safety_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|memory_spec|host_alloc_spec|embed_install|cuemu_kernel_coverage)$'
+SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_spec|dist_safety_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|memory_spec|host_alloc_spec|embed_install|embed_build_tree|cuemu_kernel_coverage)$'
 
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDDPL_CUDA_EMU=ON -DDDPL_SANITIZE=ON -DDDPL_FUZZ=ON -DDDPL_FUZZ_SECONDS="$seconds" >/dev/null
