@@ -10,6 +10,10 @@
 extern "C" {
 #endif
 
+/* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
+ * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+#pragma GCC visibility push(default)
+
 /* Gradient recording is a per-thread switch, on by default. Returns the previous value. */
 bool ddpl_set_grad_enabled(bool enabled);
 bool ddpl_is_grad_enabled(void);
@@ -74,6 +78,8 @@ int ddpl_tensor_register_grad_ready_hook(ddpl_tensor *leaf, ddpl_grad_ready_fn f
                                          void (*free_userdata)(void *));
 /* Removes every hook whose userdata equals userdata; returns how many were removed. */
 int ddpl_tensor_remove_hooks(ddpl_tensor *t, void *userdata);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,10 @@
 extern "C" {
 #endif
 
+/* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
+ * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+#pragma GCC visibility push(default)
+
 /* True when this build has the CUDA backend and at least one GPU is usable. */
 bool ddpl_cuda_is_available(void);
 int ddpl_cuda_device_count(void);
@@ -49,6 +53,8 @@ typedef struct ddpl_cuda_version_info {
     int runtime, driver, cudnn, nccl;
 } ddpl_cuda_version_info;
 void ddpl_cuda_versions(ddpl_cuda_version_info *v);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -22,6 +22,10 @@
 extern "C" {
 #endif
 
+/* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
+ * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+#pragma GCC visibility push(default)
+
 /* `require 'ddplua'` from a C searcher: the whole library (C core plus its Lua files). */
 int luaopen_ddplua(lua_State *L);
 /* `require 'ddplua.core'`: the C functions alone (tensors, ops, autograd, F.*). */
@@ -38,6 +42,8 @@ void ddpl_lua_push_tensor(lua_State *L, ddpl_tensor *t);
 ddpl_tensor *ddpl_lua_check_tensor(lua_State *L, int idx);
 /* As ddpl_lua_check_tensor, but NULL instead of an error when idx is not a tensor. */
 ddpl_tensor *ddpl_lua_test_tensor(lua_State *L, int idx);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,10 @@
 extern "C" {
 #endif
 
+/* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
+ * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+#pragma GCC visibility push(default)
+
 /* A 0-dim tensor that takes part in type promotion like a Python number: float32 + 2.5 stays
  * float32, int64 + 2.5 becomes float32. integral says whether the number is an integer. */
 ddpl_tensor *ddpl_wrapped_number(double value, bool integral);
@@ -197,6 +201,8 @@ ddpl_tensor *ddpl_lstm_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor 
                              ddpl_tensor *c0, bool reverse);
 ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *b_hh,
                             ddpl_tensor *h0, bool reverse);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,10 @@
 extern "C" {
 #endif
 
+/* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
+ * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+#pragma GCC visibility push(default)
+
 #define DDPL_MAX_DIMS 8
 
 /* Element types. New values go at the end (they are stored in checkpoints by name, not number). */
@@ -123,6 +127,8 @@ void ddpl_memory_reset_peak(ddpl_device_type type);
 /* Number of CPU threads used by kernels and BLAS. */
 void ddpl_set_num_threads(int n);
 int ddpl_get_num_threads(void);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
