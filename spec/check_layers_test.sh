@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # spec/check_layers_test.sh: tools/check-layers.sh passes on this tree and fails, naming the
-# file and the layers, on a small tree that breaks each of its two rules (an include up, and
-# a call up hidden behind a hand-written prototype).
+# file and the layers, on a small tree that breaks each of its rules (an include up, a call up
+# hidden behind a hand-written prototype, and the five holes the first version had: a public
+# header through <...>, a `..` path, a folder with no layer, a weak symbol overridden from
+# above or referenced weakly, and dlsym by name).
 #   spec/check_layers_test.sh BUILD_DIR
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -64,4 +66,50 @@ rm "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/call.c.o" "$tmp/src/eng
 "$check" "$tmp/build" "$tmp/src" >/dev/null 2>&1 || fail "a kernel including ops/dispatch.h was refused"
 echo '#include "ops/op.h"' >>"$tmp/src/engine/cpu/k.c"
 if "$check" "$tmp/build" "$tmp/src" >/dev/null 2>&1; then fail "a kernel including ops/op.h passed"; fi
-echo "check_layers_test: 1 passed, 0 failed"
+rm "$tmp/src/engine/cpu/k.c"
+
+# the holes of the first version (issue 33), each of which it let through:
+expect_refused() { # WHAT PATTERN: the check fails and names the use
+    if out=$("$check" "$tmp/build" "$tmp/src" 2>&1); then fail "$1 passed"; fi
+    grep -q -- "$2" <<<"$out" || fail "$1 is not named: $out"
+}
+"$check" "$tmp/build" "$tmp/src" >/dev/null 2>&1 || fail "the tree before the holes was refused"
+
+# a public header through <...>
+echo '#include <ddpl/ops.h>' >"$tmp/src/engine/core/up.h"
+expect_refused "core including <ddpl/ops.h>" \
+    'engine/core/up.h (core) includes engine/include/ddpl/ops.h (ops)'
+# a path up with ..
+echo '#include "../ops/op.h"' >"$tmp/src/engine/core/up.h"
+expect_refused "core including ../ops/op.h" 'engine/core/up.h (core) includes engine/ops/op.h (ops)'
+rm "$tmp/src/engine/core/up.h"
+
+# a new folder no layer knows
+mkdir -p "$tmp/src/engine/extra"
+echo 'int extra(void) { return 0; }' >"$tmp/src/engine/extra/x.c"
+expect_refused "a file in engine/extra" 'engine/extra/x.c lies in a folder with no layer'
+rm -r "$tmp/src/engine/extra"
+
+# a weak default in core that ops overrides: core's callers reach ops
+printf '__attribute__((weak)) int op_run(void) { return 0; }\n' >"$tmp/src/engine/core/weak.c"
+cc -c -o "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/weak.c.o" \
+    "$tmp/src/engine/core/weak.c"
+expect_refused "a weak symbol overridden from above" \
+    'engine/core/weak.c (core) has weak op_run overridden by engine/ops/op.c (ops)'
+rm "$tmp/src/engine/core/weak.c" "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/weak.c.o"
+
+# a weak reference up (resolved when ops is linked in)
+printf '__attribute__((weak)) int op_run(void);\nint w(void) { return op_run ? op_run() : 0; }\n' \
+    >"$tmp/src/engine/core/wref.c"
+cc -c -o "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/wref.c.o" \
+    "$tmp/src/engine/core/wref.c"
+expect_refused "a weak reference up" 'engine/core/wref.c (core) calls op_run of engine/ops/op.c (ops)'
+rm "$tmp/src/engine/core/wref.c" "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/wref.c.o"
+
+# a call up looked up by name
+printf '#include <dlfcn.h>\nvoid *f(void *h) { return dlsym(h, "op_run"); }\n' \
+    >"$tmp/src/engine/core/dl.c"
+cc -c -o "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/dl.c.o" "$tmp/src/engine/core/dl.c"
+expect_refused "dlsym of a higher layer's function" \
+    'engine/core/dl.c (core) calls op_run of engine/ops/op.c (ops)'
+echo "check_layers_test: 2 passed, 0 failed"

@@ -13,12 +13,19 @@
 #   5 dist        engine/dist
 #   6 lua         engine/lua
 #   7 cli         engine/cli
-# A file may include and call its own layer and the ones below. Two checks:
-#   - includes, read from the sources: every `#include "x"` of an engine file is resolved and
-#     the included file's layer compared with the includer's;
-#   - calls, read from the object files of BUILD_DIR with nm: a symbol an object needs (U)
-#     that an object of a higher layer defines is a call up, however it was declared (a
-#     prototype written by hand is how such calls hide from the include check).
+# A file may include and call its own layer and the ones below. It fails closed:
+#   - folders: every source under engine/ lies in a folder with a layer (a new folder must be
+#     given one here before it can hold code);
+#   - includes, read from the sources: every `#include "x"` and `#include <ddpl/x>` of an engine
+#     file is resolved (relative to the file, `..` included, or to engine/) and the included
+#     file's layer compared with the includer's;
+#   - calls, read from the object files of BUILD_DIR with nm: a symbol an object needs (U, or a
+#     weak reference w) that an object of a higher layer defines is a call up, however it was
+#     declared (a prototype written by hand is how such calls hide from the include check); a
+#     weak definition (W, V) that a higher layer's strong one overrides is a call up too; and a
+#     `dlsym(h, "name")` in a source counts as a use of name.
+# CI's main build has nvcc, so engine/cuda and the NCCL files are among the objects checked;
+# without a CUDA build their includes are still checked.
 # The public headers (engine/include/ddpl) count as part of the layer that implements them:
 # tensor.h and config.h core, autograd.h graph, ops.h and cuda.h ops, lua.h and ddpl.h lua.
 set -euo pipefail
@@ -62,15 +69,38 @@ judge() {
         }'
 }
 
+sources=$(find engine -path engine/include -prune -o -type f \
+    \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' \) -print)
+
+# ---- folders: every source has a layer ----
+folders=$(printf '%s\n' $sources | awk -v seams="$kernel_seams" '
+    $0 !~ /^engine\/(core|cpu|cuda|io|autograd|ops|dist|lua|cli)\// {
+        print "layer violation: " $0 " lies in a folder with no layer (give it one in " \
+              "tools/check-layers.sh and docs/internals.md)" }')
+
 # ---- includes: "file included include" ----
-includes=$(find engine -path engine/include -prune -o -type f \
-    \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' \) -print |
-    xargs awk '
-        match($0, /^[ \t]*#[ \t]*include[ \t]*"[^"]*"/) {
-            inc = substr($0, RSTART, RLENGTH); sub(/^[^"]*"/, "", inc); sub(/"$/, "", inc)
+# "x" resolves against the including file's folder when it starts with . or has no folder,
+# else against engine/; <ddpl/x> and "ddpl/x" are the public headers; other <x> are the
+# system's and the libraries'
+includes=$(printf '%s\n' $sources | xargs awk '
+        function normal(p,    n, i, parts, out, k) {
+            n = split(p, parts, "/"); k = 0
+            for (i = 1; i <= n; i++) {
+                if (parts[i] == "." || parts[i] == "") continue
+                if (parts[i] == ".." && k > 0) { k--; continue }
+                out[++k] = parts[i]
+            }
+            p = out[1]; for (i = 2; i <= k; i++) p = p "/" out[i]
+            return p
+        }
+        match($0, /^[ \t]*#[ \t]*include[ \t]*["<][^">]*[">]/) {
+            inc = substr($0, RSTART, RLENGTH); sub(/^[^"<]*["<]/, "", inc); sub(/[">]$/, "", inc)
+            angled = substr($0, RSTART, RLENGTH) ~ /</
             dir = FILENAME; sub(/\/[^\/]*$/, "", dir)
             if (inc ~ /^ddpl\//) print FILENAME, "engine/include/" inc, "includes"
-            else print FILENAME, (inc ~ /\// ? "engine/" inc : dir "/" inc), "includes"
+            else if (angled) next
+            else if (inc ~ /^\./ || inc !~ /\//) print FILENAME, normal(dir "/" inc), "includes"
+            else print FILENAME, normal("engine/" inc), "includes"
         }' | judge)
 
 # ---- calls: "object-source defining-source calls:SYMBOL" ----
@@ -83,19 +113,29 @@ else
         src=${obj#"$objdir"/}
         [ -e "${src%.o}" ] || continue # left behind by a source since removed or renamed
         nm -g "$obj" 2>/dev/null | awk -v s="${src%.o}" '
+            NF == 3 && ($2 == "W" || $2 == "V") { print "W", $3, s; next }
             NF == 3 && $2 != "U" && $2 != "w" { print "D", $3, s }
-            $1 == "U" { print "U", $2, s }'
+            $1 == "U" || $1 == "w" { print "U", $2, s }'
+        # dlsym(h, "name") looks name up by its string: a use the linker never sees
+        grep -o 'dlsym([^,]*, *"[A-Za-z_][A-Za-z0-9_]*")' "${src%.o}" 2>/dev/null |
+            sed 's/.*"\(.*\)")/\1/' | awk -v s="${src%.o}" '{ print "U", $1, s }' || true
     done | awk '$1 == "D" { def[$2] = $3; next }
+                $1 == "W" { weak[$2] = $3; next }
                 { need[n++] = $3 " " $2 }
                 END { for (i = 0; i < n; i++) { split(need[i], a, " ")
                       if (a[2] in def && def[a[2]] != a[1])
-                          print a[1], def[a[2]], "calls " a[2] " of" } }' | sort -u | judge)
+                          print a[1], def[a[2]], "calls " a[2] " of"
+                      else if (!(a[2] in def) && a[2] in weak && weak[a[2]] != a[1])
+                          print a[1], weak[a[2]], "calls " a[2] " of" }
+                      for (w in weak) if (w in def)
+                          print weak[w], def[w], "has weak " w " overridden by" }' |
+        sort -u | judge)
 fi
 
-if [ -n "$includes$calls" ]; then
-    printf '%s\n%s\n' "$includes" "$calls" | grep . >&2 || true
-    n=$(printf '%s\n%s\n' "$includes" "$calls" | grep -c .)
+if [ -n "$folders$includes$calls" ]; then
+    printf '%s\n%s\n%s\n' "$folders" "$includes" "$calls" | grep . >&2 || true
+    n=$(printf '%s\n%s\n%s\n' "$folders" "$includes" "$calls" | grep -c .)
     echo "check-layers: $n use(s) against the layer rules (docs/internals.md, Layers)" >&2
     exit 1
 fi
-echo "check-layers: engine layers clean (includes and calls)"
+echo "check-layers: engine layers clean (folders, includes and calls)"
