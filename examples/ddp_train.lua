@@ -139,16 +139,8 @@ local rank, world = dist.get_rank(), dist.get_world_size()
 local function to_device(t)
     return device == 'cpu' and t or t:to(device, {non_blocking = true})
 end
--- collectives of the nccl backend take device tensors: t there and, after fn, back to the host
-local function on_comm_device(t, fn)
-    if backend ~= 'nccl' then
-        fn(t)
-        return t
-    end
-    local d = t:cuda()
-    fn(d)
-    return d:cpu()
-end
+-- where the backend's collectives take their tensors: nccl's are on the GPU
+local comm_device = backend == 'nccl' and 'cuda' or 'cpu'
 local function log0(...) if rank == 0 then print(...) end end
 if fail_at and (fail_rank < 0 or fail_rank >= world) then -- only checked where it is used
     usage(('--fail-rank %d is not a rank of this job (0 to %d)'):format(fail_rank, world - 1))
@@ -274,15 +266,9 @@ end
 local function save_checkpoint(path, epoch, step, loss_sum, seen)
     local mine = ddpl.get_rng_state()
     local rng = {}
-    if backend == 'nccl' then
-        local gathered = {}
-        for r = 1, world do gathered[r] = ddpl.empty_like(mine):cuda() end
-        dist.all_gather(gathered, mine:cuda())
-        for r = 1, world do rng[r] = gathered[r]:cpu() end
-    else
-        for r = 1, world do rng[r] = ddpl.empty_like(mine) end
-        dist.all_gather(rng, mine)
-    end
+    for r = 1, world do rng[r] = ddpl.empty_like(mine):to(comm_device) end
+    dist.all_gather(rng, mine:to(comm_device))
+    for r = 1, world do rng[r] = rng[r]:cpu() end
     if rank == 0 then
         ddpl.save({model = model.module:state_dict(), optimizer = optimizer:state_dict(),
             epoch = epoch, step = step, global_step = global_step, world_size = world,
@@ -335,10 +321,10 @@ local function evaluate()
             count = count + x:size(0)
         end
     end)
-    local sums = on_comm_device(ddpl.tensor({correct, loss_sum, count}, {dtype = 'float64'}),
-        dist.all_reduce)
+    local sums = ddpl.tensor({correct, loss_sum, count}, {dtype = 'float64'}):to(comm_device)
+    dist.all_reduce(sums)
     net:train()
-    local s = sums:tolist()
+    local s = sums:cpu():tolist()
     return s[1] / s[3], s[2] / s[3]
 end
 

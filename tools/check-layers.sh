@@ -73,7 +73,7 @@ sources=$(find engine -path engine/include -prune -o -type f \
     \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cpp' \) -print)
 
 # ---- folders: every source has a layer ----
-folders=$(printf '%s\n' $sources | awk -v seams="$kernel_seams" '
+folders=$(printf '%s\n' $sources | awk '
     $0 !~ /^engine\/(core|cpu|cuda|io|autograd|ops|dist|lua|cli)\// {
         print "layer violation: " $0 " lies in a folder with no layer (give it one in " \
               "tools/check-layers.sh and docs/internals.md)" }')

@@ -36,9 +36,34 @@ namespace
 thread_local cudaError_t last_error = cudaSuccess;
 thread_local int current_device = 0;
 std::mutex handles_mutex;
-std::unordered_set<cudaStream_t> streams;
-std::unordered_set<cudaEvent_t> events;
 std::unordered_map<const void *, size_t> smem_attr;
+
+/* The live handles of one kind: a destroyed or foreign one is refused with
+ * cudaErrorInvalidResourceHandle, as by the real runtime. */
+template <typename H> struct handle_set {
+    std::unordered_set<H> live;
+    H add(H h)
+    {
+        std::lock_guard<std::mutex> hold(handles_mutex);
+        live.insert(h);
+        return h;
+    }
+    bool has(H h)
+    {
+        std::lock_guard<std::mutex> hold(handles_mutex);
+        return live.count(h) != 0;
+    }
+    /* false when h is not live; else it is freed */
+    bool remove(H h)
+    {
+        std::lock_guard<std::mutex> hold(handles_mutex);
+        if (!live.erase(h)) return false;
+        delete h;
+        return true;
+    }
+};
+handle_set<cudaStream_t> streams;
+handle_set<cudaEvent_t> events;
 
 int device_count()
 {
@@ -76,8 +101,7 @@ uint64_t env_u64(const char *name, uint64_t fallback)
 int stream_device(cudaStream_t s)
 {
     if (s == 0 || s == cudaStreamLegacy || s == cudaStreamPerThread) return current_device;
-    std::lock_guard<std::mutex> hold(handles_mutex);
-    return streams.count(s) ? s->device : -1;
+    return streams.has(s) ? s->device : -1;
 }
 
 size_t func_max_dynamic_smem(const void *kernel)
@@ -210,10 +234,7 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int flags)
 {
     if (!s || (flags & ~(unsigned)cudaStreamNonBlocking)) return fail(cudaErrorInvalidValue);
     if (device_count() == 0) return fail(cudaErrorNoDevice);
-    cudaStream_t n = new CUstream_st{current_device, flags};
-    std::lock_guard<std::mutex> hold(handles_mutex);
-    streams.insert(n);
-    *s = n;
+    *s = streams.add(new CUstream_st{current_device, flags});
     return cudaSuccess;
 }
 
@@ -224,10 +245,7 @@ cudaError_t cudaStreamCreate(cudaStream_t *s)
 
 cudaError_t cudaStreamDestroy(cudaStream_t s)
 {
-    std::lock_guard<std::mutex> hold(handles_mutex);
-    if (!streams.erase(s)) return fail(cudaErrorInvalidResourceHandle);
-    delete s;
-    return cudaSuccess;
+    return streams.remove(s) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t s)
@@ -242,21 +260,12 @@ cudaError_t cudaStreamQuery(cudaStream_t s)
 
 /* ---- events ---- */
 
-static bool event_valid(cudaEvent_t e)
-{
-    std::lock_guard<std::mutex> hold(handles_mutex);
-    return events.count(e) != 0;
-}
-
 cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
 {
     unsigned known = cudaEventBlockingSync | cudaEventDisableTiming | cudaEventInterprocess;
     if (!e || (flags & ~known)) return fail(cudaErrorInvalidValue);
     if (device_count() == 0) return fail(cudaErrorNoDevice);
-    cudaEvent_t n = new CUevent_st{current_device, flags, -1.0};
-    std::lock_guard<std::mutex> hold(handles_mutex);
-    events.insert(n);
-    *e = n;
+    *e = events.add(new CUevent_st{current_device, flags, -1.0});
     return cudaSuccess;
 }
 
@@ -267,16 +276,13 @@ cudaError_t cudaEventCreate(cudaEvent_t *e)
 
 cudaError_t cudaEventDestroy(cudaEvent_t e)
 {
-    std::lock_guard<std::mutex> hold(handles_mutex);
-    if (!events.erase(e)) return fail(cudaErrorInvalidResourceHandle);
-    delete e;
-    return cudaSuccess;
+    return events.remove(e) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
     int dev = stream_device(s);
-    if (!event_valid(e) || dev < 0) return fail(cudaErrorInvalidResourceHandle);
+    if (!events.has(e) || dev < 0) return fail(cudaErrorInvalidResourceHandle);
     if (e->device != dev) return fail(cudaErrorInvalidResourceHandle); /* as the real runtime */
     e->recorded_ms = now_ms();
     return cudaSuccess;
@@ -284,7 +290,7 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 
 cudaError_t cudaEventQuery(cudaEvent_t e)
 {
-    return event_valid(e) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
+    return events.has(e) ? cudaSuccess : fail(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t e)
@@ -295,7 +301,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t e)
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 {
     if (!ms) return fail(cudaErrorInvalidValue);
-    if (!event_valid(start) || !event_valid(end)) return fail(cudaErrorInvalidResourceHandle);
+    if (!events.has(start) || !events.has(end)) return fail(cudaErrorInvalidResourceHandle);
     if ((start->flags | end->flags) & cudaEventDisableTiming)
         return fail(cudaErrorInvalidResourceHandle);
     if (start->recorded_ms < 0 || end->recorded_ms < 0) return fail(cudaErrorInvalidResourceHandle);
@@ -305,7 +311,7 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int flags)
 {
-    if (stream_device(s) < 0 || !event_valid(e)) return fail(cudaErrorInvalidResourceHandle);
+    if (stream_device(s) < 0 || !events.has(e)) return fail(cudaErrorInvalidResourceHandle);
     return flags ? fail(cudaErrorInvalidValue) : cudaSuccess;
 }
 
