@@ -55,7 +55,7 @@ int ddpl_gloo_alltoallv(ddpl_gloo *g, const void *in, const size_t *in_bytes, vo
  * two ranks match in posting order within a channel (0 or 1: independent streams, so a small
  * header can go ahead of its payload). The handle is finished (waited for and freed) with
  * ddpl_gloo_p2p_wait; the buffer must stay alive until then. The receiver's size must equal the
- * sender's (Gloo aborts the process otherwise: pg.c sends the size first). NULL on error. */
+ * sender's (Gloo aborts the process otherwise: pg_host.c sends the size first). NULL on error. */
 ddpl_gloo_p2p *ddpl_gloo_send(ddpl_gloo *g, void *data, size_t nbytes, int dst, int channel);
 ddpl_gloo_p2p *ddpl_gloo_recv(ddpl_gloo *g, void *data, size_t nbytes, int src, int channel);
 int ddpl_gloo_p2p_wait(ddpl_gloo_p2p *p, double timeout_s); /* frees p either way */

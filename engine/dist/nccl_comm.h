@@ -1,6 +1,6 @@
 /* dist/nccl_comm.h: the NCCL communicator of a process group (dist/nccl_comm.c), for the
  * operations of the nccl backend (dist/nccl_pg.c). CUDA builds only.
- * defines: ddpl_nccl (pg->comm, w->comm); nccl_comm_connect/free (lifecycle),
+ * defines: ddpl_nccl (pg->impl; each work's comm); nccl_comm_connect/free (lifecycle),
  *          nccl_comm_retain/release (references), nccl_comm_fail/cuda_fail (errors naming the
  *          rank and device), nccl_comm_break/check_health (failure state), nccl_comm_enter/leave
  *          (the device), nccl_comm_settle (wait out ncclInProgress), nccl_comm_poll_stream
@@ -13,7 +13,7 @@
 
 #include "dist/pg_impl.h"
 
-/* pg->comm of a group of this backend; w->comm of its works (one reference each) */
+/* pg->impl of a group of this backend; nccl_pg.c's works hold one reference each */
 typedef struct ddpl_nccl {
     atomic_long refcount; /* the group's and each pending work's */
     ncclComm_t comm;      /* NULL once destroyed or aborted */

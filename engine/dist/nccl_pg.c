@@ -23,11 +23,27 @@
  * This C file includes nccl.h, which includes cuda_runtime.h (plain C declarations); it calls
  * the CUDA runtime for streams and events only, never launching kernels. Threads: operations
  * and work handles are used from the thread that issued them (the Lua thread); the work's
- * mutex guards its completion, as pg.c does for host work. */
+ * mutex guards its completion (pg_work.c). */
 #include "cuda/cuda_device.h"
 #include "cuda/cuda_dynlib.h"
 #include "ddpl/cuda.h"
 #include "dist/nccl_comm.h"
+
+/* w->impl of a work item of this backend */
+typedef struct nccl_work {
+    /* the group's communicator (one reference, dropped by nccl_work_release), the event
+     * recorded on its stream after the operation, and whether the compute stream was already
+     * made to wait on it (after which the tensors may go) */
+    ddpl_nccl *comm;
+    cudaEvent_t done_event;
+    bool ordered;
+    bool host_sync; /* barrier: wait blocks the host until the event completes */
+} nccl_work;
+
+static nccl_work *nw(const ddpl_work *w)
+{
+    return w->impl;
+}
 
 /* --------------------------------------------------------------------- arguments ---- */
 static bool nccl_dtype(ddpl_dtype dt, ncclDataType_t *out)
@@ -82,7 +98,7 @@ static ncclRedOp_t nccl_op(ddpl_reduce_op op)
 static int nccl_check_tensor(const ddpl_pg *pg, const char *fname, const char *what,
                              const ddpl_tensor *t, bool reduces)
 {
-    const ddpl_nccl *c = pg->comm;
+    const ddpl_nccl *c = pg->impl;
     int rank = pg->rank;
     char dev[32], shape[96];
     if (t->device.type != DDPL_CUDA || t->device.index != c->device)
@@ -113,7 +129,7 @@ typedef ncclResult_t (*enqueue_fn)(ddpl_work *w, ddpl_nccl *c, cudaStream_t s);
  * "done" event is recorded. Returns w, or NULL with the error set (w released). */
 static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
 {
-    ddpl_nccl *c = pg->comm;
+    ddpl_nccl *c = pg->impl;
     const char *f = w->name;
     int prev = c->device;
     bool entered = false;
@@ -151,8 +167,8 @@ static ddpl_work *issue(ddpl_pg *pg, ddpl_work *w, enqueue_fn fn, bool empty)
         goto fail;
     }
     nccl_comm_leave(prev);
-    w->comm = nccl_comm_retain(c);
-    w->done_event = done;
+    nw(w)->comm = nccl_comm_retain(c);
+    nw(w)->done_event = done;
     w->pg = NULL; /* the work only needs the communicator from now on */
     /* outputs change now as far as autograd's version checks go (the write is queued) */
     for (int i = 0; i < w->nslots; i++) {
@@ -198,7 +214,7 @@ static ncclResult_t enq_allreduce(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 
 static ddpl_work *nccl_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
 {
-    ddpl_work *w = pg_work_new(pg, "all_reduce", 1, NULL);
+    ddpl_work *w = pg_work_new(pg, "all_reduce", 1);
     w->op = op;
     pg_work_slot(w, 0, t, true, true);
     return issue(pg, w, enq_allreduce, ddpl_tensor_numel(t) == 0);
@@ -213,7 +229,7 @@ static ncclResult_t enq_broadcast(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 
 static ddpl_work *nccl_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
 {
-    ddpl_work *w = pg_work_new(pg, "broadcast", 1, NULL);
+    ddpl_work *w = pg_work_new(pg, "broadcast", 1);
     w->peer = src;
     w->nbytes = ddpl_tensor_nbytes(t);
     pg_work_slot(w, 0, t, true, src != pg->rank);
@@ -237,7 +253,7 @@ static ncclResult_t enq_allgather(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 
 static ddpl_work *nccl_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t)
 {
-    ddpl_work *w = pg_work_new(pg, "all_gather", 1 + nouts, NULL);
+    ddpl_work *w = pg_work_new(pg, "all_gather", 1 + nouts);
     pg_work_slot(w, 0, t, true, false);
     for (int r = 0; r < nouts; r++) pg_work_slot(w, 1 + r, outs[r], false, true);
     w->nbytes = ddpl_tensor_nbytes(t);
@@ -253,7 +269,7 @@ static ncclResult_t enq_allgather_into(ddpl_work *w, ddpl_nccl *c, cudaStream_t 
 
 static ddpl_work *nccl_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
 {
-    ddpl_work *w = pg_work_new(pg, "all_gather_into_tensor", 2, NULL);
+    ddpl_work *w = pg_work_new(pg, "all_gather_into_tensor", 2);
     pg_work_slot(w, 0, out, false, true);
     pg_work_slot(w, 1, t, true, false);
     w->nbytes = ddpl_tensor_nbytes(t);
@@ -271,7 +287,7 @@ static ncclResult_t enq_reduce_scatter(ddpl_work *w, ddpl_nccl *c, cudaStream_t 
 static ddpl_work *nccl_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
                                       ddpl_reduce_op op)
 {
-    ddpl_work *w = pg_work_new(pg, "reduce_scatter_tensor", 2, NULL);
+    ddpl_work *w = pg_work_new(pg, "reduce_scatter_tensor", 2);
     w->op = op;
     pg_work_slot(w, 0, out, false, true);
     pg_work_slot(w, 1, in, true, false);
@@ -292,7 +308,7 @@ static ncclResult_t enq_recv(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 
 static ddpl_work *nccl_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
 {
-    ddpl_work *w = pg_work_new(pg, "send", 1, NULL);
+    ddpl_work *w = pg_work_new(pg, "send", 1);
     w->peer = dst;
     w->nbytes = ddpl_tensor_nbytes(t);
     pg_work_slot(w, 0, t, true, false);
@@ -301,7 +317,7 @@ static ddpl_work *nccl_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
 
 static ddpl_work *nccl_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
 {
-    ddpl_work *w = pg_work_new(pg, "recv", 1, NULL);
+    ddpl_work *w = pg_work_new(pg, "recv", 1);
     w->peer = src;
     w->nbytes = ddpl_tensor_nbytes(t);
     pg_work_slot(w, 0, t, false, true);
@@ -316,8 +332,8 @@ static ncclResult_t enq_barrier(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 
 static ddpl_work *nccl_barrier(ddpl_pg *pg)
 {
-    ddpl_work *w = pg_work_new(pg, "barrier", 0, NULL);
-    w->host_sync = true;
+    ddpl_work *w = pg_work_new(pg, "barrier", 0);
+    nw(w)->host_sync = true;
     return issue(pg, w, enq_barrier, false);
 }
 
@@ -333,7 +349,7 @@ static ncclResult_t enq_reduce(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 
 static ddpl_work *nccl_reduce(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op op)
 {
-    ddpl_work *w = pg_work_new(pg, "reduce", 1, NULL);
+    ddpl_work *w = pg_work_new(pg, "reduce", 1);
     w->op = op;
     w->peer = dst;
     pg_work_slot(w, 0, t, true, dst == pg->rank);
@@ -395,7 +411,7 @@ static ncclResult_t enq_plan(ddpl_work *w, ddpl_nccl *c, cudaStream_t s)
 static ddpl_work *nccl_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts,
                               int dst)
 {
-    ddpl_work *w = pg_work_new(pg, "gather", 1 + nouts, NULL);
+    ddpl_work *w = pg_work_new(pg, "gather", 1 + nouts);
     pg_work_slot(w, 0, t, true, false);
     for (int r = 0; r < nouts; r++) pg_work_slot(w, 1 + r, outs[r], false, true);
     size_t nbytes = ddpl_tensor_nbytes(t);
@@ -410,7 +426,7 @@ static ddpl_work *nccl_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *o
 static ddpl_work *nccl_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins,
                                int src)
 {
-    ddpl_work *w = pg_work_new(pg, "scatter", 1 + nins, NULL);
+    ddpl_work *w = pg_work_new(pg, "scatter", 1 + nins);
     pg_work_slot(w, 0, t, false, true);
     for (int r = 0; r < nins; r++) pg_work_slot(w, 1 + r, ins[r], true, false);
     size_t nbytes = ddpl_tensor_nbytes(t);
@@ -427,7 +443,7 @@ static ddpl_work *nccl_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *
 static ddpl_work *nccl_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, ddpl_tensor *const *ins,
                                 int n)
 {
-    ddpl_work *w = pg_work_new(pg, "all_to_all", 2 * n, NULL);
+    ddpl_work *w = pg_work_new(pg, "all_to_all", 2 * n);
     p2p_plan a = plan_new(w, n);
     for (int q = 0; q < n; q++) {
         pg_work_slot(w, q, outs[q], false, true);
@@ -444,7 +460,7 @@ static ddpl_work *nccl_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, ddpl_tens
 static ddpl_work *nccl_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
                                        const int64_t *out_counts, const int64_t *in_counts)
 {
-    ddpl_work *w = pg_work_new(pg, "all_to_all_single", 2, NULL);
+    ddpl_work *w = pg_work_new(pg, "all_to_all_single", 2);
     pg_work_slot(w, 0, out, false, true);
     pg_work_slot(w, 1, in, true, false);
     size_t es = ddpl_dtype_size((ddpl_dtype)in->dtype), soff = 0, roff = 0;
@@ -467,26 +483,17 @@ static ddpl_work *nccl_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tenso
  * any later use of their memory on the compute stream is ordered after the operation. */
 static int order_compute(ddpl_work *w)
 {
-    ddpl_nccl *c = w->comm;
-    if (w->ordered) return 0;
+    ddpl_nccl *c = nw(w)->comm;
+    if (nw(w)->ordered) return 0;
     int prev;
     if (nccl_comm_enter(c, &prev, w->name) < 0) return -1;
     cudaStream_t compute = (cudaStream_t)cuda_stream_for(c->device);
-    cudaError_t e = compute ? cudaStreamWaitEvent(compute, (cudaEvent_t)w->done_event, 0)
+    cudaError_t e = compute ? cudaStreamWaitEvent(compute, nw(w)->done_event, 0)
                             : cudaErrorInvalidResourceHandle;
     nccl_comm_leave(prev);
     if (e != cudaSuccess) return nccl_comm_cuda_fail(c, e, w->name, "ordering the compute stream");
-    w->ordered = true;
+    nw(w)->ordered = true;
     return 0;
-}
-
-static bool work_done(ddpl_work *w, const char **error)
-{
-    pthread_mutex_lock(&w->mu);
-    bool d = w->done;
-    if (error) *error = w->error;
-    pthread_mutex_unlock(&w->mu);
-    return d;
 }
 
 /* Completes w with the current error message. */
@@ -504,10 +511,10 @@ static int nccl_work_wait(ddpl_work *w, double timeout_s)
 {
     const char *err = NULL;
     nccl_work_poll(w); /* completed already (the host saw it), or failed: nothing to order */
-    if (work_done(w, &err)) return err ? ddpl_error("%s", err) : 0;
-    ddpl_nccl *c = w->comm;
+    if (pg_work_is_done(w, &err)) return err ? ddpl_error("%s", err) : 0;
+    ddpl_nccl *c = nw(w)->comm;
     if (order_compute(w) < 0) return fail_work(w);
-    if (!w->host_sync) {
+    if (!nw(w)->host_sync) {
         /* the host goes on; tensors are safe to drop (see order_compute) */
         for (int i = 0; i < w->nslots; i++) {
             ddpl_tensor_release(w->slots[i].t);
@@ -518,7 +525,7 @@ static int nccl_work_wait(ddpl_work *w, double timeout_s)
         return 0;
     }
     if (timeout_s < 0) timeout_s = w->timeout_s;
-    int d = nccl_comm_poll_stream(c, NULL, (cudaEvent_t)w->done_event, w->name, timeout_s);
+    int d = nccl_comm_poll_stream(c, NULL, nw(w)->done_event, w->name, timeout_s);
     if (d == 0) {
         ddpl_error("%s: timed out after %g s on rank %d of %d (cuda:%d): a rank did not take "
                    "part (the group is aborted)",
@@ -533,30 +540,30 @@ static int nccl_work_wait(ddpl_work *w, double timeout_s)
 
 static void nccl_work_poll(ddpl_work *w)
 {
-    if (work_done(w, NULL)) return;
-    cudaError_t e = cudaEventQuery((cudaEvent_t)w->done_event);
+    if (pg_work_is_done(w, NULL)) return;
+    cudaError_t e = cudaEventQuery(nw(w)->done_event);
     if (e == cudaSuccess) {
         pg_work_finish(w, NULL);
     } else if (e != cudaErrorNotReady) {
-        nccl_comm_cuda_fail(w->comm, e, w->name, "cudaEventQuery");
+        nccl_comm_cuda_fail(nw(w)->comm, e, w->name, "cudaEventQuery");
         fail_work(w);
-    } else if (nccl_comm_check_health(w->comm, w->name) < 0) {
+    } else if (nccl_comm_check_health(nw(w)->comm, w->name) < 0) {
         fail_work(w);
     }
 }
 
 static void nccl_work_release(ddpl_work *w)
 {
-    if (!w->comm) return; /* issuing it failed: nothing was enqueued */
+    if (!nw(w)->comm) return; /* issuing it failed: nothing was enqueued */
     char saved[1024];
     snprintf(saved, sizeof saved, "%s", ddpl_last_error());
     /* dropped without a wait: order the compute stream anyway before the tensors go, so their
      * memory is not reused under a running operation */
-    if (!work_done(w, NULL) && w->nslots > 0) (void)order_compute(w);
-    if (w->done_event) cudaEventDestroy((cudaEvent_t)w->done_event); /* freed once it completes */
-    w->done_event = NULL;
-    nccl_comm_release(w->comm);
-    w->comm = NULL;
+    if (!pg_work_is_done(w, NULL) && w->nslots > 0) (void)order_compute(w);
+    if (nw(w)->done_event) cudaEventDestroy(nw(w)->done_event); /* freed once it completes */
+    nw(w)->done_event = NULL;
+    nccl_comm_release(nw(w)->comm);
+    nw(w)->comm = NULL;
     ddpl_error("%s", saved); /* a release leaves the caller's error as it was */
 }
 
@@ -573,14 +580,15 @@ static int nccl_available(const char *fname)
 static int nccl_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
 {
     DDPL_UNUSED(bind_host); /* NCCL's bootstrap picks its own interface */
-    pg->comm = nccl_comm_connect(pg->store, prefix, pg->rank, pg->size, pg->timeout_s);
-    return pg->comm ? 0 : -1;
+    pg->impl = nccl_comm_connect(pg->store, prefix, pg->rank, pg->size, pg->timeout_s);
+    return pg->impl ? 0 : -1;
 }
 
-static void nccl_free(ddpl_pg *pg)
+static bool nccl_free(ddpl_pg *pg)
 {
-    nccl_comm_free(pg->comm);
-    pg->comm = NULL;
+    nccl_comm_free(pg->impl); /* what does not finish in time is aborted */
+    pg->impl = NULL;
+    return true;
 }
 
 const struct ddpl_pg_backend pg_nccl_backend = {
@@ -589,6 +597,7 @@ const struct ddpl_pg_backend pg_nccl_backend = {
     .available = nccl_available,
     .connect = nccl_connect,
     .free = nccl_free,
+    .work_size = sizeof(nccl_work),
     .check_tensor = nccl_check_tensor,
     .allreduce = nccl_allreduce,
     .broadcast = nccl_broadcast,

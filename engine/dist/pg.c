@@ -1,375 +1,36 @@
 /* dist/pg.c: process groups: the backends of this build, creation (rendezvous through the
- * store, then the backend's connect), the lanes (worker threads) that run host operations in
- * issue order, and work handles (a backend with work hooks completes its own: NCCL's).
- * defines: ddpl_pg_backend_check, ddpl_pg_create/free and the group queries, ddpl_work_*,
- *          pg_work_new, pg_work_slot, pg_work_finish, pg_lane_push, pg_lanes_start,
- *          pg_strided_copy (pg_impl.h). The operations are in pg_ops.c.
- *
- * A group has three lanes, each a FIFO queue with its own thread: the collective lane runs
- * collectives one by one (so every rank runs them in issue order); the send and receive lanes
- * complete point-to-point messages that were posted to Gloo when they were issued. A work item
- * holds references to its tensors until it completes. The engine's error message is
- * thread-local, so a lane records the failing call's message in the work item, where the
- * caller's wait finds it. */
-#define _GNU_SOURCE /* pthread_condattr_setclock, getaddrinfo */
-#include <errno.h>
+ * store, then the backend's connect), the group's failure state and its queries. Work handles
+ * are in pg_work.c, the operations in pg_ops.c; how a backend runs them is its own (pg_host.c:
+ * lanes of worker threads; nccl_pg.c: a device stream).
+ * defines: ddpl_pg_backend_check, ddpl_pg_create/new_group/free and the group queries (pg.h),
+ *          pg_broken, pg_break (pg_impl.h), pg_backend_add (pg_backend.h). */
+#define _GNU_SOURCE /* getaddrinfo */
 #include <netdb.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "dist/pg_impl.h"
 
-/* ------------------------------------------------------------------ staging copies ---- */
-/* Walks the elements of t in row-major order, copying each between the tensor's memory and a
- * contiguous buffer (to_buf: tensor -> buf). */
-void pg_strided_copy(const ddpl_tensor *t, char *buf, bool to_buf)
+/* ------------------------------------------------------------------- failure state ---- */
+bool pg_broken(ddpl_pg *pg, const char *name, char *msg, size_t n)
 {
-    size_t es = ddpl_dtype_size((ddpl_dtype)t->dtype);
-    int64_t n = ddpl_numel(t->ndim, t->sizes);
-    int64_t idx[DDPL_MAX_DIMS] = {0};
-    char *base = (char *)t->storage->data;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t off = t->offset;
-        for (int d = 0; d < t->ndim; d++) off += idx[d] * t->strides[d];
-        if (to_buf)
-            memcpy(buf + (size_t)i * es, base + (size_t)off * es, es);
-        else
-            memcpy(base + (size_t)off * es, buf + (size_t)i * es, es);
-        for (int d = t->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < t->sizes[d]) break;
-            idx[d] = 0;
-        }
-    }
-}
-
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(ddpl_xmalloc(n), s, n);
-}
-
-ddpl_work *pg_work_new(ddpl_pg *pg, const char *name, int nslots, int (*run)(ddpl_work *))
-{
-    ddpl_work *w = ddpl_xcalloc(1, sizeof *w);
-    atomic_init(&w->refcount, 1);
-    w->name = name;
-    w->run = run;
-    w->pg = pg;
-    w->backend = pg->backend;
-    w->timeout_s = pg->timeout_s;
-    w->nslots = nslots;
-    w->slots = nslots ? ddpl_xcalloc((size_t)nslots, sizeof *w->slots) : NULL;
-    w->quiet = pg->quiet_next;
-    pg->quiet_next = false;
-    w->fp = pg->next_fp; /* a collective's, set by pg_expect just before; else seq 0 */
-    memset(&pg->next_fp, 0, sizeof pg->next_fp);
-    pthread_mutex_init(&w->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cv, &ca);
-    pthread_condattr_destroy(&ca);
-    return w;
-}
-
-ddpl_work *ddpl_work_retain(ddpl_work *w)
-{
-    if (w) atomic_fetch_add(&w->refcount, 1);
-    return w;
-}
-
-/* Drops the tensors and buffers (at completion, so a finished handle pins no memory). */
-static void work_drop_args(ddpl_work *w)
-{
-    if (w->backend->work_drop) w->backend->work_drop(w);
-    for (int i = 0; i < w->nslots; i++) {
-        ddpl_tensor_release(w->slots[i].t);
-        free(w->slots[i].stage);
-    }
-    free(w->slots);
-    w->slots = NULL;
-    w->nslots = 0;
-    free(w->scratch);
-    w->scratch = NULL;
-}
-
-void ddpl_work_release(ddpl_work *w)
-{
-    if (!w || atomic_fetch_sub(&w->refcount, 1) != 1) return;
-    if (w->backend->work_release) w->backend->work_release(w); /* before the tensors go */
-    work_drop_args(w);
-    free(w->error);
-    pthread_mutex_destroy(&w->mu);
-    pthread_cond_destroy(&w->cv);
-    free(w);
-}
-
-void pg_work_slot(ddpl_work *w, int i, ddpl_tensor *t, bool reads, bool writes)
-{
-    pg_slot *s = &w->slots[i];
-    /* A plain view of t's storage rather than t itself: the lane thread may drop the last
-     * reference, and a view has no autograd node or Lua hooks to free off the main thread. */
-    s->t = ddpl_tensor_alias(t, t->ndim, t->sizes, t->strides, t->offset);
-    s->write_back = writes;
-    if (ddpl_tensor_is_contiguous(t)) {
-        s->data = ddpl_data_ptr(t);
-    } else {
-        size_t n = ddpl_tensor_nbytes(t);
-        s->stage = ddpl_xmalloc(n ? n : 1);
-        if (reads) pg_strided_copy(t, s->stage, true);
-        s->data = s->stage;
-    }
-}
-
-void pg_work_finish(ddpl_work *w, const char *error)
-{
-    if (!error) {
-        for (int i = 0; i < w->nslots; i++) {
-            pg_slot *s = &w->slots[i];
-            if (!s->write_back) continue;
-            if (s->stage) pg_strided_copy(s->t, s->stage, false);
-            ddpl_storage_bump_version(s->t->storage);
-        }
-    }
-    work_drop_args(w);
-    pthread_mutex_lock(&w->mu);
-    w->error = error ? xstrdup(error) : NULL;
-    w->done = true;
-    w->pg = NULL;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->mu);
-}
-
-static void lane_run(ddpl_pg *pg, ddpl_work *w);
-
-/* The waiter runs w itself when w is next in its lane and nothing of the lane is running: it
- * would only sleep until the lane's thread had done the same, and handing the work over and back
- * costs two thread switches (tens of microseconds: a DDP step of a small model pays them on its
- * last bucket). The lane's thread may wake meanwhile; it finds the lane busy and sleeps again. */
-static void run_if_next(ddpl_work *w)
-{
-    pthread_mutex_lock(&w->mu);
-    pg_lane *ln = w->done ? NULL : w->lane;
-    ddpl_pg *pg = w->pg;
-    pthread_mutex_unlock(&w->mu);
-    if (!ln) return;
-    pthread_mutex_lock(&ln->mu);
-    bool mine = ln->head == w && !ln->busy;
-    if (mine) {
-        ln->head = w->next;
-        if (!ln->head) ln->tail = NULL;
-        ln->busy = true;
-    }
-    pthread_mutex_unlock(&ln->mu);
-    if (!mine) return;
-    lane_run(pg, w);
-    pthread_mutex_lock(&ln->mu);
-    ln->busy = false;
-    if (ln->head) pthread_cond_signal(&ln->cv);
-    pthread_mutex_unlock(&ln->mu);
-    ddpl_work_release(w); /* the lane's reference */
-}
-
-/* A work queued quietly (ddpl_pg_wait_follows) that its caller polls, or waits for without
- * running it, must still reach the lane's thread. */
-static void wake_lane_if_quiet(ddpl_work *w)
-{
-    pthread_mutex_lock(&w->mu);
-    pg_lane *ln = w->quiet && !w->done ? w->lane : NULL;
-    pthread_mutex_unlock(&w->mu);
-    if (!ln) return;
-    pthread_mutex_lock(&ln->mu);
-    pthread_cond_signal(&ln->cv);
-    pthread_mutex_unlock(&ln->mu);
-}
-
-int ddpl_work_wait(ddpl_work *w, double timeout_s)
-{
-    if (w->backend->work_wait) return w->backend->work_wait(w, timeout_s);
-    /* running it here may take as long as the operation's own timeout: not for shorter waits */
-    if (timeout_s < 0 || timeout_s >= w->timeout_s) run_if_next(w);
-    wake_lane_if_quiet(w);
-    if (timeout_s < 0) timeout_s = w->timeout_s + 10.0; /* the operation times out first */
-    struct timespec deadline;
-    clock_gettime(CLOCK_MONOTONIC, &deadline);
-    double whole = (double)(int64_t)timeout_s;
-    deadline.tv_sec += (time_t)whole;
-    deadline.tv_nsec += (long)((timeout_s - whole) * 1e9);
-    if (deadline.tv_nsec >= 1000000000L) {
-        deadline.tv_sec++;
-        deadline.tv_nsec -= 1000000000L;
-    }
-    pthread_mutex_lock(&w->mu);
-    int rc = 0;
-    while (!w->done && rc != ETIMEDOUT) rc = pthread_cond_timedwait(&w->cv, &w->mu, &deadline);
-    bool done = w->done;
-    pthread_mutex_unlock(&w->mu);
-    if (!done)
-        return ddpl_error("%s: wait timed out after %g s (the operation is still running)", w->name,
-                          timeout_s);
-    if (w->error) return ddpl_error("%s", w->error);
-    return 0;
-}
-
-bool ddpl_work_is_completed(ddpl_work *w)
-{
-    if (w->backend->work_poll) w->backend->work_poll(w);
-    wake_lane_if_quiet(w);
-    pthread_mutex_lock(&w->mu);
-    bool d = w->done;
-    pthread_mutex_unlock(&w->mu);
-    return d;
-}
-
-void ddpl_pg_wait_follows(ddpl_pg *pg)
-{
-    pg->quiet_next = true;
-}
-
-const char *ddpl_work_error(ddpl_work *w)
-{
-    if (w->backend->work_poll) w->backend->work_poll(w);
-    pthread_mutex_lock(&w->mu);
-    const char *e = w->done ? w->error : NULL;
-    pthread_mutex_unlock(&w->mu);
-    return e;
-}
-
-const char *ddpl_work_name(const ddpl_work *w)
-{
-    return w->name;
-}
-
-/* ---------------------------------------------------------------------------- lanes ---- */
-static void *lane_main(void *arg);
-
-typedef struct lane_arg {
-    ddpl_pg *pg;
-    pg_lane *ln;
-} lane_arg;
-
-static int lane_start(ddpl_pg *pg, pg_lane *ln)
-{
-    pthread_mutex_init(&ln->mu, NULL);
-    pthread_cond_init(&ln->cv, NULL);
-    lane_arg *a = ddpl_xmalloc(sizeof *a);
-    *a = (lane_arg){pg, ln};
-    if (pthread_create(&ln->thread, NULL, lane_main, a) != 0) {
-        free(a);
-        return ddpl_error("init_process_group: cannot start a worker thread");
-    }
-    ln->started = true;
-    return 0;
-}
-
-int pg_lanes_start(ddpl_pg *pg)
-{
-    if (lane_start(pg, &pg->coll) < 0 || lane_start(pg, &pg->send) < 0 ||
-        lane_start(pg, &pg->recv) < 0)
-        return -1;
-    return 0;
-}
-
-ddpl_work *pg_lane_push(pg_lane *ln, ddpl_work *w)
-{
-    ddpl_work_retain(w);
-    w->lane = ln;
-    pthread_mutex_lock(&ln->mu);
-    w->next = NULL;
-    if (ln->tail)
-        ln->tail->next = w;
-    else
-        ln->head = w;
-    ln->tail = w;
-    if (!w->quiet) pthread_cond_signal(&ln->cv);
-    pthread_mutex_unlock(&ln->mu);
-    return w;
-}
-
-/* Runs w (taken off its lane by the caller) and completes it. */
-static void lane_run(ddpl_pg *pg, ddpl_work *w)
-{
-    char msg[1024];
-    const char *error = NULL;
     pthread_mutex_lock(&pg->broken_mu);
     bool broken = pg->broken != NULL;
     if (broken)
-        snprintf(msg, sizeof msg, "%s: the process group is unusable after an earlier failure (%s)",
-                 w->name, pg->broken);
+        snprintf(msg, n, "%s: the process group is unusable after an earlier failure (%s)", name,
+                 pg->broken);
     pthread_mutex_unlock(&pg->broken_mu);
-    /* the fingerprint is compared before the operation touches data (pg_backend.h: agree) */
-    /* a send's or receive's peer is a group rank; the collective lane waits for every peer */
-    bool p2p = w->lane != &pg->coll && w->peer >= 0 && w->peer < pg->size;
-    atomic_int *running = p2p ? &pg->p2p_running[w->peer] : &pg->coll_running;
-    atomic_fetch_add(running, 1);
-    if (broken) {
-        error = msg;
-    } else if ((w->fp.seq && pg->backend->agree && pg->backend->agree(w) < 0) || w->run(w) < 0) {
-        char failed[768], fault[768];
-        snprintf(failed, sizeof failed, "%s", ddpl_last_error());
-        /* a fault the backend knows (a silent peer) explains the failure better than what the
-         * transport saw of it (a closed connection) */
-        const char *e =
-            pg->backend->fault && pg->backend->fault(pg, fault, sizeof fault) ? fault : failed;
-        /* messages of the backend do not name the API call: prefix it */
-        size_t n = strlen(w->name);
-        if (strncmp(e, w->name, n) == 0 && e[n] == ':')
-            snprintf(msg, sizeof msg, "%s", e);
-        else
-            snprintf(msg, sizeof msg, "%s: %s (rank %d of %d)", w->name, e, pg->rank, pg->size);
-        error = msg;
-        pthread_mutex_lock(&pg->broken_mu);
-        if (!pg->broken && !w->harmless) pg->broken = xstrdup(msg);
-        pthread_mutex_unlock(&pg->broken_mu);
-    }
-    atomic_fetch_sub(running, 1);
-    pg_work_finish(w, error);
+    return broken;
 }
 
-/* Runs queued work until stopped and drained. */
-static void *lane_main(void *arg)
+void pg_break(ddpl_pg *pg, const char *msg)
 {
-    lane_arg a = *(lane_arg *)arg;
-    free(arg);
-    for (;;) {
-        pthread_mutex_lock(&a.ln->mu);
-        while ((!a.ln->head || a.ln->busy) && !(a.ln->stop && !a.ln->head))
-            pthread_cond_wait(&a.ln->cv, &a.ln->mu);
-        ddpl_work *w = a.ln->head;
-        if (w) {
-            a.ln->head = w->next;
-            if (!a.ln->head) a.ln->tail = NULL;
-            a.ln->busy = true;
-        }
-        pthread_mutex_unlock(&a.ln->mu);
-        if (!w) break;
-        lane_run(a.pg, w);
-        pthread_mutex_lock(&a.ln->mu);
-        a.ln->busy = false;
-        pthread_mutex_unlock(&a.ln->mu);
-        ddpl_work_release(w);
+    pthread_mutex_lock(&pg->broken_mu);
+    if (!pg->broken) {
+        size_t n = strlen(msg) + 1;
+        pg->broken = memcpy(ddpl_xmalloc(n), msg, n);
     }
-    return NULL;
-}
-
-/* Lets the lane finish its queue, then joins it; false when it is still busy after wait_s (an
- * operation stuck on a peer that is gone), in which case the thread is left running. */
-static bool lane_stop(pg_lane *ln, double wait_s)
-{
-    if (!ln->started) return true;
-    pthread_mutex_lock(&ln->mu);
-    ln->stop = true;
-    pthread_cond_signal(&ln->cv);
-    pthread_mutex_unlock(&ln->mu);
-    struct timespec deadline;
-    clock_gettime(CLOCK_REALTIME, &deadline); /* pthread_timedjoin_np takes CLOCK_REALTIME */
-    deadline.tv_sec += (time_t)wait_s + 1;
-    if (pthread_timedjoin_np(ln->thread, NULL, &deadline) != 0) return false;
-    pthread_mutex_destroy(&ln->mu);
-    pthread_cond_destroy(&ln->cv);
-    ln->started = false;
-    return true;
+    pthread_mutex_unlock(&pg->broken_mu);
 }
 
 /* -------------------------------------------------------------------------- groups ---- */
@@ -488,13 +149,41 @@ static void log_group(const ddpl_pg *pg)
             pg->my_global, pg->group_id, ranks, pg->backend->name, transport, pg->timeout_s);
 }
 
-/* The backends of this build, by name; a backend that is not built is not compiled in. */
+/* The backends of this build, by name; a backend that is not built is not compiled in. Adding
+ * one is its file(s) and a line here. */
 static const struct ddpl_pg_backend *const backends[] = {
     &pg_host_backend,
 #if DDPL_HAVE_NCCL
     &pg_nccl_backend,
 #endif
 };
+
+enum { MAX_ADDED = 4 };
+static const struct ddpl_pg_backend *added[MAX_ADDED]; /* pg_backend_add's, in order */
+static int n_added;
+
+/* The backend named `name`, built in or added; NULL when there is none. */
+static const struct ddpl_pg_backend *backend_named(const char *name)
+{
+    for (size_t i = 0; i < sizeof backends / sizeof *backends; i++)
+        if (strcmp(backends[i]->name, name) == 0) return backends[i];
+    for (int i = 0; i < n_added; i++)
+        if (strcmp(added[i]->name, name) == 0) return added[i];
+    return NULL;
+}
+
+int pg_backend_add(const struct ddpl_pg_backend *b)
+{
+    if (!b || !b->name || !b->connect || !b->free || !b->check_tensor)
+        return ddpl_error("pg_backend_add: a backend needs a name, connect, free and "
+                          "check_tensor");
+    if (backend_named(b->name))
+        return ddpl_error("pg_backend_add: a backend named '%s' exists already", b->name);
+    if (n_added == MAX_ADDED)
+        return ddpl_error("pg_backend_add: at most %d backends can be added", MAX_ADDED);
+    added[n_added++] = b;
+    return 0;
+}
 
 /* Why this build lacks the backend `name` that another build has; NULL when it does not. */
 static const char *not_built(const char *name)
@@ -515,11 +204,8 @@ static const char *not_built(const char *name)
 static const struct ddpl_pg_backend *find_backend(const char *name)
 {
     const char *fname = "init_process_group";
-    for (size_t i = 0; i < sizeof backends / sizeof *backends; i++) {
-        if (strcmp(backends[i]->name, name) != 0) continue;
-        if (backends[i]->available && backends[i]->available(fname) < 0) return NULL;
-        return backends[i];
-    }
+    const struct ddpl_pg_backend *b = backend_named(name);
+    if (b) return b->available && b->available(fname) < 0 ? NULL : b;
     const char *why = not_built(name);
     if (why) {
         ddpl_error("%s: backend '%s' is not available: %s; use backend='gloo' for CPU tensors",
@@ -560,7 +246,6 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     pg->rank = cfg->rank;
     pg->my_global = cfg->rank;
     pg->size = cfg->world_size;
-    pg->p2p_running = ddpl_xcalloc((size_t)pg->size, sizeof *pg->p2p_running);
     pg->timeout_s = timeout;
     pg->heartbeat_s = cfg->heartbeat_s;
     pg->agent_store = cfg->agent_store;
@@ -625,7 +310,6 @@ ddpl_pg *ddpl_pg_new_group(ddpl_pg *world, int n, const int *ranks, double timeo
     pg->rank = me;
     pg->my_global = world->rank;
     pg->size = n;
-    pg->p2p_running = ddpl_xcalloc((size_t)n, sizeof *pg->p2p_running);
     pg->global_ranks =
         memcpy(ddpl_xmalloc((size_t)n * sizeof *ranks), ranks, (size_t)n * sizeof *ranks);
     pg->timeout_s = timeout_s > 0 ? timeout_s : world->timeout_s;
@@ -654,17 +338,11 @@ void ddpl_pg_free(ddpl_pg *pg)
 {
     if (!pg) return;
     /* Queued operations finish first (as PyTorch's destructor does), each bounded by the
-     * timeout. Should a lane still be stuck after that, the group is leaked rather than freed
-     * under a running thread, so that freeing never hangs past the timeout nor crashes. */
-    double wait_s = pg->timeout_s + 5.0;
-    bool stopped = lane_stop(&pg->coll, wait_s);
-    stopped = lane_stop(&pg->send, stopped ? wait_s : 0.0) && stopped;
-    stopped = lane_stop(&pg->recv, stopped ? wait_s : 0.0) && stopped;
-    if (!stopped) return;
-    if (pg->backend) pg->backend->free(pg);
+     * timeout. Should the backend still be stuck after that, the group is leaked rather than
+     * freed under a running thread, so that freeing never hangs past the timeout nor crashes. */
+    if (pg->backend && !pg->backend->free(pg)) return;
     if (pg->store && pg->owns_store) ddpl_store_free(pg->store);
     free(pg->global_ranks);
-    free(pg->p2p_running);
     free(pg->broken);
     pthread_mutex_destroy(&pg->broken_mu);
     free(pg);

@@ -8,8 +8,8 @@
  *   - gloo through shared memory: always, in the tag slots the first barrier of every operation
  *     already reads (dist/shm_coll.c): no extra synchronisation;
  *   - gloo over TCP: always, by an allgather of the fingerprints (72 bytes per rank) on the lane
- *     before the operation (pg_host.c): one small round trip, next to a DDP bucket's megabytes,
- *     and without it a mismatch is a wrong result, a hang or Gloo aborting the process;
+ *     before the operation (pg_host_lanes.c): one small round trip, next to a DDP bucket's
+ * megabytes, and without it a mismatch is a wrong result, a hang or Gloo aborting the process;
  *   - nccl: under DDPLUA_DISTRIBUTED_DEBUG=DETAIL, through the store when the call is issued
  *     (here), as PyTorch checks NCCL calls only in its DETAIL mode. */
 #include <stdatomic.h>
@@ -70,16 +70,11 @@ int pg_expect(ddpl_pg *pg, const char *name, int dtype, int64_t count, int reduc
     fp->root = root;
     fp->caller = pg->my_global;
     snprintf(fp->name, sizeof fp->name, "%s", name);
-    if (pg->backend->agree || ddpl_pg_debug_level() < DDPL_PG_DEBUG_DETAIL) return 0;
-    /* checked here, at issue: so is the failure state a mismatch leaves (lanes check it when
-     * they run a work item; a backend without lanes has only this place) */
-    pthread_mutex_lock(&pg->broken_mu);
-    int broken = pg->broken ? ddpl_error("%s: the process group is unusable after an earlier "
-                                         "failure (%s)",
-                                         name, pg->broken)
-                            : 0;
-    pthread_mutex_unlock(&pg->broken_mu);
-    if (broken < 0) return -1;
+    if (pg->backend->agrees_in_band || ddpl_pg_debug_level() < DDPL_PG_DEBUG_DETAIL) return 0;
+    /* checked here, at issue: so is the failure state a mismatch leaves (the host backend's
+     * lanes check it when they run a work item; a backend without lanes has only this place) */
+    char msg[1024];
+    if (pg_broken(pg, name, msg, sizeof msg)) return ddpl_error("%s", msg);
     return pg_agree_via_store(pg, fp);
 }
 
@@ -108,13 +103,7 @@ int pg_agree_via_store(ddpl_pg *pg, const ddpl_pg_fp *fp)
     }
     free(fps);
     if (mismatch) { /* the ranks are out of step: the group is unusable, as after a failed run */
-        pthread_mutex_lock(&pg->broken_mu);
-        if (!pg->broken) {
-            const char *e = ddpl_last_error();
-            size_t n = strlen(e) + 1;
-            pg->broken = memcpy(ddpl_xmalloc(n), e, n);
-        }
-        pthread_mutex_unlock(&pg->broken_mu);
+        pg_break(pg, ddpl_last_error());
         return -1;
     }
     /* Every rank has read the keys of call seq - 2 once it set those of seq - 1, which this rank

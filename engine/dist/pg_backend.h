@@ -1,19 +1,25 @@
 /* dist/pg_backend.h: the interface a process-group backend fills (a table of functions).
  * defines: struct ddpl_pg_backend, PG_HIDDEN, the tables of this build: pg_host_backend ("gloo",
- * always) and pg_nccl_backend ("nccl", CUDA builds with NCCL only). Internal to engine/dist.
+ *          always) and pg_nccl_backend ("nccl", CUDA builds with NCCL only), pg_backend_add.
+ *          Internal to engine/dist.
  *
- * pg.c owns what every backend shares: rendezvous, the group's timeout and its failure state,
- * work handles, the lanes (worker threads) that run host operations in issue order. pg_ops.c
- * checks what it can without the backend (reduce ops, ranks, shapes, list lengths), asks the
- * backend to check each tensor, then calls the backend's entry for the operation. A backend is
+ * What every backend shares lives above it: rendezvous, the group's timeout and failure state
+ * (pg.c), work handles (pg_work.c), argument checks and fingerprints (pg_ops.c, pg_agree.c).
+ * pg_ops.c checks what it can without the backend (reduce ops, ranks, shapes, list lengths),
+ * asks the backend to check each tensor, then calls the backend's entry for the operation: a
+ * collective crosses this table once. How the backend runs it is its own business: the host
+ * backend queues work items on lanes (threads) it owns, NCCL enqueues on a device stream. Its
+ * state is its own too: pg->impl and w->impl (pg_impl.h), typed only in its files. A backend is
  * chosen once, by name, at group creation; nothing else branches on it.
  *
  * Entries follow the ops layer's kernel tables: designated initialisers, and a NULL operation
  * entry is reported ("reduce_scatter_tensor: not supported by backend X"), never called; name,
  * connect, free and check_tensor are required.
- * Adding a collective is one entry here, one function in pg_ops.c and one per backend; the
- * pg_ops.c function calls pg_expect (pg_impl.h) once its arguments are checked, which makes the
- * call's fingerprint: the mismatch checks then cover it with nothing more to do.
+ * Adding a backend is its own file(s) and one entry in pg.c's list (spec/c/test_pg_backend.c
+ * adds a fake one with pg_backend_add). Adding a collective is one entry here, one function in
+ * pg_ops.c and one per backend; the pg_ops.c function calls pg_expect (pg_impl.h) once its
+ * arguments are checked, which makes the call's fingerprint: the mismatch checks then cover it
+ * with nothing more to do.
  * The shared-buffer entries are optional features instead: without them shared_zeros makes an
  * ordinary tensor and a prescaled allreduce scales the tensor first (pg.h). */
 #ifndef DDPL_DIST_PG_BACKEND_H
@@ -33,12 +39,16 @@ struct ddpl_pg_backend {
     /* 0 when the backend can run here, else -1 with why, for fname; NULL: always. */
     int (*available)(const char *fname);
     /* Connects pg (rank, size, timeout and store are set; every rank has joined) and sets
-     * pg->comm; keys go under prefix; bind_host is the local address that routes to the master.
+     * pg->impl; keys go under prefix; bind_host is the local address that routes to the master.
      * 0, or -1 with the error set (what was made is left for free). */
     int (*connect)(ddpl_pg *pg, const char *prefix, const char *bind_host);
-    /* Called once the lanes are stopped: finishes what is queued (bounded by the timeout),
-     * aborts what is stuck, frees pg->comm. Work handles stay valid. */
-    void (*free)(ddpl_pg *pg);
+    /* Finishes what is queued (bounded by the timeout), aborts what is stuck, frees pg->impl
+     * (NULL when connect never ran: a subgroup this rank is not in). Work handles stay valid.
+     * false when something is still stuck after that (a thread that waits on a peer that is
+     * gone): pg is then leaked, never freed under a running thread. */
+    bool (*free)(ddpl_pg *pg);
+    /* bytes of the backend's state per work item (w->impl, zeroed; 0: none) */
+    size_t work_size;
 
     /* ---- arguments ---- */
     /* t (non-NULL) is a tensor this backend takes: device, layout, and a dtype it reduces when
@@ -77,27 +87,26 @@ struct ddpl_pg_backend {
     ddpl_work *(*allreduce_shared)(ddpl_pg *pg, ddpl_tensor *t, double factor, int n,
                                    ddpl_tensor *const *values, const int64_t *offsets);
 
-    /* ---- collective safety (optional; dist/pg_fingerprint.h) ---- */
-    /* Compares w->fp (a collective: seq > 0) with the other ranks' before w->run touches data;
-     * called by lane_run (pg.c). 0, or -1 with ddpl_pg_fp_check's error. A transport may instead
-     * compare in-band at the operation's first synchronisation (pg_host.c hands the fingerprint
-     * to the shared-memory tag slots) and return 0 here. NULL: no check of its own; then
-     * pg_expect compares through the store under DDPLUA_DISTRIBUTED_DEBUG=DETAIL (nccl). */
-    int (*agree)(ddpl_work *w);
+    /* ---- collective safety (dist/pg_fingerprint.h) ---- */
+    /* The backend compares w->fp (a collective: seq > 0) with the other ranks' itself before the
+     * operation touches data (the host backend: a small allgather, or in the shared-memory tag
+     * slots). false: pg_expect compares through the store under DDPLUA_DISTRIBUTED_DEBUG=DETAIL
+     * (nccl, as PyTorch checks NCCL calls only then). */
+    bool agrees_in_band;
     /* How the group moves bytes, for the INFO log ("shm", "gloo"); NULL: the backend's name. */
     const char *(*transport)(const ddpl_pg *pg);
-    /* After an operation failed: the fault behind it, when the backend knows one (pg_host.c: a
-     * peer its heartbeat, or another rank's, found silent), copied into msg (n bytes) and true,
-     * which then replaces the operation's own error. NULL: never. */
-    bool (*fault)(ddpl_pg *pg, char *msg, size_t n);
 
     /* ---- work handles of this backend's operations (each optional) ---- */
-    /* Ordering instead of blocking where the backend can (a device stream); 0 or -1. NULL:
-     * pg.c waits for the lane to complete it. */
+    /* The next operation issued on pg will be waited for right away (ddpl_pg_wait_follows): a
+     * hint, NULL: ignored. */
+    void (*wait_follows)(ddpl_pg *pg);
+    /* ddpl_work_wait: ordering instead of blocking where the backend can (a device stream), or
+     * running the work on the caller's thread; 0 or -1. NULL: sleeps until the work is done
+     * (pg_work_wait_done). */
     int (*work_wait)(ddpl_work *w, double timeout_s);
     void (*work_poll)(ddpl_work *w); /* marks w done when it has completed or failed */
-    /* Frees what w holds besides its tensors and scratch when it completes (messages still
-     * posted when a broken group skipped it), before the tensors go. */
+    /* Frees what w->impl holds besides the tensors and scratch when w completes (messages
+     * still posted when a broken group skipped it), before the tensors go. */
     void (*work_drop)(ddpl_work *w);
     /* At the last reference, before the tensors go (a result the caller never took). */
     void (*work_release)(ddpl_work *w);
@@ -110,5 +119,11 @@ PG_HIDDEN extern const struct ddpl_pg_backend pg_host_backend;
 /* CUDA tensors through NCCL (dist/nccl_pg.c), compiled only with the CUDA backend and nccl.h. */
 PG_HIDDEN extern const struct ddpl_pg_backend pg_nccl_backend;
 #endif
+
+/* Makes backend b (static: it outlives every group) available by its name after the built-in
+ * ones, for a backend outside the tree (a test's, an embedder's who links the objects). 0, or
+ * -1 with the error when the name is taken or the list is full. Not thread-safe: before any
+ * group is made. */
+PG_HIDDEN int pg_backend_add(const struct ddpl_pg_backend *b);
 
 #endif

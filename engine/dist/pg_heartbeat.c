@@ -63,7 +63,8 @@ double pg_heartbeat_limit(double cfg_s)
  * receive with q. */
 static bool waited_for(ddpl_pg *pg, int q)
 {
-    return atomic_load(&pg->coll_running) > 0 || atomic_load(&pg->p2p_running[q]) > 0;
+    const host_lanes *l = &host_of(pg)->lanes;
+    return atomic_load(&l->coll_running) > 0 || atomic_load(&l->p2p_running[q]) > 0;
 }
 
 static void key_of(const pg_heartbeat *hb, char *out, size_t n, int rank)

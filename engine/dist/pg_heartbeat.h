@@ -27,7 +27,7 @@ typedef struct pg_heartbeat pg_heartbeat;
 /* The heartbeat limit for a configured value (ddpl_pg_config's heartbeat_s): > 0 as given; 0
  * the default (DDPLUA_HEARTBEAT_TIMEOUT, else 30 s); < 0 none (returns 0). */
 PG_HIDDEN double pg_heartbeat_limit(double cfg_s);
-/* Starts the heartbeat of pg (connected, lanes started: pg->comm is its pg_host) with the limit
+/* Starts the heartbeat of pg (connected, lanes started: pg->impl is its pg_host) with the limit
  * pg_heartbeat_limit(pg->heartbeat_s); keys go under prefix ("pg<id>/"). NULL when there is no
  * limit or the group has one rank (no error); NULL with the error set when the thread cannot
  * start. */

@@ -1,11 +1,11 @@
 /* dist/pg_host.c: the process-group backend for CPU tensors (backend 'gloo'): each operation is
- * a work item, staged on the host and run on the group's lanes (pg.c), whose bytes move through
- * a table of host collectives: Gloo over TCP, or shared memory (shm_coll.h) when every rank is
- * on this machine. Point-to-point messages always go through Gloo.
- * defines: pg_host_backend (pg_backend.h), pg_host_reduce_fn, pg_host_divide_by (pg_host.h); the
- *          reduction kernels, the Gloo and shared-memory tables of host collectives and the
- *          run_* functions of the lanes are static. The rooted collectives and all-to-all are in
- *          pg_host_rooted.c.
+ * a work item, staged on the host and run on the group's lanes (pg_host_lanes.c), whose bytes
+ * move through a table of host collectives (pg_host_coll.c): Gloo over TCP, or shared memory
+ * (shm_coll.h) when every rank is on this machine. Point-to-point messages always go through
+ * Gloo.
+ * defines: pg_host_backend (pg_backend.h), host_work_new, pg_host_reduce_fn, pg_host_divide_by
+ *          (pg_host.h); the reduction kernels and the run_* functions of the lanes are static.
+ *          The rooted collectives and all-to-all are in pg_host_rooted.c.
  *
  * The shared-memory table replaces Gloo's for collectives only, chosen once at connect and the
  * same on every rank (ddpl_shm_connect decides collectively); it alone has buffers every rank
@@ -21,7 +21,6 @@
 #include "core/alloc.h"
 #include "dist/pg_heartbeat.h"
 #include "dist/pg_host.h"
-#include "dist/shm_coll_rooted.h"
 
 /* ---------------------------------------------------------------- reduction kernels ---- */
 /* Gloo calls these on segments of about 1 MB; out may alias a. Plain loops: -O3 vectorises them. */
@@ -117,152 +116,23 @@ void pg_host_divide_by(void *data, ddpl_dtype dt, int64_t n, int size)
     }
 }
 
-/* -------------------------------------------------------- tables of host collectives ---- */
-static int gloo_allreduce(pg_host *h, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn)
-{
-    return ddpl_gloo_allreduce(h->gloo, data, count, elsize, fn);
-}
-static int gloo_broadcast(pg_host *h, void *data, size_t nbytes, int root)
-{
-    return ddpl_gloo_broadcast(h->gloo, data, nbytes, root);
-}
-static int gloo_allgather(pg_host *h, const void *in, void *out, size_t nbytes)
-{
-    return ddpl_gloo_allgather(h->gloo, in, out, nbytes);
-}
-static int gloo_barrier(pg_host *h)
-{
-    return ddpl_gloo_barrier(h->gloo);
-}
-
-/* Always on (docs/distributed.md): one allgather of 72 bytes per rank ahead of the collective.
- * Without it a call of another size makes Gloo abort the process (its TCP loop thread throws on
- * a message larger than the posted buffer, where nothing can catch it), and another operation
- * waits until the timeout. Every rank's first Gloo exchange of a collective is this one, of the
- * same size, so it always matches. */
-static int gloo_agree(pg_host *h, const ddpl_pg_fp *fp, int size)
-{
-    ddpl_pg_fp *fps = ddpl_xcalloc((size_t)size, sizeof *fps);
-    int rc = ddpl_gloo_allgather(h->gloo, fp, fps, sizeof *fp);
-    if (rc == 0) rc = ddpl_pg_fp_check(fp, fps, size);
-    free(fps);
-    return rc;
-}
-
-/* Gloo's ring reduce leaves partial sums in the output of the other ranks: theirs is scratch. */
-static int gloo_reduce(pg_host *h, void *data, void *scratch, size_t count, size_t elsize,
-                       ddpl_reduce_fn fn, int root)
-{
-    /* scratch is NULL on the root (run_reduce): there the reduction is in place */
-    return ddpl_gloo_reduce(h->gloo, data, scratch ? scratch : data, count, elsize, fn, root);
-}
-static int gloo_gather(pg_host *h, const void *in, void *out, size_t nbytes, int root)
-{
-    return ddpl_gloo_gather(h->gloo, in, out, nbytes, root);
-}
-static int gloo_scatter(pg_host *h, const void *in, void *out, size_t nbytes, int root)
-{
-    return ddpl_gloo_scatter(h->gloo, in, out, nbytes, root);
-}
-static int gloo_alltoallv(pg_host *h, const void *in, const size_t *in_bytes, void *out,
-                          const size_t *out_bytes, size_t max_pair_bytes)
-{
-    DDPL_UNUSED(max_pair_bytes);
-    return ddpl_gloo_alltoallv(h->gloo, in, in_bytes, out, out_bytes);
-}
-
-static const host_coll gloo_coll = {
-    .allreduce = gloo_allreduce,
-    .broadcast = gloo_broadcast,
-    .allgather = gloo_allgather,
-    .barrier = gloo_barrier,
-    .agree = gloo_agree,
-    .reduce = gloo_reduce,
-    .reduce_scratch = true,
-    .gather = gloo_gather,
-    .scatter = gloo_scatter,
-    .alltoallv = gloo_alltoallv,
-};
-
-static int shm_allreduce(pg_host *h, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn)
-{
-    return ddpl_shm_allreduce(h->shm, data, count, elsize, fn);
-}
-static int shm_broadcast(pg_host *h, void *data, size_t nbytes, int root)
-{
-    return ddpl_shm_broadcast(h->shm, data, nbytes, root);
-}
-static int shm_allgather(pg_host *h, const void *in, void *out, size_t nbytes)
-{
-    return ddpl_shm_allgather(h->shm, in, out, nbytes);
-}
-static int shm_barrier(pg_host *h)
-{
-    return ddpl_shm_checked_barrier(h->shm);
-}
-/* compared at the operation's first barrier, in the tag slots (shm_coll.c) */
-static int shm_agree(pg_host *h, const ddpl_pg_fp *fp, int size)
-{
-    DDPL_UNUSED(size);
-    ddpl_shm_expect(h->shm, fp);
-    return 0;
-}
-static int shm_reduce(pg_host *h, void *data, void *scratch, size_t count, size_t elsize,
-                      ddpl_reduce_fn fn, int root)
-{
-    DDPL_UNUSED(scratch);
-    return ddpl_shm_reduce_to(h->shm, data, count, elsize, fn, root);
-}
-static int shm_gather(pg_host *h, const void *in, void *out, size_t nbytes, int root)
-{
-    return ddpl_shm_gather(h->shm, in, out, nbytes, root);
-}
-static int shm_scatter(pg_host *h, const void *in, void *out, size_t nbytes, int root)
-{
-    return ddpl_shm_scatter(h->shm, in, out, nbytes, root);
-}
-static int shm_alltoallv(pg_host *h, const void *in, const size_t *in_bytes, void *out,
-                         const size_t *out_bytes, size_t max_pair_bytes)
-{
-    return ddpl_shm_alltoallv(h->shm, in, in_bytes, out, out_bytes, max_pair_bytes);
-}
-static int shm_buffer_new(pg_host *h, size_t nbytes, ddpl_shm_buffer **out)
-{
-    return ddpl_shm_buffer_new(h->shm, nbytes, out);
-}
-static int shm_buffer_allreduce(pg_host *h, ddpl_shm_buffer *b, size_t offset, size_t count,
-                                const ddpl_shm_reduce *how, const ddpl_shm_seg *segs, int nsegs)
-{
-    return ddpl_shm_buffer_allreduce(h->shm, b, offset, count, how, segs, nsegs);
-}
-
-static const host_coll shm_coll = {
-    .allreduce = shm_allreduce,
-    .broadcast = shm_broadcast,
-    .allgather = shm_allgather,
-    .barrier = shm_barrier,
-    .agree = shm_agree,
-    .reduce = shm_reduce,
-    .gather = shm_gather,
-    .scatter = shm_scatter,
-    .alltoallv = shm_alltoallv,
-    .buffer_new = shm_buffer_new,
-    .buffer_allreduce = shm_buffer_allreduce,
-};
-
 /* ------------------------------------------------------------------------- the group ---- */
-static void host_free(ddpl_pg *pg)
+static bool host_free(ddpl_pg *pg)
 {
     pg_host *h = host_of(pg);
-    if (!h) return;
-    pg_heartbeat_stop(h->hb); /* it uses the transports */
+    if (!h) return true;
+    /* queued operations finish first, each bounded by the timeout */
+    if (!host_lanes_stop(&h->lanes, pg->timeout_s + 5.0)) return false;
+    pg_heartbeat_stop(h->hb); /* it uses the transports and reads the lanes' counters */
+    host_lanes_free(&h->lanes);
     ddpl_gloo_free(h->gloo);
     ddpl_shm_free(h->shm);
     for (int q = 0; h->hosts && q < pg->size; q++) free(h->hosts[q]);
     free(h->hosts);
     free(h->pids);
     free(h);
-    pg->comm = NULL;
+    pg->impl = NULL;
+    return true;
 }
 
 /* Every rank publishes "<pid> <host name>" under <prefix>who/<rank> and reads the others':
@@ -301,7 +171,7 @@ static int exchange_who(ddpl_pg *pg, pg_host *h, const char *prefix)
 static int host_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
 {
     pg_host *h = ddpl_xcalloc(1, sizeof *h);
-    pg->comm = h;
+    pg->impl = h;
     char key[256];
     snprintf(key, sizeof key, "%sgloo/", prefix);
     h->gloo = ddpl_gloo_connect(pg->store, key, pg->rank, pg->size, bind_host, pg->timeout_s);
@@ -313,7 +183,7 @@ static int host_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
     }
     snprintf(key, sizeof key, "%sshm/", prefix);
     h->shm = ddpl_shm_connect(pg->store, key, pg->rank, pg->size, pg->timeout_s);
-    h->coll = h->shm ? &shm_coll : &gloo_coll;
+    h->coll = h->shm ? &pg_host_shm_coll : &pg_host_gloo_coll;
     /* Once every rank passed this barrier nobody reads rendezvous keys any more, so rank 0 may
      * free the store whenever it likes. */
     if (exchange_who(pg, h, prefix) < 0 || ddpl_gloo_barrier(h->gloo) < 0) {
@@ -321,7 +191,7 @@ static int host_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
         snprintf(e, sizeof e, "%s", ddpl_last_error());
         return ddpl_error("init_process_group: %s", e);
     }
-    if (pg_lanes_start(pg) < 0) return -1;
+    if (host_lanes_start(pg, &h->lanes) < 0) return -1;
     h->hb = pg_heartbeat_start(pg, prefix);
     if (!h->hb && pg_heartbeat_limit(pg->heartbeat_s) > 0 && pg->size > 1) {
         char e[768];
@@ -331,15 +201,15 @@ static int host_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
     return 0;
 }
 
-static bool host_fault(ddpl_pg *pg, char *msg, size_t n)
+ddpl_work *host_work_new(ddpl_pg *pg, const char *name, int nslots, int (*run)(ddpl_work *))
 {
-    return pg_heartbeat_fault(host_of(pg)->hb, msg, n);
-}
-
-static int host_agree(ddpl_work *w)
-{
-    pg_host *h = host_of(w->pg);
-    return h->coll->agree(h, &w->fp, w->pg->size);
+    ddpl_work *w = pg_work_new(pg, name, nslots);
+    host_work *hw = host_work_of(w);
+    hw->run = run;
+    host_lanes *l = &host_of(pg)->lanes;
+    hw->quiet = l->quiet_next;
+    l->quiet_next = false;
+    return w;
 }
 
 static const char *host_transport(const ddpl_pg *pg)
@@ -381,18 +251,18 @@ static bool host_is_shared(const ddpl_pg *pg, const ddpl_tensor *t)
 static int run_shared_zeros(ddpl_work *w)
 {
     pg_host *h = host_of(w->pg);
-    return h->coll->buffer_new(h, w->nbytes, &w->made);
+    return h->coll->buffer_new(h, w->nbytes, &host_work_of(w)->made);
 }
 
 static ddpl_tensor *host_shared_zeros(ddpl_pg *pg, int64_t numel, ddpl_dtype dt)
 {
     if (!host_of(pg)->coll->buffer_new) return ddpl_zeros(1, &numel, dt, ddpl_cpu());
-    ddpl_work *w = pg_work_new(pg, "shared_zeros", 0, run_shared_zeros);
+    ddpl_work *w = host_work_new(pg, "shared_zeros", 0, run_shared_zeros);
     w->nbytes = (size_t)numel * ddpl_dtype_size(dt);
-    pg_lane_push(&pg->coll, w);
+    host_lane_push(&host_of(pg)->lanes.coll, w);
     int rc = ddpl_work_wait(w, -1);
-    ddpl_shm_buffer *b = w->made;
-    w->made = NULL;
+    ddpl_shm_buffer *b = host_work_of(w)->made;
+    host_work_of(w)->made = NULL;
     ddpl_work_release(w);
     if (rc < 0) return NULL;
     if (!b) return ddpl_zeros(1, &numel, dt, ddpl_cpu()); /* some rank had no room in /dev/shm */
@@ -407,6 +277,7 @@ static ddpl_tensor *host_shared_zeros(ddpl_pg *pg, int64_t numel, ddpl_dtype dt)
 static int run_allreduce(ddpl_work *w)
 {
     pg_host *h = host_of(w->pg);
+    const host_work *hw = host_work_of(w);
     ddpl_tensor *t = w->slots[0].t;
     ddpl_dtype dt = (ddpl_dtype)t->dtype;
     int64_t n = ddpl_tensor_numel(t);
@@ -423,8 +294,8 @@ static int run_allreduce(ddpl_work *w)
         ddpl_shm_reduce how = {
             .elsize = es,
             .fn = pg_host_reduce_fn(dt, w->op),
-            .scale = w->prescaled ? (f32 ? scale_f32 : scale_f64) : NULL,
-            .factor = w->prescaled ? w->factor : 1.0,
+            .scale = hw->prescaled ? (f32 ? scale_f32 : scale_f64) : NULL,
+            .factor = hw->prescaled ? hw->factor : 1.0,
             .pair = !sum                 ? NULL
                     : f32                ? pair_sum_f32
                     : dt == DDPL_FLOAT64 ? pair_sum_f64
@@ -442,25 +313,25 @@ static int run_allreduce(ddpl_work *w)
 
 static ddpl_work *host_allreduce(ddpl_pg *pg, ddpl_tensor *t, ddpl_reduce_op op)
 {
-    ddpl_work *w = pg_work_new(pg, "all_reduce", 1, run_allreduce);
+    ddpl_work *w = host_work_new(pg, "all_reduce", 1, run_allreduce);
     w->op = op;
     pg_work_slot(w, 0, t, true, true);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 static ddpl_work *host_allreduce_shared(ddpl_pg *pg, ddpl_tensor *t, double factor, int n,
                                         ddpl_tensor *const *values, const int64_t *offsets)
 {
-    ddpl_work *w = pg_work_new(pg, "all_reduce", 1 + n, run_allreduce);
+    ddpl_work *w = host_work_new(pg, "all_reduce", 1 + n, run_allreduce);
     w->op = DDPL_REDUCE_SUM;
-    w->prescaled = true;
-    w->factor = factor;
+    host_work_of(w)->prescaled = true;
+    host_work_of(w)->factor = factor;
     pg_work_slot(w, 0, t, true, true);
     for (int i = 0; i < n; i++) pg_work_slot(w, 1 + i, values[i], true, true);
     w->scratch =
         n ? memcpy(ddpl_xmalloc((size_t)n * sizeof *offsets), offsets, (size_t)n * sizeof *offsets)
           : NULL;
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 static int run_broadcast(ddpl_work *w)
@@ -471,10 +342,10 @@ static int run_broadcast(ddpl_work *w)
 
 static ddpl_work *host_broadcast(ddpl_pg *pg, ddpl_tensor *t, int src)
 {
-    ddpl_work *w = pg_work_new(pg, "broadcast", 1, run_broadcast);
+    ddpl_work *w = host_work_new(pg, "broadcast", 1, run_broadcast);
     w->peer = src;
     pg_work_slot(w, 0, t, true, src != pg->rank);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 /* slot 0 = the input, slots 1..size = the outputs; scratch gathers all ranks' bytes */
@@ -489,12 +360,12 @@ static int run_allgather(ddpl_work *w)
 
 static ddpl_work *host_allgather(ddpl_pg *pg, ddpl_tensor *const *outs, int nouts, ddpl_tensor *t)
 {
-    ddpl_work *w = pg_work_new(pg, "all_gather", 1 + nouts, run_allgather);
+    ddpl_work *w = host_work_new(pg, "all_gather", 1 + nouts, run_allgather);
     pg_work_slot(w, 0, t, true, false);
     for (int r = 0; r < nouts; r++) pg_work_slot(w, 1 + r, outs[r], false, true);
     w->nbytes = ddpl_tensor_nbytes(t);
     w->scratch = ddpl_xmalloc(w->nbytes * (size_t)pg->size + 1);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 /* slot 0 = out (size x nbytes), slot 1 = the input */
@@ -506,11 +377,11 @@ static int run_allgather_into(ddpl_work *w)
 
 static ddpl_work *host_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *t)
 {
-    ddpl_work *w = pg_work_new(pg, "all_gather_into_tensor", 2, run_allgather_into);
+    ddpl_work *w = host_work_new(pg, "all_gather_into_tensor", 2, run_allgather_into);
     pg_work_slot(w, 0, out, false, true);
     pg_work_slot(w, 1, t, true, false);
     w->nbytes = ddpl_tensor_nbytes(t);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 /* Reduce-scatter as allreduce of a copy of the input (scratch), keeping this rank's chunk: twice
@@ -534,14 +405,14 @@ static int run_reduce_scatter(ddpl_work *w)
 static ddpl_work *host_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
                                       ddpl_reduce_op op)
 {
-    ddpl_work *w = pg_work_new(pg, "reduce_scatter_tensor", 1, run_reduce_scatter);
+    ddpl_work *w = host_work_new(pg, "reduce_scatter_tensor", 1, run_reduce_scatter);
     w->op = op;
     pg_work_slot(w, 0, out, false, true);
     w->nbytes = ddpl_tensor_nbytes(out);
     size_t total = ddpl_tensor_nbytes(in);
     w->scratch = ddpl_xmalloc(total + 1);
     pg_strided_copy(in, w->scratch, true);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 static int run_barrier(ddpl_work *w)
@@ -552,7 +423,7 @@ static int run_barrier(ddpl_work *w)
 
 static ddpl_work *host_barrier(ddpl_pg *pg)
 {
-    return pg_lane_push(&pg->coll, pg_work_new(pg, "barrier", 0, run_barrier));
+    return host_lane_push(&host_of(pg)->lanes.coll, host_work_new(pg, "barrier", 0, run_barrier));
 }
 
 /* Point-to-point: the sender posts a header (dtype, shape, bytes) on channel 0 and the payload on
@@ -568,24 +439,26 @@ static int p2p_wait(ddpl_work *w, ddpl_gloo_p2p **p)
 
 static int run_send(ddpl_work *w)
 {
-    if (p2p_wait(w, &w->p2p_hdr) < 0) return -1;
-    return p2p_wait(w, &w->p2p);
+    host_work *hw = host_work_of(w);
+    if (p2p_wait(w, &hw->p2p_hdr) < 0) return -1;
+    return p2p_wait(w, &hw->p2p);
 }
 
 static int run_recv(ddpl_work *w)
 {
-    if (p2p_wait(w, &w->p2p_hdr) < 0) return -1;
+    host_work *hw = host_work_of(w);
+    if (p2p_wait(w, &hw->p2p_hdr) < 0) return -1;
     ddpl_tensor *t = w->slots[0].t;
-    const pg_p2p_header *h = &w->hdr;
+    const host_p2p_header *h = &hw->hdr;
     bool ok = h->nbytes == (int64_t)ddpl_tensor_nbytes(t) && h->dtype == t->dtype &&
               ddpl_numel(h->ndim, h->sizes) == ddpl_tensor_numel(t);
     void *dst = w->slots[0].data;
     if (!ok) dst = w->scratch = ddpl_xmalloc((size_t)h->nbytes + 1);
-    w->p2p = ddpl_gloo_recv(host_of(w->pg)->gloo, dst, (size_t)h->nbytes, w->peer, 1);
-    if (!w->p2p || p2p_wait(w, &w->p2p) < 0) return -1;
+    hw->p2p = ddpl_gloo_recv(host_of(w->pg)->gloo, dst, (size_t)h->nbytes, w->peer, 1);
+    if (!hw->p2p || p2p_wait(w, &hw->p2p) < 0) return -1;
     if (!ok) {
         char a[96], b[96];
-        w->harmless = true; /* the payload was drained: later messages still match */
+        hw->harmless = true; /* the payload was drained: later messages still match */
         int nd = h->ndim >= 0 && h->ndim <= DDPL_MAX_DIMS ? h->ndim : 0;
         return ddpl_error(
             "recv: rank %d sent %s %s, but the tensor here is %s %s", w->peer,
@@ -598,29 +471,30 @@ static int run_recv(ddpl_work *w)
 
 static ddpl_work *p2p(ddpl_pg *pg, const char *f, ddpl_tensor *t, int peer, bool is_send)
 {
-    ddpl_gloo *g = host_of(pg)->gloo;
-    ddpl_work *w = pg_work_new(pg, f, 1, is_send ? run_send : run_recv);
+    pg_host *h = host_of(pg);
+    ddpl_work *w = host_work_new(pg, f, 1, is_send ? run_send : run_recv);
+    host_work *hw = host_work_of(w);
     w->peer = peer;
     pg_work_slot(w, 0, t, is_send, !is_send);
     if (is_send) {
-        w->hdr.nbytes = (int64_t)ddpl_tensor_nbytes(t);
-        w->hdr.dtype = t->dtype;
-        w->hdr.ndim = t->ndim;
-        memcpy(w->hdr.sizes, t->sizes, sizeof w->hdr.sizes);
-        w->p2p_hdr = ddpl_gloo_send(g, &w->hdr, sizeof w->hdr, peer, 0);
-        if (w->p2p_hdr)
-            w->p2p = ddpl_gloo_send(g, w->slots[0].data, ddpl_tensor_nbytes(t), peer, 1);
+        hw->hdr.nbytes = (int64_t)ddpl_tensor_nbytes(t);
+        hw->hdr.dtype = t->dtype;
+        hw->hdr.ndim = t->ndim;
+        memcpy(hw->hdr.sizes, t->sizes, sizeof hw->hdr.sizes);
+        hw->p2p_hdr = ddpl_gloo_send(h->gloo, &hw->hdr, sizeof hw->hdr, peer, 0);
+        if (hw->p2p_hdr)
+            hw->p2p = ddpl_gloo_send(h->gloo, w->slots[0].data, ddpl_tensor_nbytes(t), peer, 1);
     } else {
-        w->p2p_hdr = ddpl_gloo_recv(g, &w->hdr, sizeof w->hdr, peer, 0);
+        hw->p2p_hdr = ddpl_gloo_recv(h->gloo, &hw->hdr, sizeof hw->hdr, peer, 0);
     }
-    if (!w->p2p_hdr || (is_send && !w->p2p)) {
+    if (!hw->p2p_hdr || (is_send && !hw->p2p)) {
         char e[768];
         snprintf(e, sizeof e, "%s", ddpl_last_error());
         ddpl_work_release(w);
         ddpl_error("%s: %s (rank %d, peer %d)", f, e, pg->rank, peer);
         return NULL;
     }
-    return pg_lane_push(is_send ? &pg->send : &pg->recv, w);
+    return host_lane_push(is_send ? &h->lanes.send : &h->lanes.recv, w);
 }
 
 static ddpl_work *host_send(ddpl_pg *pg, ddpl_tensor *t, int dst)
@@ -637,15 +511,16 @@ static ddpl_work *host_recv(ddpl_pg *pg, ddpl_tensor *t, int src)
 /* Messages still posted when a broken group skipped the work: just free them. */
 static void host_work_drop(ddpl_work *w)
 {
-    if (w->p2p_hdr) ddpl_gloo_p2p_wait(w->p2p_hdr, 0.0);
-    if (w->p2p) ddpl_gloo_p2p_wait(w->p2p, 0.0);
-    w->p2p_hdr = w->p2p = NULL;
+    host_work *hw = host_work_of(w);
+    if (hw->p2p_hdr) ddpl_gloo_p2p_wait(hw->p2p_hdr, 0.0);
+    if (hw->p2p) ddpl_gloo_p2p_wait(hw->p2p, 0.0);
+    hw->p2p_hdr = hw->p2p = NULL;
 }
 
 /* A shared buffer whose maker stopped waiting for it. */
 static void host_work_release(ddpl_work *w)
 {
-    ddpl_shm_buffer_free(w->made);
+    ddpl_shm_buffer_free(host_work_of(w)->made);
 }
 
 const struct ddpl_pg_backend pg_host_backend = {
@@ -653,6 +528,7 @@ const struct ddpl_pg_backend pg_host_backend = {
     .device_type = DDPL_CPU,
     .connect = host_connect,
     .free = host_free,
+    .work_size = sizeof(host_work),
     .check_tensor = host_check_tensor,
     .allreduce = host_allreduce,
     .broadcast = host_broadcast,
@@ -670,9 +546,11 @@ const struct ddpl_pg_backend pg_host_backend = {
     .shared_zeros = host_shared_zeros,
     .is_shared = host_is_shared,
     .allreduce_shared = host_allreduce_shared,
-    .agree = host_agree,
+    .agrees_in_band = true, /* pg_host_lanes.c, before each collective */
     .transport = host_transport,
-    .fault = host_fault,
+    .wait_follows = host_lanes_wait_follows,
+    .work_wait = host_lanes_work_wait,
+    .work_poll = host_lanes_work_poll,
     .work_drop = host_work_drop,
     .work_release = host_work_release,
 };

@@ -1,18 +1,23 @@
-/* dist/pg_host.h: what the CPU process-group backend's files (pg_host.c, pg_host_rooted.c)
- * share: the group's connection, the table of host collectives (Gloo or shared memory) that its
- * work items run over, the reduction kernels, and the rooted collectives' entries.
- * defines: pg_host, host_coll, host_of, pg_host_reduce_fn, pg_host_divide_by, pg_host_reduce,
- *          pg_host_gather, pg_host_scatter, pg_host_alltoall, pg_host_alltoall_single.
- *          Internal to engine/dist. */
+/* dist/pg_host.h: what the CPU process-group backend's files (pg_host.c, pg_host_coll.c,
+ * pg_host_lanes.c, pg_host_rooted.c, pg_heartbeat.c) share: the group's state (pg->impl), a
+ * work item's (w->impl), the table of host collectives (Gloo or shared memory) that its work
+ * items run over, the reduction kernels, and the rooted collectives' entries.
+ * defines: pg_host, host_work, host_coll, host_of, host_work_of, host_work_new,
+ *          pg_host_gloo_coll, pg_host_shm_coll, pg_host_reduce_fn, pg_host_divide_by,
+ *          pg_host_reduce, pg_host_gather, pg_host_scatter, pg_host_alltoall,
+ *          pg_host_alltoall_single. Internal to engine/dist. */
 #ifndef DDPL_DIST_PG_HOST_H
 #define DDPL_DIST_PG_HOST_H
 
+#include "dist/gloo_pg.h"
+#include "dist/pg_host_lanes.h"
 #include "dist/pg_impl.h"
+#include "dist/shm_coll.h"
 
 typedef struct host_coll host_coll;
 typedef struct pg_heartbeat pg_heartbeat;
 
-/* pg->comm of a group of this backend */
+/* pg->impl of a group of this backend */
 typedef struct pg_host {
     ddpl_gloo *gloo;       /* the mesh: point-to-point, and collectives off shared memory */
     ddpl_shm *shm;         /* every rank on this machine (and DDPLUA_SHM is not 0), else NULL */
@@ -21,7 +26,32 @@ typedef struct pg_host {
     int *pids;
     char **hosts;
     pg_heartbeat *hb; /* dist/pg_heartbeat.h; NULL without a heartbeat */
+    host_lanes lanes; /* where its work items run (dist/pg_host_lanes.h) */
 } pg_host;
+
+/* send/recv: what the sender sends ahead of the payload */
+typedef struct host_p2p_header {
+    int64_t nbytes;
+    int32_t dtype, ndim;
+    int64_t sizes[DDPL_MAX_DIMS];
+} host_p2p_header;
+
+/* w->impl of a work item of this backend */
+typedef struct host_work {
+    /* runs the operation on a lane (or the waiting thread): 0, or -1 with the error set */
+    int (*run)(ddpl_work *w);
+    bool harmless;  /* set by run when its failure leaves the group in step (a size mismatch) */
+    bool prescaled; /* allreduce: each rank's values are multiplied by factor before the sum */
+    double factor;
+    host_p2p_header hdr;
+    ddpl_gloo_p2p *p2p_hdr; /* posted header send/receive, until waited for */
+    ddpl_gloo_p2p *p2p;     /* posted payload send/receive, until waited for */
+    ddpl_shm_buffer *made; /* ddpl_pg_shared_zeros: the buffer created, until the caller takes it */
+    /* its lane (pg_host_lanes.c) */
+    ddpl_work *next;        /* queue link */
+    struct host_lane *lane; /* where it was queued */
+    bool quiet;             /* queued without waking the lane's thread (ddpl_pg_wait_follows) */
+} host_work;
 
 /* Collectives on contiguous host bytes (the shapes of gloo_pg.h and shm_coll.h); each returns
  * 0, or -1 with the error set. */
@@ -51,8 +81,22 @@ struct host_coll {
 
 static inline pg_host *host_of(const ddpl_pg *pg)
 {
-    return pg->comm;
+    return pg->impl;
 }
+
+static inline host_work *host_work_of(const ddpl_work *w)
+{
+    return w->impl;
+}
+
+/* A work item of this backend that run executes on a lane (pg_work_new's, with the quiet flag
+ * of ddpl_pg_wait_follows taken). */
+PG_HIDDEN ddpl_work *host_work_new(ddpl_pg *pg, const char *name, int nslots,
+                                   int (*run)(ddpl_work *));
+
+/* The tables of host collectives (pg_host_coll.c): Gloo's, and shared memory's when every rank is
+ * on this machine. */
+PG_HIDDEN extern const host_coll pg_host_gloo_coll, pg_host_shm_coll;
 
 /* The elementwise reduction of op on dt (AVG reduces with SUM: divide afterwards), NULL for a
  * dtype the backend does not reduce. */

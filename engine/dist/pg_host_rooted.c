@@ -24,13 +24,13 @@ static int run_reduce(ddpl_work *w)
 
 ddpl_work *pg_host_reduce(ddpl_pg *pg, ddpl_tensor *t, int dst, ddpl_reduce_op op)
 {
-    ddpl_work *w = pg_work_new(pg, "reduce", 1, run_reduce);
+    ddpl_work *w = host_work_new(pg, "reduce", 1, run_reduce);
     w->op = op;
     w->peer = dst;
     pg_work_slot(w, 0, t, true, dst == pg->rank);
     if (dst != pg->rank && host_of(pg)->coll->reduce_scratch)
         w->scratch = ddpl_xmalloc(ddpl_tensor_nbytes(t) + 1);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 /* slot 0 = the input; on dst slots 1..size = the outputs, gathered through scratch */
@@ -45,13 +45,13 @@ static int run_gather(ddpl_work *w)
 
 ddpl_work *pg_host_gather(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *outs, int nouts, int dst)
 {
-    ddpl_work *w = pg_work_new(pg, "gather", 1 + nouts, run_gather);
+    ddpl_work *w = host_work_new(pg, "gather", 1 + nouts, run_gather);
     w->peer = dst;
     w->nbytes = ddpl_tensor_nbytes(t);
     pg_work_slot(w, 0, t, true, false);
     for (int r = 0; r < nouts; r++) pg_work_slot(w, 1 + r, outs[r], false, true);
     if (nouts) w->scratch = ddpl_xmalloc(w->nbytes * (size_t)pg->size + 1);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 /* slot 0 = the output; on src, scratch holds the inputs one after another, packed at issue */
@@ -72,7 +72,7 @@ static void pack_list(ddpl_tensor *const *ts, int n, char *buf)
 
 ddpl_work *pg_host_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins, int nins, int src)
 {
-    ddpl_work *w = pg_work_new(pg, "scatter", 1, run_scatter);
+    ddpl_work *w = host_work_new(pg, "scatter", 1, run_scatter);
     w->peer = src;
     w->nbytes = ddpl_tensor_nbytes(t);
     pg_work_slot(w, 0, t, false, true);
@@ -80,7 +80,7 @@ ddpl_work *pg_host_scatter(ddpl_pg *pg, ddpl_tensor *t, ddpl_tensor *const *ins,
         w->scratch = ddpl_xmalloc(w->nbytes * (size_t)pg->size + 1);
         pack_list(ins, nins, w->scratch);
     }
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 /* All-to-all: scratch starts with the byte counts of this rank (in_bytes[size], then
@@ -127,7 +127,7 @@ static int a2a_agree(ddpl_work *w, const a2a_layout *a, size_t *max_pair)
             uint64_t sends = all[p * row + q], expects = all[q * row + size + p];
             if (sends > *max_pair) *max_pair = (size_t)sends;
             if (sends == expects) continue;
-            w->harmless = true;
+            host_work_of(w)->harmless = true;
             rc = ddpl_error("%s: rank %zu sends %llu bytes to rank %zu, but rank %zu expects %llu "
                             "bytes from rank %zu (the output for a rank must have the size of "
                             "what that rank sends)",
@@ -158,7 +158,7 @@ static int run_alltoall(ddpl_work *w)
 
 ddpl_work *pg_host_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, ddpl_tensor *const *ins, int n)
 {
-    ddpl_work *w = pg_work_new(pg, "all_to_all", n, run_alltoall);
+    ddpl_work *w = host_work_new(pg, "all_to_all", n, run_alltoall);
     size_t *in_bytes = ddpl_xmalloc(2 * (size_t)n * sizeof *in_bytes), *out_bytes = in_bytes + n;
     size_t total = 0;
     for (int q = 0; q < n; q++) {
@@ -170,7 +170,7 @@ ddpl_work *pg_host_alltoall(ddpl_pg *pg, ddpl_tensor *const *outs, ddpl_tensor *
     free(in_bytes);
     pack_list(ins, n, a2a_of(w).in);
     for (int q = 0; q < n; q++) pg_work_slot(w, q, outs[q], false, true);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
 /* slot 0 = out, slot 1 = in; scratch holds only the counts */
@@ -187,7 +187,7 @@ static int run_alltoall_single(ddpl_work *w)
 ddpl_work *pg_host_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
                                    const int64_t *out_counts, const int64_t *in_counts)
 {
-    ddpl_work *w = pg_work_new(pg, "all_to_all_single", 2, run_alltoall_single);
+    ddpl_work *w = host_work_new(pg, "all_to_all_single", 2, run_alltoall_single);
     size_t n = (size_t)pg->size, es = ddpl_dtype_size((ddpl_dtype)in->dtype);
     size_t *in_bytes = ddpl_xmalloc(2 * n * sizeof *in_bytes), *out_bytes = in_bytes + n;
     for (size_t q = 0; q < n; q++) {
@@ -198,5 +198,5 @@ ddpl_work *pg_host_alltoall_single(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *i
     free(in_bytes);
     pg_work_slot(w, 0, out, false, true);
     pg_work_slot(w, 1, in, true, false);
-    return pg_lane_push(&pg->coll, w);
+    return host_lane_push(&host_of(pg)->lanes.coll, w);
 }

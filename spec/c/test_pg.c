@@ -296,14 +296,15 @@ static int mismatch_main(int rank, int port)
     return check_finish();
 }
 
-/* DETAIL on a backend table without agree: pg_expect compares through the store at issue. */
+/* DETAIL on a backend table that does not agree in band: pg_expect compares through the store
+ * at issue, before the lane's own check. */
 static int store_agree_main(int rank, int port)
 {
     ddpl_pg *pg = join_group(rank, port, 10.0);
     if (!pg) return check_finish();
     const struct ddpl_pg_backend *full = pg->backend;
     struct ddpl_pg_backend no_agree = *full;
-    no_agree.agree = NULL;
+    no_agree.agrees_in_band = false;
     pg->backend = &no_agree;
     int64_t n = 8;
     ddpl_tensor *f32 = ddpl_ones(1, &n, DDPL_FLOAT32, ddpl_cpu());
