@@ -13,7 +13,7 @@
 -- time; its time w is measured here, alone, as the median of blocks of 20 units, in CPU time
 -- (os.clock: what the unit costs a core, whatever else the machine runs meanwhile). Each rank
 -- of an N-rank job then runs, --iters times: one work unit, then all_reduce of one float32 (on
--- one machine the shared-memory path, engine/dist/shm_coll.c ddpl_shm_allreduce: 2 barriers, as
+-- one machine the shared-memory path, engine/distributed/shm_coll.c ddpl_shm_allreduce: 2 barriers, as
 -- a DDP bucket's ddpl_shm_buffer_allreduce). Rank 0 takes the time of each block of 20 iterations
 -- (all ranks leave the last barrier of a block together); a run's time is the median of its
 -- blocks, and t_N the median of --repeats runs, the rank counts taking turns (2, 4, 2, 4, ...)

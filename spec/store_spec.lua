@@ -1,4 +1,4 @@
--- spec/store_spec.lua: the TCP key-value store (engine/dist/store.c) through its Lua binding:
+-- spec/store_spec.lua: the TCP key-value store (engine/distributed/store.c) through its Lua binding:
 -- in one process a server and clients (set/get/add/check/wait/delete_key/num_keys, binary values,
 -- timeouts naming the keys, token refusal, unreachable server), and across processes started by
 -- the launcher (concurrent add from 4 ranks, a get woken by another process's set);

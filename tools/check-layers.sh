@@ -10,7 +10,7 @@
 #   3 ops         engine/ops
 #   4 backward    engine/autograd/engine.c (runs backward formulas, i.e. calls ops)
 #   4 io          engine/io: file formats (saving copies device tensors to the host with ops)
-#   5 dist        engine/dist
+#   5 distributed engine/distributed
 #   6 lua         engine/lua
 #   7 cli         engine/cli
 # A file may include and call its own layer and the ones below. It fails closed:
@@ -53,7 +53,7 @@ judge() {
             if (p == "engine/autograd/engine.c") return "4 backward"
             if (p ~ /^engine\/autograd\//) return "2 graph"
             if (p ~ /^engine\/ops\//) return "3 ops"
-            if (p ~ /^engine\/dist\//) return "5 dist"
+            if (p ~ /^engine\/distributed\//) return "5 distributed"
             if (p ~ /^engine\/lua\//) return "6 lua"
             if (p ~ /^engine\/cli\//) return "7 cli"
             return ""
@@ -74,7 +74,7 @@ sources=$(find engine -path engine/include -prune -o -type f \
 
 # ---- folders: every source has a layer ----
 folders=$(printf '%s\n' $sources | awk '
-    $0 !~ /^engine\/(core|cpu|cuda|io|autograd|ops|dist|lua|cli)\// {
+    $0 !~ /^engine\/(core|cpu|cuda|io|autograd|ops|distributed|lua|cli)\// {
         print "layer violation: " $0 " lies in a folder with no layer (give it one in " \
               "tools/check-layers.sh and docs/internals.md)" }')
 

@@ -28,7 +28,7 @@
 --       - with --sync-us, each allreduce + 2 x max(0, s(N) - s(Wc)) us: s(n) is what one barrier
 --         costs at n ranks beyond the work (bench/ddp_sync_probe.lua measures it and prints the
 --         option; s(1) = 0), and a DDP bucket's shared-memory allreduce takes 2 barriers
---         (engine/dist/shm_coll.c, ddpl_shm_buffer_allreduce). s(Wc) is already in the latency
+--         (engine/distributed/shm_coll.c, ddpl_shm_buffer_allreduce). s(Wc) is already in the latency
 --         fitted at Wc ranks, hence the difference.
 --     Without --cores the ranks are taken to have a core each (o = 1); --sync-us needs --cores.
 --   * the reported step T_N is the median of the per-step predictions (and its compute and

@@ -62,7 +62,7 @@ do
     assert(os.execute(('gzip -n -c %s > %s/idx/labels_10.gz'):format(plain, root)))
 end
 
--- store: frames as engine/dist/store_proto.h defines them (u32 length, u8 op, u32 timeout,
+-- store: frames as engine/distributed/store_proto.h defines them (u32 length, u8 op, u32 timeout,
 -- u32 nfields, fields as u32 length + bytes), a hello first
 do
     local function frame(op, timeout_ms, fields)

@@ -10,8 +10,8 @@
  *
  * --max-restarts N (torchrun's elastic restart): after a failure, once the whole gang has
  * stopped, it is started again (a new generation: TORCHELASTIC_RESTART_COUNT 1, 2, ...), up to
- * N times. The launcher then hosts the store itself (a server thread: dist/store_server.h) and
- * keeps it across generations, as torchrun's agent does; each generation rendezvous under its
+ * N times. The launcher then hosts the store itself (a server thread: distributed/store_server.h)
+ * and keeps it across generations, as torchrun's agent does; each generation rendezvous under its
  * own key prefix. Jobs on several machines are not restarted (their launchers would have to agree
  * on each generation): --max-restarts is refused with --nnodes > 1. Without it the launcher runs
  * no thread and rank 0 hosts the store, as before. */
@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "ddpl/tensor.h" /* ddpl_last_error */
-#include "dist/store_server.h"
+#include "distributed/store_server.h"
 #include "launch.h"
 
 /* Seconds between SIGTERM and SIGKILL when workers are stopped. */

@@ -4,14 +4,14 @@
  *          sync), set_comm_hook(name_or_fn, state), buckets(), bucket_tensor(b), rebuilt(),
  *          timeline(), shadow_backward(), set_divisor(n), graph_walks(), close().
  *
- * lua/ddplua/nn/parallel/DistributedDataParallel.lua drives it; engine/dist/reducer.h says what
- * each step does. A Lua comm hook is called from inside backward (the reducer runs in the
+ * lua/ddplua/nn/parallel/DistributedDataParallel.lua drives it; engine/distributed/reducer.h says
+ * what each step does. A Lua comm hook is called from inside backward (the reducer runs in the
  * gradient-ready hooks) on the state that created the reducer's main thread, under lua_pcall: its
  * error becomes the backward's error. */
 #include <string.h>
 
 #include "binding.h"
-#include "dist/reducer.h"
+#include "distributed/reducer.h"
 
 #define REDUCER_MT "ddplua.Reducer"
 #define PG_MT      "ddplua.ProcessGroup" /* bind_dist_pg.c's box: a single ddpl_pg pointer */

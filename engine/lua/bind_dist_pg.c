@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "binding.h"
-#include "dist/pg.h"
+#include "distributed/pg.h"
 
 #define PG_MT   "ddplua.ProcessGroup"
 #define WORK_MT "ddplua.Work"

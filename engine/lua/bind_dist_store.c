@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "binding.h"
-#include "dist/store.h"
+#include "distributed/store.h"
 
 #define STORE_MT "ddplua.TCPStore"
 

@@ -7,7 +7,7 @@
 --          default_group.
 --
 -- One default process group per process, as in PyTorch. The C side (engine/lua/bind_dist_pg.c over
--- engine/dist/pg.h) runs every collective on the group's worker thread and returns a work
+-- engine/distributed/pg.h) runs every collective on the group's worker thread and returns a work
 -- handle; here a call without async_op waits for it, so a plain call returns once the tensor
 -- holds the result. Work handles have wait([timeout_s]), is_completed() and exception().
 -- backend='gloo' takes CPU tensors; backend='nccl' takes CUDA tensors on the device that was

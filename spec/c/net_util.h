@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "dist/pg.h"
+#include "distributed/pg.h"
 
 /* A TCP port on loopback that was free a moment ago (the kernel's pick for port 0), for the
  * store of a test's group; when even that fails, one derived from the pid (fallback_base +

@@ -1,4 +1,4 @@
-/* spec/c/test_nccl_pg.c: the nccl process group through the C interface (engine/dist/pg.h):
+/* spec/c/test_nccl_pg.c: the nccl process group through the C interface (engine/distributed/pg.h):
  * without a usable GPU (or without NCCL in the build) the backend is refused by name with the
  * reason, before any rendezvous; with a GPU, a one-rank group on cuda:0 runs an allreduce, a
  * broadcast, an allgather and a barrier, refuses a CPU tensor, and its work handles order the
@@ -9,7 +9,7 @@
 #include "check.h"
 #include "net_util.h"
 #include "core/core.h"
-#include "dist/pg.h"
+#include "distributed/pg.h"
 
 static bool has(const char *s, const char *want)
 {

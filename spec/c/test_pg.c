@@ -1,5 +1,5 @@
-/* spec/c/test_pg.c: the process-group C interface (engine/dist/pg.h) as the DDP reducer uses it:
- * two forked ranks on loopback run async allreduce (avg of float32; max of a non-contiguous
+/* spec/c/test_pg.c: the process-group C interface (engine/distributed/pg.h) as the DDP reducer uses
+ * it: two forked ranks on loopback run async allreduce (avg of float32; max of a non-contiguous
  * int64 view), broadcast and barrier; argument errors come back as NULL with a message; and when
  * one rank goes away, the other's collective fails within the timeout (no hang) and every later
  * one fails at once, naming the earlier failure. Both allreduce paths run: shared memory (the
@@ -22,8 +22,8 @@
 #include "check.h"
 #include "net_util.h"
 #include "core/core.h"
-#include "dist/pg.h"
-#include "dist/pg_impl.h" /* the backend table, to take an entry out of it */
+#include "distributed/pg.h"
+#include "distributed/pg_impl.h" /* the backend table, to take an entry out of it */
 
 static double now_s(void)
 {

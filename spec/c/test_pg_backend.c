@@ -1,5 +1,5 @@
 /* spec/c/test_pg_backend.c: adding a process-group backend touches its own file and one table
- * entry (dist/pg_backend.h). This file is the whole of a small backend, "store": every
+ * entry (distributed/pg_backend.h). This file is the whole of a small backend, "store": every
  * collective goes through the group's key-value store (each rank sets its bytes under a key of
  * its own, then reads every rank's), completes before its entry returns, and keeps its own
  * state behind pg->impl and w->impl; pg_backend_add is its one table entry. Two forked ranks then
@@ -14,8 +14,8 @@
 #include "check.h"
 #include "net_util.h"
 #include "core/core.h"
-#include "dist/pg.h"
-#include "dist/pg_impl.h"
+#include "distributed/pg.h"
+#include "distributed/pg_impl.h"
 
 /* ------------------------------------------------------------- the "store" backend ---- */
 /* pg->impl: where this group's keys go, and how many operations it ran (its own state) */
@@ -249,7 +249,7 @@ static int ops_main(int rank, int port)
 }
 
 /* Under DETAIL a backend without an in-band check has each collective compared through the
- * store at issue (dist/pg_agree.c): the mismatch fails on both ranks naming both calls. */
+ * store at issue (distributed/pg_agree.c): the mismatch fails on both ranks naming both calls. */
 static int detail_main(int rank, int port)
 {
     setenv("DDPLUA_DISTRIBUTED_DEBUG", "DETAIL", 1); /* read once, at this rank's first call */

@@ -1,4 +1,4 @@
-/* spec/c/test_pg_rooted.c: the rooted collectives and all-to-all of engine/dist/pg.h
+/* spec/c/test_pg_rooted.c: the rooted collectives and all-to-all of engine/distributed/pg.h
  * (ddpl_pg_reduce, _gather, _scatter, _alltoall, _alltoall_single) through the C interface: on a
  * one-rank group, the argument checks that Lua cannot reach (NULL lists, split sizes near
  * INT64_MAX) and the message for an entry the backend table lacks; on two forked ranks, over
@@ -11,8 +11,8 @@
 #include "check.h"
 #include "net_util.h"
 #include "core/core.h"
-#include "dist/pg.h"
-#include "dist/pg_impl.h" /* the backend table, to take entries out of it */
+#include "distributed/pg.h"
+#include "distributed/pg_impl.h" /* the backend table, to take entries out of it */
 
 static uint8_t byte_at(const ddpl_tensor *t, int64_t i)
 {

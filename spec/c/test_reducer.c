@@ -1,4 +1,4 @@
-/* spec/c/test_reducer.c: the DDP reducer's C interface (engine/dist/reducer.h) on two forked
+/* spec/c/test_reducer.c: the DDP reducer's C interface (engine/distributed/reducer.h) on two forked
  * ranks, without Lua: loss = sum(w1 * c_r) + sum(w2 * d_r), so each rank's gradients are its own
  * constants and the reduced ones must be their average; a tiny bucket cap puts each parameter in
  * its own bucket, in reverse registration order; gradient_as_bucket_view makes .grad share the
@@ -13,7 +13,7 @@
 #include "check.h"
 #include "net_util.h"
 #include "core/core.h"
-#include "dist/reducer.h"
+#include "distributed/reducer.h"
 
 static float at(ddpl_tensor *t, int64_t i)
 {

@@ -1,12 +1,12 @@
-/* spec/c/test_store.c: the TCP store's C interface (engine/dist/store.h) under threads: one client
- * shared by several threads (its mutex), clients of their own, a get woken by another client's
- * set, timeouts that name the keys, key prefixes, and a server freed while a client waits.
+/* spec/c/test_store.c: the TCP store's C interface (engine/distributed/store.h) under threads: one
+ * client shared by several threads (its mutex), clients of their own, a get woken by another
+ * client's set, timeouts that name the keys, key prefixes, and a server freed while a client waits.
  * defines: main. */
 #include <pthread.h>
 #include <time.h>
 
 #include "check.h"
-#include "dist/store.h"
+#include "distributed/store.h"
 
 #define THREADS 4
 #define ADDS    250

@@ -1,5 +1,5 @@
-/* spec/c/test_store_hostile.c: the store's server (engine/dist/store_server.c) facing clients that
- * misbehave, while a real client keeps being served:
+/* spec/c/test_store_hostile.c: the store's server (engine/distributed/store_server.c) facing
+ * clients that misbehave, while a real client keeps being served:
  *   - a stranger whose first frame announces 1 GiB is dropped at once, before it sends more;
  *   - a stranger that never says hello is dropped after the hello timeout
  *     (DDPLUA_STORE_HELLO_TIMEOUT, 1 s here);
@@ -28,9 +28,9 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "dist/store.h"
-#include "dist/store_proto.h"
-#include "dist/store_server.h"
+#include "distributed/store.h"
+#include "distributed/store_proto.h"
+#include "distributed/store_server.h"
 
 #define TOKEN "t0ken"
 

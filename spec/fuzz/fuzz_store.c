@@ -1,12 +1,11 @@
-/* spec/fuzz/fuzz_store.c: fuzzes the store's wire protocol (engine/dist/store_proto.c) and its
- * server (engine/dist/store_server.c). Each input is parsed as a frame, as a client parses a
- * reply, and then sent as-is over a fresh connection to an in-process server (no token, so the
- * seeds' hello frames reach the request handlers), followed by end-of-file.
- * Properties: the parser never reports a frame or field outside the input; the server answers
- * and then closes every connection (it never hangs on one: the read below is bounded) and never
- * crashes or trips a sanitizer. The server is restarted every RESTART_EVERY inputs so that the
- * keys the inputs set do not pile up across a long run.
- * defines: LLVMFuzzerTestOneInput. */
+/* spec/fuzz/fuzz_store.c: fuzzes the store's wire protocol (engine/distributed/store_proto.c) and
+ * its server (engine/distributed/store_server.c). Each input is parsed as a frame, as a client
+ * parses a reply, and then sent as-is over a fresh connection to an in-process server (no token, so
+ * the seeds' hello frames reach the request handlers), followed by end-of-file. Properties: the
+ * parser never reports a frame or field outside the input; the server answers and then closes every
+ * connection (it never hangs on one: the read below is bounded) and never crashes or trips a
+ * sanitizer. The server is restarted every RESTART_EVERY inputs so that the keys the inputs set do
+ * not pile up across a long run. defines: LLVMFuzzerTestOneInput. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -20,8 +19,8 @@
 #include <unistd.h>
 
 #include "ddpl/tensor.h"
-#include "dist/store_proto.h"
-#include "dist/store_server.h"
+#include "distributed/store_proto.h"
+#include "distributed/store_server.h"
 
 #define RESTART_EVERY   2000
 #define REPLY_TIMEOUT_S 10 /* a server that neither answers nor closes within this hangs */

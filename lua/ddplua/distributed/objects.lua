@@ -207,7 +207,7 @@ function M.install(dist, options)
         for i = 1, math.max(n, max_index(list)) do list[i] = copy[i] end
     end
 
-    -- monitored_barrier([{timeout, wait_all_ranks, group}]): engine/dist/pg_monitored.c
+    -- monitored_barrier([{timeout, wait_all_ranks, group}]): engine/distributed/pg_monitored.c
     local function monitored_barrier_impl(opts)
         local f = 'monitored_barrier'
         need(f)

@@ -349,7 +349,7 @@ static void check_pairs(const world *w, ncclComm_t c, int rank, size_t count)
     free(rb);
 }
 
-/* dist/nccl_pg.c's all_gather: one broadcast per root, as bytes, in one group. */
+/* distributed/nccl_pg.c's all_gather: one broadcast per root, as bytes, in one group. */
 static void check_engine_allgather(const world *w, ncclComm_t c, int rank, size_t bytes)
 {
     uint8_t *in = malloc(bytes), *outs[8];

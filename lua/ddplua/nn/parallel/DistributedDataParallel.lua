@@ -10,7 +10,7 @@
 --          model:state_dict() ('module.' prefix: the module is the child named 'module'),
 --          model:buckets() (parameter names per bucket, for tests and tuning).
 --
--- The work is done by the C reducer (engine/dist/reducer.h) through gradient-ready hooks while
+-- The work is done by the C reducer (engine/distributed/reducer.h) through gradient-ready hooks while
 -- backward runs; this file checks that the ranks agree on the model, broadcasts rank 0's
 -- parameters and buffers, and brackets each forward: prepare_forward (error for a previous
 -- iteration that left parameters without gradient; bucket rebuild after the first iteration),
