@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # spec/check_layers_test.sh: tools/check-layers.sh passes on this tree and fails, naming the
 # file and the layers, on a small tree that breaks each of its rules (an include up, a call up
-# hidden behind a hand-written prototype, and the five holes the first version had: a public
+# hidden behind a hand-written prototype, a kernel including an ops header (the exception the
+# kernel ABI's own layer replaced), and the five holes the first version had: a public
 # header through <...>, a `..` path, a folder with no layer, a weak symbol overridden from
 # above or referenced weakly, and dlsym by name).
 #   spec/check_layers_test.sh BUILD_DIR
@@ -58,15 +59,25 @@ if out=$("$check" "$tmp/build" "$tmp/src" 2>&1); then fail "a call up passed"; f
 grep -q 'engine/core/call.c (core) calls op_run of engine/ops/op.c (ops)' <<<"$out" ||
     fail "the call up is not named: $out"
 
-# a seam header is allowed to a kernel, an ops source is not
-mkdir -p "$tmp/src/engine/cpu"
+# a kernel is written against the kernel ABI (layer 1, below it), never against ops: the
+# registry header that was once a named exception (ops/dispatch.h) now fails like any other
+mkdir -p "$tmp/src/engine/cpu" "$tmp/src/engine/kernel_abi"
+echo 'typedef int ddpl_kernel_x;' >"$tmp/src/engine/kernel_abi/kernel.h"
 echo 'int x;' >"$tmp/src/engine/ops/dispatch.h"
-echo '#include "ops/dispatch.h"' >"$tmp/src/engine/cpu/k.c"
+echo '#include "kernel_abi/kernel.h"' >"$tmp/src/engine/cpu/k.c"
 rm "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/call.c.o" "$tmp/src/engine/core/call.c"
-"$check" "$tmp/build" "$tmp/src" >/dev/null 2>&1 || fail "a kernel including ops/dispatch.h was refused"
-echo '#include "ops/op.h"' >>"$tmp/src/engine/cpu/k.c"
-if "$check" "$tmp/build" "$tmp/src" >/dev/null 2>&1; then fail "a kernel including ops/op.h passed"; fi
-rm "$tmp/src/engine/cpu/k.c"
+"$check" "$tmp/build" "$tmp/src" >/dev/null 2>&1 || fail "a kernel including kernel_abi/kernel.h was refused"
+echo '#include "ops/dispatch.h"' >>"$tmp/src/engine/cpu/k.c"
+if out=$("$check" "$tmp/build" "$tmp/src" 2>&1); then fail "a kernel including ops/dispatch.h passed"; fi
+grep -q 'engine/cpu/k.c (cpu) includes engine/ops/dispatch.h (ops)' <<<"$out" ||
+    fail "the kernel's include of ops/dispatch.h is not named: $out"
+# and the ABI itself sits below the kernels: it may not include them
+echo '#include "cpu/k.h"' >"$tmp/src/engine/kernel_abi/up.h"
+echo 'int k;' >"$tmp/src/engine/cpu/k.h"
+if out=$("$check" "$tmp/build" "$tmp/src" 2>&1); then fail "the ABI including a kernel header passed"; fi
+grep -q 'engine/kernel_abi/up.h (abi) includes engine/cpu/k.h (cpu)' <<<"$out" ||
+    fail "the ABI's include up is not named: $out"
+rm "$tmp/src/engine/cpu/k.c" "$tmp/src/engine/cpu/k.h" "$tmp/src/engine/kernel_abi/up.h"
 
 # the holes of the first version (issue 33), each of which it let through:
 expect_refused() { # WHAT PATTERN: the check fails and names the use
@@ -112,4 +123,4 @@ printf '#include <dlfcn.h>\nvoid *f(void *h) { return dlsym(h, "op_run"); }\n' \
 cc -c -o "$tmp/build/CMakeFiles/ddplua_objects.dir/engine/core/dl.c.o" "$tmp/src/engine/core/dl.c"
 expect_refused "dlsym of a higher layer's function" \
     'engine/core/dl.c (core) calls op_run of engine/ops/op.c (ops)'
-echo "check_layers_test: 2 passed, 0 failed"
+echo "check_layers_test: ok"

@@ -36,7 +36,7 @@
 #include "cpu_blas.h"
 #include "cpu_loops.h"
 #include "cpu_math.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/nn_params.h"
 
 /* Queries per forward work item and per backward query block. 64 rows keep the GEMMs' M
  * dimension at a multiple of the micro-kernels' tiles while leaving enough items to balance

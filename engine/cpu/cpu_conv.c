@@ -17,7 +17,7 @@
 #include "cpu_conv_winograd.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/nn_params.h"
 
 typedef struct {
     int64_t N, C, H, W, O, OH, OW, kh, kw;

@@ -13,8 +13,8 @@
 #include "core/alloc.h"
 #include "cpu_blas.h"
 #include "cpu_kernels.h"
-#include "ops/gemm_layout.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/gemm_layout.h"
+#include "kernel_abi/kernel_params.h"
 
 #include "cpu_threads.h"
 

@@ -7,7 +7,7 @@
  * dim 0 is a memcpy per row: the data loader gathers its batches with it). */
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 /* ---- shared helpers ---- */
 

@@ -1,10 +1,10 @@
-/* cpu/cpu_kernels.h: the CPU kernel functions, one per entry of ops/ops.def.
- * defines: cpu_<op> for every op (see ops/ops.def for what each computes), cpu_has_half,
+/* cpu/cpu_kernels.h: the CPU kernel functions, one per entry of kernel_abi/ops.def.
+ * defines: cpu_<op> for every op (see kernel_abi/ops.def for what each computes), cpu_has_half,
  *          cpu_run_widened (cpu_widen.c). */
 #ifndef DDPL_CPU_KERNELS_H
 #define DDPL_CPU_KERNELS_H
 
-#include "ops/dispatch.h"
+#include "kernel_abi/kernel.h"
 
 #define DDPL_CPU_KERNEL(fn) int fn(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 

@@ -24,7 +24,7 @@
 #include "cpu_kernels.h"
 #include "cpu_loops.h"
 #include "cpu_math.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/nn_params.h"
 
 typedef struct {
     int64_t N, C, S;

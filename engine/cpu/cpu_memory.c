@@ -7,7 +7,7 @@
 #include "core/philox.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 #include "cpu_threads.h"
 

@@ -18,7 +18,7 @@
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_loops.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/nn_params.h"
 
 /* ---- batch_norm ---- */
 typedef struct {

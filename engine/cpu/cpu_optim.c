@@ -13,7 +13,7 @@
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_loops.h"
-#include "ops/optim.h"
+#include "kernel_abi/optim_params.h"
 
 typedef struct sgd_ctx {
     const ddpl_sgd_params *p;

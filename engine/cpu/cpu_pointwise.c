@@ -11,7 +11,7 @@
 
 #include "cpu_kernels.h"
 #include "cpu_loops.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 int cpu_run_pointwise(const char *op, const cpu_loop_set *set, ddpl_tensor **out, int nin,
                       ddpl_tensor **in, cpu_loop_ctx *ctx)

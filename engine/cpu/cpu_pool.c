@@ -14,7 +14,7 @@
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/nn_params.h"
 
 typedef struct {
     int64_t H, W, OH, OW;

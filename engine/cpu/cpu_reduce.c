@@ -18,7 +18,7 @@
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_loops.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 #include "core/reduce_geom.h"
 
 typedef enum { RED_SUM, RED_PROD, RED_MAX, RED_MIN } red_kind;

@@ -17,7 +17,7 @@
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "cpu_math.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 typedef struct {
     int64_t outer, D, inner;

@@ -12,7 +12,7 @@
 #include "cpu_kernels.h"
 #include "cpu_loops.h"
 #include "cpu_math.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 /* float/double overloads of the scalar functions below, chosen on the argument type */
 #define M_EXP(a)  _Generic((a), float : cpu_expf, default : exp)(a)

@@ -13,7 +13,7 @@
 
 #include "cuda_attention.h"
 #include "cuda_registry.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/nn_params.h"
 
 /* What an ATTENTION kernel returns for a call it does not cover (the ops layer composes). */
 #define ATTENTION_UNSUPPORTED 1

@@ -7,7 +7,7 @@
 #ifndef DDPL_CUDA_BLAS_H
 #define DDPL_CUDA_BLAS_H
 
-#include "ops/dispatch.h"
+#include "kernel_abi/kernel.h"
 
 /* The maximum number of devices whose library handles are kept (as cuda_runtime.cu's streams). */
 enum { CUDA_BLAS_MAX_DEVICES = 64 };

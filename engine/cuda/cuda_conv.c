@@ -21,8 +21,8 @@
 #include "cuda_launch.h"
 #include "cuda_registry.h"
 #include "core/matmul_precision.h"
-#include "ops/kernel_params.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/kernel_params.h"
+#include "kernel_abi/nn_params.h"
 
 /* Algorithms needing more scratch than this are passed over (PyTorch caps by free memory). */
 #define CONV_WORKSPACE_LIMIT ((size_t)1 << 30)

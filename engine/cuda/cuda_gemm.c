@@ -23,8 +23,8 @@
 #include "cuda_launch.h"
 #include "cuda_registry.h"
 #include "core/matmul_precision.h"
-#include "ops/gemm_layout.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/gemm_layout.h"
+#include "kernel_abi/kernel_params.h"
 
 #define GEMM_WORKSPACE_BYTES ((size_t)32 << 20)
 

@@ -9,7 +9,7 @@
 #include "cuda_index.h"
 #include "cuda_index_check.h"
 #include "cuda_registry.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 /* Element offset of row-major position pos in t. */
 static int64_t offset_of(const ddpl_tensor *t, int64_t pos)

@@ -11,7 +11,7 @@
 #include "cuda_norm.h"
 #include "cuda_pool.h"
 #include "cuda_registry.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/nn_params.h"
 
 static void *ptr(ddpl_tensor *t)
 {

@@ -6,7 +6,7 @@
 
 #include "cuda_optim.h"
 #include "cuda_registry.h"
-#include "ops/optim.h"
+#include "kernel_abi/optim_params.h"
 
 /* "op (shape) dtype on cuda:N" for errors; -1 with an error for a dtype with no kernel. */
 static int describe(char *buf, size_t n, const char *op, const ddpl_tensor *p)

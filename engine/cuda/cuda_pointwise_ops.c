@@ -8,8 +8,8 @@
 
 #include "cuda_pointwise.h"
 #include "cuda_registry.h"
-#include "ops/kernel_params.h"
-#include "ops/nn_params.h"
+#include "kernel_abi/kernel_params.h"
+#include "kernel_abi/nn_params.h"
 
 /* g over ts[0] (the output) and its nops - 1 inputs, each right-aligned to the output. */
 static void geom_of(cuda_pw_geom *g, int nops, ddpl_tensor *const *ts)

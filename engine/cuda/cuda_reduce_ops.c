@@ -10,7 +10,7 @@
 
 #include "cuda_reduce.h"
 #include "cuda_registry.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 /* A uint8 device tensor of n bytes on dev for a kernel's scratch (NULL: none needed, or an
  * error, told apart by *failed). Released right after the launch: the caching allocator hands

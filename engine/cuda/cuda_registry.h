@@ -5,7 +5,7 @@
 #ifndef DDPL_CUDA_REGISTRY_H
 #define DDPL_CUDA_REGISTRY_H
 
-#include "ops/dispatch.h"
+#include "kernel_abi/kernel.h"
 
 /* Each sets its op family's entries of k (indexed by ddpl_op); slots it does not know stay
  * NULL, which dispatch reports as "not supported on cuda". */

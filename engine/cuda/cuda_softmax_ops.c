@@ -10,9 +10,9 @@
 #include "cuda_index_check.h"
 #include "cuda_registry.h"
 #include "cuda_softmax.h"
-#include "ddpl/ops.h"
-#include "ops/kernel_params.h"
-#include "ops/nn_params.h"
+#include "ddpl/types.h"
+#include "kernel_abi/kernel_params.h"
+#include "kernel_abi/nn_params.h"
 
 /* (outer, D, inner) of contiguous t around dim */
 static void split_dims(const ddpl_tensor *t, int dim, int64_t *outer, int64_t *D, int64_t *inner)

@@ -1,6 +1,7 @@
 /* ops/devices.c: device names and the device queries of ddpl/cuda.h, answered by the registered
  * CUDA backend (ops/dispatch.h); a build without one answers "no devices, nothing allocated".
  * defines: ddpl_device_parse and the ddpl_cuda_* functions of ddpl/cuda.h. */
+#include "ddpl/cuda.h"
 #include "dispatch.h"
 
 int ddpl_device_parse(const char *s, ddpl_device *out)

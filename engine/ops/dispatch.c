@@ -22,7 +22,7 @@ static pthread_mutex_t start_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const op_names[DDPL_OP_COUNT] = {
 #define DDPL_OP(name, str) [DDPL_OP_##name] = str,
-#include "ops.def"
+#include "kernel_abi/ops.def"
 #undef DDPL_OP
 };
 

@@ -7,7 +7,7 @@
 #ifndef DDPL_NN_COMMON_H
 #define DDPL_NN_COMMON_H
 
-#include "nn_params.h"
+#include "kernel_abi/nn_params.h"
 #include "op_util.h"
 
 /* Runs CONV2D or CONV2D_BACKWARD (outs/ins as ops.def); 16-bit operands on the CPU compute in

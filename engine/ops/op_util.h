@@ -8,7 +8,7 @@
 #include "autograd/graph.h"
 #include "ddpl/ops.h"
 #include "dispatch.h"
-#include "kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 /* In-place writes are refused on tensors that take part in autograd (PyTorch refuses leaves
  * that require grad; we also refuse non-leaves, whose history we do not rebase). */

@@ -5,7 +5,7 @@
  * defines: main. */
 #include "check.h"
 #include "ops/dispatch.h"
-#include "ops/kernel_params.h"
+#include "kernel_abi/kernel_params.h"
 
 static bool has(const char *s, const char *part)
 {

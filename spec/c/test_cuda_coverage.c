@@ -11,6 +11,7 @@
 
 #if DDPL_HAVE_CUDA
 #include "cuda/cuda_registry.h"
+#include "ops/dispatch.h" /* ddpl_op_name */
 #endif
 
 #if DDPL_HAVE_CUDA

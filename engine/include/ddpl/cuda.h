@@ -5,11 +5,12 @@
  *          ddpl_cuda_memory_allocated, ddpl_cuda_max_memory_allocated,
  *          ddpl_cuda_memory_reserved, ddpl_cuda_max_memory_reserved,
  *          ddpl_cuda_reset_peak_memory_stats, ddpl_cuda_host_register,
- *          ddpl_cuda_host_unregister, ddpl_cuda_version_info, ddpl_cuda_versions. */
+ *          ddpl_cuda_host_unregister, ddpl_cuda_versions. */
 #ifndef DDPL_CUDA_H
 #define DDPL_CUDA_H
 
 #include "tensor.h"
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,11 +48,7 @@ void ddpl_cuda_host_unregister(void *ptr);
 /* Sets the peaks of device (-1: current) to the current values. */
 void ddpl_cuda_reset_peak_memory_stats(int device);
 
-/* Versions of what the CUDA backend runs on, 0 when absent: runtime and driver as
- * 1000*major + 10*minor (12040 = 12.4), cudnn and nccl as 10000*major + 100*minor + patch. */
-typedef struct ddpl_cuda_version_info {
-    int runtime, driver, cudnn, nccl;
-} ddpl_cuda_version_info;
+/* Versions of what the CUDA backend runs on (ddpl_cuda_version_info, ddpl/types.h). */
 void ddpl_cuda_versions(ddpl_cuda_version_info *v);
 
 #pragma GCC visibility pop

@@ -9,6 +9,7 @@
 #define DDPL_OPS_H
 
 #include "tensor.h"
+#include "types.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -139,12 +140,7 @@ int ddpl_topk(ddpl_tensor *x, int64_t k, int dim, bool largest, bool sorted, ddp
               ddpl_tensor **indices);
 
 /* ---- neural-network functions (PyTorch's torch.nn.functional) ---- */
-typedef enum ddpl_reduction {
-    DDPL_REDUCTION_NONE,
-    DDPL_REDUCTION_MEAN,
-    DDPL_REDUCTION_SUM
-} ddpl_reduction;
-
+/* losses reduce as ddpl_reduction says (ddpl/types.h) */
 /* x (*,in), weight (out,in), bias (out) or NULL */
 ddpl_tensor *ddpl_linear(ddpl_tensor *x, ddpl_tensor *weight, ddpl_tensor *bias);
 /* x (N,C,H,W), weight (O,C/groups,kh,kw), bias (O) or NULL; pairs are (h, w) */

@@ -1,4 +1,4 @@
-/* ops/gemm_layout.h: how a BLAS library (OpenBLAS on the CPU, cuBLAS on CUDA) can read one
+/* kernel_abi/gemm_layout.h: how a BLAS library (OpenBLAS on the CPU, cuBLAS on CUDA) can read one
  * matrix operand of a product without copying it.
  * defines: gemm_layout, gemm_layout_of. */
 #ifndef DDPL_OPS_GEMM_LAYOUT_H

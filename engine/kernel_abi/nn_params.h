@@ -1,4 +1,4 @@
-/* ops/nn_params.h: parameter blocks of the neural-network kernels (ops.def, CONV2D onwards).
+/* kernel_abi/nn_params.h: parameter blocks of the neural-network kernels (ops.def, CONV2D onwards).
  * defines: ddpl_conv_params, ddpl_pool_params, ddpl_batch_norm_params, ddpl_layer_norm_params,
  *          ddpl_nll_params.
  *
@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "ddpl/ops.h" /* ddpl_reduction */
+#include "ddpl/types.h" /* ddpl_reduction */
 
 /* pairs are (h, w) */
 typedef struct ddpl_conv_params {

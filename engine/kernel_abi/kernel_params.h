@@ -1,5 +1,5 @@
-/* ops/kernel_params.h: parameter blocks passed from ops to kernels (the `params` argument).
- * defines: one struct per kernel family; nn kernels' structs are in ops/nn_params.h. */
+/* kernel_abi/kernel_params.h: parameter blocks passed from ops to kernels (the `params` argument).
+ * defines: one struct per kernel family; nn kernels' structs are in kernel_abi/nn_params.h. */
 #ifndef DDPL_KERNEL_PARAMS_H
 #define DDPL_KERNEL_PARAMS_H
 
