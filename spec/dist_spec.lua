@@ -14,7 +14,8 @@ local collectives = src .. '/spec/dist/collectives.lua'
 
 local tmpdir = S.new_tmpdir()
 
--- Starts one process per entry of `ranks` ({rank=, script=, prefix= (e.g. 'ip netns exec X')})
+-- Starts one process per entry of `ranks` ({rank=, script=, prefix= (a command that runs the
+-- rest in a node of tools/netns-cluster.sh)})
 -- with the torchrun environment, waits for all; returns outputs[rank] and codes[rank].
 local function run_ranks(world, ranks, opts)
     opts = opts or {}
@@ -200,49 +201,36 @@ describe('dist in this process', function()
     end)
 end)
 
--- Two "nodes": network namespaces joined by a veth pair, 10.123.0.1 (A) and 10.123.0.2 (B), only
--- inside the namespaces. Returns their names, or marks the test pending where they cannot be made;
--- they are deleted when the test ends, whatever happens.
+-- Two "nodes" of tools/netns-cluster.sh: network namespaces on a bridge, 10.77.0.1 (A) and
+-- 10.77.0.2 (B). Returns the command prefixes that run a command in each, or marks the test
+-- pending where namespaces cannot be made; the nodes are removed when the test ends, whatever
+-- happens.
 local function two_nodes()
-    local tag = tostring(os.time() % 100000) .. tostring(math.random(100, 999))
-    local na, nb = 'ddpls2a' .. tag, 'ddpls2b' .. tag
-    local va, vb = 'vda' .. tag, 'vdb' .. tag -- interface names: at most 15 characters
-    finally(function() sh(('ip netns del %s; ip netns del %s'):format(na, nb)) end)
-    local out, code = sh(('ip netns add %s && ip netns add %s'):format(na, nb))
+    local harness = q(src .. '/tools/netns-cluster.sh')
+    local env = ('DDPL_NETNS_PREFIX=d%05d'):format(math.random(0, 99999))
+    local out, code = sh(('%s %s check 2>&1'):format(env, harness))
     if code ~= 0 then pending('cannot create network namespaces here: ' .. out) end
-    local setup = {
-        ('ip link add %s type veth peer name %s'):format(va, vb),
-        ('ip link set %s netns %s'):format(va, na),
-        ('ip link set %s netns %s'):format(vb, nb),
-        ('ip -n %s addr add 10.123.0.1/24 dev %s'):format(na, va),
-        ('ip -n %s addr add 10.123.0.2/24 dev %s'):format(nb, vb),
-        ('ip -n %s link set %s up'):format(na, va),
-        ('ip -n %s link set %s up'):format(nb, vb),
-        ('ip -n %s link set lo up'):format(na),
-        ('ip -n %s link set lo up'):format(nb),
-    }
-    out, code = sh(table.concat(setup, ' && '))
-    if code ~= 0 then pending('cannot set up the veth pair here: ' .. out) end
-    return na, nb
+    finally(function() sh(('%s %s down'):format(env, harness)) end)
+    out, code = sh(('%s %s up 2 2>&1'):format(env, harness))
+    assert(code == 0, out)
+    return ('%s %s run 0'):format(env, harness), ('%s %s run 1'):format(env, harness)
 end
 
 describe('dist across two network namespaces', function()
     it('completes every collective, ranks 0-1 on node A and 2-3 on node B', function()
         local na, nb = two_nodes()
         local ranks = {
-            {rank = 0, prefix = 'ip netns exec ' .. na},
-            {rank = 1, prefix = 'ip netns exec ' .. na},
-            {rank = 2, prefix = 'ip netns exec ' .. nb},
-            {rank = 3, prefix = 'ip netns exec ' .. nb},
+            {rank = 0, prefix = na}, {rank = 1, prefix = na},
+            {rank = 2, prefix = nb}, {rank = 3, prefix = nb},
         }
-        local outs, codes = run_ranks(4, ranks, {addr = '10.123.0.1', port = 29400})
+        local outs, codes = run_ranks(4, ranks, {addr = '10.77.0.1', port = 29400})
         assert_all_ok(outs, codes, 4)
     end)
 
     it('completes every collective under the launcher with --nnodes 2', function()
         local na, nb = two_nodes()
-        local cmd = '( ip netns exec %s timeout 60 %s %s --nnodes 2 --node-rank %d --nproc 2 '
-            .. '--master-addr 10.123.0.1 --master-port 29401 > %s 2>&1; echo "EXIT $?" >> %s ) &'
+        local cmd = '( %s timeout 60 %s %s --nnodes 2 --node-rank %d --nproc 2 '
+            .. '--master-addr 10.77.0.1 --master-port 29401 > %s 2>&1; echo "EXIT $?" >> %s ) &'
         local oa, ob = tmpdir .. '/nodeA', tmpdir .. '/nodeB'
         sh(cmd:format(na, q(bin), q(collectives), 0, q(oa), q(oa)) .. ' '
             .. cmd:format(nb, q(bin), q(collectives), 1, q(ob), q(ob)) .. ' wait')

@@ -1,5 +1,5 @@
 /* distributed/peer_fault.c: naming the peer behind a fault (see peer_fault.h).
- * defines: peer_label, peer_gone, peer_silent_msg. */
+ * defines: peer_label, peer_is_local, peer_gone, peer_silent_msg. */
 #define _GNU_SOURCE
 #include "distributed/peer_fault.h"
 
@@ -20,8 +20,7 @@ void peer_label(char *out, size_t n, int rank, int pid, const char *host)
         snprintf(out, n, "rank %d", rank);
 }
 
-/* Whether host names this machine (NULL or "" count as this machine). */
-static bool is_local(const char *host)
+bool peer_is_local(const char *host)
 {
     if (!host || !*host) return true;
     char me[256] = "";
@@ -47,7 +46,7 @@ static char proc_state(int pid)
 
 bool peer_gone(int pid, const char *host)
 {
-    if (pid <= 0 || !is_local(host)) return false;
+    if (pid <= 0 || !peer_is_local(host)) return false;
     if (kill(pid, 0) < 0 && errno == ESRCH) return true;
     char st = proc_state(pid); /* a zombie has exited; only its parent has not reaped it yet */
     return st == 'Z' || st == 'X';
@@ -57,7 +56,7 @@ void peer_silent_msg(char *out, size_t n, const char *label, int pid, const char
                      double silent_s, double limit_s)
 {
     const char *what = "stopped or hung (SIGSTOP?)";
-    if (pid > 0 && is_local(host)) {
+    if (pid > 0 && peer_is_local(host)) {
         char st = proc_state(pid);
         if (peer_gone(pid, host))
             what = "the process has exited";

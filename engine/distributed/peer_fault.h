@@ -1,7 +1,7 @@
 /* distributed/peer_fault.h: how a fault names the peer behind it, shared by the shared-memory path
  * (shm_coll.c), the Gloo wrapper (gloo_pg.cpp) and the heartbeat (pg_heartbeat.c).
- * defines: peer_label, peer_gone, peer_silent_msg. Internal to engine/distributed; plain C types
- * only, so the one C++ file can include it.
+ * defines: peer_label, peer_is_local, peer_gone, peer_silent_msg. Internal to engine/distributed;
+ * plain C types only, so the one C++ file can include it.
  *
  * A peer is named by its global rank, its pid and its host ("rank 1 (pid 4242, host node3)").
  * On this machine (the peer's host is ours) /proc tells whether the process is gone, stopped
@@ -18,6 +18,8 @@ extern "C" {
 
 /* "rank R (pid P, host H)"; pid <= 0 or host NULL/"" leave their part out. */
 void peer_label(char *out, size_t n, int rank, int pid, const char *host);
+/* Whether host names this machine (NULL or "" count as this machine). */
+bool peer_is_local(const char *host);
 /* Whether the process pid on host is known to have exited (gone, or a zombie): only on this
  * machine (host NULL or this machine's name), else false. */
 bool peer_gone(int pid, const char *host);

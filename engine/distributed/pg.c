@@ -7,6 +7,7 @@
 #define _GNU_SOURCE /* getaddrinfo */
 #include <netdb.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "distributed/pg_impl.h"
@@ -149,6 +150,132 @@ static void log_group(const ddpl_pg *pg)
             pg->my_global, pg->group_id, ranks, pg->backend->name, transport, pg->timeout_s);
 }
 
+/* ------------------------------------------------------------ the world's store ---- */
+/* destroy_process_group() then init_process_group() in the same processes (issue 30): had rank 0
+ * closed the store server it hosts at destroy, a faster rank's next init could reach the old
+ * server before it closed, write its keys there and wait for ever; and the keys of the previous
+ * group (its Gloo addresses) would answer the next one's rendezvous. So rank 0 keeps its server
+ * for the life of the process, reused by the next init at the same address, port and token and
+ * freed when an init asks for another; and every world group after a process's first puts its
+ * keys under "i<N>/" (N: the world groups this process has made), which every rank counts alike
+ * as every rank makes the same sequence of init and destroy calls (as in PyTorch). A few
+ * kilobytes of a finished group's keys stay in the server. Init and destroy run on one thread. */
+static ddpl_store *kept_store; /* rank 0's, between a destroy and the next init */
+static char *kept_id;          /* its "address:port:token" */
+static int worlds_made;
+
+/* A forked child has the kept store's memory but not its server thread: it must never free it
+ * (a DataLoader worker, or a test's forked ranks). */
+static void forget_kept_store(void)
+{
+    kept_store = NULL;
+    kept_id = NULL;
+}
+
+/* At exit the kept server lets the clients still connected finish first, as freeing it at
+ * destroy did (ddpl_store_free drains them): a rank that destroys its group and exits while the
+ * others still read keys (one outside a subgroup being made) must not cut them off. */
+static void drain_kept_store(void)
+{
+    ddpl_store_free(kept_store);
+    free(kept_id);
+    forget_kept_store();
+}
+
+static void watch_forks_and_exit(void)
+{
+    pthread_atfork(NULL, NULL, forget_kept_store);
+    atexit(drain_kept_store);
+}
+
+/* The store of a new world group for cfg, and (rank 0 hosting it) its id for world_store_put;
+ * NULL with the error set. */
+static ddpl_store *world_store_get(const ddpl_pg_config *cfg, double timeout, char **id)
+{
+    bool hosts = cfg->rank == 0 && !cfg->agent_store;
+    *id = NULL;
+    if (hosts) {
+        size_t n = strlen(cfg->master_addr) + (cfg->token ? strlen(cfg->token) : 0) + 32;
+        *id = ddpl_xmalloc(n);
+        snprintf(*id, n, "%s:%d:%s", cfg->master_addr, cfg->master_port,
+                 cfg->token ? cfg->token : "");
+    }
+    if (kept_store && hosts && strcmp(kept_id, *id) == 0) {
+        ddpl_store *st = kept_store;
+        kept_store = NULL;
+        ddpl_store_set_timeout(st, timeout);
+        return st;
+    }
+    ddpl_store_free(kept_store); /* another address: its port is free again */
+    kept_store = NULL;
+    return ddpl_store_create(cfg->master_addr, cfg->master_port, hosts, timeout, cfg->token);
+}
+
+/* Freeing its store used to let the other ranks finish with it (the server drains its clients):
+ * a rank that leaves while the others still read keys must not cut them off. Kept, it cannot
+ * drain (the next round's clients may be connected already), so the leaving is said in keys of
+ * this round instead: every other rank sets bye/<rank> as it lets go, and rank 0 waits for them
+ * (at most BYE_WAIT_S: a rank that died never says it) before keeping the server. */
+#define BYE_WAIT_S 3.0
+
+/* The world group's store at ddpl_pg_free: rank 0's is kept for the next init once the others
+ * let go of it, a client's freed after saying so. */
+static void world_store_put(ddpl_pg *pg)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+    double wait_s = pg->timeout_s < BYE_WAIT_S ? pg->timeout_s : BYE_WAIT_S;
+    char key[32];
+    ddpl_store_set_timeout(pg->store, wait_s);
+    if (pg->store_id && pg->size > 1) {
+        /* until every other rank said bye, or none is connected any more (they exited) */
+        char **keys = ddpl_xcalloc((size_t)pg->size - 1, sizeof *keys);
+        for (int r = 1; r < pg->size; r++) {
+            snprintf(key, sizeof key, "bye/%d", r);
+            keys[r - 1] = strdup(key);
+        }
+        struct timespec pause = {0, 5 * 1000 * 1000}, t0, t;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;;) {
+            bool all = false;
+            if (ddpl_store_check(pg->store, pg->size - 1, (const char *const *)keys, &all) < 0 ||
+                all || ddpl_store_others_connected(pg->store) == 0)
+                break;
+            clock_gettime(CLOCK_MONOTONIC, &t);
+            if ((double)(t.tv_sec - t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - t0.tv_nsec) > wait_s)
+                break;
+            nanosleep(&pause, NULL);
+        }
+        for (int r = 1; r < pg->size; r++) free(keys[r - 1]);
+        free(keys);
+    } else if (!pg->store_id && pg->rank > 0) {
+        snprintf(key, sizeof key, "bye/%d", pg->rank);
+        (void)ddpl_store_set(pg->store, key, "1", 1); /* rank 0 may be gone: then nobody waits */
+    }
+    if (pg->store_id && !kept_store) {
+        pthread_once(&once, watch_forks_and_exit);
+        kept_store = pg->store;
+        free(kept_id);
+        kept_id = pg->store_id;
+        pg->store_id = NULL;
+    } else {
+        ddpl_store_free(pg->store);
+    }
+    pg->store = NULL;
+}
+
+/* The key prefix of this process's next world group: the launcher's (an elastic attempt's),
+ * then "i<N>/" from the second group on. */
+static int world_prefix(ddpl_store *st, const char *key_prefix)
+{
+    size_t n = key_prefix ? strlen(key_prefix) : 0;
+    char *prefix = ddpl_xmalloc(n + 16);
+    snprintf(prefix, n + 16, "%s", key_prefix ? key_prefix : "");
+    if (++worlds_made > 1) snprintf(prefix + n, 16, "i%d/", worlds_made);
+    int rc = ddpl_store_set_prefix(st, prefix[0] ? prefix : NULL);
+    free(prefix);
+    return rc;
+}
+
 /* The backends of this build, by name; a backend that is not built is not compiled in. Adding
  * one is its file(s) and a line here. */
 static const struct ddpl_pg_backend *const backends[] = {
@@ -252,8 +379,7 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
     pg->owns_store = true;
     snprintf(pg->bind, sizeof pg->bind, "%s", bind);
     pthread_mutex_init(&pg->broken_mu, NULL);
-    pg->store = ddpl_store_create(cfg->master_addr, cfg->master_port,
-                                  cfg->rank == 0 && !cfg->agent_store, timeout, cfg->token);
+    pg->store = world_store_get(cfg, timeout, &pg->store_id);
     if (!pg->store) {
         char e[768];
         snprintf(e, sizeof e, "%s", ddpl_last_error());
@@ -263,7 +389,7 @@ ddpl_pg *ddpl_pg_create(const ddpl_pg_config *cfg)
                    cfg->master_port);
         goto fail;
     }
-    if (ddpl_store_set_prefix(pg->store, cfg->key_prefix) < 0) goto fail;
+    if (world_prefix(pg->store, cfg->key_prefix) < 0) goto fail;
     const char *prefix = "pg0/";
     if (join_all(pg, prefix, "init_process_group") < 0) goto fail;
     /* every rank is known to be there (join_all names the missing ones on a timeout) before a
@@ -341,7 +467,8 @@ void ddpl_pg_free(ddpl_pg *pg)
      * timeout. Should the backend still be stuck after that, the group is leaked rather than
      * freed under a running thread, so that freeing never hangs past the timeout nor crashes. */
     if (pg->backend && !pg->backend->free(pg)) return;
-    if (pg->store && pg->owns_store) ddpl_store_free(pg->store);
+    if (pg->store && pg->owns_store) world_store_put(pg);
+    free(pg->store_id);
     free(pg->global_ranks);
     free(pg->broken);
     pthread_mutex_destroy(&pg->broken_mu);

@@ -65,6 +65,7 @@ struct ddpl_pg {
     int *global_ranks;  /* size entries: group rank -> global rank; NULL for the world */
     int my_global;      /* this process's global rank */
     bool owns_store;    /* the world's group; subgroups use the world's store */
+    char *store_id;     /* the world on rank 0 hosting the store: "address:port:token" (pg.c) */
     int n_groups;       /* the world: subgroups created so far (the next id minus 1) */
     char bind[256];     /* the world: the local address the backends listen on */
     uint64_t seq;       /* collectives issued so far (the caller's thread) */

@@ -1,6 +1,7 @@
 /* distributed/store.c: the store's client, one per process (store.h): connecting with retries, the
  * hello with the token, and one request/reply round trip per call under a mutex.
- * defines: ddpl_store_create, ddpl_store_set_prefix, ddpl_store_port, ddpl_store_timeout,
+ * defines: ddpl_store_create, ddpl_store_set_prefix, ddpl_store_port,
+ *          ddpl_store_others_connected, ddpl_store_timeout,
  *          ddpl_store_set_timeout, ddpl_store_set, ddpl_store_get, ddpl_store_add,
  *          ddpl_store_check, ddpl_store_wait, ddpl_store_delete, ddpl_store_num_keys,
  *          ddpl_store_clone, ddpl_store_free.
@@ -320,6 +321,13 @@ int ddpl_store_set_prefix(ddpl_store *s, const char *prefix)
 int ddpl_store_port(const ddpl_store *s)
 {
     return s->port;
+}
+
+int ddpl_store_others_connected(const ddpl_store *s)
+{
+    if (!s->server) return -1;
+    size_t n = store_server_clients(s->server);
+    return n > 0 ? (int)n - 1 : 0;
 }
 
 double ddpl_store_timeout(const ddpl_store *s)

@@ -24,6 +24,9 @@ ddpl_store *ddpl_store_create(const char *host, int port, bool is_server, double
  * store is shared between threads. */
 int ddpl_store_set_prefix(ddpl_store *s, const char *prefix);
 int ddpl_store_port(const ddpl_store *s);
+/* How many clients other than s itself are connected to the server s hosts; -1 when s hosts
+ * none. */
+int ddpl_store_others_connected(const ddpl_store *s);
 double ddpl_store_timeout(const ddpl_store *s);
 void ddpl_store_set_timeout(ddpl_store *s, double timeout_s);
 

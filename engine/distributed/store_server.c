@@ -26,6 +26,7 @@
 #include <ctype.h>
 #include <netdb.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -175,10 +176,11 @@ struct store_server {
     kv_map map;
     conn **conns;
     size_t nconns, cap;
-    bool changed;         /* a key was set or added since blocked requests were last tried */
-    double hello_timeout; /* seconds a new connection has to greet */
-    double next_refusal;  /* refusals of wrong tokens go out one by one, REFUSE_DELAY_S apart */
-    double accept_resume; /* the listening socket is polled again from then (EMFILE back-off) */
+    atomic_size_t clients; /* nconns, for store_server_clients from the owner's thread */
+    bool changed;          /* a key was set or added since blocked requests were last tried */
+    double hello_timeout;  /* seconds a new connection has to greet */
+    double next_refusal;   /* refusals of wrong tokens go out one by one, REFUSE_DELAY_S apart */
+    double accept_resume;  /* the listening socket is polled again from then (EMFILE back-off) */
 };
 
 static void reply(conn *c, uint8_t status, uint32_t nfields, const store_field *fields)
@@ -452,6 +454,7 @@ static void accept_all(store_server *s)
         c->fd = fd;
         c->hello_by = store_now() + s->hello_timeout;
         s->conns[s->nconns++] = c;
+        atomic_store(&s->clients, s->nconns);
     }
 }
 
@@ -470,6 +473,7 @@ static void drop_dead(store_server *s)
         }
     }
     s->nconns = k;
+    atomic_store(&s->clients, k);
 }
 
 /* Once the owner has let go, no key can come while every remaining client waits for one: each
@@ -696,6 +700,11 @@ fail:
 int store_server_port(const store_server *s)
 {
     return s->port;
+}
+
+size_t store_server_clients(const store_server *s)
+{
+    return atomic_load(&((store_server *)s)->clients);
 }
 
 void store_server_stop(store_server *s, double drain_s)
