@@ -45,6 +45,7 @@ end
 
 -- A script that prints one line per rank: RANK=..;LOCAL_RANK=..;... then its arguments.
 local env_names = {'RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'GROUP_RANK',
+                   'GROUP_WORLD_SIZE',
                    'MASTER_ADDR', 'MASTER_PORT', 'OMP_NUM_THREADS', 'DDPLUA_RUN_ID',
                    'DDPLUA_STORE_TOKEN'}
 local env_script = script_file(([[
@@ -207,6 +208,57 @@ store:close()
         assert.are.equal('1', e.GROUP_RANK)
         assert.are.equal('10.1.2.3', e.MASTER_ADDR)
         assert.are.equal('1234', e.MASTER_PORT)
+    end)
+
+    it('takes rank 0\'s host from the Slurm node list, and MPICH\'s PMI variables', function()
+        local slurm = 'env -u RANK -u MASTER_ADDR SLURM_PROCID=3 SLURM_NTASKS=8 SLURM_NNODES=4 '
+            .. "SLURM_TASKS_PER_NODE='2(x4)' "
+        local cases = {
+            {"SLURM_JOB_NODELIST='gpu[07-10,12],cpu3'", 'gpu07'},
+            {"SLURM_NODELIST='rack1-n[3-5]-ib[2-3]'", 'rack1-n3-ib2'},
+            {"SLURM_JOB_NODELIST='node5,node1'", 'node5'},
+            {"SLURM_JOB_NODELIST='bad[1-2'", ''}, -- malformed: the user must say
+            {"SLURM_JOB_NODELIST='gpu[1-2]' MASTER_ADDR=10.0.0.9", '10.0.0.9'}, -- theirs wins
+        }
+        for _, c in ipairs(cases) do
+            local out, err, code = ddplua(q(env_script), slurm .. c[1])
+            assert.are.equal(0, code, err)
+            local e = parse_env(out)[3]
+            assert.are.equal(c[2], e.MASTER_ADDR, c[1])
+            assert.are.equal('2', e.LOCAL_WORLD_SIZE) -- 2(x4): two tasks on each node
+            assert.are.equal('1', e.GROUP_RANK) -- task 3 on the second node
+            assert.are.equal('4', e.GROUP_WORLD_SIZE)
+        end
+        local out, err, code = ddplua(q(env_script), 'env -u RANK -u MASTER_ADDR PMI_RANK=3 '
+            .. 'PMI_SIZE=4 MPI_LOCALRANKID=1 MPI_LOCALNRANKS=2')
+        assert.are.equal(0, code, err)
+        local e = parse_env(out)[3]
+        assert.are.equal('4', e.WORLD_SIZE)
+        assert.are.equal('1', e.LOCAL_RANK)
+        assert.are.equal('1', e.GROUP_RANK)
+    end)
+
+    it('joins a job of srun tasks with no flags: init_process_group() and all_reduce', function()
+        -- two "srun tasks" on this machine: only the Slurm variables, no RANK or MASTER_ADDR
+        local src = os.getenv('DDPLUA_SOURCE_DIR') or '.'
+        local port = require('ddplua.core.process').free_port()
+        local base = os.tmpname()
+        local cmd = {}
+        for r = 0, 1 do
+            cmd[#cmd + 1] = ('env -u RANK -u WORLD_SIZE -u MASTER_ADDR SLURM_PROCID=%d '
+                .. 'SLURM_NTASKS=2 SLURM_LOCALID=%d SLURM_NNODES=1 SLURM_NODEID=0 '
+                .. 'SLURM_JOB_NODELIST=localhost MASTER_PORT=%d timeout 60 %s %s > %s 2>&1 &')
+                :format(r, r, port, q(bin), q(src .. '/examples/dist_hello.lua'),
+                    q(base .. '.' .. r))
+        end
+        sh(table.concat(cmd, ' ') .. ' wait')
+        for r = 0, 1 do
+            local out = slurp(base .. '.' .. r) or ''
+            os.remove(base .. '.' .. r)
+            has(out, ('rank %d: all_reduce(rank + 1) = 3 (expected 3)'):format(r))
+            has(out, 'master localhost:' .. port)
+        end
+        os.remove(base)
     end)
 
     it('refuses impossible layouts with a message', function()

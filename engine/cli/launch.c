@@ -87,7 +87,7 @@ bool cli_launch_wanted(const cli_options *o)
     const cli_launch *l = &o->launch;
     if (!l->given) return false;
     if (l->nproc > 1 || l->nnodes > 1 || l->log_dir || l->prefix_output) return true;
-    return !(getenv("SLURM_PROCID") || getenv("OMPI_COMM_WORLD_RANK"));
+    return !(getenv("SLURM_PROCID") || getenv("OMPI_COMM_WORLD_RANK") || getenv("PMI_RANK"));
 }
 
 /* The worker's command line: Lua's options, the script, "--" (so that script arguments that look

@@ -10,9 +10,9 @@
 #include "cli.h"
 
 /* Whether the command line asks for the launcher rather than running the script here: any
- * launcher flag, except that a process started by srun/mpirun (SLURM_PROCID or
- * OMPI_COMM_WORLD_RANK set) with no --nproc/--nnodes/--log-dir/--prefix-output runs as its
- * cluster rank (cli_cluster_env). */
+ * launcher flag, except that a process started by srun/mpirun (SLURM_PROCID, OMPI_COMM_WORLD_RANK
+ * or PMI_RANK set) with no --nproc/--nnodes/--log-dir/--prefix-output runs as its cluster rank
+ * (cli_cluster_env). */
 bool cli_launch_wanted(const cli_options *o);
 
 /* Starts the workers, supervises them and returns the exit status for the command: 0 when every
@@ -21,8 +21,10 @@ bool cli_launch_wanted(const cli_options *o);
 int cli_launch_run(char **argv, const cli_options *o);
 
 /* Under srun or mpirun, and when RANK is not set already: sets RANK, WORLD_SIZE, LOCAL_RANK,
- * LOCAL_WORLD_SIZE, GROUP_RANK from SLURM_* or OMPI_COMM_WORLD_*, and MASTER_ADDR/MASTER_PORT
- * from the flags (or 127.0.0.1 on a single node, and port 29500) when not in the environment. */
+ * LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE from the SLURM_, OMPI_COMM_WORLD_, or PMI_ and
+ * MPI_LOCAL (MPICH, Intel MPI) variables, and MASTER_ADDR/MASTER_PORT from the flags, else from
+ * the environment, else the first host of SLURM_JOB_NODELIST (or 127.0.0.1 on a single node),
+ * and port 29500. */
 void cli_cluster_env(const cli_launch *l);
 
 /* ---- shared by launch.c, launch_env.c and launch_output.c ---- */

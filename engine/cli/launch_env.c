@@ -2,6 +2,7 @@
  * the cluster launchers' variables (srun, mpirun), a free port, random ids.
  * defines: launch_worker_env, cli_cluster_env, launch_pick_port, launch_random_hex. */
 #include <errno.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -57,14 +58,70 @@ static long env_int(const char *const *names)
     return -1;
 }
 
+/* The first host of a Slurm host list (SLURM_JOB_NODELIST): "node[01-04,07],gpu5" gives
+ * "node01", "rack1-n[3-5]-ib" gives "rack1-n3-ib": each bracket group contributes the start of
+ * its first range, zero padding kept. False when the list is empty, malformed (an unclosed
+ * bracket) or the host does not fit out (n bytes). */
+static bool slurm_first_host(const char *list, char *out, size_t n)
+{
+    size_t k = 0;
+    for (const char *p = list; *p && *p != ','; p++) {
+        if (*p == '[') {
+            const char *close = strchr(p, ']');
+            if (!close) return false;
+            /* the first range's start: digits up to '-', ',' or ']' */
+            const char *q = p + 1;
+            while (q < close && *q != '-' && *q != ',') {
+                if (k + 1 >= n) return false;
+                out[k++] = *q++;
+            }
+            p = close;
+            continue;
+        }
+        if (k + 1 >= n) return false;
+        out[k++] = *p;
+    }
+    out[k] = '\0';
+    return k > 0;
+}
+
+/* Tasks per node from SLURM_TASKS_PER_NODE when every node has the same number ("4", "4(x3)"),
+ * else -1 ("2(x2),1": nodes differ). */
+static long slurm_tasks_per_node(void)
+{
+    const char *v = getenv("SLURM_TASKS_PER_NODE");
+    if (!v || !*v) return -1;
+    long first = -1;
+    for (const char *p = v; *p;) {
+        char *end;
+        long x = strtol(p, &end, 10);
+        if (end == p || x <= 0) return -1;
+        if (first >= 0 && x != first) return -1;
+        first = x;
+        p = end;
+        if (*p == '(') { /* "(x3)": repeated */
+            const char *close = strchr(p, ')');
+            if (!close) return -1;
+            p = close + 1;
+        }
+        if (*p == ',')
+            p++;
+        else if (*p)
+            return -1;
+    }
+    return first;
+}
+
 void cli_cluster_env(const cli_launch *l)
 {
     if (getenv("RANK")) return; /* a launcher (ours or torchrun-like) already decided */
-    static const char *const rank_v[] = {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", NULL};
-    static const char *const size_v[] = {"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", NULL};
-    static const char *const local_v[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", NULL};
+    /* srun; Open MPI's mpirun; MPICH and Intel MPI (Hydra's PMI) */
+    static const char *const rank_v[] = {"SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL};
+    static const char *const size_v[] = {"SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", NULL};
+    static const char *const local_v[] = {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK",
+                                          "MPI_LOCALRANKID", NULL};
     static const char *const lsize_v[] = {"OMPI_COMM_WORLD_LOCAL_SIZE", "SLURM_NTASKS_PER_NODE",
-                                          NULL};
+                                          "MPI_LOCALNRANKS", NULL};
     static const char *const node_v[] = {"SLURM_NODEID", NULL};
     static const char *const nnodes_v[] = {"SLURM_NNODES", "SLURM_JOB_NUM_NODES", NULL};
     long rank = env_int(rank_v), size = env_int(size_v);
@@ -72,16 +129,27 @@ void cli_cluster_env(const cli_launch *l)
     long local = env_int(local_v), lsize = env_int(lsize_v), node = env_int(node_v);
     long nnodes = env_int(nnodes_v);
     if (local < 0) local = rank;
-    if (lsize <= 0) lsize = nnodes == 1 ? size : -1; /* "2(x3)" style values do not parse */
+    if (lsize <= 0) lsize = slurm_tasks_per_node();
+    if (lsize <= 0) lsize = nnodes == 1 ? size : -1;
     if (node < 0 && lsize > 0) node = rank / lsize;
     set_int("RANK", rank);
     set_int("WORLD_SIZE", size);
     set_int("LOCAL_RANK", local);
     if (lsize > 0) set_int("LOCAL_WORLD_SIZE", lsize);
     if (node >= 0) set_int("GROUP_RANK", node);
+    if (nnodes > 0) set_int("GROUP_WORLD_SIZE", nnodes);
+    /* rank 0's host: --master-addr, else MASTER_ADDR, else the first host of the Slurm
+     * allocation (srun starts task 0 there), else loopback when the job is on one node */
+    const char *nodelist = getenv("SLURM_JOB_NODELIST");
+    if (!nodelist || !*nodelist) nodelist = getenv("SLURM_NODELIST");
+    char first[256];
     if (l->master_addr)
         setenv("MASTER_ADDR", l->master_addr, 1);
-    else if (!getenv("MASTER_ADDR") && (nnodes == 1 || lsize == size))
+    else if (getenv("MASTER_ADDR") && *getenv("MASTER_ADDR"))
+        ;
+    else if (nodelist && slurm_first_host(nodelist, first, sizeof first))
+        setenv("MASTER_ADDR", first, 1);
+    else if (nnodes == 1 || lsize == size)
         setenv("MASTER_ADDR", "127.0.0.1", 1);
     if (l->master_port)
         set_int("MASTER_PORT", l->master_port);
