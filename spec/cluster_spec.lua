@@ -136,3 +136,51 @@ describe('DDP across network namespaces', function()
         end)
     end
 end)
+
+-- Starts spec/dist/steady.lua on 2 nodes x 2 ranks (the launcher on each node, heartbeat limit
+-- 3 s), waits until every rank has passed its first all_reduce, does `hit` (a shell command) to
+-- node 1, waits for node 0 and returns its output (node 1's launcher is killed by then).
+local function lose_node(p, hit)
+    local dir = S.new_tmpdir()
+    local steady = S.src .. '/spec/dist/steady.lua'
+    local parts = {}
+    for n = 0, 1 do
+        parts[#parts + 1] = ('( DDPL_NETNS_PREFIX=%s HB=3 %s run %d timeout 90 %s %s --nnodes 2 '
+            .. '--node-rank %d --nproc 2 --master-addr 10.77.0.1 --master-port 29500 '
+            .. '> %s/node%d 2>&1; echo "EXIT $?" >> %s/node%d ) &'):format(p, q(harness), n,
+            q(S.bin), q(steady), n, q(dir), n, q(dir), n)
+    end
+    -- the hit comes once all four ranks are steady (at most 40 s), then node 0 is waited for
+    S.sh(table.concat(parts, ' ') .. (' for i in $(seq 400); do [ "$(cat %s/node* | grep -c '
+        .. 'STEADY)" = 4 ] && break; sleep 0.1; done; %s; wait'):format(q(dir), hit))
+    local out0, out1 = S.slurp(dir .. '/node0'), S.slurp(dir .. '/node1') or ''
+    os.execute('rm -rf ' .. q(dir))
+    assert(select(2, (out0 .. out1):gsub('STEADY', '')) == 4,
+        'the ranks never all started:\n' .. out0 .. '\n----\n' .. out1)
+    return out0, out1
+end
+
+describe('losing a node', function()
+    it('all its processes killed: node 0 names a rank of node 1 and its host', function()
+        local p = up(2, '1gbit')
+        local out = lose_node(p, ('for pid in $(ip netns pids %s-n1); do kill -KILL $pid; done')
+            :format(p))
+        assert.truthy(out:find('EXIT [1-9]'), out) -- node 0's gang failed too
+        local msg = out:match('FAULT after=[%d.]+ ([^\n]*)')
+        assert(msg, 'no rank of node 0 reported the fault:\n' .. out)
+        assert(msg:find('rank [23] %(pid %d+, host ' .. p .. '%-n1%)'), msg)
+    end)
+
+    it('its link down: the heartbeat names its ranks and host within the limit', function()
+        local p = up(2, '1gbit')
+        local out = lose_node(p, ('DDPL_NETNS_PREFIX=%s %s link 1 down'):format(p, q(harness)))
+        local after, msg = out:match('FAULT after=([%d.]+) ([^\n]*)')
+        assert(msg, 'no rank of node 0 reported the fault:\n' .. out)
+        assert(msg:find('rank [23] %(pid %d+, host ' .. p .. '%-n1%) stopped responding: no '
+            .. 'heartbeat for [%d.]+ s %(limit 3 s%); on another machine: stopped, hung, or its '
+            .. 'network is down'), msg)
+        assert(tonumber(after) < 30, ('reported after %s s:\n%s'):format(after, out))
+        -- node 1 is cut off: its launcher and ranks end by their timeouts or when `down`
+        -- removes the namespace
+    end)
+end)

@@ -4,7 +4,8 @@
 # talk over real TCP through a limited link (issue 30). Needs root (ip netns, tc).
 #
 #   tools/netns-cluster.sh up K [--rate 1gbit] [--burst 256kb]   make nodes 0 .. K-1
-#   tools/netns-cluster.sh run NODE CMD [ARGS...]                 run CMD inside node NODE
+#   tools/netns-cluster.sh run NODE CMD [ARGS...]                 run CMD inside node NODE (its
+#                                                                 network, and host name <p>-n<i>)
 #   tools/netns-cluster.sh addr NODE                              print node NODE's address
 #   tools/netns-cluster.sh bytes NODE                             bytes sent and received on its link
 #   tools/netns-cluster.sh link NODE up|down                      bring its link up or down
@@ -110,7 +111,9 @@ cmd_run() {
     ns=$(node_ns "$1")
     shift
     [ $# -gt 0 ] || die "run: expected a command"
-    exec ip netns exec "$ns" "$@"
+    # a host name of its own too (a UTS namespace), as a machine has: fault messages name the
+    # node by it, and only processes of the same host are looked up in /proc
+    exec ip netns exec "$ns" unshare --uts sh -c 'hostname "$0" && exec "$@"' "$ns" "$@"
 }
 
 cmd_addr() {

@@ -55,7 +55,7 @@ bool peer_gone(int pid, const char *host)
 void peer_silent_msg(char *out, size_t n, const char *label, int pid, const char *host,
                      double silent_s, double limit_s)
 {
-    const char *what = "stopped or hung (SIGSTOP?)";
+    const char *what = "on another machine: stopped, hung, or its network is down";
     if (pid > 0 && peer_is_local(host)) {
         char st = proc_state(pid);
         if (peer_gone(pid, host))

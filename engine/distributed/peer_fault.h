@@ -26,7 +26,7 @@ bool peer_gone(int pid, const char *host);
 /* "<label> stopped responding: no heartbeat for S s (limit L s); <what /proc says>" where what
  * /proc says is "the process is stopped (SIGSTOP or a debugger)", "the process has exited",
  * "the process is alive but its heartbeat thread does not run (hung?)", or for a peer on
- * another machine "stopped or hung (SIGSTOP?)". */
+ * another machine "on another machine: stopped, hung, or its network is down". */
 void peer_silent_msg(char *out, size_t n, const char *label, int pid, const char *host,
                      double silent_s, double limit_s);
 
