@@ -13,6 +13,9 @@ Prints, from rank 0:
 rank's, as bench/ddp.lua).
 
 usage: python3 bench/ddp_torch.py model=mlp steps=200 warmup=20 rounds=5 batch=32
+Several nodes (bench/multinode, each node in a namespace of tools/netns-cluster.sh): add
+nnodes=K node_rank=R master=ADDR port=P; each node starts `world` (per node) processes, global
+rank = node_rank * world + local, and RESULT/STEP come from global rank 0.
 """
 import os
 
@@ -55,9 +58,10 @@ def make_model(name):
                          nn.Flatten(), nn.Linear(64 * 7 * 7, 128), nn.ReLU(), nn.Linear(128, 10))
 
 
-def worker(rank, world, port, o):
+def worker(local, per_node, port, o):
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    rank, world = o["node_rank"] * per_node + local, o["nnodes"] * per_node
+    dist.init_process_group("gloo", init_method=f"tcp://{o['master']}:{port}", rank=rank,
                             world_size=world)
     x = torch.from_numpy(read_idx("train-images-idx3-ubyte.gz").copy()).float()
     x = ((x / 255 - 0.2860) / 0.3530).view(-1, 1, 28, 28)
@@ -130,14 +134,17 @@ def worker(rank, world, port, o):
 
 
 def main():
-    o = {"model": "mlp", "steps": 200, "warmup": 20, "rounds": 5, "batch": 32, "world": 2}
+    o = {"model": "mlp", "steps": 200, "warmup": 20, "rounds": 5, "batch": 32, "world": 2,
+         "nnodes": 1, "node_rank": 0, "master": "127.0.0.1", "port": 0}
     for a in sys.argv[1:]:
         k, v = a.split("=", 1)
-        o[k] = v if k == "model" else int(v)
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+        o[k] = v if k in ("model", "master") else int(v)
+    port = o["port"]
+    if not port:
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()
     mp.spawn(worker, args=(o["world"], port, o), nprocs=o["world"], join=True)
 
 
