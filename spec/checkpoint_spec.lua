@@ -444,6 +444,49 @@ describe('load rejects damaged files with an error naming the file', function()
     end)
 end)
 
+-- ---- large and odd files (issue 32) ----
+
+describe('load of large and odd files', function()
+    it('takes 200k tiny tensors, finds each by name, and names a name given twice', function()
+        local n = 200000
+        local entries = {}
+        for i = 1, n do entries[i] = {('t%d'):format(i), 'U8', {1}, string.char(i % 256)} end
+        local p = path('many.safetensors')
+        write_file(p, st_build(entries))
+        local t = ddpl.load(p)
+        local count = 0
+        for _ in pairs(t) do count = count + 1 end
+        assert.are.equal(n, count)
+        assert.are.equal(1, t.t1:item())
+        assert.are.equal(n % 256, t['t' .. n]:item())
+        assert.are.equal(12345 % 256, t.t12345:item())
+        -- the first and last names alike: the check that once compared every pair still holds
+        entries[n] = {'t1', 'U8', {1}, 'x'}
+        write_file(p, st_build(entries))
+        H.assert_error(function() ddpl.load(p) end, 'load: ' .. p, "the header names 't1' twice")
+        -- and a saved tree of many tensors comes back through its references
+        local tree = {}
+        for i = 1, 2000 do tree[i] = ddpl.full({1}, i) end
+        ddpl.save(tree, p)
+        local back = ddpl.load(p)
+        assert.are.equal(2000, #back)
+        assert.are.equal(1234, back[1234]:item())
+    end)
+
+    it('refuses a FIFO at once rather than waiting for a writer', function()
+        local p = path('fifo.safetensors')
+        assert(os.execute('mkfifo ' .. p))
+        local bin = os.getenv('DDPLUA_BIN') or 'build/ddplua'
+        local cmd = ("timeout 20 %s -e \"ddpl.load('%s')\" 2>&1; echo EXIT $?"):format(bin, p)
+        local f = assert(io.popen(cmd))
+        local out = f:read('a')
+        f:close()
+        os.remove(p)
+        assert.truthy(out:find('load: ' .. p .. ': not a regular file', 1, true), out)
+        assert.truthy(out:find('EXIT 1', 1, true), out) -- an error, not the timeout's 124
+    end)
+end)
+
 -- ---- atomic writes ----
 
 describe('a failed save leaves the target unchanged', function()

@@ -81,6 +81,18 @@ describe('TCPStore in one process', function()
         local ok, err = pcall(client.add, client, 'text', 1)
         assert.is_false(ok)
         has(err, "store: add on key 'text' failed: its value is not an integer")
+        -- a counter never wraps (issue 32): past the largest integer is an error, the value kept
+        assert.are.equal(math.maxinteger, client:add('top', math.maxinteger))
+        ok, err = pcall(client.add, client, 'top', 1)
+        assert.is_false(ok)
+        has(err, ("store: add on key 'top' failed: adding 1 to %d overflows a 64-bit integer")
+            :format(math.maxinteger))
+        assert.are.equal(tostring(math.maxinteger), master:get('top'))
+        assert.are.equal(math.mininteger, client:add('bottom', math.mininteger))
+        ok, err = pcall(client.add, client, 'bottom', -1)
+        assert.is_false(ok)
+        has(err, 'overflows a 64-bit integer')
+        assert.are.equal(math.mininteger + 1, client:add('bottom', 1)) -- still usable
     end)
 
     it('check, wait and delete_key', function()

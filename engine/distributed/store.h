@@ -33,7 +33,8 @@ void ddpl_store_set_timeout(ddpl_store *s, double timeout_s);
 int ddpl_store_set(ddpl_store *s, const char *key, const void *value, size_t len);
 /* Blocks until the key exists (or the timeout); *value is malloc'd, the caller frees it. */
 int ddpl_store_get(ddpl_store *s, const char *key, void **value, size_t *len);
-/* Atomically adds delta to the integer stored at key (missing = 0); *result gets the new value. */
+/* Atomically adds delta to the integer stored at key (missing = 0); *result gets the new value.
+ * A sum past the 64-bit range is an error, the value left as it was (never a wrap). */
 int ddpl_store_add(ddpl_store *s, const char *key, int64_t delta, int64_t *result);
 /* *present = whether all keys exist now (no waiting). */
 int ddpl_store_check(ddpl_store *s, int nkeys, const char *const *keys, bool *present);

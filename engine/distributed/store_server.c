@@ -317,7 +317,15 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
             reply_text(c, STORE_ST_ERROR, "its value is not an integer");
             return true;
         }
-        v = (int64_t)((uint64_t)v + (uint64_t)delta); /* wraps as PyTorch's int64 does */
+        int64_t sum;
+        if (__builtin_add_overflow(v, delta, &sum)) { /* a counter never wraps silently */
+            char why[128];
+            snprintf(why, sizeof why, "adding %lld to %lld overflows a 64-bit integer",
+                     (long long)delta, (long long)v);
+            reply_text(c, STORE_ST_ERROR, why);
+            return true;
+        }
+        v = sum;
         char text[32];
         int n = snprintf(text, sizeof text, "%lld", (long long)v);
         map_set(&s->map, key, text, (uint32_t)n);

@@ -79,6 +79,26 @@ static int write_tensor(int fd, const ddpl_tensor *t, const char *path, const ch
     return 0;
 }
 
+static int cmp_str_ptr(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A name that names[0..n) holds twice, or NULL: sorted, so a file of 200k tensors takes
+ * milliseconds rather than the minutes comparing every pair took (issue 32). */
+static const char *repeated_name(const char *const *names, size_t n)
+{
+    if (n < 2) return NULL;
+    const char **sorted = ddpl_xmalloc(n * sizeof *sorted);
+    memcpy(sorted, names, n * sizeof *sorted);
+    qsort(sorted, n, sizeof *sorted, cmp_str_ptr);
+    const char *dup = NULL;
+    for (size_t i = 1; i < n && !dup; i++)
+        if (strcmp(sorted[i - 1], sorted[i]) == 0) dup = sorted[i];
+    free(sorted);
+    return dup;
+}
+
 /* The JSON header (padded to a multiple of 8) for the tensors in order. */
 static int build_header(ddpl_buf *h, const char *path, int n, const char *const *names,
                         ddpl_tensor *const *tensors, int nmeta, const char *const *meta_keys,
@@ -99,6 +119,8 @@ static int build_header(ddpl_buf *h, const char *path, int n, const char *const 
         }
         ddpl_buf_puts(h, "}");
     }
+    const char *dup = repeated_name(names, (size_t)n);
+    if (dup) return ddpl_error("save: %s: two tensors are named '%s'", path, dup);
     uint64_t offset = 0;
     for (int i = 0; i < n; i++) {
         const ddpl_tensor *t = tensors[i];
@@ -108,9 +130,6 @@ static int build_header(ddpl_buf *h, const char *path, int n, const char *const 
             return ddpl_error("save: %s: tensor name '%s' is not valid UTF-8", path, names[i]);
         if (strcmp(names[i], "__metadata__") == 0)
             return ddpl_error("save: %s: '__metadata__' cannot name a tensor", path);
-        for (int j = 0; j < i; j++)
-            if (strcmp(names[i], names[j]) == 0)
-                return ddpl_error("save: %s: two tensors are named '%s'", path, names[i]);
         const char *code = ddpl_st_dtype_code((ddpl_dtype)t->dtype);
         if (!code)
             return ddpl_error("save: %s: tensor '%s' has a dtype safetensors cannot store", path,
@@ -317,12 +336,37 @@ static int read_at(int fd, void *dst, size_t n, uint64_t off)
     return 0;
 }
 
+typedef struct named {
+    char *name;
+    ddpl_tensor *t;
+} named;
+
+static int cmp_named(const void *a, const void *b)
+{
+    return strcmp(((const named *)a)->name, ((const named *)b)->name);
+}
+
+/* The tensors, read in file order, put in name order (ddpl_st_find bisects). */
+static void sort_by_name(ddpl_st_file *f)
+{
+    named *v = ddpl_xmalloc(((size_t)f->n + 1) * sizeof *v);
+    for (int i = 0; i < f->n; i++) v[i] = (named){f->names[i], f->tensors[i]};
+    qsort(v, (size_t)f->n, sizeof *v, cmp_named);
+    for (int i = 0; i < f->n; i++) f->names[i] = v[i].name, f->tensors[i] = v[i].t;
+    free(v);
+}
+
 /* Validates the parsed header and reads every tensor. */
 static int load_tensors(int fd, const char *path, const ddpl_json *hdr, uint64_t data_start,
                         uint64_t data_size, ddpl_st_file *out)
 {
     if (hdr->type != DDPL_JSON_OBJECT)
         return ddpl_error("load: %s: the header is not a JSON object", path);
+    const char **names = ddpl_xmalloc((hdr->len + 1) * sizeof *names);
+    for (size_t i = 0; i < hdr->len; i++) names[i] = hdr->keys[i].str;
+    const char *dup = repeated_name(names, hdr->len);
+    free(names);
+    if (dup) return ddpl_error("load: %s: the header names '%s' twice", path, dup);
     entry *es = ddpl_xcalloc(hdr->len + 1, sizeof *es);
     int n = 0, rc = 0;
     for (size_t i = 0; i < hdr->len && rc == 0; i++) {
@@ -333,10 +377,6 @@ static int load_tensors(int fd, const char *path, const ddpl_json *hdr, uint64_t
             rc = ddpl_error("load: %s: a tensor name contains a NUL byte ('%s...')", path, name);
             break;
         }
-        for (size_t j = 0; j < i && rc == 0; j++)
-            if (strcmp(hdr->keys[j].str, name) == 0)
-                rc = ddpl_error("load: %s: the header names '%s' twice", path, name);
-        if (rc < 0) break;
         if (strcmp(name, "__metadata__") == 0)
             rc = read_metadata(path, &hdr->items[i], out);
         else
@@ -372,13 +412,30 @@ static int load_tensors(int fd, const char *path, const ddpl_json *hdr, uint64_t
                             path, es[i].name);
     }
     free(es);
+    if (rc == 0) sort_by_name(out);
     return rc;
+}
+
+int ddpl_st_find(const ddpl_st_file *f, const char *name)
+{
+    int lo = 0, hi = f->n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(f->names[mid], name);
+        if (c == 0) return mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    return -1;
 }
 
 int ddpl_safetensors_load(const char *path, ddpl_st_file *out)
 {
     memset(out, 0, sizeof *out);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for a writer, for ever (issue 32); it
+     * changes nothing for the regular file that is all this accepts */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return ddpl_error("load: %s: %s", path, strerror(errno));
     struct stat st;
     if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {

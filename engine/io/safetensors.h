@@ -1,7 +1,7 @@
 /* io/safetensors.h: reading and writing safetensors files (the format of Hugging Face's
  * `safetensors` package: https://github.com/huggingface/safetensors, "Format").
  * defines: ddpl_st_file, ddpl_safetensors_save, ddpl_safetensors_load, ddpl_st_file_clear,
- *          ddpl_st_dtype_code.
+ *          ddpl_st_find, ddpl_st_dtype_code.
  *
  * Layout: 8 bytes little-endian u64 N; N bytes of UTF-8 JSON
  *   {"__metadata__": {str: str}, "name": {"dtype": "F32", "shape": [2, 3],
@@ -16,8 +16,8 @@
 /* A file's contents: tensors in the order of their data offsets, and the metadata. */
 typedef struct ddpl_st_file {
     int n;
-    char **names;
-    ddpl_tensor **tensors; /* owned references, CPU */
+    char **names;          /* in strcmp order (ddpl_st_find bisects them) */
+    ddpl_tensor **tensors; /* owned references, CPU; tensors[i] is named names[i] */
     int nmeta;
     char **meta_keys;
     char **meta_values;
@@ -37,6 +37,8 @@ int ddpl_safetensors_save(const char *path, int n, const char *const *names,
  * not overlapping. Returns 0, or -1 with "load: <path>: <what>" and *out empty. */
 int ddpl_safetensors_load(const char *path, ddpl_st_file *out);
 void ddpl_st_file_clear(ddpl_st_file *f);
+/* The index of the tensor called name in a loaded file, or -1: O(log n). */
+int ddpl_st_find(const ddpl_st_file *f, const char *name);
 
 /* "F32" for DDPL_FLOAT32, ...; NULL for none. */
 const char *ddpl_st_dtype_code(ddpl_dtype dt);

@@ -282,8 +282,8 @@ static int load_ctx_gc(lua_State *L)
 static void push_tensor(lua_State *L, const char *path, ddpl_st_file *f, const char *name,
                         ddpl_device dev)
 {
-    for (int i = 0; i < f->n; i++) {
-        if (strcmp(f->names[i], name) != 0) continue;
+    int i = ddpl_st_find(f, name); /* a tree of 200k tensors: not 200k x 200k compares */
+    if (i >= 0) {
         lb_box *box = lb_newbox(L);
         ddpl_tensor *t = f->tensors[i];
         box->t = dev.type == DDPL_CPU ? ddpl_tensor_retain(t)
