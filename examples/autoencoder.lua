@@ -26,11 +26,13 @@ local defaults = {
 local numeric = { epochs = true, ['batch-size'] = true, lr = true, seed = true, threads = true,
     width = true, ['train-size'] = true, ['test-size'] = true, ['log-every'] = true }
 
-local function usage(msg)
-    io.stderr:write('autoencoder.lua: ', msg, '\n', 'usage: ddplua examples/autoencoder.lua ',
+local function usage(msg) -- msg nil: --help
+    local out = msg and io.stderr or io.stdout
+    if msg then out:write('autoencoder.lua: ', msg, '\n') end
+    out:write('usage: ddplua examples/autoencoder.lua ',
         '[--epochs N] [--batch-size N] [--lr X] [--seed N] [--threads N] [--loss bce|mse] ',
         '[--width N] [--train-size N] [--test-size N] [--log-every N] [--data DIR]\n')
-    os.exit(2)
+    os.exit(msg and 2 or 0)
 end
 
 local root = (arg[0]:match('^(.*)/[^/]*$') or '.') .. '/..'

@@ -77,8 +77,10 @@ local numeric = {epochs = true, ['batch-size'] = true, lr = true, momentum = tru
     ['powersgd-rank'] = true, ['start-powersgd-iter'] = true, ['log-every'] = true,
     ['num-workers'] = true}
 
-local function usage(msg)
-    io.stderr:write('ddp_train.lua: ', msg, '\nusage: ddplua examples/ddp_train.lua --nproc N ',
+local function usage(msg) -- msg nil: --help
+    local out = msg and io.stderr or io.stdout
+    if msg then out:write('ddp_train.lua: ', msg, '\n') end
+    out:write('usage: ddplua examples/ddp_train.lua --nproc N ',
         '[--model mlp|cnn] [--epochs N] [--batch-size N (per rank)] [--lr X] [--momentum X] ',
         '[--seed N] [--bucket-cap-mb X] [--checkpoint PATH] [--checkpoint-every STEPS] ',
         '[--resume PATH] [--train-size N] [--test-size N] [--eval-batch N] ',
@@ -86,7 +88,7 @@ local function usage(msg)
         '[--comm-hook allreduce|fp16_compress|bf16_compress|powersgd [--powersgd-rank R] ',
         '[--start-powersgd-iter K]] [--metrics FILE] [--tensorboard DIR] [--log-every N] ',
         '[--num-workers N] [--device cpu|cuda] [--backend gloo|nccl]\n')
-    os.exit(2)
+    os.exit(msg and 2 or 0)
 end
 
 -- The directory of this script, to find args.lua and models/ wherever we are run from.

@@ -13,6 +13,14 @@ return function(prog, argv, defaults)
     local numeric = {}
     for k in pairs(defaults) do numeric[k] = k ~= 'text' end
     local opt = dofile(here .. '/args.lua')(argv, defaults, numeric, function(msg)
+        if not msg then -- --help
+            local keys = {}
+            for k in pairs(defaults) do keys[#keys + 1] = k end
+            table.sort(keys)
+            io.stdout:write('usage: ddplua examples/', prog, ' [--', table.concat(keys, ' X] [--'),
+                ' X] (see the top of the file)\n')
+            os.exit(0)
+        end
         io.stderr:write(prog, ': ', msg, ' (see the top of the file)\n')
         os.exit(2)
     end)

@@ -57,14 +57,16 @@ local numeric = { epochs = true, ['batch-size'] = true, lr = true, momentum = tr
     threads = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
     ['log-every'] = true }
 
-local function usage(msg)
-    io.stderr:write('train.lua: ', msg, '\n', 'usage: ddplua examples/train.lua [--model ',
+local function usage(msg) -- msg nil: --help
+    local out = msg and io.stderr or io.stdout
+    if msg then out:write('train.lua: ', msg, '\n') end
+    out:write('usage: ddplua examples/train.lua [--model ',
         'mlp|cnn|resnet] [--dataset fashion-mnist|cifar10] [--data DIR] [--epochs N] ',
         '[--batch-size N] [--lr X] [--momentum X] [--seed N] ',
         '[--threads N] [--checkpoint PATH] [--resume PATH] [--metrics PATH] [--train-size N] ',
         '[--test-size N] [--eval-batch N] [--progress auto|on|off] [--tensorboard DIR] ',
         '[--log-every N] [--device cpu|cuda]\n')
-    os.exit(2)
+    os.exit(msg and 2 or 0)
 end
 
 -- The directory of this script, to find args.lua and models/ wherever we are run from.

@@ -77,3 +77,28 @@ describe('dist rooted collectives in a one-rank group', function()
         assert.are.same({1.5, -2, 3}, x:tolist())
     end)
 end)
+
+describe('get_rank and get_world_size in API.md\'s form', function()
+    local ddpl = require 'ddplua'
+    local dist = ddpl.dist
+
+    it('take {group = g} as they take g, and refuse other options by name', function()
+        dist.init_process_group({backend = 'gloo', init_method = 'tcp://127.0.0.1:' .. free_port(),
+            rank = 0, world_size = 1, timeout = 10})
+        finally(function() dist.destroy_process_group() end)
+        local g = dist.new_group({0})
+        assert.are.equal(0, dist.get_rank({group = g}))
+        assert.are.equal(1, dist.get_world_size({group = g}))
+        assert.are.equal(dist.get_rank(g), dist.get_rank({group = g}))
+        assert.are.equal(0, dist.get_rank({})) -- no group: the default one
+        assert.are.same({0}, dist.get_process_group_ranks({group = g}))
+        local ok, err = pcall(dist.get_rank, {grp = g})
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find("get_rank: unknown option 'grp' (expected {group = g})",
+            1, true), err)
+        ok, err = pcall(dist.get_world_size, {group = 3})
+        assert.is_false(ok)
+        assert.truthy(tostring(err):find('get_world_size: group must be a process group', 1, true),
+            err)
+    end)
+end)

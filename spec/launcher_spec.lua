@@ -45,7 +45,7 @@ end
 
 -- A script that prints one line per rank: RANK=..;LOCAL_RANK=..;... then its arguments.
 local env_names = {'RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'GROUP_RANK',
-                   'GROUP_WORLD_SIZE',
+                   'GROUP_WORLD_SIZE', 'ROLE_NAME', 'ROLE_RANK', 'ROLE_WORLD_SIZE',
                    'MASTER_ADDR', 'MASTER_PORT', 'OMP_NUM_THREADS', 'DDPLUA_RUN_ID',
                    'DDPLUA_STORE_TOKEN'}
 local env_script = script_file(([[
@@ -104,6 +104,9 @@ describe('launcher environment', function()
                 assert.are.equal(tostring(r), e.LOCAL_RANK)
                 assert.are.equal(tostring(n), e.WORLD_SIZE)
                 assert.are.equal(tostring(n), e.LOCAL_WORLD_SIZE)
+                assert.are.equal('default', e.ROLE_NAME) -- torchrun's role variables
+                assert.are.equal(tostring(r), e.ROLE_RANK)
+                assert.are.equal(tostring(n), e.ROLE_WORLD_SIZE)
                 assert.are.equal('0', e.GROUP_RANK)
                 assert.are.equal('127.0.0.1', e.MASTER_ADDR)
                 assert.are.equal(port, e.MASTER_PORT)
@@ -195,6 +198,9 @@ store:close()
         assert.are.equal('8', e.WORLD_SIZE)
         assert.are.equal('1', e.LOCAL_RANK)
         assert.are.equal('2', e.GROUP_RANK)
+        assert.are.equal('default', e.ROLE_NAME) -- torchrun's one role, holding every rank
+        assert.are.equal('5', e.ROLE_RANK)
+        assert.are.equal('8', e.ROLE_WORLD_SIZE)
         assert.are.equal('', e.MASTER_ADDR) -- several nodes: the user must say where rank 0 is
         assert.are.equal('29500', e.MASTER_PORT)
         out, err, code = ddplua('--master-addr 10.1.2.3 --master-port 1234 ' .. q(env_script),

@@ -206,3 +206,21 @@ describe('examples/gpt_tiny.lua', function()
         assert.truthy(out:find('sample: This License', 1, true), out)
     end)
 end)
+
+describe('the examples\' command lines', function()
+    it('print their usage for --help and -h and exit 0; an unknown flag is still refused', function()
+        for _, script in ipairs({'train.lua', 'ddp_train.lua', 'autoencoder.lua', 'gpt_tiny.lua',
+            'char_lstm.lua'}) do
+            for _, flag in ipairs({'--help', '-h'}) do
+                local out = run('examples/' .. script, flag)
+                assert.truthy(out:find('usage: ddplua examples/' .. script, 1, true), out)
+            end
+        end
+        local p = assert(io.popen(('%s %s --bogus 2>&1; echo "EXIT $?"'):format(q(bin),
+            q(source .. '/examples/train.lua'))))
+        local out = p:read('a')
+        p:close()
+        assert.truthy(out:find('train.lua: unknown argument --bogus', 1, true), out)
+        assert.truthy(out:find('EXIT 2', 1, true), out)
+    end)
+end)

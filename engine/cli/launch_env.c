@@ -22,6 +22,14 @@ static void set_int(const char *name, long v)
     setenv(name, buf, 1);
 }
 
+/* torchrun's role variables: one role, "default", holding every rank. */
+static void set_role(void)
+{
+    setenv("ROLE_NAME", "default", 1);
+    setenv("ROLE_RANK", getenv("RANK"), 1);
+    setenv("ROLE_WORLD_SIZE", getenv("WORLD_SIZE"), 1);
+}
+
 void launch_worker_env(const launch_job *job, int local)
 {
     set_int("RANK", (long)job->node_rank * job->nproc + local);
@@ -30,6 +38,7 @@ void launch_worker_env(const launch_job *job, int local)
     set_int("LOCAL_WORLD_SIZE", job->nproc);
     set_int("GROUP_RANK", job->node_rank);
     set_int("GROUP_WORLD_SIZE", job->nnodes);
+    set_role(); /* after RANK and WORLD_SIZE */
     setenv("MASTER_ADDR", job->master_addr, 1);
     set_int("MASTER_PORT", job->master_port);
     setenv("DDPLUA_RUN_ID", job->run_id, 1);
@@ -138,6 +147,7 @@ void cli_cluster_env(const cli_launch *l)
     if (lsize > 0) set_int("LOCAL_WORLD_SIZE", lsize);
     if (node >= 0) set_int("GROUP_RANK", node);
     if (nnodes > 0) set_int("GROUP_WORLD_SIZE", nnodes);
+    set_role();
     /* rank 0's host: --master-addr, else MASTER_ADDR, else the first host of the Slurm
      * allocation (srun starts task 0 there), else loopback when the job is on one node */
     const char *nodelist = getenv("SLURM_JOB_NODELIST");

@@ -157,6 +157,17 @@ end
 local function group_of(fname, g)
     local d = need(fname)
     if g == nil then return d end
+    -- API.md's form, get_rank({group = g}); a table that is not a group box
+    if type(g) == 'table' then
+        for k in pairs(g) do
+            if k ~= 'group' then
+                error(("%s: unknown option '%s' (expected {group = g})"):format(fname,
+                    tostring(k)), 3)
+            end
+        end
+        g = g.group
+        if g == nil then return d end
+    end
     if not C.is_group(g) then
         error(('%s: group must be a process group (from new_group), got %s'):format(fname,
             type(g)), 3)
