@@ -96,18 +96,26 @@ s = socket.create_connection(('10.77.0.3', 5001)); s.sendall(b'x' * 2000000); s.
     end)
 end)
 
+-- Starts `script` on `nodes` nodes x 2 ranks of cluster p, the launcher on each node (env: more
+-- VAR=value words; args: the script's), each node's output into dir/node<n>, in the background:
+-- the shell command line to run, followed by whatever should happen before `wait`.
+local function start_nodes(p, nodes, dir, script, args, env, kill_after)
+    local parts = {}
+    for n = 0, nodes - 1 do
+        parts[#parts + 1] = ('( DDPL_NETNS_PREFIX=%s %s %s run %d timeout %d %s %s --nnodes %d '
+            .. '--node-rank %d --nproc 2 --master-addr 10.77.0.1 --master-port 29500 -- %s '
+            .. '> %s/node%d 2>&1; echo "EXIT $?" >> %s/node%d ) &'):format(p, env or '',
+            q(harness), n, kill_after, q(S.bin), q(script), nodes, n, args or '', q(dir), n,
+            q(dir), n)
+    end
+    return table.concat(parts, ' ')
+end
+
 -- Runs spec/ddp/train_equiv.lua on `nodes` nodes x 2 ranks through the launcher; returns the
 -- nodes' outputs joined, and whether every node exited 0.
 local function ddp_across(p, nodes, args)
     local dir = S.new_tmpdir()
-    local parts = {}
-    for n = 0, nodes - 1 do
-        parts[#parts + 1] = ('( DDPL_NETNS_PREFIX=%s %s run %d timeout 120 %s %s --nnodes %d '
-            .. '--node-rank %d --nproc 2 --master-addr 10.77.0.1 --master-port 29500 -- %s '
-            .. '> %s/node%d 2>&1; echo "EXIT $?" >> %s/node%d ) &'):format(p, q(harness), n,
-            q(S.bin), q(equiv), nodes, n, args, q(dir), n, q(dir), n)
-    end
-    S.sh(table.concat(parts, ' ') .. ' wait')
+    S.sh(start_nodes(p, nodes, dir, equiv, args, nil, 120) .. ' wait')
     local all, ok = {}, true
     for n = 0, nodes - 1 do
         local out = S.slurp(('%s/node%d'):format(dir, n))
@@ -142,16 +150,9 @@ end)
 -- node 1, waits for node 0 and returns its output (node 1's launcher is killed by then).
 local function lose_node(p, hit)
     local dir = S.new_tmpdir()
-    local steady = S.src .. '/spec/dist/steady.lua'
-    local parts = {}
-    for n = 0, 1 do
-        parts[#parts + 1] = ('( DDPL_NETNS_PREFIX=%s HB=3 %s run %d timeout 90 %s %s --nnodes 2 '
-            .. '--node-rank %d --nproc 2 --master-addr 10.77.0.1 --master-port 29500 '
-            .. '> %s/node%d 2>&1; echo "EXIT $?" >> %s/node%d ) &'):format(p, q(harness), n,
-            q(S.bin), q(steady), n, q(dir), n, q(dir), n)
-    end
+    local start = start_nodes(p, 2, dir, S.src .. '/spec/dist/steady.lua', nil, 'HB=3', 90)
     -- the hit comes once all four ranks are steady (at most 40 s), then node 0 is waited for
-    S.sh(table.concat(parts, ' ') .. (' for i in $(seq 400); do [ "$(cat %s/node* | grep -c '
+    S.sh(start .. (' for i in $(seq 400); do [ "$(cat %s/node* | grep -c '
         .. 'STEADY)" = 4 ] && break; sleep 0.1; done; %s; wait'):format(q(dir), hit))
     local out0, out1 = S.slurp(dir .. '/node0'), S.slurp(dir .. '/node1') or ''
     os.execute('rm -rf ' .. q(dir))

@@ -22,14 +22,20 @@ describe('dist rooted collectives and all-to-all (launcher)', function()
     end
 end)
 
+-- A one-rank default group in this process, destroyed when the test ends.
+local function one_rank_world()
+    local dist = require('ddplua').dist
+    dist.init_process_group({backend = 'gloo', init_method = 'tcp://127.0.0.1:' .. free_port(),
+        rank = 0, world_size = 1, timeout = 10})
+    finally(function() dist.destroy_process_group() end)
+end
+
 describe('dist rooted collectives in a one-rank group', function()
     local ddpl = require 'ddplua'
     local dist = ddpl.dist
 
     it('run, and refuse bad arguments by name', function()
-        dist.init_process_group({backend = 'gloo', init_method = 'tcp://127.0.0.1:' .. free_port(),
-            rank = 0, world_size = 1, timeout = 10})
-        finally(function() dist.destroy_process_group() end)
+        one_rank_world()
         local x = ddpl.tensor({1.5, -2, 3})
         dist.reduce(x, 0, {op = 'avg'})
         assert.are.same({1.5, -2, 3}, x:tolist())
@@ -83,9 +89,7 @@ describe('get_rank and get_world_size in API.md\'s form', function()
     local dist = ddpl.dist
 
     it('take {group = g} as they take g, and refuse other options by name', function()
-        dist.init_process_group({backend = 'gloo', init_method = 'tcp://127.0.0.1:' .. free_port(),
-            rank = 0, world_size = 1, timeout = 10})
-        finally(function() dist.destroy_process_group() end)
+        one_rank_world()
         local g = dist.new_group({0})
         assert.are.equal(0, dist.get_rank({group = g}))
         assert.are.equal(1, dist.get_world_size({group = g}))
