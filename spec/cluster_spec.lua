@@ -7,37 +7,14 @@
 -- where namespaces cannot be made (not root); CI runs as root. Every process runs under
 -- `timeout`, and every cluster is removed when its test ends, whatever happens.
 local S = require 'shell_util'
+local C = require 'cluster_util'
 local q = S.q
-local harness = S.src .. '/tools/netns-cluster.sh'
+local harness = C.harness
 local equiv = S.src .. '/spec/ddp/train_equiv.lua'
+local cluster, leftovers, start_nodes = C.cluster, C.leftovers, C.start_nodes
 
--- A prefix of our own (specs run in parallel): "c" and 5 digits.
-local function new_prefix()
-    return ('c%05d'):format(math.random(0, 99999))
-end
-
--- Runs the harness with prefix p: output, exit status.
-local function cluster(p, args)
-    return S.sh(('DDPL_NETNS_PREFIX=%s %s %s 2>&1'):format(p, q(harness), args))
-end
-
--- Makes K nodes at rate, or marks the test pending when namespaces cannot be made here; the
--- nodes are removed when the test ends.
 local function up(k, rate)
-    local p = new_prefix()
-    local out, code = cluster(p, 'check')
-    if code ~= 0 then pending('no network namespaces here: ' .. out) end
-    finally(function() cluster(p, 'down') end)
-    out, code = cluster(p, ('up %d --rate %s'):format(k, rate or '1gbit'))
-    assert(code == 0, out)
-    return p
-end
-
--- The names of p's namespaces and links that exist now.
-local function leftovers(p)
-    local out = S.sh(('{ ip netns list; ip -o link show; } 2>/dev/null | grep -oE "%s-[a-z0-9]+" '
-        .. '| sort -u'):format(p))
-    return out
+    return C.up(k, rate, pending, finally)
 end
 
 describe('tools/netns-cluster.sh', function()
@@ -96,34 +73,14 @@ s = socket.create_connection(('10.77.0.3', 5001)); s.sendall(b'x' * 2000000); s.
     end)
 end)
 
--- Starts `script` on `nodes` nodes x 2 ranks of cluster p, the launcher on each node (env: more
--- VAR=value words; args: the script's), each node's output into dir/node<n>, in the background:
--- the shell command line to run, followed by whatever should happen before `wait`.
-local function start_nodes(p, nodes, dir, script, args, env, kill_after)
-    local parts = {}
-    for n = 0, nodes - 1 do
-        parts[#parts + 1] = ('( DDPL_NETNS_PREFIX=%s %s %s run %d timeout %d %s %s --nnodes %d '
-            .. '--node-rank %d --nproc 2 --master-addr 10.77.0.1 --master-port 29500 -- %s '
-            .. '> %s/node%d 2>&1; echo "EXIT $?" >> %s/node%d ) &'):format(p, env or '',
-            q(harness), n, kill_after, q(S.bin), q(script), nodes, n, args or '', q(dir), n,
-            q(dir), n)
-    end
-    return table.concat(parts, ' ')
-end
-
 -- Runs spec/ddp/train_equiv.lua on `nodes` nodes x 2 ranks through the launcher; returns the
 -- nodes' outputs joined, and whether every node exited 0.
 local function ddp_across(p, nodes, args)
     local dir = S.new_tmpdir()
     S.sh(start_nodes(p, nodes, dir, equiv, args, nil, 120) .. ' wait')
-    local all, ok = {}, true
-    for n = 0, nodes - 1 do
-        local out = S.slurp(('%s/node%d'):format(dir, n))
-        ok = ok and out:find('EXIT 0', 1, true) ~= nil
-        all[#all + 1] = ('---- node %d\n%s'):format(n, out)
-    end
+    local out, ok = C.node_outputs(dir, nodes)
     os.execute('rm -rf ' .. q(dir))
-    return table.concat(all, '\n'), ok
+    return out, ok
 end
 
 describe('DDP across network namespaces', function()

@@ -55,6 +55,7 @@ void ddpl_set_autograd_free(ddpl_autograd_free_fn fn);
 /* ---- memory ---- */
 void *ddpl_xmalloc(size_t n); /* aborts on failure: only for small engine metadata */
 void *ddpl_xcalloc(size_t count, size_t n);
+char *ddpl_xstrdup(const char *s); /* a copy from ddpl_xmalloc */
 /* Storage of nbytes on dev; NULL (error set) when the device cannot provide it. */
 ddpl_storage *ddpl_storage_new(size_t nbytes, ddpl_device dev);
 void ddpl_storage_retain(ddpl_storage *s);

@@ -1,5 +1,6 @@
-/* core/error.c: the thread-local "last error" message of the C API.
- * defines: ddpl_error, ddpl_last_error. */
+/* core/error.c: the thread-local "last error" message of the C API, and the metadata allocators
+ * that abort when memory is out. defines: ddpl_error, ddpl_last_error, ddpl_xmalloc,
+ *          ddpl_xcalloc, ddpl_xstrdup. */
 #include <stdarg.h>
 
 #include "core.h"
@@ -34,6 +35,12 @@ void *ddpl_xmalloc(size_t n)
         abort();
     }
     return p;
+}
+
+char *ddpl_xstrdup(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    return memcpy(ddpl_xmalloc(n), s, n);
 }
 
 void *ddpl_xcalloc(size_t count, size_t n)

@@ -20,12 +20,6 @@
 #include "ddpl/cuda.h"
 #include "distributed/nccl_comm.h"
 
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(ddpl_xmalloc(n), s, n);
-}
-
 ddpl_nccl *nccl_comm_retain(ddpl_nccl *c)
 {
     atomic_fetch_add(&c->refcount, 1);
@@ -85,7 +79,7 @@ int nccl_comm_cuda_fail(const ddpl_nccl *c, cudaError_t e, const char *fname, co
  * on a peer stop and later operations fail at once. Called with c->mu held. */
 static void break_locked(ddpl_nccl *c)
 {
-    if (!c->broken) c->broken = xstrdup(ddpl_last_error());
+    if (!c->broken) c->broken = ddpl_xstrdup(ddpl_last_error());
     if (c->comm) {
         CUDA_DL(CUDA_LIB_NCCL, ncclCommAbort)(c->comm);
         c->comm = NULL;
@@ -379,8 +373,8 @@ void nccl_comm_free(ddpl_nccl *c)
                 } else {
                     CUDA_DL(CUDA_LIB_NCCL, ncclCommAbort)(c->comm);
                     if (!c->broken)
-                        c->broken = xstrdup("the group was destroyed while operations were "
-                                            "still pending");
+                        c->broken = ddpl_xstrdup("the group was destroyed while operations were "
+                                                 "still pending");
                 }
                 c->comm = NULL;
             }

@@ -1,5 +1,6 @@
 /* distributed/pg_heartbeat.c: the heartbeat of a CPU process group (see pg_heartbeat.h).
- * defines: pg_heartbeat_limit, pg_heartbeat_start, pg_heartbeat_stop, pg_heartbeat_fault.
+ * defines: pg_heartbeat_limit, pg_heartbeat_start, pg_heartbeat_stop, pg_heartbeat_fault,
+ *          pg_heartbeat_declare.
  *
  * Time is measured by each rank on its own clock: over the store a peer's silence is how long
  * its counter had not changed as of the last poll that succeeded, so clocks of different machines
@@ -148,6 +149,12 @@ static void declare(pg_heartbeat *hb, const char *msg)
     if (hb->store && ddpl_store_set(hb->store, key, seen, strlen(seen)) < 0) store_lost(hb);
     pthread_mutex_unlock(&hb->store_mu);
     ddpl_gloo_abort(hb->h->gloo, msg);
+    pg_host_hier_abort(hb->h->hier, msg);
+}
+
+void pg_heartbeat_declare(pg_heartbeat *hb, const char *msg)
+{
+    if (hb) declare(hb, msg);
 }
 
 /* A peer that an operation waits for (waited_for) and that is silent for longer than the limit
@@ -199,6 +206,7 @@ static void *heartbeat_main(void *arg)
             ddpl_shm_beat(hb->h->shm);
         else
             beat_store(hb);
+        pg_host_hier_beat(hb->h->hier); /* the node's segment, which its barriers watch */
         if (!faulted) check_peers(hb);
         struct timespec until;
         clock_gettime(CLOCK_MONOTONIC, &until);
@@ -247,8 +255,9 @@ pg_heartbeat *pg_heartbeat_start(ddpl_pg *pg, const char *prefix)
     pthread_condattr_destroy(&ca);
     if (hb->h->shm) {
         ddpl_shm_beat(hb->h->shm); /* before any collective can wait for this rank */
-        ddpl_shm_watch(hb->h->shm, hb->limit_s, pg->global_ranks);
+        ddpl_shm_watch(hb->h->shm, hb->limit_s, pg->global_ranks, NULL);
     }
+    pg_host_hier_watch(hb->h->hier, hb->limit_s, hb->h->hosts[pg->rank]);
     if (pthread_create(&hb->thread, NULL, heartbeat_main, hb) != 0) {
         heartbeat_free(hb);
         ddpl_error("cannot start the heartbeat thread");

@@ -126,6 +126,7 @@ static bool host_free(ddpl_pg *pg)
     if (!host_lanes_stop(&h->lanes, pg->timeout_s + 5.0)) return false;
     pg_heartbeat_stop(h->hb); /* it uses the transports and reads the lanes' counters */
     host_lanes_free(&h->lanes);
+    pg_host_hier_free(h->hier);
     ddpl_gloo_free(h->gloo);
     ddpl_shm_free(h->shm);
     for (int q = 0; h->hosts && q < pg->size; q++) free(h->hosts[q]);
@@ -187,7 +188,9 @@ static int host_connect(ddpl_pg *pg, const char *prefix, const char *bind_host)
     h->coll = h->shm ? &pg_host_shm_coll : &pg_host_gloo_coll;
     /* Once every rank passed this barrier nobody reads rendezvous keys any more, so rank 0 may
      * free the store whenever it likes. */
-    if (exchange_who(pg, h, prefix) < 0 || ddpl_gloo_barrier(h->gloo) < 0) {
+    if (exchange_who(pg, h, prefix) < 0 ||
+        (!h->shm && pg_host_hier_connect(pg, h, prefix, bind_host) < 0) ||
+        ddpl_gloo_barrier(h->gloo) < 0) {
         char e[768];
         snprintf(e, sizeof e, "%s", ddpl_last_error());
         return ddpl_error("init_process_group: %s", e);
@@ -215,7 +218,8 @@ ddpl_work *host_work_new(ddpl_pg *pg, const char *name, int nslots, int (*run)(d
 
 static const char *host_transport(const ddpl_pg *pg)
 {
-    return host_of(pg)->shm ? "shm" : "gloo";
+    const pg_host *h = host_of(pg);
+    return h->shm ? "shm" : h->hier ? pg_host_hier_transport(h->hier) : "gloo";
 }
 
 /* A CPU tensor; reducing ops also need float32/float64/int64. */
@@ -419,6 +423,9 @@ static ddpl_work *host_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor
 static int run_barrier(ddpl_work *w)
 {
     pg_host *h = host_of(w->pg);
+    /* the fingerprint check just before (lane_run) already waited for every rank: a second
+     * round trip would only double the barrier's latency (bench/README.md, session 37) */
+    if (w->fp.seq && h->coll->agree_waits_for_all) return 0;
     return h->coll->barrier(h);
 }
 

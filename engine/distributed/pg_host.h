@@ -5,7 +5,8 @@
  * defines: pg_host, host_work, host_coll, host_of, host_work_of, host_work_new,
  *          pg_host_gloo_coll, pg_host_shm_coll, pg_host_reduce_fn, pg_host_divide_by,
  *          pg_host_reduce, pg_host_gather, pg_host_scatter, pg_host_alltoall,
- *          pg_host_alltoall_single. Internal to engine/distributed. */
+ *          pg_host_alltoall_single, the hierarchy's entries (pg_host_hier_*).
+ *          Internal to engine/distributed. */
 #ifndef DDPL_DIST_PG_HOST_H
 #define DDPL_DIST_PG_HOST_H
 
@@ -15,13 +16,15 @@
 #include "distributed/shm_coll.h"
 
 typedef struct host_coll host_coll;
+typedef struct host_hier host_hier;
 typedef struct pg_heartbeat pg_heartbeat;
 
 /* pg->impl of a group of this backend */
 typedef struct pg_host {
-    ddpl_gloo *gloo;       /* the mesh: point-to-point, and collectives off shared memory */
-    ddpl_shm *shm;         /* every rank on this machine (and DDPLUA_SHM is not 0), else NULL */
-    const host_coll *coll; /* shm_coll when shm is set, else gloo_coll */
+    ddpl_gloo *gloo; /* the mesh: point-to-point, and collectives off shared memory */
+    ddpl_shm *shm;   /* every rank on this machine (and DDPLUA_SHM is not 0), else NULL */
+    host_hier *hier; /* ranks on several machines, several on one (pg_host_hier.c), else NULL */
+    const host_coll *coll; /* shm_coll when shm is set, hier_coll when hier is, else gloo_coll */
     /* who the group's ranks are, for fault messages (per group rank: pid, host name) */
     int *pids;
     char **hosts;
@@ -63,6 +66,9 @@ struct host_coll {
     /* Before each collective: compares this rank's fingerprint with the others' (gloo: a small
      * allgather now), or hands it to the operation's first barrier (shm: no extra step). */
     int (*agree)(pg_host *h, const ddpl_pg_fp *fp, int size);
+    /* agree returns only once every rank has called it (an allgather does: it waits for every
+     * rank's fingerprint), so a barrier that agreed has nothing left to do */
+    bool agree_waits_for_all;
     /* count elements of data reduced into data on root; elsewhere data is only read, and
      * scratch (count * elsize bytes) is given when reduce_scratch says the table needs it */
     int (*reduce)(pg_host *h, void *data, void *scratch, size_t count, size_t elsize,
@@ -94,9 +100,29 @@ static inline host_work *host_work_of(const ddpl_work *w)
 PG_HIDDEN ddpl_work *host_work_new(ddpl_pg *pg, const char *name, int nslots,
                                    int (*run)(ddpl_work *));
 
-/* The tables of host collectives (pg_host_coll.c): Gloo's, and shared memory's when every rank is
- * on this machine. */
-PG_HIDDEN extern const host_coll pg_host_gloo_coll, pg_host_shm_coll;
+/* The tables of host collectives (pg_host_coll.c): Gloo's, shared memory's when every rank is on
+ * this machine, and the hierarchy's when the ranks span machines (pg_host_hier.c). */
+PG_HIDDEN extern const host_coll pg_host_gloo_coll, pg_host_shm_coll, pg_host_hier_coll;
+
+/* The hierarchy (pg_host_hier.c), for a group connected over Gloo whose ranks' pids and hosts are
+ * known (h->pids, h->hosts): sets h->hier and h->coll when the group uses it; 0 (also when it
+ * does not), or -1 with the error set. Collective. */
+PG_HIDDEN int pg_host_hier_connect(ddpl_pg *pg, pg_host *h, const char *prefix,
+                                   const char *bind_host);
+PG_HIDDEN void pg_host_hier_free(host_hier *x); /* NULL is fine */
+/* The hierarchy's entries of pg_host_hier_coll: the fingerprint check of every collective (a
+ * barrier), and allreduce (flat below its threshold). */
+PG_HIDDEN int pg_host_hier_agree(pg_host *h, const ddpl_pg_fp *fp, int size);
+PG_HIDDEN int pg_host_hier_allreduce(pg_host *h, void *data, size_t count, size_t elsize,
+                                     ddpl_reduce_fn fn);
+/* "gloo+shm (hierarchical: ...)": the transport named in INFO lines. */
+PG_HIDDEN const char *pg_host_hier_transport(const host_hier *x);
+/* The heartbeat's part (NULL is fine): beat into the node's segment, which its barriers watch
+ * (limit_s and host, this machine's name, as ddpl_shm_watch's); a fault closes the leaders'
+ * mesh. */
+PG_HIDDEN void pg_host_hier_watch(host_hier *x, double limit_s, const char *host);
+PG_HIDDEN void pg_host_hier_beat(host_hier *x);
+PG_HIDDEN void pg_host_hier_abort(host_hier *x, const char *why);
 
 /* The elementwise reduction of op on dt (AVG reduces with SUM: divide afterwards), NULL for a
  * dtype the backend does not reduce. */

@@ -1,7 +1,9 @@
-/* distributed/pg_host_coll.c: the host backend's two tables of collectives on contiguous host bytes
- * (struct host_coll, pg_host.h), chosen once per group at connect: Gloo over TCP (gloo_pg.h),
- * or shared memory (shm_coll.h, shm_coll_rooted.h) when every rank is on this machine.
- * defines: pg_host_gloo_coll, pg_host_shm_coll (pg_host.h); the entries are static. */
+/* distributed/pg_host_coll.c: the host backend's three tables of collectives on contiguous host
+ * bytes (struct host_coll, pg_host.h), chosen once per group at connect: Gloo over TCP
+ * (gloo_pg.h); shared memory (shm_coll.h, shm_coll_rooted.h) when every rank is on this machine;
+ * the hierarchy (pg_host_hier.c) when the ranks span machines and some share one.
+ * defines: pg_host_gloo_coll, pg_host_shm_coll, pg_host_hier_coll (pg_host.h); the entries are
+ * static. */
 #include "distributed/pg_host.h"
 #include "distributed/shm_coll_rooted.h"
 
@@ -64,6 +66,7 @@ const host_coll pg_host_gloo_coll = {
     .allgather = gloo_allgather,
     .barrier = gloo_barrier,
     .agree = gloo_agree,
+    .agree_waits_for_all = true,
     .reduce = gloo_reduce,
     .reduce_scratch = true,
     .gather = gloo_gather,
@@ -135,4 +138,21 @@ const host_coll pg_host_shm_coll = {
     .alltoallv = shm_alltoallv,
     .buffer_new = shm_buffer_new,
     .buffer_allreduce = shm_buffer_allreduce,
+};
+
+/* The hierarchy checks fingerprints (which makes its barrier) and all-reduces through its tree;
+ * every other collective is Gloo's over the whole group's mesh (its fingerprints already compared
+ * by the tree). */
+const host_coll pg_host_hier_coll = {
+    .allreduce = pg_host_hier_allreduce,
+    .broadcast = gloo_broadcast,
+    .allgather = gloo_allgather,
+    .barrier = gloo_barrier,
+    .agree = pg_host_hier_agree,
+    .agree_waits_for_all = true,
+    .reduce = gloo_reduce,
+    .reduce_scratch = true,
+    .gather = gloo_gather,
+    .scatter = gloo_scatter,
+    .alltoallv = gloo_alltoallv,
 };

@@ -39,12 +39,6 @@ void pg_strided_copy(const ddpl_tensor *t, char *buf, bool to_buf)
     }
 }
 
-static char *xstrdup(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    return memcpy(ddpl_xmalloc(n), s, n);
-}
-
 /* the backend's state starts here, aligned for anything it holds */
 enum {
     IMPL_OFFSET =
@@ -135,7 +129,7 @@ void pg_work_finish(ddpl_work *w, const char *error)
     }
     work_drop_args(w);
     pthread_mutex_lock(&w->mu);
-    w->error = error ? xstrdup(error) : NULL;
+    w->error = error ? ddpl_xstrdup(error) : NULL;
     w->done = true;
     w->pg = NULL;
     pthread_cond_broadcast(&w->cv);

@@ -2,8 +2,8 @@
  * defines: ddpl_shm_connect, ddpl_shm_expect, ddpl_shm_allreduce, ddpl_shm_broadcast,
  *          ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_checked_barrier, ddpl_shm_free,
  *          ddpl_shm_buffer_new/data/nbytes/allreduce/free, the heartbeat's calls
- *          (ddpl_shm_watch, ddpl_shm_beat, ddpl_shm_silence); the staging accessors of
- *          distributed/shm_coll_rooted.h (ddpl_shm_staging, ...).
+ *          (ddpl_shm_watch, ddpl_shm_beat, ddpl_shm_silence), ddpl_shm_machine_id; the
+ *          staging accessors of distributed/shm_coll_rooted.h (ddpl_shm_staging, ...).
  *
  * Layout of the segment (/dev/shm/ddplua-<job>): a header with the barrier words, then two
  * sets of `size` per-rank buffers of CHUNK bytes. A tensor goes through in chunks; per chunk:
@@ -110,6 +110,7 @@ struct ddpl_shm {
     double watch_s;     /* heartbeat limit (ddpl_shm_watch); 0: peers' heartbeats not checked */
     int spins;          /* pause loops before a barrier sleeps; 0: more ranks than CPUs */
     int *global;        /* group rank -> global rank, for messages; NULL: the same */
+    char *host;         /* this machine's name in messages (ddpl_shm_watch); NULL: none */
 };
 
 /* Rank q's part starts PART_SKEW * (q % 2) bytes into its segment. Every part would otherwise
@@ -182,23 +183,25 @@ static int check_peers(const ddpl_shm *s, uint32_t gen)
             atomic_load_explicit(&s->hdr->reached[q], memory_order_relaxed) == gen + 1)
             continue;
         if (peer_gone(pid, NULL)) {
-            peer_label(label, sizeof label, global_rank(s, q), pid, NULL);
+            peer_label(label, sizeof label, global_rank(s, q), pid, s->host);
             return ddpl_error("%s exited while the others waited for it in a collective", label);
         }
         if (!(s->watch_s > 0)) continue;
         uint64_t beat = atomic_load_explicit(&s->hdr->beat_ms[q], memory_order_relaxed);
         double silent = beat ? (double)(now_ms() - beat) / 1000.0 : 0;
         if (silent <= s->watch_s) continue;
-        peer_label(label, sizeof label, global_rank(s, q), pid, NULL);
+        peer_label(label, sizeof label, global_rank(s, q), pid, s->host);
         peer_silent_msg(msg, sizeof msg, label, pid, NULL, silent, s->watch_s);
         return ddpl_error("%s", msg);
     }
     return 0;
 }
 
-void ddpl_shm_watch(ddpl_shm *s, double limit_s, const int *global)
+void ddpl_shm_watch(ddpl_shm *s, double limit_s, const int *global, const char *host)
 {
     s->watch_s = limit_s > 0 ? limit_s : 0;
+    free(s->host);
+    s->host = host ? ddpl_xstrdup(host) : NULL;
     free(s->global);
     s->global = NULL;
     if (global)
@@ -368,9 +371,7 @@ int ddpl_shm_allgather(ddpl_shm *s, const void *in, void *out, size_t nbytes)
     return 0;
 }
 
-/* "<boot id> <network namespace> <pid namespace>": equal exactly for processes that can share
- * /dev/shm, that the job treats as one node, and that can see each other's pids. */
-static void machine_identity(char *out, size_t n)
+void ddpl_shm_machine_id(char *out, size_t n)
 {
     char boot[64] = "?", net[64] = "?", pid[64] = "?";
     int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY);
@@ -419,7 +420,7 @@ ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int siz
     const char *env = getenv("DDPLUA_SHM");
     if (size < 2 || size > MAX_RANKS || (env && strcmp(env, "0") == 0)) return NULL;
     char id[160];
-    machine_identity(id, sizeof id);
+    ddpl_shm_machine_id(id, sizeof id);
     bool same = false;
     if (all_equal(st, prefix, "host", rank, size, id, &same) < 0 || !same) return NULL;
 
@@ -486,6 +487,7 @@ void ddpl_shm_free(ddpl_shm *s)
     if (!s) return;
     munmap(s->base, s->bytes);
     free(s->global);
+    free(s->host);
     free(s);
 }
 

@@ -2,7 +2,7 @@
  * machine. defines: ddpl_shm, ddpl_shm_connect, ddpl_shm_expect, ddpl_shm_allreduce,
  * ddpl_shm_broadcast, ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_checked_barrier,
  * ddpl_shm_free, ddpl_shm_buffer and its calls, the heartbeat's calls (ddpl_shm_watch,
- * ddpl_shm_beat, ddpl_shm_silence, ddpl_shm_pid).
+ * ddpl_shm_beat, ddpl_shm_silence, ddpl_shm_pid), ddpl_shm_machine_id.
  *
  * Gloo moves every byte through TCP loopback and two threads per message; ranks on one machine
  * can instead reduce straight out of a shared mapping (as NCCL's and oneCCL's shm transports
@@ -21,6 +21,10 @@
 #include "distributed/store.h"
 
 typedef struct ddpl_shm ddpl_shm;
+
+/* "<boot id> <network namespace> <pid namespace>": equal exactly for processes that can share
+ * /dev/shm, that the job treats as one node, and that can see each other's pids. */
+void ddpl_shm_machine_id(char *out, size_t n);
 
 /* NULL (no error) when the ranks are not all on this machine, the path is disabled
  * (DDPLUA_SHM=0) or any rank failed to map the segment; the caller then uses Gloo. Blocks up to
@@ -48,8 +52,9 @@ void ddpl_shm_free(ddpl_shm *s);
 /* Faults (distributed/pg_heartbeat.c beats; shm_coll.c's barriers check). From now on a barrier
  * that waits for a peer whose heartbeat is older than limit_s (> 0; 0: never) fails naming it, the
  * pid and what /proc says of it; global (size entries, copied; NULL: the group's ranks) names
- * the ranks in messages. Call before the group's collectives start. */
-void ddpl_shm_watch(ddpl_shm *s, double limit_s, const int *global);
+ * the ranks in messages, and host (copied; NULL: none) the machine, for a segment that is one
+ * node of a group spanning machines. Call before the group's collectives start. */
+void ddpl_shm_watch(ddpl_shm *s, double limit_s, const int *global, const char *host);
 /* This rank's heartbeat: stamps the time into the segment. Safe from any thread. */
 void ddpl_shm_beat(ddpl_shm *s);
 /* Seconds since rank q's last heartbeat, -1 when it has not beaten yet; its pid. */
