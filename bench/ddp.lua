@@ -7,7 +7,8 @@
 -- (modes=), "unused" (a replica with find_unused_parameters = true: a walk of the autograd graph
 -- and a used-parameter exchange every step) and "static" (find_unused_parameters and
 -- static_graph = true: both only in the first step), whose step times differ by what
--- static_graph saves.
+-- static_graph saves; "fp16" and "powersgd" (a replica whose buckets go through the comm hook
+-- 'fp16_compress' or 'powersgd' with its defaults: rank 1, from the 2nd step, error feedback).
 -- Per round: `steps` timed steps after `warmup` untimed ones; a round's time is the longest of
 -- the ranks' (all_reduce max), global samples/s = world * batch * steps / time. Rank 0 prints
 --   RESULT engine=ddplua model=M mode=ddp sps=<median> rounds=<r1,r2,...>
@@ -23,7 +24,7 @@
 -- on its own:
 --   STEP engine=ddplua model=M mode=ddp p10_us=X p50_us=Y
 -- args: model=mlp|cnn steps=N warmup=N rounds=N batch=N modes=ddp,nosync,view (a subset, or
--- any of ddp,nosync,view,unused,static)
+-- any of ddp,nosync,view,unused,static,fp16,powersgd)
 local ddpl = require 'ddplua'
 local nn, F, dist, data = ddpl.nn, ddpl.F, ddpl.distributed, ddpl.data
 
@@ -43,9 +44,10 @@ local sampler = data.DistributedSampler(train, {num_replicas = world, rank = ran
 local loader = data.DataLoader(train, {batch_size = o.batch, sampler = sampler, drop_last = true})
 
 local file = o.model == 'cnn' and 'lenet' or 'mlp'
-local function replica(opts)
+local function replica(opts, hook)
     ddpl.manual_seed(0)
     local m = nn.DDP(assert(loadfile(root .. '/models/' .. file .. '.lua'))()(), opts)
+    if hook then m:register_comm_hook(hook) end
     return m, ddpl.optim.SGD(m:parameters(), {lr = o.model == 'cnn' and 0.02 or 0.05,
         momentum = 0.9})
 end
@@ -55,10 +57,11 @@ local replica_opts = {view = {gradient_as_bucket_view = true},
     unused = {find_unused_parameters = true},
     static = {find_unused_parameters = true, static_graph = true}}
 local model, opt = replica({})
+local replica_hooks = {fp16 = 'fp16_compress', powersgd = 'powersgd'}
 local replicas = {} -- mode -> {model, optimizer}, for the modes with a replica of their own
 for _, m in ipairs(modes) do
-    if replica_opts[m] then
-        replicas[m] = {replica(replica_opts[m])}
+    if replica_opts[m] or replica_hooks[m] then
+        replicas[m] = {replica(replica_opts[m] or {}, replica_hooks[m])}
     elseif m ~= 'ddp' and m ~= 'nosync' then
         error('bench/ddp.lua: unknown mode ' .. m)
     end

@@ -4,7 +4,10 @@ with torch.nn.parallel.DistributedDataParallel on gloo (2 processes on this host
 Same models as models/mlp.lua (784-256-256-10) and models/lenet.lua (conv32-conv64-fc128-fc10,
 3x3 padding 1, 2x2 max pooling), Fashion-MNIST from Debian's dataset-fashion-mnist normalised
 with mean 0.2860 / std 0.3530, per-rank batch 32, DistributedSampler (shuffle, set_epoch),
-SGD momentum 0.9. Modes "ddp" and "nosync" (every forward/backward inside model.no_sync()).
+SGD momentum 0.9. Modes "ddp" and "nosync" (every forward/backward inside model.no_sync()), and
+on request (modes=ddp,nosync,fp16,powersgd) "fp16" and "powersgd": a replica whose buckets go
+through default_hooks.fp16_compress_hook or powerSGD_hook (PowerSGDState: rank 1, from the 2nd
+step, error feedback and warm start, as ddplua's 'powersgd' defaults).
 Per round: `steps` timed steps after `warmup`; a round's time is the longest of the ranks'.
 Prints, from rank 0:
     RESULT engine=torch model=M mode=ddp sps=<median> rounds=<r1,...>
@@ -34,6 +37,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
@@ -69,10 +74,22 @@ def worker(local, per_node, port, o):
     ds = TensorDataset(x, y)
     sampler = DistributedSampler(ds, num_replicas=world, rank=rank, seed=0)
     loader = DataLoader(ds, batch_size=o["batch"], sampler=sampler, drop_last=True)
-    torch.manual_seed(0)
-    model = DDP(make_model(o["model"]))
-    opt = torch.optim.SGD(model.parameters(), lr=0.02 if o["model"] == "cnn" else 0.05,
-                          momentum=0.9)
+    modes = o["modes"].split(",")
+
+    def replica(mode):
+        torch.manual_seed(0)
+        m = DDP(make_model(o["model"]))
+        if mode == "fp16":
+            m.register_comm_hook(None, default_hooks.fp16_compress_hook)
+        elif mode == "powersgd":
+            m.register_comm_hook(powerSGD.PowerSGDState(
+                process_group=None, matrix_approximation_rank=1, start_powerSGD_iter=2,
+                use_error_feedback=True, warm_start=True), powerSGD.powerSGD_hook)
+        return m, torch.optim.SGD(m.parameters(), lr=0.02 if o["model"] == "cnn" else 0.05,
+                                  momentum=0.9)
+
+    model, opt = replica("ddp")
+    replicas = {m: replica(m) for m in modes if m in ("fp16", "powersgd")}
     state = {"epoch": 0, "it": None}
 
     def next_batch():
@@ -84,42 +101,42 @@ def worker(local, per_node, port, o):
             b = next(state["it"])
         return b
 
-    def step(sync):
+    def step(mode):
         xb, yb = next_batch()
-        opt.zero_grad()
-        if sync:
-            F.cross_entropy(model(xb), yb).backward()
+        m, op = replicas.get(mode, (model, opt))
+        op.zero_grad()
+        if mode != "nosync":
+            F.cross_entropy(m(xb), yb).backward()
         else:
-            with model.no_sync():
-                F.cross_entropy(model(xb), yb).backward()
-        opt.step()
+            with m.no_sync():
+                F.cross_entropy(m(xb), yb).backward()
+        op.step()
 
-    for _ in range(o["warmup"]):
-        step(True)
-    for _ in range(o["warmup"]):
-        step(False)
-    results = {"ddp": [], "nosync": []}
-    step_times = {"ddp": [], "nosync": []}  # seconds, every timed step of this rank
+    for mode in modes:
+        for _ in range(o["warmup"]):
+            step(mode)
+    results = {m: [] for m in modes}
+    step_times = {m: [] for m in modes}  # seconds, every timed step of this rank
     for _ in range(o["rounds"]):
-        for mode in ("ddp", "nosync"):
+        for mode in modes:
             dist.barrier()
             t0 = time.perf_counter()
             for _ in range(o["steps"]):
                 s0 = time.perf_counter()
-                step(mode == "ddp")
+                step(mode)
                 step_times[mode].append(time.perf_counter() - s0)
             t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             results[mode].append(world * o["batch"] * o["steps"] / t.item())
     pct = {}
-    for mode in ("ddp", "nosync"):
+    for mode in modes:
         s = sorted(step_times[mode])
         t = torch.tensor([s[max(0, len(s) // 10 - 1)], s[(len(s) + 1) // 2 - 1]],
                          dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         pct[mode] = t.tolist()
     if rank == 0:
-        for mode in ("ddp", "nosync"):
+        for mode in modes:
             r = results[mode]
             print(f"RESULT engine=torch model={o['model']} mode={mode} "
                   f"sps={statistics.median(r):.0f} rounds={','.join(f'{v:.0f}' for v in r)}",
@@ -135,10 +152,10 @@ def worker(local, per_node, port, o):
 
 def main():
     o = {"model": "mlp", "steps": 200, "warmup": 20, "rounds": 5, "batch": 32, "world": 2,
-         "nnodes": 1, "node_rank": 0, "master": "127.0.0.1", "port": 0}
+         "nnodes": 1, "node_rank": 0, "master": "127.0.0.1", "port": 0, "modes": "ddp,nosync"}
     for a in sys.argv[1:]:
         k, v = a.split("=", 1)
-        o[k] = v if k in ("model", "master") else int(v)
+        o[k] = v if k in ("model", "master", "modes") else int(v)
     port = o["port"]
     if not port:
         s = socket.socket()

@@ -96,6 +96,30 @@ describe('tools/ddp_predict.lua', function()
         assert.are.same({8.900, 8.900, 0, 0, 100.0}, {step, compute, exposed, comm, eff})
     end)
 
+    it('--nodes and --link: the hierarchical allreduce across machines, and --flat (hand '
+        .. 'computation)', function()
+        local path = standard_trace()
+        local args = ' --ranks 4,1 --bandwidth 1 --latency 10 --nodes 2 --link 0.1 --link-latency 50'
+        local out, err, code = predict(S.q(path) .. args)
+        local flat_out, flat_err, flat_code = predict(S.q(path) .. args .. ' --flat')
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        assert.are.equal(0, flat_code, flat_err)
+        assert.truthy(out:find('2 machines (--nodes), each link 0.1 GB/s, latency 50 us: '
+            .. 'hierarchical', 1, true), out)
+        -- 4 ranks on 2 nodes (2 each): inside a node cost_2(x) = 2 x 10 + x / 1000; across,
+        -- 2 x 50 + x / 100. Bucket 1 (4e6): 4020 + 40100 = 44120 us, 7500-51620; bucket 2
+        -- (1e6): 1020 + 10100 = 11120 us, 51620-62740; exposed 62740 - 9000 = 53740 us
+        local step, compute, exposed, comm, eff = line_for(out, 4)
+        assert.are.same({62.640, 8.900, 53.740, 55.240, 14.2}, {step, compute, exposed, comm, eff})
+        step = line_for(out, 1)
+        assert.are.equal(8.900, step)
+        -- flat ring of 4 over 0.1 GB/s links: 6 x 50 + 1.5 x / 100: 60300 and 15300 us
+        assert.truthy(flat_out:find('one flat ring over all ranks (--flat)', 1, true), flat_out)
+        step, compute, exposed, comm, eff = line_for(flat_out, 4)
+        assert.are.same({83.000, 8.900, 74.100, 75.600, 10.7}, {step, compute, exposed, comm, eff})
+    end)
+
     it('fits latency and bandwidth to the trace, reproducing its own steps', function()
         local path = standard_trace()
         local out, err, code = predict(S.q(path) .. ' --ranks 2,4')
@@ -276,7 +300,14 @@ describe('tools/ddp_predict.lua', function()
             fails(S.q(path) .. ' --ranks 2 --bandwidth 0', '%-%-bandwidth: expected GB/s > 0')
             fails(S.q(path) .. ' --ranks 2 --latency fast', "%-%-latency: expected a number, "
                 .. "got 'fast'")
-            fails(S.q(path) .. ' --ranks 2 --nodes 3', 'unknown option %-%-nodes')
+            fails(S.q(path) .. ' --ranks 2 --hosts 3', 'unknown option %-%-hosts')
+            fails(S.q(path) .. ' --ranks 4 --nodes 2', '%-%-nodes M needs %-%-link GB/s')
+            fails(S.q(path) .. ' --ranks 3 --nodes 2 --link 1', '%-%-ranks 3 cannot spread evenly '
+                .. 'over %-%-nodes 2')
+            fails(S.q(path) .. ' --ranks 4 --flat', '%-%-flat need %-%-nodes M')
+            fails(S.q(path) .. ' --ranks 4 --nodes 0 --link 1', '%-%-nodes: expected a number of '
+                .. 'machines >= 1')
+            fails(S.q(path) .. ' --ranks 4 --nodes 2 --link 0', '%-%-link: expected GB/s > 0')
             fails(S.q(path) .. ' --ranks 2 --cores 0', '%-%-cores: expected a number of cores > 0')
             fails(S.q(path) .. ' --ranks 4 --sync-us 4=100', '%-%-sync%-us needs %-%-cores C')
             fails(S.q(path) .. ' --ranks 4 --cores 2 --sync-us 4=100', '%-%-sync%-us has no '

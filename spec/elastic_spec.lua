@@ -1,5 +1,5 @@
 -- spec/elastic_spec.lua: elastic restarts, `ddplua script --nproc N --max-restarts M`
--- (engine/cli/launch.c): the option's bad values; the TORCHELASTIC_* variables of each start;
+-- (engine/cli/launch.c): the option's bad values (and --nnodes MIN:MAX's); the TORCHELASTIC_* variables of each start;
 -- a gang restarted after rank 0 itself died, rendezvousing afresh on the store the launcher
 -- keeps (the keys of the first generation must not confuse the second); restarts used up; a
 -- SIGTERM to the launcher is no failure to restart from; --log-dir keeps every start's output.
@@ -41,14 +41,17 @@ end
 ]]
 
 describe('--max-restarts', function()
-    it('refuses bad values and several machines with a clear message', function()
+    it('refuses bad values with a clear message (several machines: spec/elastic_nodes_spec.lua)',
+        function()
         local cases = {
             {'--max-restarts -1', "--max-restarts expects an integer from 0 to 1000000, got '-1'"},
             {'--max-restarts x', "--max-restarts expects an integer from 0 to 1000000, got 'x'"},
             {'--max-restarts=', "--max-restarts expects an integer from 0 to 1000000, got ''"},
             {'--max-restarts 1.5', "got '1.5'"},
-            {'--max-restarts 1 --nnodes 2 --node-rank 0 --nproc 1',
-             '--max-restarts works for jobs on one machine only; it cannot go with --nnodes 2'},
+            {'--nnodes 3:2 --max-restarts 1', '--nnodes 3:2: MIN is larger than MAX'},
+            {'--nnodes x:2', "--nnodes expects an integer from 1 to 65536, got 'x'"},
+            {'--nnodes 1:', "--nnodes expects an integer from 1 to 65536, got ''"},
+            {'--nnodes 12345678901234567:2', "--nnodes expects M or MIN:MAX"},
         }
         for _, c in ipairs(cases) do
             local out, code = ddplua(c[1] .. " -e 'print(1)'")

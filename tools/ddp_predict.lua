@@ -5,7 +5,7 @@
 --
 --   ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] [--bandwidth GB/s] [--latency us]
 --       [--compute-scale X] [--cores C] [--sync-us N=us[,N=us...]] [--calibrate OTHER.json]
---       [--stragglers]
+--       [--stragglers] [--nodes M --link GB/s [--link-latency us] [--flat]]
 --
 -- The model, per traced step (times from the step's forward start; the first traced step is
 -- warm-up and left out when there are others; a step counts once the next forward started):
@@ -31,6 +31,17 @@
 --         (engine/distributed/shm_coll.c, ddpl_shm_buffer_allreduce). s(Wc) is already in the latency
 --         fitted at Wc ranks, hence the difference.
 --     Without --cores the ranks are taken to have a core each (o = 1); --sync-us needs --cores.
+--   * several machines (--nodes M, --link GB/s: each node's link, per direction): the N ranks
+--     spread evenly over M nodes (L = N/M per node; N a multiple of M, or 1), and latency and bandwidth
+--     above are those inside a node. The hierarchical allreduce (engine/distributed/
+--     pg_host_hier.c: reduce inside the node, a ring of the M leaders over the links, broadcast
+--     inside the node) costs
+--       cost_L(x) + 2(M-1) * link_latency + 2(M-1)/M * x / link
+--     (the reduce and the broadcast inside the node move what an allreduce of L ranks does; 0
+--     for L = 1); with --flat, one ring over all N ranks, whose steps each wait for the ring's
+--     edges between nodes: 2(N-1) * link_latency + 2(N-1)/N * x / min(link, bandwidth).
+--     --link-latency defaults to the latency inside a node. Ranks sharing cores (--cores) scale
+--     the part inside the node as above; what crosses the links is not CPU work.
 --   * the reported step T_N is the median of the per-step predictions (and its compute and
 --     exposed parts those of the same step). With --stragglers: a synchronised step waits for the
 --     slowest rank; the compute C of a traced step is the tracing rank's own (waiting for late
@@ -66,7 +77,8 @@ end
 
 local USAGE = 'usage: ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] '
     .. '[--bandwidth GB/s] [--latency us] [--compute-scale X] [--cores C] '
-    .. '[--sync-us N=us[,N=us...]] [--calibrate OTHER.json] [--stragglers]'
+    .. '[--sync-us N=us[,N=us...]] [--calibrate OTHER.json] [--stragglers] '
+    .. '[--nodes M --link GB/s [--link-latency us] [--flat]]'
 
 -- barriers of one DDP bucket's allreduce on shared memory (ddpl_shm_buffer_allreduce)
 local BARRIERS_PER_ALLREDUCE = 2
@@ -77,14 +89,15 @@ local BARRIERS_PER_ALLREDUCE = 2
 local function parse_args(argv)
     local o = {ranks = nil, bandwidth = nil, latency = nil}
     local keys = {ranks = true, bandwidth = true, latency = true, ['compute-scale'] = true,
-        calibrate = true, cores = true, ['sync-us'] = true}
+        calibrate = true, cores = true, ['sync-us'] = true, nodes = true, link = true,
+        ['link-latency'] = true}
     local i = 1
     while i <= #argv do
         local a = argv[i]
         local key, value = a:match('^%-%-([%w-]+)=(.*)$')
         key = key or a:match('^%-%-([%w-]+)$')
-        if key == 'stragglers' and value == nil then
-            o.stragglers = true
+        if (key == 'stragglers' or key == 'flat') and value == nil then
+            o[key] = true
         elseif key then
             if not keys[key] then die('unknown option %s\n%s', a, USAGE) end
             if value == nil then
@@ -126,8 +139,15 @@ local function parse_args(argv)
                     die('--compute-scale: expected a factor > 0, got %s', value)
                 elseif key == 'cores' and v <= 0 then
                     die('--cores: expected a number of cores > 0, got %s', value)
+                elseif key == 'nodes' and (math.tointeger(v) or 0) < 1 then
+                    die('--nodes: expected a number of machines >= 1, got %s', value)
+                elseif key == 'link' and v <= 0 then
+                    die('--link: expected GB/s > 0, got %s', value)
+                elseif key == 'link-latency' and v < 0 then
+                    die('--link-latency: expected microseconds >= 0, got %s', value)
                 end
-                o[key == 'compute-scale' and 'scale' or key] = v
+                local field = {['compute-scale'] = 'scale', ['link-latency'] = 'link_latency'}
+                o[field[key] or key] = v
             end
         elseif not o.trace then
             o.trace = a
@@ -140,6 +160,18 @@ local function parse_args(argv)
     if not o.ranks then die('--ranks N is required\n%s', USAGE) end
     if o.sync and not o.cores then
         die('--sync-us needs --cores C (the synchronisation cost is that of ranks sharing cores)')
+    end
+    if o.nodes then
+        o.nodes = math.tointeger(o.nodes)
+        if not o.link then die('--nodes M needs --link GB/s (the bandwidth of a node\'s link)') end
+        for _, n in ipairs(o.ranks) do
+            if n > 1 and n % o.nodes ~= 0 then
+                die('--ranks %d cannot spread evenly over --nodes %d (give multiples of %d)', n,
+                    o.nodes, o.nodes)
+            end
+        end
+    elseif o.link or o.link_latency or o.flat then
+        die('--link, --link-latency and --flat need --nodes M')
     end
     return o
 end
@@ -360,19 +392,31 @@ local function sharing(o, trace, cal, N)
     return t
 end
 
--- cost of one allreduce of x bytes on N ranks, us
-local function cost(cal, N, x, share)
+-- cost of one allreduce of x bytes on N ranks of one machine, us
+local function cost_one_machine(cal, N, x, share)
     if N == 1 then return 0 end
     return 2 * (N - 1) * cal.latency + share.reduction * 2 * (N - 1) / N * x / cal.bandwidth
         + share.sync
 end
 
+-- cost of one allreduce of x bytes on N ranks (spread over o.nodes machines when given), us
+local function cost(cal, N, x, share, o)
+    local M = o.nodes or 1
+    if M == 1 or N == 1 then return cost_one_machine(cal, N, x, share) end
+    local link, link_lat = o.link * 1e3, o.link_latency or cal.latency -- bytes/us, us
+    if o.flat then
+        return 2 * (N - 1) * link_lat + 2 * (N - 1) / N * x / math.min(link, cal.bandwidth)
+    end
+    local L = N // M
+    return cost_one_machine(cal, L, x, share) + 2 * (M - 1) * link_lat + 2 * (M - 1) / M * x / link
+end
+
 -- one step at N ranks: predicted step, compute, exposed, communication total (us)
-local function predict_step(s, cal, N, share)
+local function predict_step(s, cal, N, share, o)
     local compute, scale = measured(s), share.compute
     local finish, comm = -math.huge, 0
     for _, bk in ipairs(s.buckets) do
-        local c = cost(cal, N, bk.bytes, share)
+        local c = cost(cal, N, bk.bytes, share, o)
         finish = math.max(scale * bk.ready, finish) + c
         comm = comm + c
     end
@@ -416,6 +460,11 @@ if cal.how.used then print(cal.how.used) end
 if o.scale and o.scale ~= 1 then
     print(('compute and ready times x %g (--compute-scale)'):format(o.scale))
 end
+if o.nodes then
+    print(('%d machines (--nodes), each link %g GB/s, latency %g us: %s'):format(o.nodes, o.link,
+        o.link_latency or cal.latency, o.flat and 'one flat ring over all ranks (--flat)'
+        or 'hierarchical (inside each node, then a ring of one leader per node)'))
+end
 for k, N in ipairs(o.ranks) do
     local share = shares[k]
     if o.cores and (share.compute ~= 1 or share.reduction ~= 1 or share.sync ~= 0) then
@@ -427,7 +476,7 @@ for k, N in ipairs(o.ranks) do
     local rows, one = {}, {}
     for i, s in ipairs(trace.steps) do
         local r = {}
-        r.t, r.c, r.e, r.comm = predict_step(s, cal, N, share)
+        r.t, r.c, r.e, r.comm = predict_step(s, cal, N, share, o)
         rows[i], one[i] = r, share.compute * measured(s)
     end
     -- the median step, or with --stragglers the 0.5^(1/N) quantile (see the header)

@@ -20,6 +20,7 @@ typedef struct cli_action {
 typedef struct cli_launch {
     bool given; /* any launcher flag was present */
     int nproc, nnodes, node_rank, master_port;
+    int min_nodes; /* --nnodes MIN:MAX (nnodes is MAX); MIN = MAX for a plain --nnodes M */
     const char *master_addr;
     const char *log_dir; /* --log-dir: per-rank stdout/stderr files there */
     bool prefix_output;  /* --prefix-output: "[rank1]: " before each line */

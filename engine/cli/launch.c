@@ -12,9 +12,11 @@
  * stopped, it is started again (a new generation: TORCHELASTIC_RESTART_COUNT 1, 2, ...), up to
  * N times. The launcher then hosts the store itself (a server thread: distributed/store_server.h)
  * and keeps it across generations, as torchrun's agent does; each generation rendezvous under its
- * own key prefix. Jobs on several machines are not restarted (their launchers would have to agree
- * on each generation): --max-restarts is refused with --nnodes > 1. Without it the launcher runs
- * no thread and rank 0 hosts the store, as before. */
+ * own key prefix. On several machines (--nnodes with --max-restarts, or --nnodes MIN:MAX) the
+ * launchers agree on every generation through the store the launcher of --node-rank 0 hosts
+ * (launch_rdzv.c): a failure anywhere stops every node's gang, and the next generation runs on
+ * the nodes that join it, at least MIN. Without restarts the launcher runs no thread and rank 0
+ * hosts the store, as before. */
 #define _GNU_SOURCE /* pipe2, sigabbrev_np */
 #include <errno.h>
 #include <fcntl.h>
@@ -52,6 +54,10 @@ typedef struct supervisor {
     bool start_failed; /* a fork failed: the job is not restarted */
     char failure[96];  /* how the failed worker ended: "failed with exit code 1" */
     const char *log_dir;
+    /* several machines: the rendezvous, which can end the generation here too */
+    launch_rdzv *rdzv;
+    const launch_job *job;
+    bool peer_stop; /* the gang was stopped because of another node (or a node joining) */
 } supervisor;
 
 static int sig_pipe[2] = {-1, -1};
@@ -292,13 +298,23 @@ static void supervise(supervisor *sv, launch_out *out)
         }
         pfds[0] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
         int n = 1 + (open_out ? launch_out_pollfds(out, pfds + 1, max - 1) : 0);
-        double wake = now + 1.0; /* also reap at least once a second, whatever happens */
+        /* also reap at least once a second, and look at the other nodes 5 times a second */
+        double wake = now + (sv->rdzv ? 0.2 : 1.0);
         if (sv->kill_at >= 0 && !sv->killed && sv->kill_at < wake) wake = sv->kill_at;
         if (drain_until >= 0 && drain_until < wake) wake = drain_until;
         int ms = wake <= now ? 0 : (int)((wake - now) * 1000.0) + 1;
         int rc = poll(pfds, (nfds_t)n, ms);
         if (rc > 0 && (pfds[0].revents & POLLIN)) take_signals(sv);
         reap(sv);
+        char why[400];
+        if (sv->rdzv && sv->kill_at < 0 && sv->alive > 0 &&
+            launch_rdzv_poll(sv->rdzv, sv->job, why, sizeof why)) {
+            fprintf(stderr, "%s: %s; stopping the %d worker%s of this node\n", CLI_PROGNAME, why,
+                    sv->alive, sv->alive == 1 ? "" : "s");
+            fflush(stderr);
+            sv->peer_stop = true;
+            stop_all(sv, SIGTERM);
+        }
         if (rc > 0 && n > 1) open_out = launch_out_pump(out, pfds + 1, n - 1);
         if (sv->kill_at >= 0 && !sv->killed && now_s() >= sv->kill_at) {
             for (int i = 0; i < sv->n; i++) {
@@ -322,10 +338,11 @@ static bool run_gang(supervisor *sv, const launch_job *job, char **wargv, const 
     sv->alive = 0;
     sv->kill_at = -1;
     sv->killed = false;
+    sv->peer_stop = false;
     sv->failure[0] = '\0';
     launch_out *out = NULL;
     if (l->log_dir || l->prefix_output) {
-        out = launch_out_new(l->nproc, l->node_rank * l->nproc, l->log_dir, l->prefix_output,
+        out = launch_out_new(l->nproc, job->node_rank * l->nproc, l->log_dir, l->prefix_output,
                              job->restart_count > 0);
         if (!out) return false;
     }
@@ -333,7 +350,7 @@ static bool run_gang(supervisor *sv, const launch_job *job, char **wargv, const 
     fflush(stderr);
     pid_t self = getpid();
     for (int i = 0; i < l->nproc; i++) {
-        sv->w[i] = (worker){.rank = l->node_rank * l->nproc + i};
+        sv->w[i] = (worker){.rank = job->node_rank * l->nproc + i};
         pid_t pid = fork();
         if (pid == 0) exec_worker(wargv, job, i, out, self);
         if (pid < 0) {
@@ -385,14 +402,6 @@ int cli_launch_run(char **argv, const cli_options *o)
                 CLI_PROGNAME, l->nnodes, l->node_rank);
         return 1;
     }
-    if (l->max_restarts > 0 && l->nnodes > 1) {
-        /* the launchers of several machines would have to agree on each restart */
-        fprintf(stderr,
-                "%s: --max-restarts works for jobs on one machine only; it cannot go with "
-                "--nnodes %d\n",
-                CLI_PROGNAME, l->nnodes);
-        return 1;
-    }
     launch_job job = {.nproc = l->nproc,
                       .nnodes = l->nnodes,
                       .node_rank = l->node_rank,
@@ -409,7 +418,11 @@ int cli_launch_run(char **argv, const cli_options *o)
     if (l->nnodes == 1 && !getenv("DDPLUA_STORE_TOKEN") && !launch_random_hex(job.token, 16))
         job.token[0] = '\0';
     store_server *server = NULL;
-    if (l->max_restarts > 0) {
+    launch_rdzv *rdzv = NULL;
+    if (l->nnodes > 1 && (l->max_restarts > 0 || l->min_nodes < l->nnodes)) {
+        job.master_port = l->master_port ? l->master_port : 29500;
+        if (!(rdzv = launch_rdzv_open(&job, l))) return 1;
+    } else if (l->max_restarts > 0) {
         if (!(server = host_store(&job, l))) return 1;
     } else {
         /* one node: a free port, so two jobs on one machine never collide; several nodes must
@@ -421,38 +434,73 @@ int cli_launch_run(char **argv, const cli_options *o)
     }
 
     char **wargv = worker_argv(argv, o);
-    supervisor sv = {.n = l->nproc, .failed = -1, .kill_at = -1, .log_dir = l->log_dir};
+    supervisor sv = {.n = l->nproc,
+                     .failed = -1,
+                     .kill_at = -1,
+                     .log_dir = l->log_dir,
+                     .rdzv = rdzv,
+                     .job = &job};
     sv.w = calloc((size_t)l->nproc, sizeof *sv.w);
     if (!wargv || !sv.w || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         fprintf(stderr, "%s: cannot set up the launcher (%s)\n", CLI_PROGNAME, strerror(errno));
         store_server_stop(server, 0);
+        launch_rdzv_close(rdzv);
         free_worker_argv(wargv, o);
         free(sv.w);
         return 1;
     }
     install_signals();
     bool set_up = true;
-    for (;;) {
+    int rdzv_status = 0;
+    for (int restarts = 0;;) {
+        if (rdzv && (rdzv_status = launch_rdzv_join(rdzv, &job)) <= 0) break;
         if (!(set_up = run_gang(&sv, &job, wargv, l))) break;
         take_signals(&sv); /* one that came as the gang ended must not be missed */
-        if (sv.failed < 0 || sv.stop_signal || sv.start_failed) break;
-        if (job.restart_count == l->max_restarts) {
-            if (l->max_restarts > 0)
-                fprintf(stderr, "%s: rank %d %s; no restarts left (--max-restarts %d), giving up\n",
-                        CLI_PROGNAME, sv.w[sv.failed].rank, sv.failure, l->max_restarts);
+        if (rdzv && (sv.failed >= 0 || sv.stop_signal || sv.start_failed)) {
+            char why[200];
+            if (sv.failed >= 0)
+                snprintf(why, sizeof why, "rank %d %s", sv.w[sv.failed].rank, sv.failure);
+            else
+                snprintf(why, sizeof why, "its launcher %s",
+                         sv.stop_signal ? "was stopped" : "could not start a worker");
+            launch_rdzv_fail(rdzv, &job, why);
+        }
+        if (sv.stop_signal || sv.start_failed) break;
+        if (sv.failed < 0 && !sv.peer_stop) { /* this node's gang succeeded */
+            if (rdzv && launch_rdzv_finish(rdzv, &job) < 0) rdzv_status = -1;
             break;
         }
+        /* a node that joins restarts the gang without using a restart (torchrun's rule) */
+        bool failure = !rdzv || launch_rdzv_failed(rdzv, &job);
+        if (failure && restarts == l->max_restarts) {
+            if (l->max_restarts > 0 && sv.failed >= 0)
+                fprintf(stderr, "%s: rank %d %s; no restarts left (--max-restarts %d), giving up\n",
+                        CLI_PROGNAME, sv.w[sv.failed].rank, sv.failure, l->max_restarts);
+            else if (sv.failed < 0)
+                fprintf(stderr, "%s: no restarts left (--max-restarts %d), giving up\n",
+                        CLI_PROGNAME, l->max_restarts);
+            if (sv.failed < 0) rdzv_status = -1;
+            break;
+        }
+        restarts += failure;
         job.restart_count++;
-        fprintf(stderr, "%s: rank %d %s; restarting all %d worker%s (restart %d of %d)\n",
-                CLI_PROGNAME, sv.w[sv.failed].rank, sv.failure, l->nproc, l->nproc == 1 ? "" : "s",
-                job.restart_count, l->max_restarts);
+        if (rdzv)
+            fprintf(stderr,
+                    "%s: starting generation %d on the nodes that join it (restart %d of "
+                    "%d)\n",
+                    CLI_PROGNAME, job.restart_count, restarts, l->max_restarts);
+        else
+            fprintf(stderr, "%s: rank %d %s; restarting all %d worker%s (restart %d of %d)\n",
+                    CLI_PROGNAME, sv.w[sv.failed].rank, sv.failure, l->nproc,
+                    l->nproc == 1 ? "" : "s", job.restart_count, l->max_restarts);
     }
+    launch_rdzv_close(rdzv);
     store_server_stop(server, 0);
     close(sig_pipe[0]);
     close(sig_pipe[1]);
     free(sv.w);
     free_worker_argv(wargv, o);
-    if (!set_up) return 1;
+    if (!set_up || rdzv_status < 0) return 1;
     if (sv.failed >= 0) return sv.status ? sv.status : 1;
     if (sv.stop_signal) return 128 + sv.stop_signal;
     return 0;

@@ -1,6 +1,7 @@
 /* cli/launch.h: the torchrun-style launcher of the ddplua command.
  * defines: cli_launch_wanted, cli_launch_run, cli_cluster_env; between launch*.c: launch_job,
- *          launch_pick_port, launch_random_hex, launch_worker_env, launch_out and its calls. */
+ *          launch_pick_port, launch_random_hex, launch_worker_env, launch_rdzv and its calls,
+ *          launch_out and its calls. */
 #ifndef DDPL_CLI_LAUNCH_H
 #define DDPL_CLI_LAUNCH_H
 
@@ -49,6 +50,30 @@ int launch_pick_port(const char *addr);
 bool launch_random_hex(char *out, size_t n);
 /* In a forked worker, before exec: the torchrun environment for local rank `local`. */
 void launch_worker_env(const launch_job *job, int local);
+
+/* The launchers of a job on several machines agreeing on each generation of the gang
+ * (--nnodes with --max-restarts, or --nnodes MIN:MAX; launch_rdzv.c). */
+typedef struct launch_rdzv launch_rdzv;
+/* Hosts the store (the launcher of --node-rank 0, on --master-addr/--master-port) or connects
+ * to it; takes the host's run id into job; NULL with a message printed. */
+launch_rdzv *launch_rdzv_open(launch_job *job, const cli_launch *l);
+/* Joins generation job->restart_count (a later one when it started without this node) and
+ * blocks until it is closed: sets job->nnodes and job->node_rank. 1: a member; 0: the job
+ * finished meanwhile; -1: an error (printed). */
+int launch_rdzv_join(launch_rdzv *r, launch_job *job);
+/* While the gang runs, about 5 times a second at most: true, with why, when the generation must
+ * end here too: another node's gang failed, the store is gone, or a node waits to join. */
+bool launch_rdzv_poll(launch_rdzv *r, const launch_job *job, char *why, size_t n);
+/* Whether some node reported a failure of this generation (else it ended for a node joining). */
+bool launch_rdzv_failed(launch_rdzv *r, const launch_job *job);
+/* This node's gang failed: tells the other nodes (why names the rank and how it ended). */
+void launch_rdzv_fail(launch_rdzv *r, const launch_job *job, const char *why);
+/* This node's gang succeeded; the host waits for every member's: 0, or -1 (printed) when
+ * another node failed meanwhile or the store was lost. */
+int launch_rdzv_finish(launch_rdzv *r, const launch_job *job);
+/* Ends the job's part of the rendezvous (the host: marks the job finished, stops the store);
+ * NULL is fine. */
+void launch_rdzv_close(launch_rdzv *r);
 
 /* Per-rank output: prefixed lines ("[rank1]: ") and/or log files, pumped from pipes. */
 typedef struct launch_out launch_out;

@@ -48,7 +48,7 @@ void cli_usage(const char *badoption)
             "  -         stop handling options and execute stdin\n"
             "Launcher flags (before or right after the script):\n"
             "  --nproc N            worker processes on this machine (or --nproc-per-node N)\n"
-            "  --nnodes M           number of machines\n"
+            "  --nnodes M           number of machines (MIN:MAX: elastic, runs on MIN to MAX)\n"
             "  --node-rank K        rank of this machine (0-based)\n"
             "  --master-addr HOST   address of the rank-0 machine\n"
             "  --master-port P      port of the rendezvous store\n"
@@ -76,6 +76,32 @@ static int int_value(const char *flag, const char *s, int lo, int hi, int *out)
     }
     *out = (int)v;
     return 0;
+}
+
+/* --nnodes M, or MIN:MAX (torchrun's elastic range: the job runs on as few as MIN machines). */
+static int nodes_value(const char *s, cli_launch *l)
+{
+    const char *colon = strchr(s, ':');
+    if (!colon) {
+        if (int_value("--nnodes", s, 1, 65536, &l->nnodes) < 0) return -1;
+        l->min_nodes = l->nnodes;
+        return 1;
+    }
+    char min[16];
+    if ((size_t)(colon - s) >= sizeof min) {
+        fprintf(stderr, "%s: --nnodes expects M or MIN:MAX, got '%s'\n", CLI_PROGNAME, s);
+        return -1;
+    }
+    memcpy(min, s, (size_t)(colon - s));
+    min[colon - s] = '\0';
+    if (int_value("--nnodes", min, 1, 65536, &l->min_nodes) < 0 ||
+        int_value("--nnodes", colon + 1, 1, 65536, &l->nnodes) < 0)
+        return -1;
+    if (l->min_nodes > l->nnodes) {
+        fprintf(stderr, "%s: --nnodes %s: MIN is larger than MAX\n", CLI_PROGNAME, s);
+        return -1;
+    }
+    return 1;
 }
 
 /* Launcher flag at argv[*i] (value in the same argument after '=' or in the next one).
@@ -148,7 +174,7 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
     case NPROC_PER_NODE:
         return int_value(names[which], value, 1, 4096, &l->nproc) < 0 ? -1 : 1;
     case NNODES:
-        return int_value("--nnodes", value, 1, 65536, &l->nnodes) < 0 ? -1 : 1;
+        return nodes_value(value, l);
     case NODE_RANK:
         return int_value("--node-rank", value, 0, 65535, &l->node_rank) < 0 ? -1 : 1;
     case MASTER_ADDR:
@@ -169,6 +195,7 @@ int cli_parse(int argc, char **argv, cli_options *o)
     memset(o, 0, sizeof *o);
     o->launch.nproc = 1;
     o->launch.nnodes = 1;
+    o->launch.min_nodes = 1;
     o->actions = calloc((size_t)argc + 1, sizeof *o->actions);
     if (!o->actions) return -1;
     for (int k = 0; argc > 1 && COMMANDS[k]; k++) {
