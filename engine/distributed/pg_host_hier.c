@@ -17,10 +17,11 @@
  * The fingerprint check of every collective (agree) follows the same tree: each node's ranks
  * gather their fingerprints to the leader (shared memory), the leaders allgather their nodes'
  * blocks, and each leader broadcasts the verdict to its node. A mismatch thus fails on every
- * rank with the same message as the flat check, which names every rank's call; a failure inside
- * a node (a rank that died) travels in its leader's block, so the other nodes fail at once,
- * naming it, instead of waiting for their heartbeat. The check returns on a rank only once every
- * rank has joined it, so it is the barrier too.
+ * rank with the same message as the flat check, which names every rank's call. A failure inside
+ * a node (a rank that died) is published by its leader as the heartbeat publishes a fault (the
+ * store's pg<id>/hb/fault) before it closes its leaders' mesh, so the other nodes fail at once
+ * and report it, naming the rank, instead of the leader whose connection closed. The check returns
+ * on a rank only once every rank has joined it, so it is the barrier too.
  *
  * Chosen at connect, the same on every rank: every rank publishes its machine (ddpl_shm_machine_id)
  * and whether it may use shared memory (DDPLUA_SHM=0, DDPLUA_HIER=0 say no); the hierarchy is
@@ -245,17 +246,9 @@ static hier_verdict verdict_of_error(void)
     return v;
 }
 
-/* The leader's verdict to its node (every rank of a node with 2 or more calls it): 0, or -1
- * with the verdict's message as the error. */
-static int share_verdict(host_hier *x, hier_verdict *v)
-{
-    if (ddpl_shm_broadcast(x->local, v, sizeof *v, 0) < 0) return -1;
-    return v->failed ? ddpl_error("%s", v->msg) : 0;
-}
-
-/* A leader whose node failed inside (a rank died) cannot take part in the step across nodes:
- * it tells the other leaders through the heartbeat's fault (the message they report) and by
- * closing its mesh, so they fail now instead of at their timeout. */
+/* A leader whose node failed inside (a rank died) cannot take part in the steps across nodes:
+ * it publishes the fault as the heartbeat does (the message the others report) and then closes
+ * its mesh, so they fail now instead of at their timeout. */
 static void leave_leaders(pg_host *h)
 {
     char why[MSG_MAX];
@@ -265,38 +258,37 @@ static void leave_leaders(pg_host *h)
     ddpl_error("%s", why);
 }
 
-/* ---------------------------------------------------------------------- agreement ---- */
-/* A leader's block in the agreement: its node's failure, if any, then its ranks' fingerprints
- * (local_max slots, in local-rank order). */
-typedef struct agree_head {
-    int32_t failed;
-    char msg[MSG_MAX];
-} agree_head;
-
-static ddpl_pg_fp *block_fps(char *block)
+/* rc of a step inside the node (shared memory): a failure there is seen by the node's ranks,
+ * and its leader takes it to the other nodes (leave_leaders). */
+static int node_step(pg_host *h, int rc)
 {
-    return (ddpl_pg_fp *)(block + sizeof(agree_head));
+    if (rc < 0 && h->hier->leaders) leave_leaders(h);
+    return rc;
 }
 
-/* The leaders exchange their blocks; the verdict: the first node's failure, else the flat
- * check (ddpl_pg_fp_check) of every rank's fingerprint, put in group-rank order into fps. */
-static hier_verdict leaders_agree(host_hier *x, char *block, size_t block_bytes, ddpl_pg_fp *fps,
-                                  int size)
+/* The leader's verdict to its node (every rank of a node with 2 or more calls it): 0, or -1
+ * with the verdict's message as the error. */
+static int share_verdict(pg_host *h, hier_verdict *v)
 {
-    char *all = ddpl_xmalloc(block_bytes * (size_t)x->nodes);
+    if (node_step(h, ddpl_shm_broadcast(h->hier->local, v, sizeof *v, 0)) < 0) return -1;
+    return v->failed ? ddpl_error("%s", v->msg) : 0;
+}
+
+/* ---------------------------------------------------------------------- agreement ---- */
+/* The leaders exchange their nodes' fingerprints (block: local_max of them, in local-rank
+ * order); the verdict: the exchange's failure, else the flat check (ddpl_pg_fp_check) of every
+ * rank's fingerprint, put in group-rank order into fps. */
+static hier_verdict leaders_agree(host_hier *x, const ddpl_pg_fp *block, ddpl_pg_fp *fps, int size)
+{
+    size_t block_bytes = (size_t)x->local_max * sizeof *block;
+    ddpl_pg_fp *all = ddpl_xmalloc(block_bytes * (size_t)x->nodes);
     hier_verdict v = {0};
     if (ddpl_gloo_allgather(x->leaders, block, all, block_bytes) < 0) {
         v = verdict_of_error();
     } else {
-        for (int k = 0; k < x->nodes && !v.failed; k++) {
-            const agree_head *head = (const agree_head *)(all + (size_t)k * block_bytes);
-            if (!head->failed) continue;
-            v.failed = 1;
-            snprintf(v.msg, sizeof v.msg, "%.*s", (int)sizeof head->msg - 1, head->msg);
-        }
-        for (int q = 0; q < size && !v.failed; q++)
-            fps[q] = block_fps(all + (size_t)x->node_of[q] * block_bytes)[x->index_of[q]];
-        v.mismatch = !v.failed && ddpl_pg_fp_check(&fps[0], fps, size) < 0;
+        for (int q = 0; q < size; q++)
+            fps[q] = all[(size_t)x->node_of[q] * (size_t)x->local_max + (size_t)x->index_of[q]];
+        v.mismatch = ddpl_pg_fp_check(&fps[0], fps, size) < 0;
     }
     free(all);
     return v;
@@ -305,31 +297,22 @@ static hier_verdict leaders_agree(host_hier *x, char *block, size_t block_bytes,
 int pg_host_hier_agree(pg_host *h, const ddpl_pg_fp *fp, int size)
 {
     host_hier *x = h->hier;
-    size_t block_bytes = sizeof(agree_head) + (size_t)x->local_max * sizeof *fp;
-    char *block = x->leaders ? ddpl_xcalloc(1, block_bytes) : NULL;
+    ddpl_pg_fp *block = x->leaders ? ddpl_xcalloc((size_t)x->local_max, sizeof *block) : NULL;
     ddpl_pg_fp *fps = ddpl_xcalloc((size_t)size, sizeof *fps);
     int rc = -1;
-    /* 1. this node's fingerprints to its leader */
-    if (x->local &&
-        ddpl_shm_gather(x->local, fp, block ? block_fps(block) : NULL, sizeof *fp, 0) < 0) {
-        if (!x->leaders) goto done; /* every rank of the node saw the failure */
-        agree_head *head = (agree_head *)block;
-        head->failed = 1;
-        snprintf(head->msg, sizeof head->msg, "%s", ddpl_last_error());
-        /* still in the leaders' exchange, which carries the failure to the other nodes */
-        hier_verdict v = leaders_agree(x, block, block_bytes, fps, size);
-        DDPL_UNUSED(v);
-        ddpl_error("%s", head->msg);
+    /* 1. this node's fingerprints to its leader; a failure here (a rank died) is seen by every
+     * rank of the node, and the leader takes it to the other nodes */
+    if (x->local && node_step(h, ddpl_shm_gather(x->local, fp, block, sizeof *fp, 0)) < 0)
         goto done;
-    }
-    if (x->local_size == 1) block_fps(block)[0] = *fp;
+    if (x->local_size == 1) block[0] = *fp;
     /* 2. across nodes, 3. the verdict to the node */
     hier_verdict v = {0};
-    if (x->leaders) v = leaders_agree(x, block, block_bytes, fps, size);
-    if (x->local && ddpl_shm_broadcast(x->local, &v, sizeof v, 0) < 0) goto done;
+    if (x->leaders) v = leaders_agree(x, block, fps, size);
+    if (x->local && node_step(h, ddpl_shm_broadcast(x->local, &v, sizeof v, 0)) < 0) goto done;
     if (v.mismatch) {
         /* every rank checks its own call against all of them, as the flat check does */
-        if (x->local && ddpl_shm_broadcast(x->local, fps, (size_t)size * sizeof *fps, 0) < 0)
+        if (x->local &&
+            node_step(h, ddpl_shm_broadcast(x->local, fps, (size_t)size * sizeof *fps, 0)) < 0)
             goto done;
         ddpl_pg_fp_check(fp, fps, size);
         goto done;
@@ -353,16 +336,14 @@ int pg_host_hier_allreduce(pg_host *h, void *data, size_t count, size_t elsize, 
     if (nbytes == 0 || nbytes < x->min_bytes)
         return ddpl_gloo_allreduce(h->gloo, data, count, elsize, fn);
     /* 1. the node's sum on its leader */
-    if (x->local && ddpl_shm_reduce_to(x->local, data, count, elsize, fn, 0) < 0) {
-        if (x->leaders) leave_leaders(h);
-        return -1; /* every rank of the node saw the failure */
-    }
+    if (x->local && node_step(h, ddpl_shm_reduce_to(x->local, data, count, elsize, fn, 0)) < 0)
+        return -1;
     /* 2. the leaders' sum of the nodes' sums */
     hier_verdict v = {0};
     if (x->leaders && ddpl_gloo_allreduce(x->leaders, data, count, elsize, fn) < 0)
         v = verdict_of_error();
     if (!x->local) return v.failed ? -1 : 0;
     /* 3. the verdict, then the sum, to the node */
-    if (share_verdict(x, &v) < 0) return -1;
-    return ddpl_shm_broadcast(x->local, data, nbytes, 0);
+    if (share_verdict(h, &v) < 0) return -1;
+    return node_step(h, ddpl_shm_broadcast(x->local, data, nbytes, 0));
 }
