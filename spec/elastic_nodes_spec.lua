@@ -59,7 +59,7 @@ describe('elastic jobs on several machines (--nnodes MIN:MAX)', function()
         local parts = {}
         for n = 0, 2 do
             parts[#parts + 1] = launcher(p, n, dir, 'node' .. n, '--nnodes 2:3 --max-restarts 1',
-                TRAIN .. ' --checkpoint ' .. q(ck), 'DDPLUA_RUN_ID=elastic DDPLUA_RDZV_LAST_CALL=1')
+                TRAIN .. ' --checkpoint ' .. q(ck), 'DDPLUA_RUN_ID=elastic DDPLUA_RDZV_LAST_CALL=3')
         end
         -- once the first checkpoint is there (after epoch 1), node 2 is lost: everything in its
         -- namespace killed at once, its launcher too; the checkpoint is kept for the reference
@@ -68,8 +68,10 @@ describe('elastic jobs on several machines (--nnodes MIN:MAX)', function()
             :format(q(ck), p, q(ck), q(ref)))
         local out, ok = C.node_outputs(dir, 2)
         assert(ok, out)
-        assert.truthy(out:find('starting generation 1 on the nodes that join it (restart 1 of 1)',
-            1, true), out)
+        -- generation 1, or 2 on a loaded machine whose node 2 started after the last call (it
+        -- then joined at generation 1, a membership change, before it was lost)
+        assert.truthy(out:find('starting generation %d on the nodes that join it %(restart 1 of 1%)'),
+            out)
         local resumed = out:match('resumed from [^\n]* after epoch (%d)')
         assert(resumed, out)
         assert.truthy(out:find('4 ranks x batch 32', 1, true), out)

@@ -64,6 +64,16 @@ local function tx_by_node(out)
     return tx
 end
 
+-- Every one of nodes 0 .. nodes-1 sent between lo and hi bytes per all_reduce of G (out: the
+-- outputs, for the message).
+local function assert_link_bytes(out, nodes, lo, hi)
+    local tx = tx_by_node(out)
+    for n = 0, nodes - 1 do
+        assert(tx[n] and tx[n] >= lo and tx[n] <= hi, ('node %d sent %s bytes per all_reduce of '
+            .. '%d (expected %.0f to %.0f):\n%s'):format(n, tx[n], G, lo, hi, out))
+    end
+end
+
 local function count(out, pattern)
     return select(2, out:gsub(pattern, ''))
 end
@@ -82,12 +92,8 @@ describe('hierarchical all_reduce across network namespaces', function()
             .. '0, 1, 2 called all_reduce%(float32, 4 elements, op sum%), rank 3 called '
             .. 'all_reduce%(float32, 5 elements, op sum%)'
         assert.are.equal(4, count(out, want), out)
-        local tx = tx_by_node(out)
-        for n = 0, 1 do
-            -- 2(M-1)/M x G = G for M = 2, and a little for the packets' headers
-            assert(tx[n] and tx[n] >= 0.97 * G and tx[n] <= 1.03 * G,
-                ('node %d sent %s bytes per all_reduce of %d:\n%s'):format(n, tx[n], G, out))
-        end
+        -- 2(M-1)/M x G = G for M = 2, and a little for the packets' headers
+        assert_link_bytes(out, 2, 0.97 * G, 1.03 * G)
     end)
 
     it('on 3 nodes x 2 ranks: at most about 2(M-1)/M x G out of every link, less than the '
@@ -116,11 +122,7 @@ describe('hierarchical all_reduce across network namespaces', function()
         assert(ok, out)
         assert.are.equal(5, count(out, 'HIER_OK rank=%d'), out)
         assert.are.equal(5, count(out, 'within each of 3 nodes'), out)
-        local tx = tx_by_node(out)
-        for n = 0, 2 do
-            assert(tx[n] and tx[n] <= 1.03 * 4 / 3 * G,
-                ('node %d sent %s bytes per all_reduce of %d:\n%s'):format(n, tx[n], G, out))
-        end
+        assert_link_bytes(out, 3, 0, 1.03 * 4 / 3 * G)
     end)
 
     for _, victim in ipairs({{3, 'a rank that is not its node\'s leader'}, {2, 'a node\'s leader'}}) do

@@ -49,6 +49,10 @@ struct host_hier {
     int *local_global;  /* this node's ranks, as global ranks (for the shm segment's messages) */
     ddpl_shm *local;    /* this node's ranks; NULL when it has one */
     ddpl_gloo *leaders; /* the leaders' mesh, on leaders only */
+    /* the fingerprint check's buffers (a group's collectives run one at a time on its lane):
+     * this node's (local_max, leaders only), every node's (nodes x local_max, leaders only),
+     * every rank's (group size) */
+    ddpl_pg_fp *fp_block, *fp_blocks, *fp_all;
     size_t min_bytes;
     char transport[96];
 };
@@ -56,7 +60,7 @@ struct host_hier {
 /* What a leader tells its node after a step across nodes: 0 ok, or a failure and its message. */
 typedef struct hier_verdict {
     int32_t failed;
-    int32_t mismatch; /* the fingerprints differ: they follow (fps_broadcast) */
+    int32_t mismatch; /* the fingerprints differ: every rank's follows (pg_host_hier_agree) */
     char msg[MSG_MAX];
 } hier_verdict;
 
@@ -118,24 +122,6 @@ static int learn_nodes(ddpl_pg *pg, host_hier *x, const char *prefix, bool *use)
     return rc;
 }
 
-/* Every rank says whether its parts of the hierarchy were made; true when all were. */
-static int all_made(ddpl_pg *pg, const char *prefix, bool mine, bool *all)
-{
-    char key[256];
-    snprintf(key, sizeof key, "%shier/made/%d", prefix, pg->rank);
-    if (ddpl_store_set(pg->store, key, mine ? "1" : "0", 1) < 0) return -1;
-    *all = true;
-    for (int q = 0; q < pg->size; q++) {
-        void *v = NULL;
-        size_t len = 0;
-        snprintf(key, sizeof key, "%shier/made/%d", prefix, q);
-        if (ddpl_store_get(pg->store, key, &v, &len) < 0) return -1;
-        *all = *all && len == 1 && ((char *)v)[0] == '1';
-        free(v);
-    }
-    return 0;
-}
-
 void pg_host_hier_free(host_hier *x)
 {
     if (!x) return;
@@ -144,6 +130,9 @@ void pg_host_hier_free(host_hier *x)
     free(x->node_of);
     free(x->index_of);
     free(x->local_global);
+    free(x->fp_block);
+    free(x->fp_blocks);
+    free(x->fp_all);
     free(x);
 }
 
@@ -201,7 +190,11 @@ int pg_host_hier_connect(ddpl_pg *pg, pg_host *h, const char *prefix, const char
     free(count);
     free(leader_global);
     bool mine = (x->local_size == 1 || x->local) && (x->local_rank != 0 || x->leaders), all = false;
-    int rc = all_made(pg, prefix, mine, &all);
+    /* all made: every rank says "1" (one that says "0" makes them differ) */
+    snprintf(key, sizeof key, "%shier/", prefix);
+    int rc =
+        ddpl_store_all_equal(pg->store, key, "made", pg->rank, pg->size, mine ? "1" : "0", &all);
+    all = all && mine;
     if (rc < 0 || !all) {
         /* a node without room in /dev/shm: everybody stays flat */
         pg_host_hier_free(x);
@@ -210,6 +203,11 @@ int pg_host_hier_connect(ddpl_pg *pg, pg_host *h, const char *prefix, const char
     snprintf(x->transport, sizeof x->transport,
              "gloo+shm (hierarchical: shared memory within each of %d nodes, gloo across)",
              x->nodes);
+    if (x->leaders) {
+        x->fp_block = ddpl_xcalloc((size_t)x->local_max, sizeof *x->fp_block);
+        x->fp_blocks = ddpl_xcalloc((size_t)x->nodes * (size_t)x->local_max, sizeof *x->fp_blocks);
+    }
+    x->fp_all = ddpl_xcalloc((size_t)pg->size, sizeof *x->fp_all);
     h->hier = x;
     h->coll = &pg_host_hier_coll;
     return 0;
@@ -253,8 +251,10 @@ static void leave_leaders(pg_host *h)
 {
     char why[MSG_MAX];
     snprintf(why, sizeof why, "%s", ddpl_last_error());
-    pg_heartbeat_declare(h->hb, why);
-    pg_host_hier_abort(h->hier, why);
+    if (h->hb)
+        pg_heartbeat_declare(h->hb, why); /* which also closes the leaders' mesh */
+    else
+        pg_host_hier_abort(h->hier, why);
     ddpl_error("%s", why);
 }
 
@@ -275,57 +275,43 @@ static int share_verdict(pg_host *h, hier_verdict *v)
 }
 
 /* ---------------------------------------------------------------------- agreement ---- */
-/* The leaders exchange their nodes' fingerprints (block: local_max of them, in local-rank
+/* The leaders exchange their nodes' fingerprints (fp_block: local_max of them, in local-rank
  * order); the verdict: the exchange's failure, else the flat check (ddpl_pg_fp_check) of every
- * rank's fingerprint, put in group-rank order into fps. */
-static hier_verdict leaders_agree(host_hier *x, const ddpl_pg_fp *block, ddpl_pg_fp *fps, int size)
+ * rank's fingerprint, put in group-rank order into fp_all. */
+static hier_verdict leaders_agree(host_hier *x, int size)
 {
-    size_t block_bytes = (size_t)x->local_max * sizeof *block;
-    ddpl_pg_fp *all = ddpl_xmalloc(block_bytes * (size_t)x->nodes);
     hier_verdict v = {0};
-    if (ddpl_gloo_allgather(x->leaders, block, all, block_bytes) < 0) {
-        v = verdict_of_error();
-    } else {
-        for (int q = 0; q < size; q++)
-            fps[q] = all[(size_t)x->node_of[q] * (size_t)x->local_max + (size_t)x->index_of[q]];
-        v.mismatch = ddpl_pg_fp_check(&fps[0], fps, size) < 0;
-    }
-    free(all);
+    size_t block_bytes = (size_t)x->local_max * sizeof *x->fp_block;
+    if (ddpl_gloo_allgather(x->leaders, x->fp_block, x->fp_blocks, block_bytes) < 0)
+        return verdict_of_error();
+    for (int q = 0; q < size; q++)
+        x->fp_all[q] =
+            x->fp_blocks[(size_t)x->node_of[q] * (size_t)x->local_max + (size_t)x->index_of[q]];
+    v.mismatch = ddpl_pg_fp_check(&x->fp_all[0], x->fp_all, size) < 0;
     return v;
 }
 
 int pg_host_hier_agree(pg_host *h, const ddpl_pg_fp *fp, int size)
 {
     host_hier *x = h->hier;
-    ddpl_pg_fp *block = x->leaders ? ddpl_xcalloc((size_t)x->local_max, sizeof *block) : NULL;
-    ddpl_pg_fp *fps = ddpl_xcalloc((size_t)size, sizeof *fps);
-    int rc = -1;
     /* 1. this node's fingerprints to its leader; a failure here (a rank died) is seen by every
      * rank of the node, and the leader takes it to the other nodes */
-    if (x->local && node_step(h, ddpl_shm_gather(x->local, fp, block, sizeof *fp, 0)) < 0)
-        goto done;
-    if (x->local_size == 1) block[0] = *fp;
+    if (x->local && node_step(h, ddpl_shm_gather(x->local, fp, x->fp_block, sizeof *fp, 0)) < 0)
+        return -1;
+    if (x->local_size == 1) x->fp_block[0] = *fp;
     /* 2. across nodes, 3. the verdict to the node */
     hier_verdict v = {0};
-    if (x->leaders) v = leaders_agree(x, block, fps, size);
-    if (x->local && node_step(h, ddpl_shm_broadcast(x->local, &v, sizeof v, 0)) < 0) goto done;
+    if (x->leaders) v = leaders_agree(x, size);
+    if (x->local && share_verdict(h, &v) < 0) return -1;
+    if (!x->local && v.failed) return -1; /* the leader's own error is set */
     if (v.mismatch) {
         /* every rank checks its own call against all of them, as the flat check does */
-        if (x->local &&
-            node_step(h, ddpl_shm_broadcast(x->local, fps, (size_t)size * sizeof *fps, 0)) < 0)
-            goto done;
-        ddpl_pg_fp_check(fp, fps, size);
-        goto done;
+        size_t all_bytes = (size_t)size * sizeof *x->fp_all;
+        if (x->local && node_step(h, ddpl_shm_broadcast(x->local, x->fp_all, all_bytes, 0)) < 0)
+            return -1;
+        return ddpl_pg_fp_check(fp, x->fp_all, size);
     }
-    if (v.failed) {
-        ddpl_error("%s", v.msg);
-        goto done;
-    }
-    rc = 0;
-done:
-    free(block);
-    free(fps);
-    return rc;
+    return 0;
 }
 
 /* ------------------------------------------------------------------------ allreduce ---- */

@@ -396,25 +396,6 @@ static int usable_cpus(void)
     return n > 0 ? (int)n : 1;
 }
 
-/* Publishes value under prefix+name/rank and reports whether every rank published the same. */
-static int all_equal(ddpl_store *st, const char *prefix, const char *name, int rank, int size,
-                     const char *value, bool *equal)
-{
-    char key[256];
-    snprintf(key, sizeof key, "%s%s/%d", prefix, name, rank);
-    if (ddpl_store_set(st, key, value, strlen(value)) < 0) return -1;
-    *equal = true;
-    for (int r = 0; r < size; r++) {
-        snprintf(key, sizeof key, "%s%s/%d", prefix, name, r);
-        void *v = NULL;
-        size_t len = 0;
-        if (ddpl_store_get(st, key, &v, &len) < 0) return -1;
-        if (len != strlen(value) || memcmp(v, value, len) != 0) *equal = false;
-        free(v);
-    }
-    return 0;
-}
-
 ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int size, double timeout_s)
 {
     const char *env = getenv("DDPLUA_SHM");
@@ -422,7 +403,7 @@ ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int siz
     char id[160];
     ddpl_shm_machine_id(id, sizeof id);
     bool same = false;
-    if (all_equal(st, prefix, "host", rank, size, id, &same) < 0 || !same) return NULL;
+    if (ddpl_store_all_equal(st, prefix, "host", rank, size, id, &same) < 0 || !same) return NULL;
 
     /* rank 0 names the segment; every rank maps it; all must succeed */
     char name[96], key[256];
@@ -451,7 +432,8 @@ ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int siz
     }
     /* the others open it only after rank 0 created and sized it */
     bool created = rank != 0 || fd >= 0, ok = false;
-    if (all_equal(st, prefix, "created", rank, size, created ? "1" : "0", &ok) < 0 || !ok) {
+    if (ddpl_store_all_equal(st, prefix, "created", rank, size, created ? "1" : "0", &ok) < 0 ||
+        !ok) {
         if (fd >= 0) close(fd);
         if (rank == 0 && created) shm_unlink(name);
         free(s);
@@ -462,7 +444,7 @@ ddpl_shm *ddpl_shm_connect(ddpl_store *st, const char *prefix, int rank, int siz
     if (fd >= 0) close(fd);
     bool mapped = p != MAP_FAILED;
     ok = false;
-    int rc = all_equal(st, prefix, "mapped", rank, size, mapped ? "1" : "0", &ok);
+    int rc = ddpl_store_all_equal(st, prefix, "mapped", rank, size, mapped ? "1" : "0", &ok);
     /* Everyone has mapped it (or given up) once "mapped" is read: the name can go, and the
      * memory lives until the last rank unmaps. */
     if (rank == 0) shm_unlink(name);

@@ -4,7 +4,7 @@
  *          ddpl_store_others_connected, ddpl_store_timeout,
  *          ddpl_store_set_timeout, ddpl_store_set, ddpl_store_get, ddpl_store_add,
  *          ddpl_store_check, ddpl_store_wait, ddpl_store_delete, ddpl_store_num_keys,
- *          ddpl_store_clone, ddpl_store_free.
+ *          ddpl_store_clone, ddpl_store_free, ddpl_store_all_equal.
  *
  * The mutex is held for a whole round trip, so a thread blocked in get/wait delays the others
  * until its keys come or its timeout passes (as PyTorch's client). A connection that failed in
@@ -517,4 +517,22 @@ ddpl_store *ddpl_store_clone(const ddpl_store *s, double timeout_s)
         return NULL;
     }
     return c;
+}
+
+int ddpl_store_all_equal(ddpl_store *s, const char *prefix, const char *name, int rank, int size,
+                         const char *value, bool *equal)
+{
+    char key[256];
+    snprintf(key, sizeof key, "%s%s/%d", prefix, name, rank);
+    if (ddpl_store_set(s, key, value, strlen(value)) < 0) return -1;
+    *equal = true;
+    for (int r = 0; r < size; r++) {
+        snprintf(key, sizeof key, "%s%s/%d", prefix, name, r);
+        void *v = NULL;
+        size_t len = 0;
+        if (ddpl_store_get(s, key, &v, &len) < 0) return -1;
+        if (len != strlen(value) || memcmp(v, value, len) != 0) *equal = false;
+        free(v);
+    }
+    return 0;
 }

@@ -49,6 +49,11 @@ int ddpl_store_num_keys(ddpl_store *s, int64_t *count);
  * and key prefix and the given timeout: a thread that must not queue behind the others' blocking
  * calls, nor block them (the heartbeat, distributed/pg_heartbeat.c). NULL with the error set. */
 ddpl_store *ddpl_store_clone(const ddpl_store *s, double timeout_s);
+/* Collective over ranks 0..size-1 of a group: publishes value under <prefix><name>/<rank>, reads
+ * every rank's, and *equal tells whether all published the same (a decision every rank then
+ * takes alike). Blocks up to the store's timeout for the others. */
+int ddpl_store_all_equal(ddpl_store *s, const char *prefix, const char *name, int rank, int size,
+                         const char *value, bool *equal);
 /* Disconnects; the server (rank 0) stops once it is freed. */
 void ddpl_store_free(ddpl_store *s);
 
