@@ -4,7 +4,7 @@
 -- It installs the Lua C module (ddplua.so, the library a stock lua5.4 loads with
 -- `require 'ddplua'`) and the Lua files (lua/ddplua/**), nothing else: the `ddplua` command,
 -- libddplua and its headers come from `cmake --install` or the Debian package
--- (docs/tools-packaging.md).
+-- (docs/guide/tools.md).
 -- The build is the project's CMake build in build.luarocks/, CPU only (DDPL_CUDA=OFF): a rock
 -- should build the same on every machine, and the CUDA build needs a toolkit and minutes of
 -- nvcc. DDPLUA_CUDA=AUTO (or ON) in the environment passes through to DDPL_CUDA. With

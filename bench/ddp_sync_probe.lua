@@ -1,8 +1,8 @@
 -- bench/ddp_sync_probe.lua: measures what one barrier of the shared-memory collectives costs
 -- beyond the compute when N ranks share C cores, for tools/ddp_predict.lua's --sync-us (the
--- model and its use: docs/scaling.md, "Ranks that share cores"). It is a probe of this machine's
--- scheduling, not a fit to any training run: the ranks do nothing but a fixed CPU loop and a
--- one-element allreduce.
+-- model and its use: docs/internals/scaling.md, "Ranks that share cores"). It is a probe of this
+-- machine's scheduling, not a fit to any training run: the ranks do nothing but a fixed CPU loop
+-- and a one-element allreduce.
 -- defines: the driver (no RANK in the environment) and the worker (under `ddplua --nproc N`).
 --
 --   ddplua bench/ddp_sync_probe.lua --ranks 2,4 [--cores C (default: nproc)] [--work-us 1000]

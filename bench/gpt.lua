@@ -96,7 +96,7 @@ local function driver(argv)
     local o = parse_args(argv, { rounds = 5, threads = '1,2', steps = 20, warmup = 5, batch = 4,
         seq = 256, no_torch = false, no_raw = false, quick = false, python = '/usr/bin/python3' })
     -- --quick still warms up 5 steps: the host allocator's cache fills over the first ~5 GPT steps
-    -- (docs/host-allocator.md), and with 2 the timed steps took ~5,000 page faults each
+    -- (docs/internals/allocators.md), and with 2 the timed steps took ~5,000 page faults each
     if o.quick then o.rounds, o.steps, o.warmup = 2, 9, 5 end
     if o.steps <= o.warmup then error('bench/gpt: --steps must exceed --warmup', 0) end
     if o.rounds < 1 then error('bench/gpt: --rounds must be at least 1', 0) end

@@ -1,5 +1,6 @@
 -- bench/step_faults.lua: minor page faults and wall time of each training step of one model, to
--- see what the host caching allocator (docs/host-allocator.md) saves. One process, one JSON line.
+-- see what the host caching allocator (docs/internals/allocators.md) saves. One process, one JSON
+-- line.
 --
 -- usage (paths as bench/train sets them; the build folder chooses the engine):
 --   LUA_PATH="lua/?.lua;lua/?/init.lua;;" LUA_CPATH="build/?.so;;" \

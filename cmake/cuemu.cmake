@@ -1,6 +1,7 @@
 # cmake/cuemu.cmake: -DDDPL_CUDA_EMU=ON builds the real CUDA backend on the CPU emulation of
-# tools/cuemu (docs/cuda-emulation.md): no GPU, no driver and no libcudart, only the toolkit's
-# headers. Included by CMakeLists.txt in place of the nvcc setup; never part of a normal build.
+# tools/cuemu (docs/internals/cuda-emulation.md): no GPU, no driver and no libcudart, only
+# the toolkit's headers. Included by CMakeLists.txt in place of the nvcc setup; never part of a
+# normal build.
 #
 # - every engine/cuda/*.cu and *.cuh is rewritten by tools/cuemu/rewrite.lua into the build tree
 #   (launch syntax, kernel entries, shared memory; `#line` keeps errors on the original file) and

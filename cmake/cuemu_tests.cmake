@@ -32,7 +32,7 @@ foreach(name ${DDPL_CUEMU_SPECS} ${DDPL_CUEMU_C_TESTS})
 endforeach()
 foreach(name ${DDPL_CUEMU_SEEDED})
   add_test(NAME ${name}_seed1
-           COMMAND ${LUA54} ${BUSTED} --output=TAP ${CMAKE_SOURCE_DIR}/spec/${name}.lua
+           COMMAND ${LUA54} ${BUSTED} --output=TAP ${DDPL_SPEC_FILE_${name}}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name}_seed1 PROPERTIES
     ENVIRONMENT "${DDPL_SPEC_ENV};DDPL_CUEMU_SCHEDULE=1" TIMEOUT 600)

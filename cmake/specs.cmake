@@ -1,11 +1,14 @@
-# cmake/specs.cmake: registers every busted spec (spec/*_spec.lua) and C test with ctest.
+# cmake/specs.cmake: registers every busted spec (spec/<area>/*_spec.lua, spec/README.md) and C
+# test with ctest; a spec's test is named after its file, so spec file names are unique.
 # Specs run under the stock lua5.4 with the build's C module and the source tree's Lua files, so
-# they also check that `require 'ddplua'` works from a plain interpreter.
+# they also check that `require 'ddplua'` works from a plain interpreter. The specs' helper
+# modules (spec/support/) are on LUA_PATH: `require 'helpers'`.
 find_program(BUSTED busted REQUIRED)
 find_program(LUA54 lua5.4 REQUIRED)
-file(GLOB DDPL_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/*_spec.lua)
+file(GLOB_RECURSE DDPL_SPECS CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/spec/*_spec.lua)
+list(SORT DDPL_SPECS)
 set(DDPL_SPEC_ENV
-  "LUA_PATH=${CMAKE_SOURCE_DIR}/lua/?.lua\;${CMAKE_SOURCE_DIR}/lua/?/init.lua\;${CMAKE_SOURCE_DIR}/spec/?.lua\;/usr/share/lua/5.4/?.lua\;/usr/share/lua/5.4/?/init.lua"
+  "LUA_PATH=${CMAKE_SOURCE_DIR}/lua/?.lua\;${CMAKE_SOURCE_DIR}/lua/?/init.lua\;${CMAKE_SOURCE_DIR}/spec/support/?.lua\;/usr/share/lua/5.4/?.lua\;/usr/share/lua/5.4/?/init.lua"
   "LUA_CPATH=${CMAKE_BINARY_DIR}/?.so\;/usr/lib/x86_64-linux-gnu/lua/5.4/?.so"
   "DDPLUA_BIN=$<TARGET_FILE:ddplua>"
   "DDPLUA_BUILD_DIR=${CMAKE_BINARY_DIR}"
@@ -29,8 +32,14 @@ function(ddpl_lock_gpu_if_cuda name src)
   endif()
 endfunction()
 
+# DDPL_SPEC_FILE_<name>: the file of the spec whose test is <name> (cmake/cuemu_tests.cmake reruns
+# some by name).
 foreach(spec ${DDPL_SPECS})
   get_filename_component(name ${spec} NAME_WE)
+  if(DEFINED DDPL_SPEC_FILE_${name})
+    message(FATAL_ERROR "two specs named ${name}: ${DDPL_SPEC_FILE_${name}} and ${spec}")
+  endif()
+  set(DDPL_SPEC_FILE_${name} ${spec})
   add_test(NAME ${name}
            COMMAND ${LUA54} ${BUSTED} --output=TAP ${spec}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
@@ -65,21 +74,21 @@ foreach(pair cuda_pointwise_spec:DDPLUA_POINTWISE_DEVICE=cpu
   list(GET parts 0 name)
   list(GET parts 1 mode)
   add_test(NAME ${name}_on_cpu
-           COMMAND ${LUA54} ${BUSTED} --output=TAP ${CMAKE_SOURCE_DIR}/spec/${name}.lua
+           COMMAND ${LUA54} ${BUSTED} --output=TAP ${DDPL_SPEC_FILE_${name}}
            WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
   set_tests_properties(${name}_on_cpu PROPERTIES ENVIRONMENT "${DDPL_SPEC_ENV};${mode}"
                        TIMEOUT 600)
 endforeach()
 
-# The layer rules of docs/internals.md, from the sources' includes and the objects' symbols
-# (tools/check-layers.sh), and the checker itself on small trees that break them.
-add_test(NAME check_layers COMMAND ${CMAKE_SOURCE_DIR}/spec/check_layers_test.sh ${CMAKE_BINARY_DIR})
+# The layer rules of docs/internals/architecture.md, from the sources' includes and the objects'
+# symbols (tools/check-layers.sh), and the checker itself on small trees that break them.
+add_test(NAME check_layers COMMAND ${CMAKE_SOURCE_DIR}/spec/tools/check_layers_test.sh ${CMAKE_BINARY_DIR})
 set_tests_properties(check_layers PROPERTIES TIMEOUT 300)
 # Comments name only files that exist (tools/check-file-refs.sh).
 add_test(NAME check_file_refs COMMAND ${CMAKE_SOURCE_DIR}/tools/check-file-refs.sh)
 
-# The CUDA emulation (tools/cuemu, docs/cuda-emulation.md) is a test build's alone: a normal
-# build, CPU-only or nvcc's, links none of it.
+# The CUDA emulation (tools/cuemu, docs/internals/cuda-emulation.md) is a test build's alone: a
+# normal build, CPU-only or nvcc's, links none of it.
 if(NOT DDPL_CUDA_EMU)
   add_test(NAME no_cuemu_in_normal_build
            COMMAND sh -c "! nm -C \"$1\" | grep -i cuemu" sh $<TARGET_FILE:ddplua_shared>)

@@ -15,7 +15,7 @@
 -- The data helpers are examples/char_text.lua (shared with gpt_tiny.lua).
 -- Every --print-every steps it prints the mean training loss since the last report and the
 -- validation loss on 4 fixed batches; the last line is "loss first X last Y", the first and
--- last validation losses, for scripts (spec/char_lstm_spec.lua) to read. A uniform guess
+-- last validation losses, for scripts (spec/examples/char_lstm_spec.lua) to read. A uniform guess
 -- scores ln(vocab) ~ 3.7; the default 400 steps (about 15 s of one core) take the training loss
 -- to about 1.
 local ddpl = require 'ddplua'

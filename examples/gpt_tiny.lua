@@ -11,9 +11,9 @@
 -- clipped at 1, cosine learning-rate decay to lr/10), the usual recipe for small GPTs. Every
 -- --eval-every steps it prints the training loss (mean since the last report) and the validation
 -- loss on 8 fixed batches; the last line is "loss first X last Y", X and Y being the first and
--- last validation losses, for scripts (spec/train_spec.lua) to read. A uniform guess scores
--- ln(vocab) ~ 4.3 (76 distinct bytes in the GPL); 600 steps (about 15 s) reach about 2.3.
--- One thread by default: the matrices are small (16x64 rows by 64 to 256 columns), so a second
+-- last validation losses, for scripts (spec/examples/models_train_spec.lua) to read. A uniform
+-- guess scores ln(vocab) ~ 4.3 (76 distinct bytes in the GPL); 600 steps (about 15 s) reach about
+-- 2.3. One thread by default: the matrices are small (16x64 rows by 64 to 256 columns), so a second
 -- thread buys little, and on a busy machine spinning OpenMP threads can slow a step 20-fold.
 local ddpl = require 'ddplua'
 local nn, optim = ddpl.nn, ddpl.optim

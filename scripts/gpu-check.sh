@@ -209,7 +209,7 @@ else
 fi
 # cmake/specs.cmake sets LUA_PATH/LUA_CPATH with Debian's system folders for every spec; Lua 5.4
 # reads LUA_PATH_5_4/LUA_CPATH_5_4 before them, so these win and name the prefix instead.
-export LUA_PATH_5_4="$root/lua/?.lua;$root/lua/?/init.lua;$root/spec/?.lua;$lua_share/?.lua;$lua_share/?/init.lua;;"
+export LUA_PATH_5_4="$root/lua/?.lua;$root/lua/?/init.lua;$root/spec/support/?.lua;$lua_share/?.lua;$lua_share/?/init.lua;;"
 export LUA_CPATH_5_4="$build/?.so;$lua_lib/?.so;;"
 export LUA_PATH=$LUA_PATH_5_4 LUA_CPATH=$LUA_CPATH_5_4
 if [ -z "${FASHION_MNIST_DIR:-}" ]; then
@@ -288,8 +288,8 @@ if [ "$skip_tests" -eq 0 ]; then
     ctest_args=(--test-dir "$build" -j"$jobs" -V --timeout 300)
     [ -n "$tests" ] && ctest_args+=(-R "$tests")
     if [ -z "${FASHION_MNIST_DIR:-}" ]; then
-        say "no Fashion-MNIST (fetch with --with-data): data_spec and train_spec are left out"
-        ctest_args+=(-E '^(data_spec|train_spec)$')
+        say "no Fashion-MNIST (fetch with --with-data): data_spec and models_train_spec are left out"
+        ctest_args+=(-E '^(data_spec|models_train_spec)$')
     fi
     limit=$(left 200)
     [ "$skip_bench" -eq 1 ] && limit=$(left 10)

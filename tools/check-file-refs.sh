@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/check-file-refs.sh: lists the file names (*.c, *.h, *.cu, *.cuh, *.cpp, *.lua) that
-# comments under engine/ and lua/ mention but that do not exist, so that no comment points a
-# reader at a file that was renamed, removed or never written.
+# comments under engine/ and lua/ mention but that do not exist, and the paths that the docs
+# (README.md, bench/README.md, docs/**/*.md) name but that do not exist, so that no comment or
+# page points a reader at a file that was renamed, removed or never written.
 #
 # usage: tools/check-file-refs.sh   (prints "file:line: name" per bad reference; exit 1 if any)
 #
@@ -9,6 +10,12 @@
 # tree; a bare name ("alloc.c") must be some file's name. Only comment text is read (C: /* */
 # and //, Lua: --), not code or strings. `external` lists the names that are not ours: the
 # upstream sources the comments cite, system headers, and example script names.
+#
+# In the docs, a path is a word starting with docs/, spec/, engine/, tools/, bench/ or examples/
+# (not inside another path or a URL), up to the first character that cannot be in a file name;
+# it must exist in the working tree, from the repository root. A Markdown link's target that is
+# not a URL or an anchor must exist relative to the page. Words with a placeholder (<area>, *,
+# {a,b}, $VAR, ...) are not checked.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -72,4 +79,52 @@ done < <(
         grep -oE '^[^:]+:[0-9]+:|[A-Za-z0-9_][A-Za-z0-9_./-]*\.(c|h|cu|cuh|cpp|lua)\b' |
         awk '/:$/ { at = $0; next } { print at " " $0 }'
 )
+
+# The docs' paths: "file:line: path" for each that does not exist.
+doc_refs() {
+    awk '
+    {
+        s = $0
+        # Markdown links [text](target): relative to the page
+        t = s
+        while (match(t, /\]\([^) ]+\)/)) {
+            target = substr(t, RSTART + 2, RLENGTH - 3)
+            t = substr(t, RSTART + RLENGTH)
+            if (target ~ /^(https?:|mailto:|#)/) continue
+            sub(/#.*/, "", target)
+            if (target == "") continue
+            dir = FILENAME; sub(/[^\/]*$/, "", dir)
+            print FILENAME ":" FNR ": " dir target
+        }
+        # bare paths from the root
+        t = s
+        while (match(t, /(^|[^A-Za-z0-9_.\/-])(docs|spec|engine|tools|bench|examples)\/[A-Za-z0-9_.\/<>*{}$,-]*/)) {
+            word = substr(t, RSTART, RLENGTH)
+            t = substr(t, RSTART + RLENGTH)
+            sub(/^[^A-Za-z]/, "", word)
+            if (word ~ /[<>*{}$]/ || word ~ /\.\.\./) continue
+            sub(/,.*/, "", word)
+            sub(/[.:]+$/, "", word)
+            print FILENAME ":" FNR ": " word
+        }
+    }' "$@"
+}
+
+mapfile -t pages < <(
+    { echo README.md; echo bench/README.md
+      git ls-files --cached --others --exclude-standard -- 'docs/*.md'; } |
+        while read -r f; do [[ -f $f && ! -L $f ]] && echo "$f"; done | sort -u
+)
+
+while IFS= read -r hit; do
+    at=${hit%%: *}
+    ref=${hit#*: }
+    path=$ref
+    # a relative link: drop "dir/../" pairs and "./"
+    while [[ $path == *"/./"* ]]; do path=${path/\/.\//\/}; done
+    while [[ $path =~ ^(.*/)?[^/.][^/]*/\.\./(.*)$ ]]; do path=${BASH_REMATCH[1]}${BASH_REMATCH[2]}; done
+    [[ -e $path ]] && continue
+    echo "$at: $ref"
+    status=1
+done < <(doc_refs "${pages[@]}")
 exit $status

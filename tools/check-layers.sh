@@ -3,7 +3,7 @@
 #
 #   tools/check-layers.sh [BUILD_DIR [SOURCE_DIR]]     (defaults: build, this repository)
 #
-# The layers, lowest first (DESIGN.md "Layers"; docs/internals.md draws them):
+# The layers, lowest first (DESIGN.md "Layers"; docs/internals/architecture.md draws them):
 #   0 core        engine/core
 #   1 abi         engine/kernel_abi: the op list, the kernel table a backend fills, the parameter
 #                 structs and layouts ops hand to kernels (what both sides are written against)
@@ -73,7 +73,7 @@ sources=$(find engine -path engine/include -prune -o -type f \
 folders=$(printf '%s\n' $sources | awk '
     $0 !~ /^engine\/(core|kernel_abi|cpu|cuda|io|autograd|ops|distributed|lua|cli)\// {
         print "layer violation: " $0 " lies in a folder with no layer (give it one in " \
-              "tools/check-layers.sh and docs/internals.md)" }')
+              "tools/check-layers.sh and docs/internals/architecture.md)" }')
 
 # ---- includes: "file included include" ----
 # "x" resolves against the including file's folder when it starts with . or has no folder,
@@ -132,7 +132,7 @@ fi
 if [ -n "$folders$includes$calls" ]; then
     printf '%s\n%s\n%s\n' "$folders" "$includes" "$calls" | grep . >&2 || true
     n=$(printf '%s\n%s\n%s\n' "$folders" "$includes" "$calls" | grep -c .)
-    echo "check-layers: $n use(s) against the layer rules (docs/internals.md, Layers)" >&2
+    echo "check-layers: $n use(s) against the layer rules (docs/internals/architecture.md, Layers)" >&2
     exit 1
 fi
 echo "check-layers: engine layers clean (folders, includes and calls)"

@@ -1,7 +1,7 @@
 -- tools/ddp_predict.lua: predicts a DDP step's time and the scaling efficiency at N ranks from a
 -- DDPLUA_DDP_TIMELINE trace (lua/ddplua/nn/parallel/ddp_timeline.lua writes it), with a
--- ring-allreduce cost model and the overlap measured in the trace. docs/scaling.md explains the
--- model, its assumptions and how it compared with measured steps.
+-- ring-allreduce cost model and the overlap measured in the trace. docs/internals/scaling.md
+-- explains the model, its assumptions and how it compared with measured steps.
 --
 --   ddplua tools/ddp_predict.lua TRACE.json --ranks N[,N...] [--bandwidth GB/s] [--latency us]
 --       [--compute-scale X] [--cores C] [--sync-us N=us[,N=us...]] [--calibrate OTHER.json]
@@ -49,7 +49,8 @@
 --     the traced ones, the median of the slowest of N is their 0.5^(1/N) quantile (71st
 --     percentile at 2 ranks, 84th at 4, 92nd at 8), and T_N is that quantile instead (neighbouring
 --     steps interpolated). Off by default: on a shared machine the traced steps' tail is other
---     jobs' load, which hits all ranks alike rather than independently (docs/scaling.md).
+--     jobs' load, which hits all ranks alike rather than independently
+--     (docs/internals/scaling.md).
 --   * scaling efficiency (weak scaling, fixed per-rank batch as DDP) = median C / T_N, the step
 --     on one rank (no communication) over the predicted one, both at the compute speed of N
 --     ranks (--compute-scale, --cores): the share of the step not spent waiting for

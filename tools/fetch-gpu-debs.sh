@@ -15,8 +15,8 @@
 # usage: tools/fetch-gpu-debs.sh [--with-data] [DIR]
 #   DIR          where the .deb files go (default .gpu-debs/ at the repository root, gitignored);
 #                it is emptied of old .deb files first, so it holds exactly this list
-#   --with-data  also dataset-fashion-mnist (30 MB), so data_spec and train_spec run there too
-# Runs as any user (apt-get download needs no root) on Debian 12 with its package lists present
+#   --with-data  also dataset-fashion-mnist (30 MB), so data_spec and models_train_spec run there
+# too Runs as any user (apt-get download needs no root) on Debian 12 with its package lists present
 # (`apt-get update` first on a fresh machine). Prints each file and the total size, which must
 # stay well under the device tool's 64 MiB carry limit (tree included).
 set -euo pipefail

@@ -12,7 +12,7 @@ constructors: tables, strings, numbers, booleans, 1/0 and 0/0, comments) and com
 everything must be identical (names, shapes, dtypes, options, integers, the order of cases)
 except the numbers inside a tensor's `values` or `digest`, which must agree within a tenth of the
 tolerance the specs compare that tensor with: the case's own rtol/atol where it sets them,
-else spec/helpers.lua's H.tolerance for the dtype (float64 1e-9 relative, float32 1e-5). A change
+else spec/support/helpers.lua's H.tolerance for the dtype (float64 1e-9 relative, float32 1e-5). A change
 that a spec could notice is still reported, rounding noise is not. Measured: the float32
 gradients of matmul/f32/2d_2d_large (linalg.lua; the case sets rtol = atol = 1e-4) differ by up
 to 1.3e-6 between this machine's OpenBLAS and the one that wrote the file, a seventy-fifth of
@@ -23,7 +23,7 @@ three sums are judged on the spec's own scale, the tolerance times its abs_sum.
 import math
 import re
 
-# spec/helpers.lua H.tolerance(dtype), as (rtol, atol); the check allows a tenth of it
+# spec/support/helpers.lua H.tolerance(dtype), as (rtol, atol); the check allows a tenth of it
 TOLERANCE = {'float64': (1e-9, 1e-12), 'float32': (1e-5, 1e-5), 'float16': (1e-3, 1e-3),
              'bfloat16': (1e-2, 1e-2)}
 FRACTION = 0.1

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tools/gen_attention_fixtures.py: PyTorch reference values for spec/attention_spec.lua
+"""tools/gen_attention_fixtures.py: PyTorch reference values for spec/nn/attention_spec.lua
 (spec/fixtures/attention.lua): scaled dot-product attention on 4-D (B,H,L,E) inputs, the shapes
 the fused ATTENTION kernels take, in float32 and float64, causal or not, L != S, E != Ev, a
 custom scale, non-contiguous inputs and keys and queries spanning several of the CPU kernel's

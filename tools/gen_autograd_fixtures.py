@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tools/gen_autograd_fixtures.py: PyTorch second derivatives for spec/double_backward_spec.lua.
+"""tools/gen_autograd_fixtures.py: PyTorch second derivatives for spec/autograd/double_backward_spec.lua.
 
 Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/python3):
 
@@ -11,7 +11,7 @@ the gradient dL/dx taken with create_graph=True and the gradient of the penalty 
 respect to w, which needs the second derivatives d2L/dx dw:
     { name = 'tanh_cube', fn = 'tanh_cube',   -- the spec defines fn the same way in ddplua
       x = T, w = T, grad_x = T, penalty_grad_w = T }
-Tensors use tools/gen_fixtures.py's format (read by spec/helpers.lua). Everything is seeded.
+Tensors use tools/gen_fixtures.py's format (read by spec/support/helpers.lua). Everything is seeded.
 """
 import os
 import sys
@@ -24,7 +24,7 @@ from gen_fixtures import fixture_main, lua_value  # noqa: E402  (the shared writ
 
 ORDER = ['name', 'fn', 'x', 'w', 'grad_x', 'penalty_grad_w']
 
-# The same functions as the spec's (spec/double_backward_spec.lua, `fns`).
+# The same functions as the spec's (spec/autograd/double_backward_spec.lua, `fns`).
 FUNCTIONS = {
     'tanh_cube': lambda x, w: (torch.tanh(x @ w) ** 3).sum(),
     'softmax_mse': lambda x, w: F.mse_loss(F.softmax(x @ w, dim=1),

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tools/gen_dtype_fixtures.py: PyTorch reference values for the int8/int16 dtypes and for the
-16-bit inputs of the CPU nn ops (spec/int_dtypes_spec.lua, spec/half_nn_spec.lua).
+16-bit inputs of the CPU nn ops (spec/tensor/int_dtypes_spec.lua, spec/nn/half_nn_spec.lua).
 
 Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/python3):
 
@@ -130,7 +130,7 @@ def through_float32(fn, dt):
 
 def bf16_excess(pt, ref):
     """None when PyTorch's bfloat16 case pt agrees with the float32-computed ref within the
-    specs' bfloat16 tolerance (rtol = atol = 1e-2, spec/helpers.lua), else the largest
+    specs' bfloat16 tolerance (rtol = atol = 1e-2, spec/support/helpers.lua), else the largest
     difference."""
     pairs = list(zip(pt['outputs'], ref['outputs']))
     pairs += [(pt['grads'][k], ref['grads'][k]) for k in (pt.get('grads') or {})]

@@ -32,7 +32,7 @@ Large cases (above the CPU kernels' parallel threshold) keep the files small: th
 {shape, dtype, fill = v} or {shape, dtype, pattern = {mul, mod, add, div}} (element i is
 ((i * mul) % mod + add) / div, see Pattern), and their expected outputs and gradients are
 {shape, dtype, digest = {sum, abs_sum, weighted}} (see Digest), computed in float64.
-spec/helpers.lua reads all of these forms.
+spec/support/helpers.lua reads all of these forms.
 """
 import argparse
 import math

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tools/gen_nn_fixtures.py: PyTorch reference values for the nn module spec (spec/nn_spec.lua).
+"""tools/gen_nn_fixtures.py: PyTorch reference values for the nn module spec (spec/nn/nn_modules_spec.lua).
 
 Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/python3):
 
@@ -10,7 +10,7 @@ Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/pyt
 
 nn_breadth.lua holds the nn.functional cases of issue 16's layers (losses, activations, one_hot,
 pad, group_norm, rms_norm, conv1d, conv_transpose2d) in tools/gen_fixtures.py's case format (read by
-spec/nn_breadth_spec.lua); their module forms are cases of nn_modules.lua, in float64.
+spec/nn/nn_breadth_spec.lua); their module forms are cases of nn_modules.lua, in float64.
 
 Each case builds one torch.nn module, records its state dict (keys in PyTorch's order, with the
 values the spec loads into its own module), its printed form, and for one forward and backward
@@ -35,7 +35,7 @@ A container without forward (ModuleDict, ParameterList, ParameterDict) has only 
 repr and state. ModuleDict and ParameterDict modules are {ctor = ..., entries = {{key, module
 spec or tensor}, ...}}; a ParameterList's args hold the list of tensors.
 
-Tensors use tools/gen_fixtures.py's format (read by spec/helpers.lua). Everything is seeded.
+Tensors use tools/gen_fixtures.py's format (read by spec/support/helpers.lua). Everything is seeded.
 """
 import argparse
 import os

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tools/gen_optim_fixtures.py: PyTorch reference trajectories for spec/optim_spec.lua.
+"""tools/gen_optim_fixtures.py: PyTorch reference trajectories for spec/optim/optim_spec.lua.
 
 Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/python3):
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tools/gen_transformer_fixtures.py: PyTorch reference values for spec/transformer_layers_spec.lua
+"""tools/gen_transformer_fixtures.py: PyTorch reference values for spec/nn/transformer_layers_spec.lua
 (spec/fixtures/transformer_layers.lua): nn.MultiheadAttention, nn.TransformerEncoderLayer and
 nn.TransformerEncoder in float64, eval mode (dropout off), with PyTorch's state_dict loaded
 unchanged into the Lua module.
@@ -30,7 +30,7 @@ A case is
 
 torch 1.13 has no is_causal: a case whose Lua options say is_causal = true is computed in PyTorch
 with the explicit (L, S) causal mask (True above the diagonal). Tensors use tools/gen_fixtures.py's
-format (read by spec/helpers.lua). Everything is seeded.
+format (read by spec/support/helpers.lua). Everything is seeded.
 """
 import os
 import sys

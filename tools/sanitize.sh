@@ -2,7 +2,7 @@
 # tools/sanitize.sh: the suite's sanitizer and fuzzing pass (part of the README's test command,
 # so CI runs it): a second build with AddressSanitizer + UndefinedBehaviorSanitizer and the
 # libFuzzer targets (clang: cmake/sanitize.cmake, cmake/fuzz.cmake), with the CUDA backend on
-# the CPU emulation (-DDDPL_CUDA_EMU=ON, docs/cuda-emulation.md), so every kernel's memory
+# the CPU emulation (-DDDPL_CUDA_EMU=ON, docs/internals/cuda-emulation.md), so every kernel's memory
 # accesses are checked like compute-sanitizer's memcheck and the CUDA host code runs under ASan
 # too, then
 #   - every C test, the fast specs and the fuzz corpora under the sanitizers (any report fails:
@@ -16,8 +16,8 @@
 #   - specs of tools rather than engine code: cmake and packaging (cuda_libs_cmake, package,
 #     luarocks, check_*, embed_install and embed_build_tree: they link the library into a
 #     program built without the sanitizers), and gpu_check (nvcc cannot run with the ASan runtime preloaded);
-#   - memory_spec and host_alloc_spec, which measure the allocator that ASan replaces (RSS, page
-#     faults); the host cache's logic runs under ASan in spec/c/test_host_alloc.c;
+#   - tensor_memory_spec and host_alloc_spec, which measure the allocator that ASan replaces (RSS,
+#     page faults); the host cache's logic runs under ASan in spec/c/test_host_alloc.c;
 #   - cuemu_kernel_coverage: every kernel launched is a property of the whole cuda-emu label
 #     (tools/cuda-emu.sh checks it), and some of the label's specs are left out here.
 # Usage: tools/sanitize.sh [build-dir]   (default build-sanitize)
@@ -26,7 +26,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build-sanitize}
 seconds=${DDPL_FUZZ_SECONDS:-60}
 
-SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_spec|dist_safety_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|memory_spec|host_alloc_spec|embed_install|embed_build_tree|cuemu_kernel_coverage)$'
+SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_collectives_spec|dist_mismatch_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_redundancy_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|models_train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|tensor_memory_spec|host_alloc_spec|embed_install|embed_build_tree|cuemu_kernel_coverage)$'
 
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDDPL_CUDA_EMU=ON -DDDPL_SANITIZE=ON -DDDPL_FUZZ=ON -DDDPL_FUZZ_SECONDS="$seconds" >/dev/null

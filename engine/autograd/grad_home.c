@@ -1,5 +1,5 @@
 /* autograd/grad_home.c: gradient homes, memory a leaf's next gradient is computed straight into
- * (docs/internals.md, "Gradient homes"; backward's side is engine.c's plan_homes).
+ * (docs/internals/reducer.md, "Gradient homes"; backward's side is engine.c's plan_homes).
  * defines: ddpl_tensor_set_grad_home, ddpl_grad_home_of, ddpl_grad_home_replace,
  *          ddpl_grad_home_prepare_write. */
 #include "graph.h"

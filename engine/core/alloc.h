@@ -55,7 +55,7 @@ bool ddpl_run_oom_hook(void);
 /* ---- the host caching allocator (core/host_cache.c) ----
  * Host blocks of DDPL_HOST_LARGE_BLOCK bytes or more come from mappings kept in a cache by size
  * class (eight per power of two) and reused without page faults; smaller ones come from malloc,
- * whose heap keeps them mapped anyway. See docs/host-allocator.md. */
+ * whose heap keeps them mapped anyway. See docs/internals/allocators.md. */
 #define DDPL_HOST_LARGE_BLOCK ((size_t)64 << 10)
 
 /* A page-aligned block of nbytes >= DDPL_HOST_LARGE_BLOCK (NULL when the system has none, even

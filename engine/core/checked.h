@@ -8,8 +8,8 @@
  * contiguous strides reach) is at most DDPL_MAX_NUMEL, so that every element index, contiguous
  * stride and numel of a tensor that exists fits in int64 with room for one more product by a
  * small factor. Byte counts are size_t and go through ddpl_bytes_overflow. The helpers are
- * compiler builtins (no division): they run on every tensor creation. docs/hostile-input.md
- * explains the limits. */
+ * compiler builtins (no division): they run on every tensor creation.
+ * docs/internals/hostile-input.md explains the limits. */
 #ifndef DDPL_CHECKED_H
 #define DDPL_CHECKED_H
 

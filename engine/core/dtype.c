@@ -302,9 +302,9 @@ static int category(ddpl_dtype dt)
 }
 
 /* PyTorch's promotion lattice (c10's promoteTypes), one row per dtype in enum order; checked
- * against PyTorch by spec/tensor_spec.lua (spec/fixtures/promotion.lua). Notable entries: uint8
- * with int8 gives int16 (the smallest type holding both ranges), float16 with bfloat16 float32, and
- * any integer with a 16-bit float keeps the 16-bit float. */
+ * against PyTorch by spec/tensor/tensor_spec.lua (spec/fixtures/promotion.lua). Notable entries:
+ * uint8 with int8 gives int16 (the smallest type holding both ranges), float16 with bfloat16
+ * float32, and any integer with a 16-bit float keeps the 16-bit float. */
 #define F32 DDPL_FLOAT32
 #define F64 DDPL_FLOAT64
 #define F16 DDPL_FLOAT16

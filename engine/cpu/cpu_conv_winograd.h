@@ -7,7 +7,7 @@
  * of tiles. It serves the forward (y = conv(x, w)) and the input gradient, which is the same
  * kind of convolution of dy with the flipped, transposed kernel (`adjoint`), and the weight
  * gradient through the same transforms (cpu_winograd_weight_grad3x3). Results differ
- * from the im2col path by float32 rounding only (see docs/cpu-conv.md). */
+ * from the im2col path by float32 rounding only (see docs/internals/cpu-conv.md). */
 #ifndef DDPL_CPU_CONV_WINOGRAD_H
 #define DDPL_CPU_CONV_WINOGRAD_H
 

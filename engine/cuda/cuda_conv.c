@@ -222,7 +222,7 @@ static void cache_store(const conv_choice *c)
  * cores; strict float32 forbids both. Nor may such a result be run with FMA math instead: cuDNN
  * offers some algorithms only as tensor-op kernels, and those answer CUDNN_STATUS_NOT_SUPPORTED
  * under FMA math (the CUDA emulation's cuDNN stand-in does this under
- * DDPL_CUEMU_CUDNN_HEURISTICS=conversion_first, spec/cuda_blas_spec.lua). */
+ * DDPL_CUEMU_CUDNN_HEURISTICS=conversion_first, spec/cuda/cuda_blas_spec.lua). */
 #define STRICT_FP32_MATH_OK(m) ((m) == CUDNN_FMA_MATH || (m) == CUDNN_DEFAULT_MATH)
 /* Float32 with TF32 allowed may use tensor-op math, but never ALLOW_CONVERSION: TF32 keeps
  * float32's exponent and 10 bits of mantissa, a down-conversion to float16 loses range as well

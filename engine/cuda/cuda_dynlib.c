@@ -5,7 +5,7 @@
  * through the dynamic loader's path. The soname is the one of the file CMake found, else the
  * major version of the header compiled against (libcublas.so.12 on CUDA 12, not a guess). The
  * functions each one must provide are listed here, so a wrong or partial library is reported
- * when it is opened, not as a failure deep inside an op (spec/cuda_dynlib_spec.lua checks that
+ * when it is opened, not as a failure deep inside an op (spec/cuda/cuda_dynlib_spec.lua checks that
  * every CUDA_DL call's function is listed). cuDNN and NCCL are optional at
  * configure time (ddpl/config.h): a build without one's header says so when it is loaded. */
 #define _GNU_SOURCE

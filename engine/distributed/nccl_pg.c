@@ -371,7 +371,7 @@ static p2p_plan plan_of(ddpl_work *w, int size)
     a.rslot = a.sslot + size;
     /* 2 * size ints are a multiple of 8 bytes, so the size_t arrays that follow are aligned
      * (the scratch is malloc's, 16-byte aligned); padding for odd sizes, as the first version
-     * had, misaligned them (UBSan under the CUDA emulation, spec/nccl_spec.lua on 1 rank) */
+     * had, misaligned them (UBSan under the CUDA emulation, spec/dist/nccl_spec.lua on 1 rank) */
     a.send = (size_t *)(a.rslot + size);
     a.recv = a.send + size;
     a.soff = a.recv + size;

@@ -93,8 +93,8 @@ typedef struct ddpl_pg_config {
     bool agent_store;
     const char *key_prefix;
     /* CPU groups (backend gloo): a peer whose heartbeat is silent this long while an operation
-     * waits is named as stopped (docs/fault-detection.md). 0: the default (DDPLUA_HEARTBEAT_
-     * TIMEOUT, else 30 s); < 0: no heartbeat. Subgroups use the world's. */
+     * waits is named as stopped (docs/internals/fault-detection.md). 0: the default
+     * (DDPLUA_HEARTBEAT_TIMEOUT, else 30 s); < 0: no heartbeat. Subgroups use the world's. */
     double heartbeat_s;
 } ddpl_pg_config;
 

@@ -4,7 +4,7 @@
  * defines: pg_member, pg_expect, pg_agree_via_store, pg_ranks_str (pg_impl.h),
  *          ddpl_pg_debug_level (pg.h).
  *
- * Where the fingerprints are compared (see docs/distributed.md):
+ * Where the fingerprints are compared (see docs/internals/collectives.md):
  *   - gloo through shared memory: always, in the tag slots the first barrier of every operation
  *     already reads (distributed/shm_coll.c): no extra synchronisation;
  *   - gloo over TCP: always, by an allgather of the fingerprints (72 bytes per rank) on the lane

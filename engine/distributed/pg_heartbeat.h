@@ -2,7 +2,7 @@
  * shared memory): each rank shows it is alive, and a collective that waits names a peer that is
  * not. defines: pg_heartbeat, pg_heartbeat_start, pg_heartbeat_stop, pg_heartbeat_fault,
  *          pg_heartbeat_limit, pg_heartbeat_declare. Internal to engine/distributed
- * (docs/fault-detection.md).
+ * (docs/internals/fault-detection.md).
  *
  * A thread of its own beats every limit/10 s (at most 5 s), whatever the rank's main thread
  * does, so a rank that computes for minutes between collectives is never reported; one that is

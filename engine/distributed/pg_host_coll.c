@@ -24,11 +24,11 @@ static int gloo_barrier(pg_host *h)
     return ddpl_gloo_barrier(h->gloo);
 }
 
-/* Always on (docs/distributed.md): one allgather of 72 bytes per rank ahead of the collective.
- * Without it a call of another size makes Gloo abort the process (its TCP loop thread throws on
- * a message larger than the posted buffer, where nothing can catch it), and another operation
- * waits until the timeout. Every rank's first Gloo exchange of a collective is this one, of the
- * same size, so it always matches. */
+/* Always on (docs/internals/collectives.md): one allgather of 72 bytes per rank ahead of the
+ * collective. Without it a call of another size makes Gloo abort the process (its TCP loop thread
+ * throws on a message larger than the posted buffer, where nothing can catch it), and another
+ * operation waits until the timeout. Every rank's first Gloo exchange of a collective is this one,
+ * of the same size, so it always matches. */
 static int gloo_agree(pg_host *h, const ddpl_pg_fp *fp, int size)
 {
     ddpl_pg_fp *fps = ddpl_xcalloc((size_t)size, sizeof *fps);

@@ -18,7 +18,7 @@
  * finishing step 5 with that set. Barriers are a sense-reversing counter that spins briefly,
  * then sleeps on a futex (shared, with the group's timeout). Ranks that outnumber the CPUs they
  * may run on do not spin: the peer a spinning rank waits for is then often waiting for a core,
- * the one the spinner holds (docs/scaling.md, "Ranks that share cores", has the A/B).
+ * the one the spinner holds (docs/internals/scaling.md, "Ranks that share cores", has the A/B).
  *
  * Shared buffers (ddpl_shm_buffer) skip steps 1 and 5: every rank's data already lies where the
  * others can read it, so rank r sums its share of the elements over all N parts and writes the

@@ -4,9 +4,9 @@
  * defines: ddpl_op, ddpl_kernel, ddpl_memory_stats, struct ddpl_backend, ddpl_cpu_backend,
  *          ddpl_cuda_backend.
  *
- * The kernel ABI is a layer of its own (docs/internals.md, Layers), below the kernels and ops
- * alike: the kernels (engine/cpu, engine/cuda) are written against it and ops calls them through
- * it, so neither reaches the other's headers. Types, tables and inline helpers only.
+ * The kernel ABI is a layer of its own (docs/internals/architecture.md, Layers), below the kernels
+ * and ops alike: the kernels (engine/cpu, engine/cuda) are written against it and ops calls them
+ * through it, so neither reaches the other's headers. Types, tables and inline helpers only.
  *
  * A kernel receives outputs already allocated with their final shapes and inputs already
  * validated (shapes, dtypes, same device); it only computes. It returns 0, or -1 with an error

@@ -2,10 +2,10 @@
  * (lua/ddplua/autograd_function.lua), nodes whose backward calls a Lua function. defines:
  * lb_function_table (ddpl.autograd._record_function).
  *
- * The engine cannot call Lua (docs/internals.md, Layers): a node's backward is a C function
- * pointer, and ours, registered here, calls the Lua closure the node keeps (an lb_ref, released
- * when the node dies) through lb_backward_pcall, so a Lua error comes out of backward() as it
- * was raised, after the engine has cleaned up.
+ * The engine cannot call Lua (docs/internals/architecture.md, Layers): a node's backward is a C
+ * function pointer, and ours, registered here, calls the Lua closure the node keeps (an lb_ref,
+ * released when the node dies) through lb_backward_pcall, so a Lua error comes out of backward() as
+ * it was raised, after the engine has cleaned up.
  *
  * A Function with several outputs gets one node per differentiable output, all with the same
  * input edges: node k calls the closure with output k's gradient, and the engine sums what the

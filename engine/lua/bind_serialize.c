@@ -3,7 +3,8 @@
  * defines: lb_serialize_functions (package.loaded['ddplua.core.serialize']):
  *          dumps(value [, fname [, root]]) -> uint8 tensor, loads(bytes [, fname]) -> value.
  *
- * Format version 1 (docs/objects-barrier-spawn.md has the same table). Integers are little-endian.
+ * Format version 1 (docs/internals/object-collectives.md has the same table). Integers are
+ * little-endian.
  *   header  'D' 'L' 'O' 0x01                    magic "DLO", then the version byte
  *   value   0x00 nil | 0x01 false | 0x02 true
  *           0x03 integer: i64                   (Lua 5.4's integer subtype, kept apart from...)

@@ -90,7 +90,7 @@ static int f_memory_allocated(lua_State *L)
 }
 
 /* ddpl.memory_stats(): the host allocator's figures as a table of integers (byte counts and
- * block counts; docs/host-allocator.md). Names follow PyTorch's memory_stats where it has one
+ * block counts; docs/internals/allocators.md). Names follow PyTorch's memory_stats where it has one
  * (allocated, reserved, num_alloc_retries), flattened: Lua tables read badly with dotted keys. */
 static int f_memory_stats(lua_State *L)
 {

@@ -73,7 +73,7 @@ static ddpl_tensor *then(ddpl_tensor *next, ddpl_tensor *done)
  * blocks skipped) measured faster than two GEMMs and a softmax at every shape tried, 1 and 2
  * threads, forward and forward+backward (equal within noise at tiny ones): 1.8-2x at the GPT
  * config (B4 H4 T256 E64 causal), 1.02-1.3x non-causal, 3-7x at T=1024, GPT training step
- * 1.15-1.24x (docs/cpu-attention.md, bench/attention). So every call the
+ * 1.15-1.24x (docs/internals/cpu-attention.md, bench/attention). So every call the
  * kernel covers is fused (the threshold is 0 bytes of scores); bench/attention raises it to
  * force the composition for its A/B comparison. */
 static _Atomic int64_t cpu_fused_min_score_bytes = 0;

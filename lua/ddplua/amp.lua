@@ -17,7 +17,7 @@
 -- error, as in PyTorch. enabled = false makes every method pass through (scale returns its
 -- argument, step just steps). A closure passed to step() is refused (the inf check must see
 -- the gradients the step uses). PyTorch disables itself without CUDA; ddplua scales on CPU
--- too (docs/optim-amp.md).
+-- too (docs/internals/optim-amp.md).
 local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
 

@@ -1,5 +1,5 @@
 -- lua/ddplua/autograd_function.lua: ddpl.autograd.Function, custom differentiable operations
--- written in Lua (PyTorch's torch.autograd.Function; docs/autograd-extend.md).
+-- written in Lua (PyTorch's torch.autograd.Function; docs/internals/autograd-extend.md).
 -- defines: autograd.Function (Function:extend(name), Fn.apply(...)), the context's
 --          save_for_backward, mark_non_differentiable, saved_tensors, needs_input_grad.
 --

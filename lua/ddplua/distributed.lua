@@ -78,8 +78,8 @@ end
 local known_opts = {backend = true, init_method = true, rank = true, world_size = true,
     timeout = true, heartbeat_timeout = true}
 
--- heartbeat_timeout (CPU groups, docs/fault-detection.md): seconds a peer's heartbeat may be
--- silent while a collective waits for it; false or 0 turns the heartbeat off; nil leaves the
+-- heartbeat_timeout (CPU groups, docs/internals/fault-detection.md): seconds a peer's heartbeat may
+-- be silent while a collective waits for it; false or 0 turns the heartbeat off; nil leaves the
 -- default to the engine (DDPLUA_HEARTBEAT_TIMEOUT, else 30 s). The engine's value: -1 for off.
 local function heartbeat_option(v)
     if v == nil then return nil end

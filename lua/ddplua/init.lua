@@ -23,7 +23,7 @@ require 'ddplua.autograd'
 -- the next garbage collection, and cannot be used afterwards. For library code that reads
 -- gradients (every `p.grad` is a new tensor holding the gradient): DDP computes the next
 -- gradient into the memory of the last one only when nothing else holds that (gradient
--- homes, docs/internals.md), and copies it away first otherwise.
+-- homes, docs/internals/reducer.md), and copies it away first otherwise.
 function ddpl._release(list)
     if type(list) ~= 'table' then
         error('_release: expected a list of tensors, got ' .. type(list), 2)

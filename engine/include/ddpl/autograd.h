@@ -11,7 +11,7 @@ extern "C" {
 #endif
 
 /* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
- * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+ * ABI is what include/ddpl declares; spec/api/abi_spec.lua) */
 #pragma GCC visibility push(default)
 
 /* Gradient recording is a per-thread switch, on by default. Returns the previous value. */
@@ -51,7 +51,7 @@ int ddpl_backward(ddpl_tensor *root, ddpl_tensor *grad, bool retain_graph);
 /* As ddpl_backward; with create_graph the backward pass is itself recorded (gradients of
  * gradients: .grad gets a grad_fn) and the graph is retained. Formulas that run native backward
  * kernels give gradients whose own backward raises "create_graph: the backward of <op> is not
- * differentiable" (docs/autograd-extend.md lists them). */
+ * differentiable" (docs/internals/autograd-extend.md lists them). */
 int ddpl_backward_ex(ddpl_tensor *root, ddpl_tensor *grad, bool retain_graph, bool create_graph);
 
 /* Gradients of outputs w.r.t. inputs, without touching .grad. grads_out[i] gets a new

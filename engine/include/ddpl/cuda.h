@@ -17,7 +17,7 @@ extern "C" {
 #endif
 
 /* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
- * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+ * ABI is what include/ddpl declares; spec/api/abi_spec.lua) */
 #pragma GCC visibility push(default)
 
 /* True when this build has the CUDA backend and at least one GPU is usable. */

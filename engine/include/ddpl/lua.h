@@ -23,7 +23,7 @@ extern "C" {
 #endif
 
 /* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
- * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+ * ABI is what include/ddpl declares; spec/api/abi_spec.lua) */
 #pragma GCC visibility push(default)
 
 /* `require 'ddplua'` from a C searcher: the whole library (C core plus its Lua files). */

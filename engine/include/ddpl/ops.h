@@ -16,7 +16,7 @@ extern "C" {
 #endif
 
 /* public: exported from libddplua.so, which is otherwise built with hidden visibility (the
- * ABI is what include/ddpl declares; spec/abi_spec.lua) */
+ * ABI is what include/ddpl declares; spec/api/abi_spec.lua) */
 #pragma GCC visibility push(default)
 
 /* A 0-dim tensor that takes part in type promotion like a Python number: float32 + 2.5 stays

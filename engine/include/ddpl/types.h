@@ -1,6 +1,7 @@
 /* ddpl/types.h: plain types of the C API that more than one layer shares: the public
  * operations take them (ddpl/ops.h, ddpl/cuda.h) and the backends' kernels see them in their
- * parameters, below the operations (docs/internals.md, Layers). Types only, no functions.
+ * parameters, below the operations (docs/internals/architecture.md, Layers). Types only, no
+ * functions.
  * defines: ddpl_reduction, ddpl_cuda_version_info. */
 #ifndef DDPL_TYPES_H
 #define DDPL_TYPES_H

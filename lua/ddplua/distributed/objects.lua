@@ -7,7 +7,7 @@
 -- Values are nil, booleans, numbers (integers and floats kept apart), strings, tensors and
 -- tables of them (shared subtables and cycles included), serialised natively by
 -- engine/lua/bind_serialize.c (package.loaded['ddplua.core.serialize']; the format is in
--- docs/objects-barrier-spawn.md). Transport: the byte counts are all-gathered (one int64 per
+-- docs/internals/object-collectives.md). Transport: the byte counts are all-gathered (one int64 per
 -- rank), every rank's bytes are padded to the largest and all-gathered (gathered to dst, or
 -- broadcast), and each rank decodes what it received. A rank whose value cannot be serialised sends the count -1
 -- instead of leaving the collective: every rank then fails (the failing one with the reason,

@@ -6,7 +6,7 @@
 -- Children are called through their __call, so an error inside one comes back as
 -- "In module 2 (Linear) of Sequential: ..." (nn.Module's call wrapper adds the location).
 -- A plain ReLU followed by a plain MaxPool2d runs as the pool first: the same bits, forward and
--- backward, with a quarter of the relu's work (pool_first below, docs/cpu-conv.md).
+-- backward, with a quarter of the relu's work (pool_first below, docs/internals/cpu-conv.md).
 local Module = require 'ddplua.nn.Module'
 local ReLU = require 'ddplua.nn.ReLU'
 local MaxPool2d = require 'ddplua.nn.MaxPool2d'
@@ -73,7 +73,7 @@ end
 -- monotone map that keeps NaN), so the output is the same bits, and so is every gradient (the
 -- pool's argmax is the same window element where the maximum is positive; elsewhere relu's
 -- backward gives zeros either way). The relu then touches a quarter of the data, forward and
--- backward (docs/cpu-conv.md, "Session 26": "ReLU after the max-pool"). Only for plain
+-- backward (docs/internals/cpu-conv.md, "Session 26": "ReLU after the max-pool"). Only for plain
 -- children (exactly these classes, no hooks, no forward of their own) and floating-point
 -- tensors, where nothing can observe the order.
 local function pool_first(m, nxt, x)

@@ -12,7 +12,7 @@
 -- how, with one collective forward and one backward). Otherwise (evaluation, one rank, no
 -- process group, a process outside process_group) it is plain batch norm on the local batch.
 -- Weight and bias gradients are local sums, reduced by DDP like every other gradient.
--- docs/sync-batch-norm.md records the decisions.
+-- docs/internals/sync-batch-norm.md records the decisions.
 local BatchNorm = require 'ddplua.nn.BatchNorm'
 local Module = require 'ddplua.nn.Module'
 local dist = require 'ddplua.distributed'

@@ -3,10 +3,11 @@
 --          huber_loss, kl_div (installed into ddpl.F by functional.lua).
 --
 -- Each is composed from differentiable tensor ops whose gradient equals PyTorch's formula
--- (docs/nn-breadth.md gives the derivations), so they run on every device and under autograd
--- without a kernel of their own. Formulas are PyTorch 1.13's (ATen's native loss functions).
--- Where a branch could overflow or divide by zero (exp of a large logit, 1/beta with beta = 0),
--- the value fed to it is replaced first, so its zero share of the gradient is never 0 * inf.
+-- (docs/internals/nn-layers.md gives the derivations), so they run on every device and under
+-- autograd without a kernel of their own. Formulas are PyTorch 1.13's (ATen's native loss
+-- functions). Where a branch could overflow or divide by zero (exp of a large logit, 1/beta
+-- with beta = 0), the value fed to it is replaced first, so its zero share of the gradient is
+-- never 0 * inf.
 local ddpl = require 'ddplua'
 local Args = require 'ddplua.nn.functional_args'
 

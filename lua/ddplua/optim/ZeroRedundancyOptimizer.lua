@@ -26,8 +26,8 @@
 --
 -- Options: optimizer_class is required (an Optimizer class, not an instance); every option the
 -- class knows goes to it; anything else is an error. parameters_as_bucket_view = true and
--- overlap_with_ddp = true are refused with the reason (docs/zero.md): ddplua's `p.data = view`
--- makes a new leaf, so DDP's gradient hooks would stay on the old tensor; and DDP has no
+-- overlap_with_ddp = true are refused with the reason (docs/internals/zero.md): ddplua's `p.data =
+-- view` makes a new leaf, so DDP's gradient hooks would stay on the old tensor; and DDP has no
 -- per-bucket optimizer hook to overlap with.
 --
 -- State dicts use the plain optimizer's layout (parameters numbered across every group):
@@ -239,13 +239,13 @@ function ZeRO.new(cls, params, opts)
     end
     if opts.overlap_with_ddp then
         fail(2, 'overlap_with_ddp = true is not supported: ddplua\'s DDP has no hook that runs '
-            .. 'the optimizer step per bucket (docs/zero.md); the broadcasts of step() overlap '
-            .. 'each other')
+            .. 'the optimizer step per bucket (docs/internals/zero.md); the broadcasts of step() '
+            .. 'overlap each other')
     end
     if opts.parameters_as_bucket_view then
         fail(2, 'parameters_as_bucket_view = true is not supported: `p.data = view` makes a '
             .. 'new leaf in ddplua, so DDP\'s gradient hooks would stay on the old tensor '
-            .. '(docs/zero.md); step() packs small parameters into flat buckets instead')
+            .. '(docs/internals/zero.md); step() packs small parameters into flat buckets instead')
     end
     local cap = opts.bucket_cap_mb
     if cap == nil then cap = 25 end

@@ -7,7 +7,7 @@
 -- "123456789" is 0xE3069283), one 256-entry table, eight bytes per string.byte call. Pure Lua:
 -- event records are a few bytes to a few KB (a histogram of PyTorch's default bins is at most
 -- about 25 KB), and this runs at tens of MB/s, so a C function would save microseconds per
--- record (docs/tensorboard-progress.md has the figure).
+-- record (docs/internals/utils.md has the figure).
 local crc32c = {}
 
 local POLY = 0x82F63B78 -- 0x1EDC6F41 bit-reversed

@@ -5,7 +5,7 @@
 --          loaded on first use.
 --
 -- All three write once per distributed job by default: on rank 0 only (lua/ddplua/utils/rank.lua),
--- {all_ranks = true} to write on every rank. docs/tensorboard-progress.md has the formats.
+-- {all_ranks = true} to write on every rank. docs/internals/utils.md has the formats.
 local utils = {}
 
 -- field -> module, and the module's field (nil: the module itself)

@@ -12,7 +12,7 @@
 --   w:flush(); w:close()
 -- log_dir defaults to runs/<date>_<hostname> as in PyTorch. step may be nil (no step, as
 -- PyTorch's global_step=None); walltime is seconds since the epoch (default now).
--- The messages (tensorflow's summary.proto; field numbers in docs/tensorboard-progress.md):
+-- The messages (tensorflow's summary.proto; field numbers in docs/internals/utils.md):
 --   scalar:    Summary{value = [Value{tag = 1, simple_value = 2 (float)}]}
 --   histogram: Value{tag, histo = 5: HistogramProto{min 1, max 2, num 3, sum 4, sum_squares 5,
 --              bucket_limit 6, bucket 7 (packed doubles)}} (lua/ddplua/utils/histogram.lua)

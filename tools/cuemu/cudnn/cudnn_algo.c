@@ -19,7 +19,7 @@
  * set it per process) makes the searches answer as real cuDNN does in cases the ranking above
  * never produces, to exercise two paths of the engine's algorithm choice (choose_algo and
  * PICK_ALGO in engine/cuda/cuda_conv.c) that would otherwise only run on some GPUs; the cases
- * are in spec/cuda_blas_spec.lua and test_cudnn_standin.c:
+ * are in spec/cuda/cuda_blas_spec.lua and test_cudnn_standin.c:
  *   normal (or unset, or empty): the ranking above.
  *   none: cudnnGet*_v7 lists every algorithm with CUDNN_STATUS_NOT_SUPPORTED (as cuDNN 9's
  *     heuristics may for some shapes under FMA math), so the engine must fall back to

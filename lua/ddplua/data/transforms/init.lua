@@ -6,7 +6,7 @@
 -- Transforms act on one item, a tensor (..., C, H, W) (a batch given whole gets one crop window
 -- and one flip for all its images, as in torchvision). Random ones draw from data.transform_rng,
 -- which the DataLoader reseeds per batch, so augmentation does not depend on num_workers.
--- docs/transforms-cifar.md records the decisions.
+-- docs/internals/transforms.md records the decisions.
 local names = {
     Compose = 'ddplua.data.transforms.Compose',
     Normalize = 'ddplua.data.transforms.Normalize',

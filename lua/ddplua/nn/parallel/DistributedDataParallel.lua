@@ -23,8 +23,8 @@
 -- DDPLUA_DISTRIBUTED_DEBUG=INFO (or DETAIL) logs the bucket layout to stderr at construction and
 -- after the rebuild that follows the first iteration.
 -- static_graph=true: the reducer finds the unused parameters in the first synchronised
--- iteration only (one graph walk, one exchange) and reuses them (docs/ddp-join-static.md).
--- join: docs/ddp-join-static.md describes the protocol (one small allreduce per forward).
+-- iteration only (one graph walk, one exchange) and reuses them (docs/internals/reducer.md).
+-- join: docs/internals/reducer.md describes the protocol (one small allreduce per forward).
 local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
 local C = require 'ddplua.core.ddp'

@@ -1,0 +1,124 @@
+-- spec/dist/dist_faults_spec.lua: faults are named (docs/internals/fault-detection.md). Through
+-- shared memory and through Gloo (DDPLUA_SHM=0), with a heartbeat limit of 3 s and a group timeout
+-- of 60 s, the last rank is the victim: stopped with SIGSTOP, it is named as stopped, with its pid,
+-- by every other rank's all_reduce at the heartbeat limit (2 and 3 ranks), and by a recv from it;
+-- rank 0 stopped (over Gloo the store's host, so the store stops too) is named the same way;
+-- killed with SIGKILL, it is named at once, with its pid; computing for 10 s (over twice a
+-- limit of 4 s) before the all_reduce, it is not reported, and the sum is right. The scripts are
+-- spec/dist/workers/faults.lua; every process runs under `timeout` (spec/support/shell_util.lua).
+-- Times are only bounded generously: the report must come well before the group timeout (60 s),
+-- which alone would otherwise end the wait.
+local S = require 'shell_util'
+local faults = S.src .. '/spec/dist/workers/faults.lua'
+
+-- The message and time of rank r's failed operation.
+local function fault_of(outs, codes, r)
+    assert(codes[r] == 3, ('rank %d: exit %s (3 expected: the operation failed):\n%s')
+        :format(r, tostring(codes[r]), outs[r]))
+    local after, msg = outs[r]:match('FAULT after=([%d.]+) ([^\n]*)')
+    assert(after, ('rank %d printed no fault:\n%s'):format(r, outs[r]))
+    return tonumber(after), msg
+end
+
+local function assert_has(text, want)
+    assert(text:find(want, 1, true), ('%q not found in:\n%s'):format(want, text))
+end
+
+-- Runs CASE=stop on `world` ranks (env: more VAR=value words) with rank `victim` (default the
+-- last) stopped; the ranks in `reporters` (default every other rank) must name it as stopped,
+-- with the pid it wrote, at the limit (`why`: what the message says after the name).
+local function assert_stop_named(path_env, world, env, op, reporters, victim, why)
+    local pidfile = os.tmpname()
+    victim = victim or world - 1
+    local outs, codes = S.run_world(world, faults, {kill_after = 60,
+        env = ('%s CASE=stop HB=3 VICTIM=%d PIDFILE=%s %s'):format(path_env, victim,
+            S.q(pidfile), env or '')})
+    local pid = S.slurp(pidfile):match('%d+')
+    os.remove(pidfile)
+    assert(codes[victim] == 137, 'the victim should have died of SIGKILL:\n' .. outs[victim])
+    if not reporters then
+        reporters = {}
+        for r = 0, world - 1 do if r ~= victim then reporters[#reporters + 1] = r end end
+    end
+    for _, r in ipairs(reporters) do
+        local after, msg = fault_of(outs, codes, r)
+        assert_has(msg, ('%s: rank %d (pid %s'):format(op, victim, tostring(pid)))
+        assert_has(msg, why or 'stopped responding: no heartbeat for ')
+        if not why then assert_has(msg, '(limit 3 s); the process is stopped (SIGSTOP') end
+        assert(after >= 2.5 and after < 30, ('reported after %g s:\n%s'):format(after, msg))
+    end
+end
+
+for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
+    describe('faults through ' .. path[1], function()
+        it('a stopped rank is named at the heartbeat limit', function()
+            assert_stop_named(path[2], 2, '', 'all_reduce')
+        end)
+
+        it('a stopped rank is named by every other rank (3 ranks)', function()
+            assert_stop_named(path[2], 3, '', 'all_reduce')
+        end)
+
+        it('a stopped rank is named by a recv from it', function()
+            assert_stop_named(path[2], 3, 'OP=recv', 'recv', {0})
+        end)
+
+        it('a stopped rank 0, which hosts the store, is named', function()
+            -- over Gloo the heartbeat's store stops answering with it
+            assert_stop_named(path[2], 2, '', 'all_reduce', nil, 0,
+                path[2] == '' and 'stopped responding: no heartbeat for '
+                or 'which hosts the store, stopped responding: the store gave no answer for ')
+        end)
+
+        it('a killed rank is named', function()
+            for _, world in ipairs({2, 3}) do
+                local outs, codes = S.run_world(world, faults, {kill_after = 60,
+                    env = path[2] .. ' CASE=kill HB=3'})
+                local victim = world - 1
+                assert(codes[victim] == 137, 'the victim should have died:\n' .. outs[victim])
+                for r = 0, victim - 1 do
+                    local after, msg = fault_of(outs, codes, r)
+                    assert(msg:find(('all_reduce: rank %d %%(pid %%d+'):format(victim)), msg)
+                    assert(msg:find('exited', 1, true) or msg:find('closed its connection', 1, true),
+                        msg)
+                    assert(after < 30, ('reported after %g s:\n%s'):format(after, msg))
+                end
+            end
+        end)
+
+        it('a slow rank is not reported', function()
+            local outs, codes = S.run_world(2, faults, {kill_after = 60,
+                env = path[2] .. ' CASE=slow HB=4 SLOW=10'})
+            S.assert_ranks_ok(outs, codes, 2, 'SLOW_OK')
+            local waited = tonumber(outs[0]:match('SLOW_OK 0 after=([%d.]+)'))
+            assert(waited and waited > 8, 'rank 0 should have waited for rank 1:\n' .. outs[0])
+        end)
+    end)
+end
+
+describe('the heartbeat_timeout option', function()
+    local ddpl = require 'ddplua'
+    local dist = ddpl.dist
+
+    it('refuses what is not a number of seconds, false or 0', function()
+        for _, bad in ipairs({'30', -1, 0 / 0, true, {}}) do
+            local ok, err = pcall(dist.init_process_group, {backend = 'gloo', rank = 0,
+                world_size = 1, init_method = 'tcp://127.0.0.1:1', heartbeat_timeout = bad})
+            assert.is_false(ok)
+            assert_has(tostring(err), 'init_process_group: heartbeat_timeout must be a positive '
+                .. 'number of seconds, or false/0 for none (got ')
+            assert.is_false(dist.is_initialized())
+        end
+    end)
+
+    it('takes a number, or false to turn the heartbeat off', function()
+        for _, v in ipairs({5, false, 0}) do
+            dist.init_process_group({backend = 'gloo', rank = 0, world_size = 1, timeout = 10,
+                init_method = 'tcp://127.0.0.1:' .. S.free_port(), heartbeat_timeout = v})
+            local x = ddpl.tensor({1.5, -2})
+            dist.all_reduce(x)
+            assert.are.equal(1.5, x[0]:item())
+            dist.destroy_process_group()
+        end
+    end)
+end)
