@@ -31,26 +31,13 @@
 #include <unistd.h>
 
 #include "ddpl/tensor.h" /* ddpl_last_error */
+#include "distributed/gang.h"
 #include "distributed/store_server.h"
 #include "launch.h"
 
-/* Seconds between SIGTERM and SIGKILL when workers are stopped. */
-#define GRACE_S 5.0
-
-typedef struct worker {
-    pid_t pid;
-    int rank;
-    bool alive;
-} worker;
-
 typedef struct supervisor {
-    worker *w;
-    int n, alive;
-    int failed;      /* index of the first worker that failed, -1 while none did */
-    int status;      /* exit status for the command */
-    int stop_signal; /* the signal that told the launcher to stop, 0 if none */
-    double kill_at;  /* when the workers still alive get SIGKILL; < 0 while not stopping */
-    bool killed;
+    ddpl_gang gang;    /* this node's workers: the first to fail stops the others */
+    int stop_signal;   /* the signal that told the launcher to stop, 0 if none */
     bool start_failed; /* a fork failed: the job is not restarted */
     char failure[96];  /* how the failed worker ended: "failed with exit code 1" */
     const char *log_dir;
@@ -71,13 +58,6 @@ static void on_signal(int sig)
     errno = saved;
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static const char *signame(int sig, char *buf, size_t n)
 {
     const char *abbrev = sigabbrev_np(sig);
@@ -86,6 +66,13 @@ static const char *signame(int sig, char *buf, size_t n)
     else
         snprintf(buf, n, "signal %d", sig);
     return buf;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 bool cli_launch_wanted(const cli_options *o)
@@ -132,37 +119,16 @@ static void free_worker_argv(char **w, const cli_options *o)
     free(w);
 }
 
-static void signal_alive(supervisor *sv, int sig)
+static void report_failure(supervisor *sv, int i)
 {
-    for (int i = 0; i < sv->n; i++)
-        if (sv->w[i].alive) kill(sv->w[i].pid, sig);
-}
-
-/* SIGTERM (or the launcher's own stop signal) now, SIGKILL after the grace period. */
-static void stop_all(supervisor *sv, int sig)
-{
-    if (sv->kill_at >= 0) return;
-    signal_alive(sv, sig);
-    sv->kill_at = now_s() + GRACE_S;
-}
-
-static void report_failure(supervisor *sv, int i, int st)
-{
-    char sn[32], where[300] = "";
-    char *how = sv->failure;
-    size_t nhow = sizeof sv->failure;
-    worker *w = &sv->w[i];
-    if (WIFSIGNALED(st)) {
-        snprintf(how, nhow, "was killed by signal %s", signame(WTERMSIG(st), sn, sizeof sn));
-        sv->status = 128 + WTERMSIG(st);
-    } else {
-        snprintf(how, nhow, "failed with exit code %d", WEXITSTATUS(st));
-        sv->status = WEXITSTATUS(st);
-    }
+    char where[300] = "";
+    const ddpl_gang_member *w = &sv->gang.m[i];
+    ddpl_exit_text(w->status, sv->failure, sizeof sv->failure);
     if (sv->log_dir)
         snprintf(where, sizeof where, " (its output: %s/rank%d.stderr)", sv->log_dir, w->rank);
-    int others = sv->alive;
-    fprintf(stderr, "%s: rank %d (pid %d) %s%s", CLI_PROGNAME, w->rank, (int)w->pid, how, where);
+    int others = sv->gang.alive;
+    fprintf(stderr, "%s: rank %d (pid %d) %s%s", CLI_PROGNAME, w->rank, (int)w->pid, sv->failure,
+            where);
     if (others > 0)
         fprintf(stderr, "; stopping the other %d worker%s", others, others == 1 ? "" : "s");
     fprintf(stderr, "\n");
@@ -171,43 +137,26 @@ static void report_failure(supervisor *sv, int i, int st)
 
 static void reap(supervisor *sv)
 {
-    int st;
-    pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
-        int i = 0;
-        while (i < sv->n && sv->w[i].pid != pid) i++;
-        if (i == sv->n || !sv->w[i].alive) continue;
-        sv->w[i].alive = false;
-        sv->alive--;
-        bool ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
-        /* workers that die because we stopped them are not failures of their own */
-        if (!ok && sv->failed < 0 && sv->kill_at < 0) {
-            sv->failed = i;
-            report_failure(sv, i, st);
-            stop_all(sv, SIGTERM);
-        }
-    }
+    int failed = ddpl_gang_reap(&sv->gang); /* it also starts stopping the others */
+    if (failed >= 0) report_failure(sv, failed);
 }
 
 static void on_stop_signal(supervisor *sv, int sig)
 {
     char sn[32];
     if (sv->stop_signal) { /* a second request: no more grace */
-        signal_alive(sv, SIGKILL);
-        sv->killed = true;
+        ddpl_gang_enforce(&sv->gang);
         return;
     }
     sv->stop_signal = sig;
-    if (sv->alive > 0) {
+    int alive = sv->gang.alive;
+    if (alive > 0) {
         fprintf(stderr, "%s: got %s; stopping the %d worker%s\n", CLI_PROGNAME,
-                signame(sig, sn, sizeof sn), sv->alive, sv->alive == 1 ? "" : "s");
+                signame(sig, sn, sizeof sn), alive, alive == 1 ? "" : "s");
         fflush(stderr);
     }
-    if (sv->kill_at < 0) {
-        signal_alive(sv,
-                     sig); /* a worker's own handling of SIGINT (Lua's "interrupted!") applies */
-        sv->kill_at = now_s() + GRACE_S;
-    }
+    /* the same signal: a worker's own handling of SIGINT (Lua's "interrupted!") applies */
+    ddpl_gang_stop(&sv->gang, sig);
 }
 
 /* Handles the signals waiting in the self-pipe (it is non-blocking: none waiting is fine). */
@@ -277,21 +226,24 @@ static int check_command(const cli_options *o, char **argv)
  * has been read, for at most a second more: a worker's child may hold the pipes open). */
 static void supervise(supervisor *sv, launch_out *out)
 {
-    int max = 1 + (out ? 2 * sv->n : 0);
+    ddpl_gang *g = &sv->gang;
+    int max = 1 + (out ? 2 * g->n : 0);
     struct pollfd *pfds = calloc((size_t)max, sizeof *pfds);
     if (!pfds) { /* without a poll set the workers cannot be watched: stop them */
         fprintf(stderr, "%s: out of memory; stopping the workers\n", CLI_PROGNAME);
-        signal_alive(sv, SIGKILL);
-        while (sv->alive > 0 && wait(NULL) > 0) sv->alive--;
-        sv->failed = 0;
-        sv->status = 1;
+        ddpl_gang_enforce(g);
+        while (g->alive > 0) {
+            ddpl_gang_reap(g);
+            usleep(10000);
+        }
+        sv->start_failed = true;
         return;
     }
     bool open_out = out != NULL;
     double drain_until = -1;
     for (;;) {
         double now = now_s();
-        if (sv->alive == 0) {
+        if (g->alive == 0) {
             if (!open_out) break;
             if (drain_until < 0) drain_until = now + 1.0;
             if (now >= drain_until) break;
@@ -299,31 +251,28 @@ static void supervise(supervisor *sv, launch_out *out)
         pfds[0] = (struct pollfd){.fd = sig_pipe[0], .events = POLLIN};
         int n = 1 + (open_out ? launch_out_pollfds(out, pfds + 1, max - 1) : 0);
         /* also reap at least once a second, and look at the other nodes 5 times a second */
-        double wake = now + (sv->rdzv ? 0.2 : 1.0);
-        if (sv->kill_at >= 0 && !sv->killed && sv->kill_at < wake) wake = sv->kill_at;
+        double wake = now + ddpl_gang_wait_s(g, sv->rdzv ? 0.2 : 1.0);
         if (drain_until >= 0 && drain_until < wake) wake = drain_until;
         int ms = wake <= now ? 0 : (int)((wake - now) * 1000.0) + 1;
         int rc = poll(pfds, (nfds_t)n, ms);
         if (rc > 0 && (pfds[0].revents & POLLIN)) take_signals(sv);
         reap(sv);
         char why[400];
-        if (sv->rdzv && sv->kill_at < 0 && sv->alive > 0 &&
+        if (sv->rdzv && g->kill_at < 0 && g->alive > 0 &&
             launch_rdzv_poll(sv->rdzv, sv->job, why, sizeof why)) {
             fprintf(stderr, "%s: %s; stopping the %d worker%s of this node\n", CLI_PROGNAME, why,
-                    sv->alive, sv->alive == 1 ? "" : "s");
+                    g->alive, g->alive == 1 ? "" : "s");
             fflush(stderr);
             sv->peer_stop = true;
-            stop_all(sv, SIGTERM);
+            ddpl_gang_stop(g, SIGTERM);
         }
         if (rc > 0 && n > 1) open_out = launch_out_pump(out, pfds + 1, n - 1);
-        if (sv->kill_at >= 0 && !sv->killed && now_s() >= sv->kill_at) {
-            for (int i = 0; i < sv->n; i++) {
-                if (!sv->w[i].alive) continue;
-                fprintf(stderr, "%s: rank %d (pid %d) did not stop within %g s; killing it\n",
-                        CLI_PROGNAME, sv->w[i].rank, (int)sv->w[i].pid, GRACE_S);
-                kill(sv->w[i].pid, SIGKILL);
-            }
-            sv->killed = true;
+        if (ddpl_gang_overdue(g)) {
+            for (int i = 0; i < g->n; i++)
+                if (g->m[i].alive)
+                    fprintf(stderr, "%s: rank %d (pid %d) did not stop within %g s; killing it\n",
+                            CLI_PROGNAME, g->m[i].rank, (int)g->m[i].pid, DDPL_GANG_GRACE_S);
+            ddpl_gang_enforce(g);
         }
     }
     free(pfds);
@@ -333,11 +282,7 @@ static void supervise(supervisor *sv, launch_out *out)
  * worker has ended. false when it could not be set up (a message is printed). */
 static bool run_gang(supervisor *sv, const launch_job *job, char **wargv, const cli_launch *l)
 {
-    sv->failed = -1;
-    sv->status = 0;
-    sv->alive = 0;
-    sv->kill_at = -1;
-    sv->killed = false;
+    ddpl_gang_clear(&sv->gang);
     sv->peer_stop = false;
     sv->failure[0] = '\0';
     launch_out *out = NULL;
@@ -350,22 +295,17 @@ static bool run_gang(supervisor *sv, const launch_job *job, char **wargv, const 
     fflush(stderr);
     pid_t self = getpid();
     for (int i = 0; i < l->nproc; i++) {
-        sv->w[i] = (worker){.rank = job->node_rank * l->nproc + i};
+        int rank = job->node_rank * l->nproc + i;
         pid_t pid = fork();
         if (pid == 0) exec_worker(wargv, job, i, out, self);
         if (pid < 0) {
             fprintf(stderr, "%s: cannot start rank %d (%s); stopping the others\n", CLI_PROGNAME,
-                    sv->w[i].rank, strerror(errno));
-            sv->n = i;
-            sv->failed = i;
-            sv->status = 1;
+                    rank, strerror(errno));
             sv->start_failed = true;
-            stop_all(sv, SIGTERM);
+            ddpl_gang_stop(&sv->gang, SIGTERM);
             break;
         }
-        sv->w[i].pid = pid;
-        sv->w[i].alive = true;
-        sv->alive++;
+        ddpl_gang_add(&sv->gang, pid, rank); /* room for nproc: made at the start */
     }
     if (out) launch_out_parent_ready(out);
     supervise(sv, out);
@@ -434,21 +374,17 @@ int cli_launch_run(char **argv, const cli_options *o)
     }
 
     char **wargv = worker_argv(argv, o);
-    supervisor sv = {.n = l->nproc,
-                     .failed = -1,
-                     .kill_at = -1,
-                     .log_dir = l->log_dir,
-                     .rdzv = rdzv,
-                     .job = &job};
-    sv.w = calloc((size_t)l->nproc, sizeof *sv.w);
-    if (!wargv || !sv.w || pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
+    supervisor sv = {.log_dir = l->log_dir, .rdzv = rdzv, .job = &job};
+    if (!wargv || ddpl_gang_init(&sv.gang, l->nproc, false) < 0 ||
+        pipe2(sig_pipe, O_CLOEXEC | O_NONBLOCK) < 0) {
         fprintf(stderr, "%s: cannot set up the launcher (%s)\n", CLI_PROGNAME, strerror(errno));
         store_server_stop(server, 0);
         launch_rdzv_close(rdzv);
         free_worker_argv(wargv, o);
-        free(sv.w);
+        ddpl_gang_free(&sv.gang);
         return 1;
     }
+    const ddpl_gang *g = &sv.gang;
     install_signals();
     bool set_up = true;
     int rdzv_status = 0;
@@ -456,30 +392,30 @@ int cli_launch_run(char **argv, const cli_options *o)
         if (rdzv && (rdzv_status = launch_rdzv_join(rdzv, &job)) <= 0) break;
         if (!(set_up = run_gang(&sv, &job, wargv, l))) break;
         take_signals(&sv); /* one that came as the gang ended must not be missed */
-        if (rdzv && (sv.failed >= 0 || sv.stop_signal || sv.start_failed)) {
+        if (rdzv && (g->failed >= 0 || sv.stop_signal || sv.start_failed)) {
             char why[200];
-            if (sv.failed >= 0)
-                snprintf(why, sizeof why, "rank %d %s", sv.w[sv.failed].rank, sv.failure);
+            if (g->failed >= 0)
+                snprintf(why, sizeof why, "rank %d %s", g->m[g->failed].rank, sv.failure);
             else
                 snprintf(why, sizeof why, "its launcher %s",
                          sv.stop_signal ? "was stopped" : "could not start a worker");
             launch_rdzv_fail(rdzv, &job, why);
         }
         if (sv.stop_signal || sv.start_failed) break;
-        if (sv.failed < 0 && !sv.peer_stop) { /* this node's gang succeeded */
+        if (g->failed < 0 && !sv.peer_stop) { /* this node's gang succeeded */
             if (rdzv && launch_rdzv_finish(rdzv, &job) < 0) rdzv_status = -1;
             break;
         }
         /* a node that joins restarts the gang without using a restart (torchrun's rule) */
         bool failure = !rdzv || launch_rdzv_failed(rdzv, &job);
         if (failure && restarts == l->max_restarts) {
-            if (l->max_restarts > 0 && sv.failed >= 0)
+            if (l->max_restarts > 0 && g->failed >= 0)
                 fprintf(stderr, "%s: rank %d %s; no restarts left (--max-restarts %d), giving up\n",
-                        CLI_PROGNAME, sv.w[sv.failed].rank, sv.failure, l->max_restarts);
-            else if (sv.failed < 0)
+                        CLI_PROGNAME, g->m[g->failed].rank, sv.failure, l->max_restarts);
+            else if (g->failed < 0)
                 fprintf(stderr, "%s: no restarts left (--max-restarts %d), giving up\n",
                         CLI_PROGNAME, l->max_restarts);
-            if (sv.failed < 0) rdzv_status = -1;
+            if (g->failed < 0) rdzv_status = -1;
             break;
         }
         restarts += failure;
@@ -491,17 +427,20 @@ int cli_launch_run(char **argv, const cli_options *o)
                     CLI_PROGNAME, job.restart_count, restarts, l->max_restarts);
         else
             fprintf(stderr, "%s: rank %d %s; restarting all %d worker%s (restart %d of %d)\n",
-                    CLI_PROGNAME, sv.w[sv.failed].rank, sv.failure, l->nproc,
+                    CLI_PROGNAME, g->m[g->failed].rank, sv.failure, l->nproc,
                     l->nproc == 1 ? "" : "s", job.restart_count, l->max_restarts);
     }
     launch_rdzv_close(rdzv);
     store_server_stop(server, 0);
     close(sig_pipe[0]);
     close(sig_pipe[1]);
-    free(sv.w);
+    int failed_status = g->failed >= 0 ? ddpl_gang_exit_code(g->m[g->failed].status) : 0;
+    bool failed = g->failed >= 0;
+    ddpl_gang_free(&sv.gang);
     free_worker_argv(wargv, o);
     if (!set_up || rdzv_status < 0) return 1;
-    if (sv.failed >= 0) return sv.status ? sv.status : 1;
+    if (failed) return failed_status ? failed_status : 1;
+    if (sv.start_failed) return 1;
     if (sv.stop_signal) return 128 + sv.stop_signal;
     return 0;
 }

@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define JSON_MAX_DEPTH 128
+#define STR(x)     #x
+#define XSTR(x)    STR(x)
+#define DEPTH_TEXT XSTR(DDPL_JSON_MAX_DEPTH)
 
 typedef struct parser {
     const char *s;
@@ -47,7 +49,7 @@ static bool take(parser *p, const char *word)
 
 static int hex4(parser *p, unsigned *out)
 {
-    if (p->n - p->pos < 4) return fail(p, "truncated \\u escape");
+    if (p->n - p->pos < 4) return fail(p, "expected 4 hex digits after \\u");
     unsigned v = 0;
     for (int k = 0; k < 4; k++) {
         char c = p->s[p->pos++];
@@ -58,8 +60,10 @@ static int hex4(parser *p, unsigned *out)
             v |= (unsigned)(c - 'a' + 10);
         else if (c >= 'A' && c <= 'F')
             v |= (unsigned)(c - 'A' + 10);
-        else
-            return fail(p, "bad hex digit in \\u escape");
+        else {
+            p->pos -= (size_t)k + 1;
+            return fail(p, "expected 4 hex digits after \\u");
+        }
     }
     *out = v;
     return 0;
@@ -85,12 +89,30 @@ static void put_utf8(ddpl_buf *b, unsigned cp)
 /* At the opening quote. */
 static int parse_string(parser *p, ddpl_json *out)
 {
+    /* most strings have no escape: copy them in one piece, at their exact size */
+    size_t end = p->pos + 1;
+    while (end < p->n && p->s[end] != '"' && p->s[end] != '\\' && (unsigned char)p->s[end] >= 0x20)
+        end++;
+    if (end < p->n && p->s[end] == '"') {
+        size_t len = end - p->pos - 1;
+        if (!ddpl_utf8_valid(p->s + p->pos + 1, len))
+            return fail(p, "expected valid UTF-8 in a string (JSON text is UTF-8)");
+        char *str = malloc(len + 1);
+        if (!str) return fail(p, "out of memory");
+        memcpy(str, p->s + p->pos + 1, len);
+        str[len] = '\0';
+        out->type = DDPL_JSON_STRING;
+        out->str = str;
+        out->len = len;
+        p->pos = end + 1;
+        return 0;
+    }
     ddpl_buf b = {0};
     p->pos++;
     for (;;) {
         if (p->pos >= p->n) {
             ddpl_buf_free(&b);
-            return fail(p, "unterminated string");
+            return fail(p, "expected a closing '\"'");
         }
         size_t start = p->pos;
         while (p->pos < p->n && p->s[p->pos] != '"' && p->s[p->pos] != '\\' &&
@@ -105,7 +127,7 @@ static int parse_string(parser *p, ddpl_json *out)
         }
         if (c != '\\') {
             ddpl_buf_free(&b);
-            return fail(p, "control character in string");
+            return fail(p, "expected a character (control characters must be escaped in a string)");
         }
         if (++p->pos >= p->n) continue;
         char e = p->s[p->pos++];
@@ -122,17 +144,20 @@ static int parse_string(parser *p, ddpl_json *out)
             if (cp >= 0xD800 && cp < 0xDC00) {
                 if (!take(p, "\\u") || hex4(p, &lo) < 0 || lo < 0xDC00 || lo >= 0xE000) {
                     ddpl_buf_free(&b);
-                    return fail(p, "unpaired surrogate in \\u escape");
+                    p->err = NULL; /* hex4's complaint, if any, is less to the point */
+                    return fail(p, "expected a low surrogate \\uDC00-\\uDFFF after a high one");
                 }
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
             } else if (cp >= 0xDC00 && cp < 0xE000) {
                 ddpl_buf_free(&b);
-                return fail(p, "unpaired surrogate in \\u escape");
+                p->pos -= 6;
+                return fail(p, "expected a high surrogate before a low one");
             }
             put_utf8(&b, cp);
         } else {
             ddpl_buf_free(&b);
-            return fail(p, "bad escape in string");
+            p->pos--;
+            return fail(p, "expected an escape (\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)");
         }
     }
     ddpl_buf_put(&b, "", 1); /* NUL terminator, not counted */
@@ -142,7 +167,7 @@ static int parse_string(parser *p, ddpl_json *out)
     }
     if (!ddpl_utf8_valid(b.data, b.len - 1)) {
         ddpl_buf_free(&b);
-        return fail(p, "string is not valid UTF-8");
+        return fail(p, "expected valid UTF-8 in a string (JSON text is UTF-8)");
     }
     out->type = DDPL_JSON_STRING;
     out->str = b.data;
@@ -150,35 +175,45 @@ static int parse_string(parser *p, ddpl_json *out)
     return 0;
 }
 
+static bool is_digit(const parser *p)
+{
+    return p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9';
+}
+
+static void skip_digits(parser *p)
+{
+    while (is_digit(p)) p->pos++;
+}
+
+/* -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][-+]?[0-9]+)? */
 static int parse_number(parser *p, ddpl_json *out)
 {
     size_t start = p->pos;
     bool integral = true;
     if (p->pos < p->n && p->s[p->pos] == '-') p->pos++;
-    if (p->pos >= p->n || p->s[p->pos] < '0' || p->s[p->pos] > '9')
-        return fail(p, "invalid number");
-    if (p->s[p->pos] == '0')
+    if (!is_digit(p)) return fail(p, "expected a digit after '-'");
+    if (p->s[p->pos] == '0') {
         p->pos++;
-    else
-        while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
+        if (is_digit(p)) return fail(p, "expected a number without leading zeros");
+    } else
+        skip_digits(p);
     if (p->pos < p->n && p->s[p->pos] == '.') {
         integral = false;
         p->pos++;
-        if (p->pos >= p->n || p->s[p->pos] < '0' || p->s[p->pos] > '9')
-            return fail(p, "invalid number");
-        while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
+        if (!is_digit(p)) return fail(p, "expected digits after the decimal point");
+        skip_digits(p);
     }
     if (p->pos < p->n && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
         integral = false;
         p->pos++;
         if (p->pos < p->n && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
-        if (p->pos >= p->n || p->s[p->pos] < '0' || p->s[p->pos] > '9')
-            return fail(p, "invalid number");
-        while (p->pos < p->n && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
+        if (!is_digit(p)) return fail(p, "expected digits in the exponent");
+        skip_digits(p);
     }
-    char tmp[64];
+    /* strtod needs a terminated copy; numbers are short, but any length is valid JSON */
+    char small[64], *tmp = small;
     size_t len = p->pos - start;
-    if (len >= sizeof tmp) return fail(p, "number too long");
+    if (len >= sizeof small && !(tmp = malloc(len + 1))) return fail(p, "out of memory");
     memcpy(tmp, p->s + start, len);
     tmp[len] = '\0';
     out->type = DDPL_JSON_NUMBER;
@@ -191,6 +226,7 @@ static int parse_number(parser *p, ddpl_json *out)
             out->integer = v;
         }
     }
+    if (tmp != small) free(tmp);
     return 0;
 }
 
@@ -212,7 +248,8 @@ static int push(parser *p, ddpl_json **arr, size_t *cap, size_t len, ddpl_json *
 
 static int parse_container(parser *p, ddpl_json *out, bool object)
 {
-    if (++p->depth > JSON_MAX_DEPTH) return fail(p, "nesting too deep");
+    if (++p->depth > DDPL_JSON_MAX_DEPTH)
+        return fail(p, "expected at most " DEPTH_TEXT " levels of nesting");
     char close = object ? '}' : ']';
     size_t cap = 0, kcap = 0;
     out->type = object ? DDPL_JSON_OBJECT : DDPL_JSON_ARRAY;
@@ -227,7 +264,8 @@ static int parse_container(parser *p, ddpl_json *out, bool object)
         ddpl_json key = {0}, val = {0};
         skip_ws(p);
         if (object) {
-            if (p->pos >= p->n || p->s[p->pos] != '"') return fail(p, "expected a string key");
+            if (p->pos >= p->n || p->s[p->pos] != '"')
+                return fail(p, "expected a string key in an object");
             if (parse_string(p, &key) < 0) return -1;
             if (push(p, &out->keys, &kcap, out->len, &key) < 0) {
                 ddpl_json_free(&key);
@@ -259,7 +297,8 @@ static int parse_container(parser *p, ddpl_json *out, bool object)
             p->pos++;
             break;
         }
-        return fail(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
+        return fail(p, object ? "expected ',' or '}' in an object"
+                              : "expected ',' or ']' in an array");
     }
     p->depth--;
     return 0;
@@ -268,8 +307,7 @@ static int parse_container(parser *p, ddpl_json *out, bool object)
 static int parse_value(parser *p, ddpl_json *out)
 {
     skip_ws(p);
-    if (p->pos >= p->n) return fail(p, "unexpected end of text");
-    char c = p->s[p->pos];
+    char c = p->pos < p->n ? p->s[p->pos] : '\0';
     if (c == '{') return parse_container(p, out, true);
     if (c == '[') return parse_container(p, out, false);
     if (c == '"') return parse_string(p, out);
@@ -284,7 +322,7 @@ static int parse_value(parser *p, ddpl_json *out)
         return 0;
     }
     if (take(p, "null")) return 0;
-    return fail(p, "unexpected character");
+    return fail(p, "expected a value (object, array, string, number, true, false or null)");
 }
 
 int ddpl_json_parse(const char *text, size_t n, ddpl_json *out, const char **err, size_t *pos)
@@ -294,7 +332,7 @@ int ddpl_json_parse(const char *text, size_t n, ddpl_json *out, const char **err
     int rc = parse_value(&p, out);
     if (rc == 0) {
         skip_ws(&p);
-        if (p.pos != n) rc = fail(&p, "unexpected text after the value");
+        if (p.pos != n) rc = fail(&p, "expected the end of the text after the value");
     }
     if (rc < 0) {
         ddpl_json_free(out);

@@ -13,6 +13,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* Deepest nesting of arrays and objects the reader accepts (and the Lua encoder writes): deep
+ * enough for any real document, shallow enough that a hostile one cannot overflow the C stack. */
+#define DDPL_JSON_MAX_DEPTH 500
+
 typedef enum ddpl_json_type {
     DDPL_JSON_NULL,
     DDPL_JSON_BOOL,
@@ -34,8 +38,9 @@ typedef struct ddpl_json {
     struct ddpl_json *keys;  /* object keys (strings), parallel to items */
 } ddpl_json;
 
-/* Parses text[0..n) into *out. Returns 0, or -1 with *err pointing at a static description
- * and *pos at the byte offset where parsing failed. */
+/* Parses text[0..n) into *out. Returns 0, or -1 with *err pointing at a static description of
+ * what was expected ("expected ',' or ']' in an array") and *pos at the byte offset where it was
+ * not found (n at the end of the text). */
 int ddpl_json_parse(const char *text, size_t n, ddpl_json *out, const char **err, size_t *pos);
 void ddpl_json_free(ddpl_json *j);
 /* The value of key in object j, or NULL. */

@@ -320,21 +320,10 @@ static void push_tree(lua_State *L, const char *path, ddpl_st_file *f, const ddp
                    "load: %s: tables nested deeper than %d in the ddplua.tree metadata (save "
                    "writes no deeper)",
                    path, SAVE_MAX_DEPTH);
+    if (lb_json_push_scalar(L, j)) return;
     switch (j->type) {
     case DDPL_JSON_NULL:
         luaL_error(L, "load: %s: null in the ddplua.tree metadata", path);
-        break;
-    case DDPL_JSON_BOOL:
-        lua_pushboolean(L, j->boolean);
-        break;
-    case DDPL_JSON_NUMBER:
-        if (j->is_int)
-            lua_pushinteger(L, (lua_Integer)j->integer);
-        else
-            lua_pushnumber(L, j->number);
-        break;
-    case DDPL_JSON_STRING:
-        lua_pushlstring(L, j->str, j->len);
         break;
     case DDPL_JSON_ARRAY:
         lua_createtable(L, (int)j->len, 0);
@@ -343,7 +332,7 @@ static void push_tree(lua_State *L, const char *path, ddpl_st_file *f, const ddp
             lua_rawseti(L, -2, (lua_Integer)i + 1);
         }
         break;
-    case DDPL_JSON_OBJECT: {
+    default: { /* DDPL_JSON_OBJECT: the scalars were pushed above */
         if (j->len == 1 && strcmp(j->keys[0].str, "$tensor") == 0) {
             if (j->items[0].type != DDPL_JSON_STRING)
                 luaL_error(L, "load: %s: a $tensor reference is not a string", path);
@@ -388,14 +377,6 @@ static void push_tree(lua_State *L, const char *path, ddpl_st_file *f, const ddp
     }
 }
 
-#define JSON_MT "ddplua.io.json"
-
-static int json_gc(lua_State *L)
-{
-    ddpl_json_free(luaL_checkudata(L, 1, JSON_MT));
-    return 0;
-}
-
 static const char *const load_opts[] = {"device", "map_location", NULL};
 
 static int f_load(lua_State *L)
@@ -430,9 +411,7 @@ static int f_load(lua_State *L)
             luaL_error(L, "load: %s: the ddplua.tree metadata is not valid JSON: %s at byte %d",
                        path, err, (int)pos);
         /* j must be freed even if building the table raises: a userdata with a __gc holds it */
-        ddpl_json *held = lua_newuserdatauv(L, sizeof *held, 0);
-        *held = j;
-        set_gc_metatable(L, JSON_MT, json_gc);
+        ddpl_json *held = lb_json_hold(L, &j);
         if (held->type != DDPL_JSON_OBJECT && held->type != DDPL_JSON_ARRAY)
             luaL_error(L, "load: %s: the ddplua.tree metadata is not a table", path);
         push_tree(L, path, f, held, dev, 0);

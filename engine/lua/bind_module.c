@@ -115,6 +115,9 @@ int luaopen_ddplua_core(lua_State *L)
     lua_newtable(L); /* batches through shared memory: for lua/ddplua/data/worker_pool.lua */
     register_into(L, lua_gettop(L), mt, methods, lb_worker_ipc_functions);
     lua_setfield(L, -2, "ddplua.core.worker_ipc");
+    lua_newtable(L); /* the JSON codec, for lua/ddplua/json.lua */
+    register_into(L, lua_gettop(L), mt, methods, lb_json_functions);
+    lua_setfield(L, -2, "ddplua.core.json");
     lua_pop(L, 1);
 
     lua_pushvalue(L, ddpl);

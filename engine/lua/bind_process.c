@@ -21,7 +21,16 @@
  * around fork by itself.
  *   isatty(file | fd) -> boolean     a Lua file handle (io.stdout) or a descriptor number
  *   hostname() -> string             gethostname(2)
- *   wall_time() -> seconds           since the Unix epoch, with the fraction (CLOCK_REALTIME) */
+ *   wall_time() -> seconds           since the Unix epoch, with the fraction (CLOCK_REALTIME)
+ *   gang(n) -> gang                  room for n children that stand or fall together: the
+ *                                    engine's one supervisor (distributed/gang.h), whose rules
+ *                                    the launcher follows too. Methods: add(pid, rank);
+ *                                    reap() -> nil | rank, exit_code, how ("failed with exit
+ *                                    code 1", "was killed by signal SIGKILL"): the gang's first
+ *                                    failure, when it happened in this call (the others are
+ *                                    then being stopped); stop() (SIGTERM now, SIGKILL once
+ *                                    overdue); overdue(); kill(); alive() -> count. Signals go to
+ *                                    each child's process group (fork made one). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
@@ -38,6 +47,7 @@
 #include <unistd.h>
 
 #include "binding.h"
+#include "distributed/gang.h"
 
 static LB_NORETURN sys_error(lua_State *L, const char *call)
 {
@@ -229,11 +239,101 @@ static int p_wall_time(lua_State *L)
     return 1;
 }
 
+#define GANG_MT "ddplua.gang"
+
+static ddpl_gang *check_gang(lua_State *L)
+{
+    return luaL_checkudata(L, 1, GANG_MT);
+}
+
+static int gang_gc(lua_State *L)
+{
+    ddpl_gang_free(check_gang(L));
+    return 0;
+}
+
+static int gang_add(lua_State *L)
+{
+    ddpl_gang *g = check_gang(L);
+    pid_t pid = (pid_t)luaL_checkinteger(L, 2);
+    if (pid <= 0) return luaL_error(L, "spawn: gang: refusing pid %d", (int)pid);
+    if (ddpl_gang_add(g, pid, (int)luaL_checkinteger(L, 3)) < 0) return lb_error(L);
+    return 0;
+}
+
+static int gang_reap(lua_State *L)
+{
+    ddpl_gang *g = check_gang(L);
+    int i = ddpl_gang_reap(g);
+    if (i < 0) return 0;
+    char how[96];
+    lua_pushinteger(L, g->m[i].rank);
+    lua_pushinteger(L, ddpl_gang_exit_code(g->m[i].status));
+    lua_pushstring(L, ddpl_exit_text(g->m[i].status, how, sizeof how));
+    return 3;
+}
+
+static int gang_stop(lua_State *L)
+{
+    ddpl_gang_stop(check_gang(L), SIGTERM);
+    return 0;
+}
+
+static int gang_overdue(lua_State *L)
+{
+    lua_pushboolean(L, ddpl_gang_overdue(check_gang(L)));
+    return 1;
+}
+
+static int gang_kill(lua_State *L)
+{
+    ddpl_gang_enforce(check_gang(L));
+    return 0;
+}
+
+static int gang_alive(lua_State *L)
+{
+    lua_pushinteger(L, check_gang(L)->alive);
+    return 1;
+}
+
+static int p_gang(lua_State *L)
+{
+    lua_Integer n = luaL_checkinteger(L, 1);
+    if (n < 1 || n > 1000000) return luaL_error(L, "spawn: gang: %I processes", n);
+    ddpl_gang *g = lua_newuserdatauv(L, sizeof *g, 0);
+    memset(g, 0, sizeof *g);
+    if (luaL_newmetatable(L, GANG_MT)) {
+        static const luaL_Reg methods[] = {{"add", gang_add},   {"reap", gang_reap},
+                                           {"stop", gang_stop}, {"overdue", gang_overdue},
+                                           {"kill", gang_kill}, {"alive", gang_alive},
+                                           {NULL, NULL}};
+        luaL_newlib(L, methods);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, gang_gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    if (ddpl_gang_init(g, (int)n, true) < 0) return lb_error(L);
+    return 1;
+}
+
 const luaL_Reg lb_process_functions[] = {
-    {"fork", p_fork},     {"pipe", p_pipe},           {"close", p_close},
-    {"write", p_write},   {"read", p_read},           {"waitpid", p_waitpid},
-    {"kill", p_kill},     {"sleep", p_sleep},         {"setenv", p_setenv},
-    {"exit", p_exit},     {"free_port", p_free_port}, {"getpid", p_getpid},
-    {"isatty", p_isatty}, {"hostname", p_hostname},   {"wall_time", p_wall_time},
+    {"fork", p_fork},
+    {"pipe", p_pipe},
+    {"close", p_close},
+    {"write", p_write},
+    {"read", p_read},
+    {"waitpid", p_waitpid},
+    {"kill", p_kill},
+    {"sleep", p_sleep},
+    {"setenv", p_setenv},
+    {"exit", p_exit},
+    {"free_port", p_free_port},
+    {"getpid", p_getpid},
+    {"isatty", p_isatty},
+    {"hostname", p_hostname},
+    {"wall_time", p_wall_time},
+    {"gang", p_gang},
     {NULL, NULL},
 };

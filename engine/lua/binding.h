@@ -153,27 +153,37 @@ LB_HIDDEN extern const luaL_Reg lb_view_methods[];   /* views */
 LB_HIDDEN extern const luaL_Reg lb_math_methods[];   /* pointwise_linalg: incl. in place, mm */
 LB_HIDDEN extern const luaL_Reg lb_math_functions[]; /* pointwise_linalg: ddpl.where, ddpl.addmm */
 LB_HIDDEN extern const luaL_Reg lb_reduce_methods[]; /* reduce: reductions, indexing */
-LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];    /* reduce: ddpl.cat, ddpl.stack */
-LB_HIDDEN extern const luaL_Reg lb_create_functions[];    /* create: factories */
-LB_HIDDEN extern const luaL_Reg lb_hook_methods[];        /* hooks: register_hook */
-LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];    /* autograd: backward, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_functions[];  /* autograd: no_grad, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_table[];      /* autograd: ddpl.autograd.grad */
-LB_HIDDEN extern const luaL_Reg lb_function_table[];      /* function: autograd._record_function */
-LB_HIDDEN extern const luaL_Reg lb_functional[];          /* functional: F.* */
-LB_HIDDEN extern const luaL_Reg lb_functional_methods[];  /* functional: x:softmax(dim), ... */
-LB_HIDDEN extern const luaL_Reg lb_util_functions[];      /* util: time, threads, config, cuda */
-LB_HIDDEN extern const luaL_Reg lb_rng_functions[];       /* rng: ddpl.* and ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];      /* util: ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_dist_functions[];      /* dist_pg: ddplua.core.dist */
-LB_HIDDEN extern const luaL_Reg lb_serialize_functions[]; /* serialize: ddplua.core.serialize */
-LB_HIDDEN extern const luaL_Reg lb_process_functions[];   /* process: ddplua.core.process */
+LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];     /* reduce: ddpl.cat, ddpl.stack */
+LB_HIDDEN extern const luaL_Reg lb_create_functions[];     /* create: factories */
+LB_HIDDEN extern const luaL_Reg lb_hook_methods[];         /* hooks: register_hook */
+LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];     /* autograd: backward, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_functions[];   /* autograd: no_grad, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_table[];       /* autograd: ddpl.autograd.grad */
+LB_HIDDEN extern const luaL_Reg lb_function_table[];       /* function: autograd._record_function */
+LB_HIDDEN extern const luaL_Reg lb_functional[];           /* functional: F.* */
+LB_HIDDEN extern const luaL_Reg lb_functional_methods[];   /* functional: x:softmax(dim), ... */
+LB_HIDDEN extern const luaL_Reg lb_util_functions[];       /* util: time, threads, config, cuda */
+LB_HIDDEN extern const luaL_Reg lb_rng_functions[];        /* rng: ddpl.* and ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];       /* util: ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_dist_functions[];       /* dist_pg: ddplua.core.dist */
+LB_HIDDEN extern const luaL_Reg lb_serialize_functions[];  /* serialize: ddplua.core.serialize */
+LB_HIDDEN extern const luaL_Reg lb_process_functions[];    /* process: ddplua.core.process */
 LB_HIDDEN extern const luaL_Reg lb_worker_ipc_functions[]; /* worker_ipc: ddplua.core.worker_ipc */
-LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];       /* ddp: ddplua.core.ddp */
-LB_HIDDEN extern const luaL_Reg lb_data_functions[];      /* data: ddpl.read_idx */
-LB_HIDDEN extern const luaL_Reg lb_io_functions[];        /* io: ddpl.save, ddpl.load */
-LB_HIDDEN extern const luaL_Reg lb_optim_functions[];     /* optim: ddpl._fused_sgd_, _adam_ */
-LB_HIDDEN extern const luaL_Reg lb_autocast_functions[];  /* autocast: ddpl.autocast, precision */
+LB_HIDDEN extern const luaL_Reg lb_json_functions[];       /* json: ddplua.core.json */
+LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];        /* ddp: ddplua.core.ddp */
+LB_HIDDEN extern const luaL_Reg lb_data_functions[];       /* data: ddpl.read_idx */
+LB_HIDDEN extern const luaL_Reg lb_io_functions[];         /* io: ddpl.save, ddpl.load */
+LB_HIDDEN extern const luaL_Reg lb_optim_functions[];      /* optim: ddpl._fused_sgd_, _adam_ */
+LB_HIDDEN extern const luaL_Reg lb_autocast_functions[];   /* autocast: ddpl.autocast, precision */
+
+/* bind_json.c: pushes a userdata that owns tree (copied; the caller's copy must not be freed)
+ * and frees it at collection, so a Lua error while the tree is turned into tables leaks
+ * nothing. ddpl_json_free on the result frees it early (that is safe to repeat). */
+struct ddpl_json;
+LB_HIDDEN struct ddpl_json *lb_json_hold(lua_State *L, const struct ddpl_json *tree);
+/* Pushes a JSON boolean, number (an integer when written as one) or string and returns true;
+ * returns false, pushing nothing, for null, arrays and objects (each caller has its own rules). */
+LB_HIDDEN bool lb_json_push_scalar(lua_State *L, const struct ddpl_json *j);
 
 /* bind_dist_store.c: sets ddpl._store = {TCPStore = ...} on the table at index ddpl (at
  * luaopen). */

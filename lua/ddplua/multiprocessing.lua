@@ -13,7 +13,9 @@
 -- an error is sent with its traceback to the parent through a pipe and the child exits 1. The
 -- parent watches all of them: when one fails (an error, a non-zero exit, a signal), the others
 -- get SIGTERM, then SIGKILL after a grace period, every child is reaped, and the parent raises
--- "spawn: process 1 failed: <the child's error>" (or names the exit code or the signal). With
+-- "spawn: process 1 failed: <the child's error>" (or "process 1 failed with exit code 5",
+-- "process 0 was killed by signal SIGKILL"). The children are a gang (engine/distributed/gang.c),
+-- the supervisor the launcher's workers have too: one set of rules and words for both. With
 -- join=false spawn returns the ProcessContext at once: ctx:join([timeout_s]) is true once every
 -- process has finished successfully, false when the timeout passed first, and raises as above.
 -- Children die with the parent (PR_SET_PDEATHSIG), so no orphans are left behind. spawn must come
@@ -24,7 +26,6 @@ local P = require 'ddplua.core.process'
 
 local M = {}
 
-local GRACE_S = 5        -- between SIGTERM and SIGKILL when stopping the others
 local POLL_S = 0.01      -- how often the parent looks at its children
 local MAX_ERROR = 60000  -- bytes of a child's error: less than a pipe holds, so write never blocks
 
@@ -54,66 +55,46 @@ local function run_child(rank, fn, args, nargs, env, wfd, read_ends)
     P.exit(1)
 end
 
--- "process 1 failed: ..." for a child that ended badly, nil for one that succeeded
-local function failure_of(proc, kind, code, signame)
-    if kind == 'exit' and code == 0 then return nil end
-    if kind == 'signal' then
-        return ('process %d was killed by signal %s (%d)'):format(proc.rank, signame, code)
-    end
+-- "process 1 failed: ..." for the gang's failure: the child's error when it sent one
+local function failure_of(proc, code, how)
     local msg = P.read(proc.rfd)
     if code == 1 and msg ~= '' then return ('process %d failed: %s'):format(proc.rank, msg) end
-    return ('process %d exited with code %d'):format(proc.rank, code)
+    return ('process %d %s'):format(proc.rank, how)
 end
 
-local function reap(proc)
-    proc.alive = false
-    if proc.rfd then
-        P.close(proc.rfd)
-        proc.rfd = nil
-    end
-end
-
--- Stops every child still running: SIGTERM, SIGKILL after the grace period; reaps them all.
-function ProcessContext:terminate()
+local function close_pipes(self)
     for _, proc in ipairs(self.procs) do
-        if proc.alive then P.kill(proc.pid, 'TERM') end
-    end
-    local deadline = ddpl.time() + GRACE_S
-    local killed = false
-    while true do
-        local left = 0
-        for _, proc in ipairs(self.procs) do
-            if proc.alive then
-                if P.waitpid(proc.pid) then reap(proc) else left = left + 1 end
-            end
+        if proc.rfd then
+            P.close(proc.rfd)
+            proc.rfd = nil
         end
-        if left == 0 then return end
-        if not killed and ddpl.time() >= deadline then
-            for _, proc in ipairs(self.procs) do
-                if proc.alive then P.kill(proc.pid, 'KILL') end
-            end
-            killed = true
-        end
-        P.sleep(POLL_S)
     end
+end
+
+-- Stops every process of gang still running (SIGTERM, SIGKILL once the grace period is over)
+-- and reaps them all. Also for the DataLoader's workers (data/worker_pool.lua).
+function M._stop(gang)
+    gang:stop()
+    while gang:alive() > 0 do
+        gang:reap()
+        if gang:overdue() then gang:kill() end
+        if gang:alive() > 0 then P.sleep(POLL_S) end
+    end
+end
+
+function ProcessContext:terminate()
+    M._stop(self.gang)
+    close_pipes(self)
 end
 
 local function join(self, deadline)
     while true do
-        local running = 0
-        for _, proc in ipairs(self.procs) do
-            if proc.alive then
-                local kind, code, signame = P.waitpid(proc.pid)
-                if kind then
-                    local why = failure_of(proc, kind, code, signame)
-                    reap(proc)
-                    if why then error('spawn: ' .. why, 0) end
-                else
-                    running = running + 1
-                end
-            end
+        local rank, code, how = self.gang:reap()
+        if rank then error('spawn: ' .. failure_of(self.procs[rank + 1], code, how), 0) end
+        if self.gang:alive() == 0 then
+            close_pipes(self)
+            return true
         end
-        if running == 0 then return true end
         if deadline and ddpl.time() >= deadline then return false end
         P.sleep(POLL_S)
     end
@@ -174,7 +155,7 @@ function M.spawn(fn, opts)
         WORLD_SIZE = tostring(nprocs),
         LOCAL_WORLD_SIZE = tostring(nprocs),
     }
-    local ctx = setmetatable({procs = {}}, ProcessContext)
+    local ctx = setmetatable({procs = {}, gang = P.gang(nprocs)}, ProcessContext)
     local read_ends = {}
     for rank = 0, nprocs - 1 do
         local ok, err = pcall(function()
@@ -183,7 +164,8 @@ function M.spawn(fn, opts)
             local pid = P.fork()
             if pid == 0 then run_child(rank, fn, args, nargs, env, wfd, read_ends) end
             P.close(wfd)
-            ctx.procs[#ctx.procs + 1] = {rank = rank, pid = pid, rfd = rfd, alive = true}
+            ctx.gang:add(pid, rank)
+            ctx.procs[#ctx.procs + 1] = {rank = rank, pid = pid, rfd = rfd}
         end)
         if not ok then
             ctx:terminate()

@@ -1,7 +1,9 @@
--- spec/json_spec.lua: lua/ddplua/json.lua, the strict JSON reader of the tools: values of every
--- kind (escapes and surrogate pairs, integers and floats, null as json.null), and malformed
--- input refused with the line, the column and what was expected; the writer (json.encode):
--- round trips, sorted keys, shortest doubles, errors naming the path of the bad value.
+-- spec/io/json_spec.lua: lua/ddplua/json.lua over the engine's one JSON codec (engine/io/json.c,
+-- which also reads safetensors headers): values of every kind (escapes and surrogate pairs,
+-- integers and floats, numbers of any length, null as json.null), and malformed input (bad
+-- UTF-8 included) refused with the line, the column and what was expected; the writer
+-- (json.encode): round trips, sorted keys, shortest doubles, errors naming the path of the bad
+-- value, nesting up to the reader's limit and no deeper.
 local json = require 'ddplua.json'
 
 describe('ddplua.json.decode', function()
@@ -26,6 +28,31 @@ describe('ddplua.json.decode', function()
         -- beyond 64 bits: a float
         assert.are.equal('float', math.type(json.decode('123456789012345678901234')))
         assert.are.equal(math.maxinteger, json.decode(tostring(math.maxinteger)))
+        -- any length is valid JSON: 0.1 written out to its exact binary value (57 characters)
+        -- and a 300-digit integer (a float: beyond 64 bits)
+        assert.are.equal(0.1, json.decode('0.1000000000000000055511151231257827021181583404541015625'))
+        assert.are.equal(1e299, json.decode('1' .. ('0'):rep(299)))
+        -- a repeated key: the last wins, as in Lua's own table constructor
+        assert.are.equal(2, json.decode('{"k": 1, "k": 2}').k)
+        -- NUL inside a string and as a key survive
+        assert.are.same({['a\0b'] = 'c\0d'}, json.decode('{"a\\u0000b": "c\\u0000d"}'))
+    end)
+
+    it('reads 500 levels of nesting and refuses 501', function()
+        local v = json.decode(('['):rep(500) .. (']'):rep(500))
+        for _ = 1, 499 do v = v[1] end
+        assert.are.same({}, v)
+        assert.has_error(function() json.decode(('['):rep(501) .. (']'):rep(501), 'T') end,
+            "T: line 1, column 501: expected at most 500 levels of nesting, got '['")
+    end)
+
+    it('refuses text that is not UTF-8, naming where', function()
+        local ok, err = pcall(json.decode, '["ok", "\xff"]', 'T')
+        assert.is_false(ok)
+        assert.truthy(err:find('T: line 1, column 8: expected valid UTF-8 in a string', 1, true), err)
+        ok, err = pcall(json.decode, '"\xc0\xaf"', 'T') -- an overlong '/'
+        assert.is_false(ok)
+        assert.truthy(err:find('expected valid UTF-8', 1, true), err)
     end)
 
     it('refuses malformed input naming the line, the column and what was expected', function()
@@ -87,5 +114,17 @@ describe('ddplua.json.encode', function()
         assert.has_error(function() json.encode(t) end, 'json.encode: .self: the table contains itself')
         assert.has_error(function() json.encode({x = {print}}, 'log') end,
             'log: .x[1]: cannot encode a function')
+        -- what the reader would refuse is not written
+        assert.has_error(function() json.encode({name = 'caf\xe9'}) end,
+            'json.encode: .name: a string that is not valid UTF-8 (JSON text is UTF-8)')
+        assert.has_error(function() json.encode({['\xff'] = 1}) end,
+            'json.encode: an object key that is not valid UTF-8 (JSON text is UTF-8)')
+        local deep = {}
+        for _ = 1, 499 do deep = {deep} end
+        assert.are.same(('['):rep(499) .. '{}' .. (']'):rep(499), json.encode(deep))
+        assert.has_error(function() json.encode({deep}) end,
+            'json.encode: ' .. ('[1]'):rep(500) .. ': more than 500 levels of nesting')
+        assert.has_error(function() json.encode({loss = io.stdout}) end,
+            'json.encode: .loss: cannot encode a userdata')
     end)
 end)

@@ -226,18 +226,16 @@ function WorkerPool:drain()
     end
 end
 
--- Stops the workers and reaps them (multiprocessing's terminate: SIGTERM, SIGKILL after its
--- grace period). Idempotent; does nothing in a process that did not start the pool.
+-- Stops the workers and reaps them (as multiprocessing's terminate: SIGTERM, SIGKILL after the
+-- gang's grace period). Idempotent; does nothing in a process that did not start the pool.
 function WorkerPool:close()
     if self.closed or P.getpid() ~= self.owner then return end
     self.closed = true
-    local procs = {}
+    local gang = P.gang(math.max(1, #self.workers))
     for _, w in ipairs(self.workers) do
-        if w.pid and not w.reaped then
-            procs[#procs + 1] = { rank = w.id, pid = w.pid, alive = true }
-        end
+        if w.pid and not w.reaped then gang:add(w.pid, w.id) end
     end
-    setmetatable({ procs = procs }, mp.ProcessContext):terminate()
+    mp._stop(gang)
     for _, w in ipairs(self.workers) do
         w.reaped = true
         P.close(w.sock)
