@@ -318,22 +318,14 @@ static int p_gang(lua_State *L)
     return 1;
 }
 
+/* a table, three calls a row */
+/* clang-format off */
 const luaL_Reg lb_process_functions[] = {
-    {"fork", p_fork},
-    {"pipe", p_pipe},
-    {"close", p_close},
-    {"write", p_write},
-    {"read", p_read},
-    {"waitpid", p_waitpid},
-    {"kill", p_kill},
-    {"sleep", p_sleep},
-    {"setenv", p_setenv},
-    {"exit", p_exit},
-    {"free_port", p_free_port},
-    {"getpid", p_getpid},
-    {"isatty", p_isatty},
-    {"hostname", p_hostname},
-    {"wall_time", p_wall_time},
-    {"gang", p_gang},
-    {NULL, NULL},
+    {"fork", p_fork},     {"pipe", p_pipe},           {"close", p_close},
+    {"write", p_write},   {"read", p_read},           {"waitpid", p_waitpid},
+    {"kill", p_kill},     {"sleep", p_sleep},         {"setenv", p_setenv},
+    {"exit", p_exit},     {"free_port", p_free_port}, {"getpid", p_getpid},
+    {"isatty", p_isatty}, {"hostname", p_hostname},   {"wall_time", p_wall_time},
+    {"gang", p_gang},     {NULL, NULL},
 };
+/* clang-format on */
