@@ -152,6 +152,9 @@ static int roundtrip(ddpl_store *s, store_buf *req, double reply_s, store_msg *r
     if (s->broken[0])
         return ddpl_error("store: the connection to %s:%d is unusable (%s); cannot %s", s->host,
                           s->port, s->broken, what);
+    if (req->failed)
+        return ddpl_error("store: out of memory for the request to %s (%zu bytes so far)", what,
+                          req->len);
     double deadline = store_now() + reply_s;
     int rc = store_send_all(s->fd, req->data, req->len, deadline);
     if (rc == 0) rc = store_recv_msg(s->fd, &s->in, rep, len, deadline);

@@ -50,18 +50,25 @@ bool store_field_i64(const store_field *f, int64_t *v)
     return true;
 }
 
-void store_buf_reserve(store_buf *b, size_t extra)
+bool store_buf_reserve(store_buf *b, size_t extra)
 {
-    if (b->len + extra <= b->cap) return;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap < b->len + extra) cap *= 2;
+    if (b->failed) return false;
+    if (b->len + extra <= b->cap) return true;
+    if (extra > SIZE_MAX / 4 - b->len) {
+        b->failed = true;
+        return false;
+    }
+    size_t need = b->len + extra, cap = b->cap ? b->cap : 256;
+    while (cap < need) cap *= 2;
+    if (need > ((size_t)1 << 20)) cap = need; /* a large value: no room to spare, up to 2x */
     uint8_t *p = realloc(b->data, cap);
-    if (!p) { /* as ddpl_xmalloc: no consistent state to return to */
-        fprintf(stderr, "ddplua: store: out of memory for a %zu-byte buffer\n", cap);
-        abort();
+    if (!p) { /* the buffer stays as it was; what was to be appended is lost */
+        b->failed = true;
+        return false;
     }
     b->data = p;
     b->cap = cap;
+    return true;
 }
 
 void store_buf_free(store_buf *b)
@@ -82,8 +89,8 @@ void store_buf_consume(store_buf *b, size_t n)
 
 size_t store_msg_begin(store_buf *b, uint8_t code, uint32_t timeout_ms, uint32_t nfields)
 {
-    store_buf_reserve(b, HEADER_BYTES);
     size_t start = b->len;
+    if (!store_buf_reserve(b, HEADER_BYTES)) return start;
     uint8_t *p = b->data + start;
     put_u32(p, 0); /* patched by store_msg_end */
     p[4] = code;
@@ -95,7 +102,7 @@ size_t store_msg_begin(store_buf *b, uint8_t code, uint32_t timeout_ms, uint32_t
 
 void store_msg_add(store_buf *b, const void *data, size_t len)
 {
-    store_buf_reserve(b, 4 + len);
+    if (!store_buf_reserve(b, 4 + len)) return;
     put_u32(b->data + b->len, (uint32_t)len);
     if (len) memcpy(b->data + b->len + 4, data, len);
     b->len += 4 + len;
@@ -103,6 +110,7 @@ void store_msg_add(store_buf *b, const void *data, size_t len)
 
 void store_msg_end(store_buf *b, size_t start)
 {
+    if (b->failed) return;
     put_u32(b->data + start, (uint32_t)(b->len - start - 4));
 }
 
@@ -187,7 +195,10 @@ int store_recv_msg(int fd, store_buf *buf, store_msg *m, size_t *frame_len, doub
             *frame_len = (size_t)got;
             return 0;
         }
-        store_buf_reserve(buf, 65536);
+        if (!store_buf_reserve(buf, 65536)) {
+            errno = ENOMEM;
+            return -1;
+        }
         ssize_t r = recv(fd, buf->data + buf->len, buf->cap - buf->len, 0);
         if (r > 0) {
             buf->len += (size_t)r;

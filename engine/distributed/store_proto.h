@@ -36,9 +36,13 @@ enum {
 #define STORE_MAX_FIELDS 4096u
 #define STORE_MAX_FRAME  (1u << 30) /* bytes; a larger length means a corrupt or foreign peer */
 
+/* A growing byte buffer. When memory runs out it keeps what it held, sets `failed` and ignores
+ * later appends: the caller fails that one message (a server must not die of a client's
+ * request). */
 typedef struct store_buf {
     uint8_t *data;
     size_t len, cap;
+    bool failed;
 } store_buf;
 
 typedef struct store_field {
@@ -56,13 +60,13 @@ typedef struct store_msg {
 /* Monotonic clock in seconds. */
 double store_now(void);
 
-/* Makes room for extra more bytes (aborts only when out of memory). */
-void store_buf_reserve(store_buf *b, size_t extra);
+/* Makes room for extra more bytes; false (and `failed` set) when memory runs out. */
+bool store_buf_reserve(store_buf *b, size_t extra);
 void store_buf_free(store_buf *b);
 /* Drops the first n bytes. */
 void store_buf_consume(store_buf *b, size_t n);
 /* Appends a frame header; store_msg_add then adds its fields and store_msg_end sets the length.
- * Returns the frame's start offset (for store_msg_end). Abort only on out of memory. */
+ * Returns the frame's start offset (for store_msg_end). Out of memory: the buffer's `failed`. */
 size_t store_msg_begin(store_buf *b, uint8_t code, uint32_t timeout_ms, uint32_t nfields);
 void store_msg_add(store_buf *b, const void *data, size_t len);
 void store_msg_end(store_buf *b, size_t start);

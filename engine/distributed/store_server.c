@@ -21,7 +21,14 @@
  *   - fairness: one wake-up reads at most READ_QUANTUM bytes from a connection, so a fast sender
  *     cannot hold the thread while others wait;
  *   - when accept fails for want of descriptors (EMFILE, ENFILE) the listening socket is left out
- *     of the poll for ACCEPT_BACKOFF_S instead of waking the thread at once, over and over. */
+ *     of the poll for ACCEPT_BACKOFF_S instead of waking the thread at once, over and over;
+ *   - limits (read from the environment of the process that hosts the server): a value may hold
+ *     at most DDPLUA_STORE_MAX_VALUE bytes (default 256 MiB), a key DDPLUA_STORE_MAX_KEY (64 KiB),
+ *     and all keys and values together DDPLUA_STORE_MAX_BYTES (2 GiB). A request over a limit is
+ *     answered with an error naming it; a request too large to hold is read past, never
+ *     buffered. Running out of memory fails the one request that needed it (an error reply, or
+ *     that connection closed when not even a reply fits): the server, and with it the job,
+ *     never dies of what a client asked. */
 #define _GNU_SOURCE /* accept4, pipe2 */
 #include <ctype.h>
 #include <netdb.h>
@@ -55,6 +62,7 @@ typedef struct entry {
 typedef struct kv_map {
     entry **buckets;
     size_t nbuckets, count;
+    uint64_t bytes; /* of every key and value */
 } kv_map;
 
 static uint64_t fnv1a(const uint8_t *p, uint32_t n)
@@ -78,10 +86,12 @@ static entry *map_find(kv_map *m, const store_field *k)
     return *map_slot(m, k, fnv1a(k->data, k->len));
 }
 
+/* Doubles the buckets; out of memory, the chains just grow longer. */
 static void map_grow(kv_map *m)
 {
     size_t n = m->nbuckets * 2;
-    entry **b = ddpl_xcalloc(n, sizeof *b);
+    entry **b = calloc(n, sizeof *b);
+    if (!b) return;
     for (size_t i = 0; i < m->nbuckets; i++) {
         for (entry *e = m->buckets[i], *next; e; e = next) {
             next = e->next;
@@ -94,28 +104,44 @@ static void map_grow(kv_map *m)
     m->nbuckets = n;
 }
 
+/* A malloc'd copy of p[0..n) (one byte at least, so an empty value is not NULL); NULL when out
+ * of memory. */
 static void *dup_bytes(const void *p, uint32_t n)
 {
-    void *q = ddpl_xmalloc(n);
-    if (n) memcpy(q, p, n);
+    void *q = malloc(n ? n : 1);
+    if (q && n) memcpy(q, p, n);
     return q;
 }
 
-static void map_set(kv_map *m, const store_field *k, const void *val, uint32_t vlen)
+/* Sets key k to val; false when out of memory (the map is as it was). m->bytes counts what the
+ * keys and values hold. */
+static bool map_set(kv_map *m, const store_field *k, const void *val, uint32_t vlen)
 {
     uint64_t h = fnv1a(k->data, k->len);
     entry **slot = map_slot(m, k, h);
+    void *copy = dup_bytes(val, vlen);
+    if (!copy) return false;
     if (*slot) {
+        m->bytes -= (*slot)->vlen;
         free((*slot)->val);
     } else {
-        entry *e = ddpl_xcalloc(1, sizeof *e);
-        *e = (entry){NULL, h, dup_bytes(k->data, k->len), NULL, k->len, 0};
+        entry *e = calloc(1, sizeof *e);
+        uint8_t *key = e ? dup_bytes(k->data, k->len) : NULL;
+        if (!key) {
+            free(e);
+            free(copy);
+            return false;
+        }
+        *e = (entry){NULL, h, key, NULL, k->len, 0};
         *slot = e;
+        m->bytes += k->len;
         if (++m->count > m->nbuckets) map_grow(m);
         slot = map_slot(m, k, h);
     }
-    (*slot)->val = dup_bytes(val, vlen);
+    (*slot)->val = copy;
     (*slot)->vlen = vlen;
+    m->bytes += vlen;
+    return true;
 }
 
 static bool map_delete(kv_map *m, const store_field *k)
@@ -124,6 +150,7 @@ static bool map_delete(kv_map *m, const store_field *k)
     entry *e = *slot;
     if (!e) return false;
     *slot = e->next;
+    m->bytes -= (uint64_t)e->klen + e->vlen;
     free(e->key);
     free(e->val);
     free(e);
@@ -156,6 +183,11 @@ enum {
 #define ACCEPT_BACKOFF_S 0.1  /* seconds without accepting after EMFILE/ENFILE */
 #define HELLO_TIMEOUT_S  10.0 /* default; DDPLUA_STORE_HELLO_TIMEOUT overrides */
 
+/* the limits' defaults, in bytes (the top of this file) */
+#define MAX_VALUE_DEFAULT ((uint64_t)256 << 20) /* DDPLUA_STORE_MAX_VALUE */
+#define MAX_KEY_DEFAULT   ((uint64_t)64 << 10)  /* DDPLUA_STORE_MAX_KEY */
+#define MAX_BYTES_DEFAULT ((uint64_t)2 << 30)   /* DDPLUA_STORE_MAX_BYTES */
+
 typedef struct conn {
     int fd;
     bool greeted; /* the hello with the right token came */
@@ -165,6 +197,7 @@ typedef struct conn {
     double deadline;   /* of the blocked request, store_now() clock */
     double hello_by;   /* dropped when not greeted by then */
     double hold_until; /* nothing is sent before then (a refusal's delay) */
+    uint64_t discard;  /* bytes of a refused request still to read past */
     store_buf in, out;
 } conn;
 
@@ -181,6 +214,7 @@ struct store_server {
     double hello_timeout;  /* seconds a new connection has to greet */
     double next_refusal;   /* refusals of wrong tokens go out one by one, REFUSE_DELAY_S apart */
     double accept_resume;  /* the listening socket is polled again from then (EMFILE back-off) */
+    uint64_t max_value, max_key, max_bytes; /* the limits (see the top of this file) */
 };
 
 static void reply(conn *c, uint8_t status, uint32_t nfields, const store_field *fields)
@@ -188,6 +222,7 @@ static void reply(conn *c, uint8_t status, uint32_t nfields, const store_field *
     size_t start = store_msg_begin(&c->out, status, 0, nfields);
     for (uint32_t i = 0; i < nfields; i++) store_msg_add(&c->out, fields[i].data, fields[i].len);
     store_msg_end(&c->out, start);
+    if (c->out.failed) c->dead = true; /* not even the reply fits: this connection goes */
 }
 
 static void reply_text(conn *c, uint8_t status, const char *text)
@@ -274,6 +309,51 @@ static bool wait_keys(conn *c, const store_msg *m, kv_map *map, bool *all)
     return true;
 }
 
+/* Answers with an error naming the limit when storing key k with a value of vlen bytes would pass
+ * one, and returns true; false when it may be stored. */
+static bool over_limit(store_server *s, conn *c, const store_field *k, uint64_t vlen)
+{
+    char why[256];
+    const entry *old = map_find(&s->map, k);
+    uint64_t more = vlen + (old ? 0 : k->len), less = old ? old->vlen : 0;
+    if (k->len > s->max_key)
+        snprintf(why, sizeof why,
+                 "a key of %u bytes is over the store's limit of %llu bytes per key "
+                 "(DDPLUA_STORE_MAX_KEY)",
+                 k->len, (unsigned long long)s->max_key);
+    else if (vlen > s->max_value)
+        snprintf(why, sizeof why,
+                 "a value of %llu bytes is over the store's limit of %llu bytes per value "
+                 "(DDPLUA_STORE_MAX_VALUE)",
+                 (unsigned long long)vlen, (unsigned long long)s->max_value);
+    else if (s->map.bytes + more - less > s->max_bytes && more > less)
+        snprintf(why, sizeof why,
+                 "the store holds %llu bytes of keys and values; %llu more would pass its limit "
+                 "of %llu bytes (DDPLUA_STORE_MAX_BYTES)",
+                 (unsigned long long)s->map.bytes, (unsigned long long)(more - less),
+                 (unsigned long long)s->max_bytes);
+    else
+        return false;
+    reply_text(c, STORE_ST_ERROR, why);
+    return true;
+}
+
+/* Stores key = val, answering an error instead when a limit or the memory does not allow it.
+ * true when stored. */
+static bool store_value(store_server *s, conn *c, const store_field *k, const void *val,
+                        uint32_t vlen)
+{
+    if (over_limit(s, c, k, vlen)) return false;
+    if (map_set(&s->map, k, val, vlen)) {
+        s->changed = true;
+        return true;
+    }
+    char why[128];
+    snprintf(why, sizeof why, "the store ran out of memory for a value of %u bytes", vlen);
+    reply_text(c, STORE_ST_ERROR, why);
+    return false;
+}
+
 /* Handles the request m of a greeted client: true when answered, false when it blocks. */
 static bool handle(store_server *s, conn *c, const store_msg *m)
 {
@@ -294,9 +374,8 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
     bool all;
     switch (m->code) {
     case STORE_OP_SET:
-        map_set(&s->map, key, m->fields[1].data, m->fields[1].len);
-        s->changed = true;
-        reply(c, STORE_ST_OK, 0, NULL);
+        if (store_value(s, c, key, m->fields[1].data, m->fields[1].len))
+            reply(c, STORE_ST_OK, 0, NULL);
         return true;
     case STORE_OP_GET:
         if (!wait_keys(c, m, &s->map, &all)) return false;
@@ -328,8 +407,7 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
         v = sum;
         char text[32];
         int n = snprintf(text, sizeof text, "%lld", (long long)v);
-        map_set(&s->map, key, text, (uint32_t)n);
-        s->changed = true;
+        if (!store_value(s, c, key, text, (uint32_t)n)) return true;
         uint8_t out[8];
         store_put_i64(out, v);
         store_field f = {out, 8};
@@ -415,17 +493,84 @@ static void flush(conn *c, double now)
  * frame at the head is always read to its end (up to STORE_MAX_FRAME: a value may be large). */
 static bool wants_input(const conn *c)
 {
-    if (c->dead || c->closing || c->out.len >= OUT_CAP) return false;
+    if (c->dead || c->closing) return false;
+    if (c->discard) return true; /* reading past a refused request holds no memory */
+    if (c->out.len >= OUT_CAP) return false;
     size_t head = head_frame_bytes(c);
     return c->in.len < IN_CAP || c->in.len < head;
 }
 
+/* The largest request a greeted client may send: a value, a key, and the framing around them. */
+static uint64_t frame_limit(const store_server *s)
+{
+    uint64_t limit = s->max_value + s->max_key + 4096;
+    return limit < STORE_MAX_FRAME ? limit : STORE_MAX_FRAME;
+}
+
+/* Refuses the request whose first bytes are in c->in (nothing else is there: it is the head,
+ * incomplete): an error reply now, and the rest of it read past as it comes (c->discard). */
+static void refuse_head(conn *c, const char *why)
+{
+    c->discard = head_frame_bytes(c) - c->in.len;
+    store_buf_consume(&c->in, c->in.len);
+    c->in.failed = false; /* what it holds is consistent: nothing */
+    reply_text(c, STORE_ST_ERROR, why);
+}
+
+/* A request at the head that the server will not hold, in memory or by its limits, is refused
+ * before more of it is read. */
+static void check_head(const store_server *s, conn *c)
+{
+    size_t head = head_frame_bytes(c);
+    if (!c->greeted || head <= c->in.len || head - 4 > STORE_MAX_FRAME) return;
+    char why[256];
+    if (head - 4 > frame_limit(s)) {
+        snprintf(why, sizeof why,
+                 "a request of %zu bytes is over the store's limit of %llu bytes per value "
+                 "(DDPLUA_STORE_MAX_VALUE)",
+                 head - 4, (unsigned long long)s->max_value);
+        refuse_head(c, why);
+    } else if (!store_buf_reserve(&c->in, head - c->in.len)) {
+        snprintf(why, sizeof why, "the store ran out of memory for a request of %zu bytes",
+                 head - 4);
+        refuse_head(c, why);
+    }
+}
+
+/* Reads past what is left of a refused request. */
+static void skip_in(conn *c, size_t *quota)
+{
+    uint8_t scratch[65536];
+    while (*quota > 0 && c->discard > 0 && !c->dead) {
+        size_t n = c->discard < sizeof scratch ? (size_t)c->discard : sizeof scratch;
+        ssize_t r = recv(c->fd, scratch, n < *quota ? n : *quota, 0);
+        if (r > 0) {
+            c->discard -= (uint64_t)r;
+            *quota -= (size_t)r;
+        } else if (r < 0 && errno == EINTR) {
+            continue;
+        } else {
+            if (r == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) c->dead = true;
+            return;
+        }
+    }
+}
+
 /* Reads what the socket has, up to READ_QUANTUM bytes (the other connections' turn comes next). */
-static void read_in(conn *c)
+static void read_in(store_server *s, conn *c)
 {
     size_t quota = READ_QUANTUM;
-    while (quota > 0 && wants_input(c)) {
-        store_buf_reserve(&c->in, 65536);
+    skip_in(c, &quota);
+    while (quota > 0 && c->discard == 0 && wants_input(c)) {
+        check_head(s, c);
+        if (c->discard) { /* just refused: read past it */
+            skip_in(c, &quota);
+            continue;
+        }
+        if (!store_buf_reserve(&c->in, 65536)) {
+            c->dead = true; /* not even the start of a request fits: this connection goes */
+            return;
+        }
         size_t room = c->in.cap - c->in.len;
         ssize_t r = recv(c->fd, c->in.data + c->in.len, room < quota ? room : quota, 0);
         if (r > 0) {
@@ -454,11 +599,20 @@ static void accept_all(store_server *s)
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
         if (s->nconns == s->cap) {
-            s->cap = s->cap ? 2 * s->cap : 16;
-            s->conns = realloc(s->conns, s->cap * sizeof *s->conns);
-            if (!s->conns) abort();
+            size_t cap = s->cap ? 2 * s->cap : 16;
+            conn **grown = realloc(s->conns, cap * sizeof *grown);
+            if (!grown) { /* out of memory: this client is turned away, and will retry */
+                close(fd);
+                return;
+            }
+            s->conns = grown;
+            s->cap = cap;
         }
-        conn *c = ddpl_xcalloc(1, sizeof *c);
+        conn *c = calloc(1, sizeof *c);
+        if (!c) {
+            close(fd);
+            return;
+        }
         c->fd = fd;
         c->hello_by = store_now() + s->hello_timeout;
         s->conns[s->nconns++] = c;
@@ -505,9 +659,18 @@ static void *server_main(void *arg)
         double now = store_now();
         if (drain_deadline >= 0 && (all_stuck(s, drain_deadline) || now >= drain_deadline)) break;
         if (pcap < s->nconns + 2) {
-            pcap = 2 * (s->nconns + 2);
-            pfds = realloc(pfds, pcap * sizeof *pfds);
-            if (!pfds) abort();
+            struct pollfd *grown = realloc(pfds, 2 * (s->nconns + 2) * sizeof *grown);
+            if (grown) {
+                pfds = grown;
+                pcap = 2 * (s->nconns + 2);
+            }
+            /* out of memory: the connections that do not fit in the poll set go */
+            for (size_t i = pcap >= 2 ? pcap - 2 : 0; i < s->nconns; i++) s->conns[i]->dead = true;
+            drop_dead(s);
+            if (!pfds) {
+                usleep(10000); /* nothing can be polled yet: wait for memory */
+                continue;
+            }
         }
         pfds[0] = (struct pollfd){.fd = s->wake[0], .events = POLLIN};
         bool accepting = drain_deadline < 0 && now >= s->accept_resume;
@@ -543,7 +706,7 @@ static void *server_main(void *arg)
             if (ev & (POLLHUP | POLLERR))
                 c->dead = true;
             else if (ev & POLLIN)
-                read_in(c);
+                read_in(s, c);
             serve(s, c);
         }
         now = store_now();
@@ -667,6 +830,17 @@ static int listen_on(const char *host, int port, int *bound)
     return fd;
 }
 
+/* A byte count from the environment (a positive integer), else dflt. */
+static uint64_t env_bytes(const char *name, uint64_t dflt)
+{
+    const char *v = getenv(name);
+    if (!v || !*v) return dflt;
+    char *end;
+    errno = 0;
+    unsigned long long n = strtoull(v, &end, 10);
+    return errno || *end || n == 0 ? dflt : (uint64_t)n;
+}
+
 store_server *store_server_start(const char *host, int port, const char *token)
 {
     int bound;
@@ -678,6 +852,9 @@ store_server *store_server_start(const char *host, int port, const char *token)
     s->token = token && *token ? strdup(token) : NULL;
     const char *hello_env = getenv("DDPLUA_STORE_HELLO_TIMEOUT");
     s->hello_timeout = hello_env && atof(hello_env) > 0 ? atof(hello_env) : HELLO_TIMEOUT_S;
+    s->max_value = env_bytes("DDPLUA_STORE_MAX_VALUE", MAX_VALUE_DEFAULT);
+    s->max_key = env_bytes("DDPLUA_STORE_MAX_KEY", MAX_KEY_DEFAULT);
+    s->max_bytes = env_bytes("DDPLUA_STORE_MAX_BYTES", MAX_BYTES_DEFAULT);
     s->map.nbuckets = 64;
     s->map.buckets = ddpl_xcalloc(s->map.nbuckets, sizeof *s->map.buckets);
     if (pipe2(s->wake, O_CLOEXEC) < 0) {
