@@ -2,6 +2,7 @@
  * defines: ddpl_safetensors_save, ddpl_safetensors_load, ddpl_st_file_clear,
  *          ddpl_st_dtype_code.
  *
+ * A save replaces its file whole, leaving no temporary behind (atomic_file.h).
  * Tensor bytes go to disk as they are in memory: this engine only builds for little-endian
  * hosts, which is the file's byte order. A load reads each tensor straight into its new
  * storage with pread, so a checkpoint is never held twice in memory. */
@@ -15,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "json.h"
 #include "ops/op_util.h" /* ddpl_tensor_host_copy */
 
@@ -154,17 +156,6 @@ static int build_header(ddpl_buf *h, const char *path, int n, const char *const 
     return 0;
 }
 
-/* fsync of the directory holding path, so the rename itself is durable (best effort). */
-static void sync_dir(const char *path)
-{
-    char copy[PATH_MAX];
-    if (snprintf(copy, sizeof copy, "%s", path) >= (int)sizeof copy) return;
-    int fd = open(dirname(copy), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return;
-    fsync(fd);
-    close(fd);
-}
-
 int ddpl_safetensors_save(const char *path, int n, const char *const *names,
                           ddpl_tensor *const *tensors, int nmeta, const char *const *meta_keys,
                           const char *const *meta_values, const size_t *meta_lens)
@@ -174,42 +165,23 @@ int ddpl_safetensors_save(const char *path, int n, const char *const *names,
         ddpl_buf_free(&h);
         return -1;
     }
-    /* a unique name in the target's directory, so rename() is atomic */
-    static atomic_uint counter;
-    char tmp[PATH_MAX];
-    int fd = -1;
-    for (int attempt = 0; attempt < 100 && fd < 0; attempt++) {
-        if (snprintf(tmp, sizeof tmp, "%s.tmp.%d.%u", path, (int)getpid(),
-                     atomic_fetch_add(&counter, 1)) >= (int)sizeof tmp) {
-            ddpl_buf_free(&h);
-            return ddpl_error("save: %s: path too long", path);
-        }
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        if (fd < 0 && errno != EEXIST) break;
-    }
-    if (fd < 0) {
-        int err = errno;
+    ddpl_atomic_file f;
+    if (ddpl_atomic_open(&f, path) < 0) {
         ddpl_buf_free(&h);
-        return ddpl_error("save: %s: cannot create a file there: %s", path, strerror(err));
+        return -1;
     }
     unsigned char len8[8];
     for (int k = 0; k < 8; k++) len8[k] = (unsigned char)((uint64_t)h.len >> (8 * k));
     int rc = 0;
-    if (write_all(fd, len8, 8) < 0 || write_all(fd, h.data, h.len) < 0)
+    if (write_all(f.fd, len8, 8) < 0 || write_all(f.fd, h.data, h.len) < 0)
         rc = ddpl_error("save: %s: write failed: %s", path, strerror(errno));
-    for (int i = 0; i < n && rc == 0; i++) rc = write_tensor(fd, tensors[i], path, names[i]);
-    if (rc == 0 && fsync(fd) < 0)
-        rc = ddpl_error("save: %s: fsync failed: %s", path, strerror(errno));
-    if (close(fd) < 0 && rc == 0)
-        rc = ddpl_error("save: %s: close failed: %s", path, strerror(errno));
-    if (rc == 0 && rename(tmp, path) < 0)
-        rc = ddpl_error("save: %s: cannot replace the file: %s", path, strerror(errno));
-    if (rc < 0)
-        unlink(tmp);
-    else
-        sync_dir(path);
+    for (int i = 0; i < n && rc == 0; i++) rc = write_tensor(f.fd, tensors[i], path, names[i]);
     ddpl_buf_free(&h);
-    return rc;
+    if (rc < 0) {
+        ddpl_atomic_abort(&f);
+        return -1;
+    }
+    return ddpl_atomic_commit(&f);
 }
 
 /* ---- reading ---- */

@@ -503,6 +503,56 @@ describe('a failed save leaves the target unchanged', function()
         assert.are.same(files, list_dir()) -- and no temporary file is left
     end)
 
+    -- A writer killed (SIGKILL) at random moments of its saves: the file is always the old or
+    -- the new one whole, and no temporary outlives the next save; with O_TMPFILE none is left
+    -- even before it. Both ways of writing the temporary are killed.
+    for _, named in ipairs({false, true}) do
+        it(('leaves no debris when the writer is killed mid-save (%s temporary)'):format(
+            named and 'named' or 'unnamed'), function()
+            local P = require 'ddplua.core.process'
+            local p = path(named and 'killed_named.safetensors' or 'killed.safetensors')
+            local n = 2 * 1024 * 1024 -- 8 MB a save: long enough to be killed inside
+            ddpl.save({w = ddpl.full({n}, 0.0)}, p)
+            local function debris()
+                local count = 0
+                for _, f in ipairs(list_dir()) do
+                    if f:find(p:match('[^/]+$') .. '.tmp.', 1, true) == 1 then count = count + 1 end
+                end
+                return count
+            end
+            local left_before_next_save = 0
+            math.randomseed(7)
+            for kill = 1, 12 do
+                local pid = P.fork()
+                if pid == 0 then
+                    if named then P.setenv('DDPLUA_SAVE_NAMED_TEMP', '1') end
+                    local v = 0
+                    while true do
+                        v = v + 1
+                        ddpl.save({w = ddpl.full({n}, v)}, p)
+                    end
+                end
+                P.sleep(0.02 + math.random() * 0.15)
+                P.kill(pid, 'KILL')
+                while not P.waitpid(pid) do P.sleep(0.01) end
+                local w = ddpl.load(p).w -- whole: every element is the value of one save
+                assert.are.equal(n, w:numel())
+                assert.are.equal(w:min():item(), w:max():item(), 'kill ' .. kill)
+                left_before_next_save = left_before_next_save + debris()
+            end
+            if named then
+                assert.is_true(left_before_next_save > 0, 'the kills never hit a named save')
+            else
+                assert.are.equal(0, left_before_next_save)
+            end
+            -- the next save of the same file removes what dead writers of this host left
+            if named then P.setenv('DDPLUA_SAVE_NAMED_TEMP', '1') end
+            ddpl.save({w = ddpl.ones(1)}, p)
+            if named then P.setenv('DDPLUA_SAVE_NAMED_TEMP', '0') end
+            assert.are.equal(0, debris())
+        end)
+    end
+
     it('when the directory does not exist', function()
         local p = path('missing/dir/x.safetensors')
         H.assert_error(function() ddpl.save({x = ddpl.ones(1)}, p) end,
