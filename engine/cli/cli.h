@@ -22,10 +22,12 @@ typedef struct cli_launch {
     int nproc, nnodes, node_rank, master_port;
     int min_nodes; /* --nnodes MIN:MAX (nnodes is MAX); MIN = MAX for a plain --nnodes M */
     const char *master_addr;
-    const char *log_dir; /* --log-dir: per-rank stdout/stderr files there */
-    bool prefix_output;  /* --prefix-output: "[rank1]: " before each line */
-    bool standalone;     /* --standalone: one machine, a free local port (torchrun's) */
-    int max_restarts;    /* --max-restarts: gang restarts after a failure (torchrun's) */
+    const char *log_dir;          /* --log-dir: per-rank stdout/stderr files there */
+    bool prefix_output;           /* --prefix-output: "[rank1]: " before each line */
+    bool standalone;              /* --standalone: one machine, a free local port (torchrun's) */
+    int max_restarts;             /* --max-restarts: gang restarts after a failure (torchrun's) */
+    const char *store_token_file; /* --store-token-file: the store's token, from a private file */
+    bool no_store_auth; /* --no-store-auth: several machines with an open store, on purpose */
 } cli_launch;
 
 typedef struct cli_options {

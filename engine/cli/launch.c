@@ -352,11 +352,7 @@ int cli_launch_run(char **argv, const cli_options *o)
         snprintf(job.run_id, sizeof job.run_id, "%s", run_id);
     else
         launch_random_hex(job.run_id, 8);
-    /* A job on one node gets a store token of its own, so a stray client (another job given the
-     * same port) is refused instead of corrupting the rendezvous. Several nodes cannot agree on
-     * a random one: there DDPLUA_STORE_TOKEN is the user's to set. */
-    if (l->nnodes == 1 && !getenv("DDPLUA_STORE_TOKEN") && !launch_random_hex(job.token, 16))
-        job.token[0] = '\0';
+    if (launch_store_token(&job, l) < 0) return 1; /* never an open store by default */
     store_server *server = NULL;
     launch_rdzv *rdzv = NULL;
     if (l->nnodes > 1 && (l->max_restarts > 0 || l->min_nodes < l->nnodes)) {

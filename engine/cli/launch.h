@@ -1,6 +1,7 @@
 /* cli/launch.h: the torchrun-style launcher of the ddplua command.
  * defines: cli_launch_wanted, cli_launch_run, cli_cluster_env; between launch*.c: launch_job,
- *          launch_pick_port, launch_random_hex, launch_worker_env, launch_rdzv and its calls,
+ *          launch_pick_port, launch_random_hex, launch_store_token, launch_worker_env, launch_rdzv
+ *          and its calls,
  *          launch_out and its calls. */
 #ifndef DDPL_CLI_LAUNCH_H
 #define DDPL_CLI_LAUNCH_H
@@ -48,6 +49,11 @@ int launch_pick_port(const char *addr);
 /* n random bytes from /dev/urandom as 2n hex digits into out (2n + 1 bytes); false when
  * /dev/urandom could not be read (the digits are then unique, not secret). n <= 64. */
 bool launch_random_hex(char *out, size_t n);
+/* The store's token into job->token (launch_token.c): from --store-token-file, else none to
+ * set when DDPLUA_STORE_TOKEN is in the environment (the workers inherit it), else a random one
+ * on one machine; several machines without a token (and without --no-store-auth) are refused.
+ * 0, or -1 with a message printed. */
+int launch_store_token(launch_job *job, const cli_launch *l);
 /* In a forked worker, before exec: the torchrun environment for local rank `local`. */
 void launch_worker_env(const launch_job *job, int local);
 

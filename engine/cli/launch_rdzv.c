@@ -96,7 +96,7 @@ launch_rdzv *launch_rdzv_open(launch_job *job, const cli_launch *l)
     r->max_nodes = l->nnodes;
     r->last_call_s = env_seconds("DDPLUA_RDZV_LAST_CALL", 10.0);
     r->join_timeout_s = env_seconds("DDPLUA_RDZV_TIMEOUT", 900.0);
-    const char *token = getenv("DDPLUA_STORE_TOKEN");
+    const char *token = job->token[0] ? job->token : getenv("DDPLUA_STORE_TOKEN");
     if (r->host) {
         r->server = store_server_start(job->master_addr, job->master_port, token);
         if (!r->server) {

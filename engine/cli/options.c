@@ -12,8 +12,9 @@
  *
  * Lua's options (-e -l -i -v -E -W -h, "-" for stdin, "--" to stop) as lua.c has them, plus the
  * launcher flags of API.md (--nproc, --nnodes, --node-rank, --master-addr, --master-port, and
- * --log-dir, --prefix-output; torchrun's --nproc-per-node, --standalone, --max-restarts; also as
- * --flag=value), accepted before the script and right after it,
+ * --log-dir, --prefix-output; torchrun's --nproc-per-node, --standalone, --max-restarts; the
+ * store's --store-token-file and --no-store-auth; also as --flag=value), accepted before the
+ * script and right after it,
  * as torchrun users write them. After the script the first argument that is not a launcher flag, or
  * "--", starts the script's own arguments. */
 #include <stdio.h>
@@ -57,6 +58,9 @@ void cli_usage(const char *badoption)
             "  --standalone         one machine, rendezvous on a free local port (torchrun's)\n"
             "  --max-restarts N     when a worker fails, stop all and start them again, up to N\n"
             "                       times (TORCHELASTIC_RESTART_COUNT tells them which start)\n"
+            "  --store-token-file F the store's shared secret, from a file only its owner can\n"
+            "                       read (or DDPLUA_STORE_TOKEN); needed with --nnodes > 1\n"
+            "  --no-store-auth      --nnodes > 1 with a store anyone who reaches it can use\n"
             "Commands (first argument only; './plot' or '-- plot' runs a script of that name):\n"
             "  plot FILE.jsonl...   draw training metrics (JSON lines) as an SVG chart; one\n"
             "                       curve per series and file (ddplua plot --help)\n"
@@ -118,9 +122,11 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
         LOG_DIR,
         NPROC_PER_NODE,
         MAX_RESTARTS,
+        STORE_TOKEN_FILE,
         FIRST_SWITCH,
         PREFIX_OUTPUT = FIRST_SWITCH,
-        STANDALONE
+        STANDALONE,
+        NO_STORE_AUTH
     };
     static const char *const names[] = {[NPROC] = "--nproc",
                                         [NNODES] = "--nnodes",
@@ -131,8 +137,10 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
                                         [NPROC_PER_NODE] =
                                             "--nproc-per-node", /* torchrun's name for --nproc */
                                         [MAX_RESTARTS] = "--max-restarts",
+                                        [STORE_TOKEN_FILE] = "--store-token-file",
                                         [PREFIX_OUTPUT] = "--prefix-output",
                                         [STANDALONE] = "--standalone",
+                                        [NO_STORE_AUTH] = "--no-store-auth",
                                         NULL};
     const char *arg = argv[*i];
     int which = -1;
@@ -154,8 +162,10 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
         l->given = true;
         if (which == PREFIX_OUTPUT)
             l->prefix_output = true;
-        else
+        else if (which == STANDALONE)
             l->standalone = true;
+        else
+            l->no_store_auth = true;
         return 1;
     }
     const char *value;
@@ -184,6 +194,9 @@ static int launcher_flag(int argc, char **argv, int *i, cli_launch *l)
         return int_value("--master-port", value, 1, 65535, &l->master_port) < 0 ? -1 : 1;
     case MAX_RESTARTS:
         return int_value("--max-restarts", value, 0, 1000000, &l->max_restarts) < 0 ? -1 : 1;
+    case STORE_TOKEN_FILE:
+        l->store_token_file = value;
+        return 1;
     default:
         l->log_dir = value;
         return 1;

@@ -19,7 +19,8 @@ end
 -- The shell command that starts the launcher of node n in the background (its output and exit
 -- status into dir/<name>).
 local function launcher(p, n, dir, name, flags, args, env)
-    return ('( DDPL_NETNS_PREFIX=%s %s run %d env %s timeout 150 %s %s --node-rank %d --nproc 2 '
+    return ('( DDPL_NETNS_PREFIX=%s DDPLUA_STORE_TOKEN=spec-elastic %s run %d env %s timeout 150 %s '
+        .. '%s --node-rank %d --nproc 2 '
         .. '--master-addr 10.77.0.1 --master-port 29500 %s -- %s > %s/%s 2>&1; echo "EXIT $?" '
         .. '>> %s/%s ) &'):format(p, q(C.harness), n, env, q(S.bin), q(train), n, flags, args,
         q(dir), name, q(dir), name)

@@ -1,7 +1,8 @@
 -- spec/cli/launcher_spec.lua: `ddplua script --nproc N` (engine/cli/launch*.c): the torchrun
 -- environment of every rank (one node, two "nodes" on 127.0.0.1, srun and mpirun variables),
 -- script arguments, gang failure (an error, a signal), SIGTERM to the launcher, free ports for
--- two jobs at once, per-rank log files and output prefixes.
+-- two jobs at once, per-rank log files and output prefixes; the store's token across nodes
+-- (refused without one, a token file's mode checked, --no-store-auth).
 -- Every command runs under `timeout`; the specs never wait on a worker that might hang.
 local core = require 'ddplua.core'
 local bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
@@ -176,18 +177,73 @@ if rank == 0 then
     store:wait({'env/0', 'env/1', 'env/2', 'env/3'})
     for r = 0, 3 do print(r, store:get('env/' .. r)) end
     print('joined', store:get('joined'))
+    print('token', os.getenv('DDPLUA_STORE_TOKEN'))
 end
 store:close()
 ]]):format(port))
-        local flags = ('--nnodes 2 --nproc 2 --master-addr 127.0.0.1 --master-port %d'):format(port)
+        -- several nodes need a shared secret: here from a file only its owner can read
+        local token_file = os.tmpname()
+        local f = assert(io.open(token_file, 'wb'))
+        f:write('s3cret-of-the-job\n')
+        f:close()
+        os.execute('chmod 600 ' .. q(token_file))
+        local flags = ('--nnodes 2 --nproc 2 --master-addr 127.0.0.1 --master-port %d '
+                       .. '--store-token-file %s'):format(port, q(token_file))
         local out, err, code = sh(('env -u DDPLUA_STORE_TOKEN timeout 30 %s %s --node-rank 1 %s '
                                    .. '> /dev/null & env -u DDPLUA_STORE_TOKEN timeout 30 %s %s '
                                    .. '--node-rank 0 %s; r=$?; wait $! || r=$?; exit $r')
                                   :format(q(bin), flags, q(path), q(bin), flags, q(path)))
         os.remove(path)
+        os.remove(token_file)
         assert.are.equal(0, code, err)
         has(out, '0\t4,0,2,0\n1\t4,1,2,0\n2\t4,0,2,1\n3\t4,1,2,1\n')
         has(out, 'joined\t4\n')
+        has(out, 'token\ts3cret-of-the-job\n') -- the file's secret, its newline dropped
+    end)
+
+    it('refuses several nodes with an open store unless told so', function()
+        local _, err, code = ddplua('--nnodes 2 --nproc 1 ' .. q(env_script),
+                                    'env -u DDPLUA_STORE_TOKEN')
+        assert.are.equal(1, code)
+        has(err, 'ddplua: --nnodes 2: the rendezvous store would be open to anyone who can reach '
+            .. '127.0.0.1:29500. Give every node the same secret: DDPLUA_STORE_TOKEN=<secret> in '
+            .. 'the environment, or --store-token-file FILE')
+        -- elastic ranges count their largest size
+        _, err, code = ddplua('--nnodes 1:2 --nproc 1 ' .. q(env_script),
+                              'env -u DDPLUA_STORE_TOKEN')
+        assert.are.equal(1, code)
+        has(err, '--no-store-auth to run with an open store')
+        -- a token file others can read is refused, as ssh refuses such keys
+        local token_file = os.tmpname()
+        local f = assert(io.open(token_file, 'wb'))
+        f:write('t')
+        f:close()
+        os.execute('chmod 644 ' .. q(token_file))
+        _, err, code = ddplua('--nnodes 2 --nproc 1 --store-token-file ' .. q(token_file) .. ' '
+                              .. q(env_script))
+        assert.are.equal(1, code)
+        has(err, 'can be read or written by others (mode 0644; chmod 600 it)')
+        os.execute('chmod 600 ' .. q(token_file))
+        f = assert(io.open(token_file, 'wb'))
+        f:close()
+        _, err, code = ddplua('--nnodes 2 --nproc 1 --store-token-file ' .. q(token_file) .. ' '
+                              .. q(env_script))
+        assert.are.equal(1, code)
+        has(err, 'is empty')
+        os.remove(token_file)
+        _, err, code = ddplua('--nnodes 2 --nproc 1 --store-token-file /nonexistent/tok '
+                              .. q(env_script))
+        assert.are.equal(1, code)
+        has(err, '--store-token-file /nonexistent/tok: No such file or directory')
+    end)
+
+    it('runs several nodes without a token only with --no-store-auth', function()
+        -- one node of two, alone: its rank 0 hosts an open store (no token in the workers)
+        local out, err, code = ddplua('--nnodes 2 --node-rank 0 --nproc 1 --no-store-auth -e '
+            .. q("print('TOKEN=' .. tostring(os.getenv('DDPLUA_STORE_TOKEN')))"),
+            'env -u DDPLUA_STORE_TOKEN')
+        assert.are.equal(0, code, err)
+        has(out, 'TOKEN=nil')
     end)
 
     it('runs as the srun or mpirun rank when their variables are set and --nproc is not', function()

@@ -229,8 +229,10 @@ describe('dist across two network namespaces', function()
 
     it('completes every collective under the launcher with --nnodes 2', function()
         local na, nb = two_nodes()
-        local cmd = '( %s timeout 60 %s %s --nnodes 2 --node-rank %d --nproc 2 '
-            .. '--master-addr 10.77.0.1 --master-port 29401 > %s 2>&1; echo "EXIT $?" >> %s ) &'
+        -- several nodes need the store's shared secret (engine/cli/launch_token.c)
+        local cmd = '( DDPLUA_STORE_TOKEN=two-nodes %s timeout 60 %s %s --nnodes 2 --node-rank %d '
+            .. '--nproc 2 --master-addr 10.77.0.1 --master-port 29401 > %s 2>&1; '
+            .. 'echo "EXIT $?" >> %s ) &'
         local oa, ob = tmpdir .. '/nodeA', tmpdir .. '/nodeB'
         sh(cmd:format(na, q(bin), q(collectives), 0, q(oa), q(oa)) .. ' '
             .. cmd:format(nb, q(bin), q(collectives), 1, q(ob), q(ob)) .. ' wait')

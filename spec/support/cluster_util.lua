@@ -45,7 +45,9 @@ end
 function C.start_nodes(p, nodes, dir, script, args, env, kill_after)
     local parts = {}
     for n = 0, nodes - 1 do
-        parts[#parts + 1] = ('( DDPL_NETNS_PREFIX=%s %s %s run %d timeout %d %s %s --nnodes %d '
+        -- several nodes need the store's shared secret (engine/cli/launch_token.c)
+        parts[#parts + 1] = ('( DDPL_NETNS_PREFIX=%s DDPLUA_STORE_TOKEN=spec-cluster %s %s run %d '
+            .. 'timeout %d %s %s --nnodes %d '
             .. '--node-rank %d --nproc 2 --master-addr 10.77.0.1 --master-port 29500 -- %s '
             .. '> %s/node%d 2>&1; echo "EXIT $?" >> %s/node%d ) &'):format(p, env or '',
             q(C.harness), n, kill_after, q(S.bin), q(script), nodes, n, args or '', q(dir), n,
