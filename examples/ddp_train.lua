@@ -172,7 +172,7 @@ local sampler = data.DistributedSampler(train_set, {num_replicas = world, rank =
 local num_workers = math.tointeger(opt['num-workers'])
 if not num_workers or num_workers < 0 then usage('--num-workers must be a non-negative integer') end
 local train_loader = data.DataLoader(train_set, {batch_size = batch, sampler = sampler,
-    num_workers = num_workers, pin_memory = true})
+    num_workers = num_workers, pin_memory = device == 'cuda'})
 local test_sampler = data.DistributedSampler(test_set, {num_replicas = world, rank = rank,
     shuffle = false})
 local test_loader = data.DataLoader(test_set, {batch_size = opt['eval-batch'],

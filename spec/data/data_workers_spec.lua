@@ -279,6 +279,26 @@ P.kill(P.getpid(), 'KILL')
             'pin_memory must be a boolean')
     end)
 
+    it('say once that pin_memory does nothing without a CUDA device, as PyTorch warns', function()
+        local code = [[
+local ddpl = require 'ddplua'
+local ds = ddpl.data.TensorDataset(ddpl.arange(0, 4):float())
+for _ = 1, 3 do ddpl.data.DataLoader(ds, { batch_size = 2, pin_memory = true }) end
+ddpl.data.DataLoader(ds, { batch_size = 2 })
+print('cuda', ddpl.cuda.is_available())
+]]
+        local out, status = S.sh(S.q(S.bin) .. ' -e ' .. S.q(code))
+        assert.are.equal(0, status, out)
+        local msg = 'ddplua: DataLoader: pin_memory=true, but no CUDA device is available, so '
+            .. 'pinned memory will not be used'
+        local n = select(2, out:gsub(msg:gsub('%p', '%%%0'), ''))
+        if out:find('cuda\ttrue', 1, true) then
+            assert.are.equal(0, n, out) -- pinning works there: nothing to say
+        else
+            assert.are.equal(1, n, out)
+        end
+    end)
+
     it('pin batches on CUDA and copy them to the GPU intact', function()
         if not ddpl.cuda.is_available() then return pending('no CUDA device') end
         local x = ddpl.arange(0, 60):view(20, 3):float()

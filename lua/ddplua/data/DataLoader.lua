@@ -17,9 +17,11 @@
 -- else one draw from the engine RNG per pass (as PyTorch draws its base_seed).
 -- pin_memory: where CUDA is available each batch lands in page-locked memory (a worker's
 -- slots are registered with CUDA; without workers the batch is copied into such a slot), so
--- x:cuda() copies are asynchronous; accepted and a no-op without CUDA.
+-- x:cuda() copies are asynchronous; without CUDA it does nothing, and says so once on stderr.
 local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
+
+local warned_pin = false -- the pin_memory warning was given in this process
 local Sampler = require 'ddplua.data.Sampler'
 local SequentialSampler = require 'ddplua.data.SequentialSampler'
 local RandomSampler = require 'ddplua.data.RandomSampler'
@@ -70,6 +72,11 @@ local function worker_options(opts)
     end
     local pin = opts.pin_memory or false
     if type(pin) ~= 'boolean' then error('DataLoader: pin_memory must be a boolean', 4) end
+    if pin and not warned_pin and not ddpl.cuda.is_available() then
+        warned_pin = true -- once per process, as PyTorch's UserWarning
+        io.stderr:write('ddplua: DataLoader: pin_memory=true, but no CUDA device is available, '
+            .. 'so pinned memory will not be used\n')
+    end
     return { num_workers = n, prefetch_factor = prefetch, persistent_workers = persistent,
         timeout = timeout, worker_init_fn = opts.worker_init_fn, pin_memory = pin }
 end
