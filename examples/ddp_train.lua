@@ -233,6 +233,13 @@ if ck then
     global_step = math.tointeger(ck.global_step or (first_epoch - 1) * steps_per_epoch)
     -- each rank's generator as it was when the checkpoint was written (dropout, augmentation)
     if ck.rng and #ck.rng == world then ddpl.set_rng_state(ck.rng[rank + 1]) end
+    -- in the middle of an epoch, the loader repeats that epoch's pass as it was drawn, without
+    -- drawing from the generator again (so every later draw is the uninterrupted run's)
+    local ls = ck.loader
+    if skip_steps > 0 and ls and ls.rng and #ls.rng == world then
+        train_loader:load_state_dict({passes = math.tointeger(ls.passes), rng = ls.rng[rank + 1],
+            sampler_epoch = math.tointeger(ls.sampler_epoch)})
+    end
 end
 local model = nn.DDP(net, {bucket_cap_mb = opt['bucket-cap-mb'],
     device_ids = device == 'cuda' and {local_rank} or nil})
@@ -265,17 +272,25 @@ end
 -- Everything a resumed run needs to go on as if it had never stopped: `epoch` epochs done and
 -- `step` steps of the next one; loss_sum and seen are rank 0's running figures of that epoch
 -- (for its log line). Every rank calls this (the RNG states are gathered).
+-- Every rank's copy of a CPU tensor of the same size on each (an RNG state), on the CPU.
+local function gather_cpu(mine)
+    local all = {}
+    for r = 1, world do all[r] = ddpl.empty_like(mine):to(comm_device) end
+    dist.all_gather(all, mine:to(comm_device))
+    for r = 1, world do all[r] = all[r]:cpu() end
+    return all
+end
+
 local function save_checkpoint(path, epoch, step, loss_sum, seen)
-    local mine = ddpl.get_rng_state()
-    local rng = {}
-    for r = 1, world do rng[r] = ddpl.empty_like(mine):to(comm_device) end
-    dist.all_gather(rng, mine:to(comm_device))
-    for r = 1, world do rng[r] = rng[r]:cpu() end
+    local rng = gather_cpu(ddpl.get_rng_state())
+    local ls = train_loader:state_dict() -- the pass in progress: where it drew from the RNG
+    local loader = {passes = ls.passes, sampler_epoch = ls.sampler_epoch,
+        rng = ls.rng and gather_cpu(ls.rng)}
     if rank == 0 then
         ddpl.save({model = model.module:state_dict(), optimizer = optimizer:state_dict(),
             epoch = epoch, step = step, global_step = global_step, world_size = world,
-            loss_sum = loss_sum, seen = seen, rng = rng, run_id = run_id, model_name = opt.model,
-            seed = opt.seed}, path)
+            loss_sum = loss_sum, seen = seen, rng = rng, loader = loader, run_id = run_id,
+            model_name = opt.model, seed = opt.seed}, path)
     end
     dist.barrier() -- nobody goes on (or resumes) before the file is complete
 end

@@ -167,8 +167,8 @@ local function train(n, ck, args, env, launcher)
         q(train_script), n, launcher or '', q(ck), args or ''))
 end
 
--- The tensor's bytes (float32, float64 or int64), for a bit-for-bit comparison.
-local formats = {float32 = '<f', float64 = '<d', int64 = '<j'}
+-- The tensor's bytes (float32, float64, int64 or uint8), for a bit-for-bit comparison.
+local formats = {float32 = '<f', float64 = '<d', int64 = '<j', uint8 = 'B'}
 local function bytes(t)
     local fmt = assert(formats[t.dtype], 'no byte format for ' .. tostring(t.dtype))
     local parts = {}
@@ -192,8 +192,9 @@ end
 
 local function assert_same_state(path_a, path_b)
     local a, b = ddpl.load(path_a), ddpl.load(path_b)
-    local ta = tensors({model = a.model, optimizer = a.optimizer}, '')
-    local tb = tensors({model = b.model, optimizer = b.optimizer}, '')
+    -- and every rank's generator: the resumed pass drew nothing twice (DataLoader:state_dict)
+    local ta = tensors({model = a.model, optimizer = a.optimizer, rng = a.rng}, '')
+    local tb = tensors({model = b.model, optimizer = b.optimizer, rng = b.rng}, '')
     local n = 0
     for name, t in pairs(ta) do
         assert.truthy(tb[name], 'missing in the restarted run: ' .. name)
@@ -202,7 +203,8 @@ local function assert_same_state(path_a, path_b)
         n = n + 1
     end
     for name in pairs(tb) do assert.truthy(ta[name], 'only in the restarted run: ' .. name) end
-    assert.is_true(n >= 12, 'expected the 6 parameters and their momentum buffers, got ' .. n)
+    assert.is_true(n >= 14, 'expected the 6 parameters, their momentum buffers and the ranks\' '
+        .. 'RNG states, got ' .. n)
     return a, b
 end
 

@@ -3,7 +3,9 @@
 --          drop_last=false, collate_fn, seed, num_workers=0, prefetch_factor=2,
 --          persistent_workers=false, worker_init_fn, timeout=0, pin_memory=false}]):
 --          #loader (batches per pass), loader:iter() for `for x, y in loader:iter() do ... end`,
---          loader:close() (ends persistent workers); DataLoader.default_collate(items).
+--          loader:close() (ends persistent workers), loader:state_dict() and
+--          loader:load_state_dict(state) (a pass repeated exactly after a resume);
+--          DataLoader.default_collate(items).
 --
 -- A pass asks the batch sampler for int64 index tensors, one per batch, then fetches each
 -- batch: with the data set's get_batch(idx) when it has one and no collate_fn is given (one
@@ -319,8 +321,23 @@ end
 -- One pass: for x, y in loader:iter() do ... end. With workers, a fourth value closes the
 -- pass's workers when the loop is left early (Lua 5.4's to-be-closed loop variable).
 function DataLoader:iter()
+    local replay = self._replay
+    self._replay = nil
+    local now
+    if replay then -- the saved pass again: its draws from the engine RNG as they were then
+        now = ddpl.get_rng_state()
+        ddpl.set_rng_state(replay.rng)
+        self.passes = replay.passes
+        if replay.sampler_epoch then self.sampler:set_epoch(replay.sampler_epoch) end
+    end
+    local smp = self.sampler
+    local sampler_epoch = smp and math.type(smp.epoch) == 'integer' and smp.set_epoch
+        and smp.epoch or nil
+    self._pass_start = { passes = self.passes, rng = ddpl.get_rng_state(),
+        sampler_epoch = sampler_epoch }
     local base = pass_seed(self)
     local next_batch = self.batch_sampler:batches()
+    if replay then ddpl.set_rng_state(now) end -- the engine RNG as load_state_dict found it
     if self.num_workers > 0 then return worker_pass(self, base, next_batch) end
     local b = 0
     local pin = self.pin_memory and ddpl.cuda.is_available()
@@ -337,6 +354,44 @@ function DataLoader:iter()
 end
 
 -- Ends the persistent workers (they also end when the loader is collected).
+-- state_dict() -> the start of the pass in progress (or of the next one before any): its number,
+-- the engine RNG's state before the pass drew its base seed and its sampler's order, and the
+-- sampler's epoch. Saved with a checkpoint in the middle of a pass, it lets a resumed run repeat
+-- that pass exactly (the same order, the same transform seeds) without a second draw from the
+-- engine RNG, so the generator restored from the checkpoint goes on as in the run that never
+-- stopped (dropout and the like). PyTorch's DataLoader has no state; torchdata's
+-- StatefulDataLoader has this method for the same reason.
+function DataLoader:state_dict()
+    local s = self._pass_start
+    if not s then return { passes = self.passes } end
+    return { passes = s.passes, rng = s.rng, sampler_epoch = s.sampler_epoch }
+end
+
+-- load_state_dict(state): the next iter() is the pass state_dict() described, drawn as it was
+-- then; the engine RNG is left as it is (restore it from the checkpoint too). The caller skips
+-- the batches done before the checkpoint, as after any resume.
+function DataLoader:load_state_dict(state)
+    if type(state) ~= 'table' or math.type(state.passes) ~= 'integer' or state.passes < 0 then
+        error('DataLoader:load_state_dict: expected a table from state_dict() (with an integer '
+            .. '`passes`), got ' .. (type(state) == 'table' and 'a table without one'
+            or type(state)), 2)
+    end
+    if state.rng ~= nil and not ddpl.is_tensor(state.rng) then
+        error('DataLoader:load_state_dict: `rng` must be the tensor state_dict() gave, got '
+            .. type(state.rng), 2)
+    end
+    if state.sampler_epoch ~= nil and not (math.type(state.sampler_epoch) == 'integer'
+        and self.sampler and self.sampler.set_epoch) then
+        error('DataLoader:load_state_dict: `sampler_epoch` does not fit this loader\'s sampler', 2)
+    end
+    if state.rng then
+        self._replay = { passes = state.passes, rng = state.rng,
+            sampler_epoch = state.sampler_epoch }
+    else
+        self.passes = state.passes
+    end
+end
+
 function DataLoader:close()
     if self._pool then
         self._pool:close()
