@@ -153,3 +153,50 @@ describe('bad input to autograd', function()
     raises(function() ddpl.no_grad(5) end, {'no_grad'})
   end)
 end)
+
+-- Sizes a constructor cannot hold: infinite or huge arguments, products that would wrap past 64
+-- bits, parameters too large to allocate: each error names the layer (and the argument), never
+-- "attempt to perform arithmetic on a nil value" or a wrapped negative size.
+describe('bad sizes to nn constructors', function()
+  local nn
+  setup(function() nn = ddpl.nn end)
+  local huge = math.huge
+  local cases = {
+    {'Conv2d in_channels', function() return nn.Conv2d(huge, 1, 1) end,
+     'Conv2d: in_channels must be an integer >= 1, got inf'},
+    {'Conv2d kernel_size', function() return nn.Conv2d(1, 1, huge) end,
+     'Conv2d: kernel_size must be an integer >= 1, got inf'},
+    {'GroupNorm', function() return nn.GroupNorm(1, huge) end,
+     'GroupNorm: num_channels must be an integer >= 1, got inf'},
+    {'MultiheadAttention', function() return nn.MultiheadAttention(huge, 1) end,
+     'MultiheadAttention: embed_dim must be an integer >= 1, got inf'},
+    {'MultiheadAttention 3 x E', function() return nn.MultiheadAttention(math.maxinteger, 1) end,
+     'MultiheadAttention: the packed q, k, v rows (3 x embed_dim) = 3 x 9223372036854775807 '
+       .. 'is too large'},
+    {'TransformerEncoderLayer', function() return nn.TransformerEncoderLayer(huge, 1) end,
+     'TransformerEncoderLayer: d_model must be an integer >= 1, got inf'},
+    {'TransformerEncoderLayer dim_feedforward',
+     function() return nn.TransformerEncoderLayer(8, 2, {dim_feedforward = huge}) end,
+     'TransformerEncoderLayer: dim_feedforward must be an integer >= 1, got inf'},
+    {'LSTM 4 x hidden', function() return nn.LSTM(1, math.maxinteger) end,
+     'LSTM: the gate rows (gates x hidden_size) = 4 x 9223372036854775807 is too large'},
+    {'GRU 3 x hidden', function() return nn.GRU(1, math.maxinteger // 2) end,
+     'GRU: the gate rows (gates x hidden_size) = 3 x 4611686018427387903 is too large'},
+    {'BatchNorm2d', function() return nn.BatchNorm2d(huge) end,
+     'BatchNorm2d: num_features must be an integer >= 1, got inf'},
+    {'Linear 2^70', function() return nn.Linear(2.0 ^ 70, 1) end,
+     'Linear: in_features must be an integer >= 0, got 1.1805916207174e+21'},
+    {'Linear too large to allocate', function() return nn.Linear(1000000, 1000000) end,
+     'Linear: empty: out of memory'},
+    {'Embedding past 2^62 elements', function() return nn.Embedding(math.maxinteger, 2) end,
+     'Embedding: empty: shape [9223372036854775807,2] is too large'},
+  }
+  for _, c in ipairs(cases) do
+    it(c[1], function()
+      local ok, err = pcall(c[2])
+      assert.is_false(ok)
+      assert.truthy(tostring(err):find(c[3], 1, true), ('expected %q in: %s'):format(c[3], err))
+      assert.is_nil(tostring(err):find('nil value', 1, true), err)
+    end)
+  end
+end)

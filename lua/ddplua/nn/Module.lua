@@ -132,10 +132,15 @@ local function construct(cls, ...)
     local ok, err = pcall(self.init, self, ...)
     if not ok then
         -- a constructor check of a layer file (or one without a position) is reported at the
-        -- caller's line; an error with a position in user code keeps it
+        -- caller's line, naming the layer being made ("Linear: empty: out of memory ...",
+        -- "TransformerEncoderLayer: Linear: ..."); an error with a position in user code keeps it
         if type(err) == 'string' then
             local msg, n = err:gsub('^[^\n]-ddplua/nn/[%w_]+%.lua:%d+: ', '', 1)
-            if n > 0 or not msg:find('^[^\n:]+:%d+: ') then error(msg, 2) end
+            if n > 0 or not msg:find('^[^\n:]+:%d+: ') then
+                local name = rawget(cls, '__name')
+                if name and msg:sub(1, #name + 1) ~= name .. ':' then msg = name .. ': ' .. msg end
+                error(msg, 2)
+            end
         end
         error(err, 0)
     end
@@ -224,11 +229,21 @@ end
 
 -- A constructor's integer argument: raises "<cls>: <what> must be an integer >= min, got v".
 function Module.check_int(cls_name, v, what, min)
-    if not (type(v) == 'number' and v == math.floor(v) and v >= (min or 1)) then
+    -- math.tointeger: an integral float that fits 64 bits (not inf, not 2^70)
+    if not (type(v) == 'number' and math.tointeger(v) and v >= (min or 1)) then
         error(string.format('%s: %s must be an integer >= %d, got %s', cls_name, what, min or 1,
                             tostring(v)), 3)
     end
     return math.tointeger(v)
+end
+
+-- a * b for sizes a constructor derives (4 * hidden_size gate rows, 3 * embed_dim): raises
+-- "<cls>: <what> = a x b is too large" instead of wrapping past 64 bits into a negative size.
+function Module.size_product(cls_name, what, a, b)
+    if a ~= 0 and b > math.maxinteger // a then
+        error(string.format('%s: %s = %d x %d is too large', cls_name, what, a, b), 3)
+    end
+    return a * b
 end
 
 function Module:forward()

@@ -48,7 +48,8 @@ function MultiheadAttention:init(embed_dim, num_heads, opts)
     self.dropout, self.batch_first = o.dropout, o.batch_first == true
     local topts = {dtype = o.dtype, device = o.device}
     if self._qkv_same_embed_dim then
-        self.in_proj_weight = Parameter(ddpl.empty({3 * E, E}, topts))
+        local E3 = Module.size_product(NAME, 'the packed q, k, v rows (3 x embed_dim)', 3, E)
+        self.in_proj_weight = Parameter(ddpl.empty({E3, E}, topts))
         self:register_parameter('q_proj_weight', nil)
         self:register_parameter('k_proj_weight', nil)
         self:register_parameter('v_proj_weight', nil)
@@ -59,7 +60,7 @@ function MultiheadAttention:init(embed_dim, num_heads, opts)
         self:register_parameter('in_proj_weight', nil)
     end
     if o.bias then
-        self.in_proj_bias = Parameter(ddpl.empty({3 * E}, topts))
+        self.in_proj_bias = Parameter(ddpl.empty({3 * E}, topts)) -- 3 x E checked above
     else
         self:register_parameter('in_proj_bias', nil)
     end

@@ -45,7 +45,9 @@ function RNNBase:init(input_size, hidden_size, opts)
     self.dropout = o.dropout
     self.num_directions = self.bidirectional and 2 or 1
     local topts = {dtype = o.dtype, device = o.device}
-    local GH, H = self.gates * self.hidden_size, self.hidden_size
+    local H = self.hidden_size
+    local GH = Module.size_product(cls, 'the gate rows (gates x hidden_size)', self.gates, H)
+    Module.size_product(cls, 'hidden_size x num_directions', H, self.bidirectional and 2 or 1)
     for layer = 0, self.num_layers - 1 do
         local in_size = layer == 0 and self.input_size or H * self.num_directions
         for dir = 0, self.num_directions - 1 do
