@@ -196,7 +196,8 @@ int gone_peer(ddpl_gloo *g)
 
 /* The error for Gloo's exception text `what`: the heartbeat's message after ddpl_gloo_abort;
  * else, when it names a peer's address, "rank R (pid P, host H) closed its connection: ..."
- * (without Gloo's "[file:line] " prefix); else "gloo: <what>". Always -1. */
+ * (without Gloo's "[file:line] " prefix), or "timed out waiting for rank R ...: ..." when Gloo
+ * gave up waiting; else "gloo: <what>". Always -1. */
 int gloo_failed(ddpl_gloo *g, const char *what)
 {
     if (!g) return ddpl_error("gloo: %s", what);
@@ -217,8 +218,17 @@ int gloo_failed(ddpl_gloo *g, const char *what)
     const char *host = known ? g->hosts[q].c_str() : nullptr;
     char label[320];
     peer_label(label, sizeof label, rank, pid, host);
+    bool gone = known && gone_soon(g, q);
+    /* Gloo's own timeout ("Timed out waiting 5000ms for recv operation to complete"): nobody
+     * closed anything; a peer that still runs is most likely waiting too, e.g. both ranks in a
+     * recv from each other */
+    if (text.find("Timed out") != std::string::npos)
+        return ddpl_error("timed out waiting for %s: %s; %s", label, text.c_str(),
+                          gone ? "that process has exited"
+                               : "it is still running (waiting as well? a recv needs a matching "
+                                 "send on the other side)");
     return ddpl_error("%s closed its connection: %s%s", label, text.c_str(),
-                      known && gone_soon(g, q) ? " (the process has exited)" : "");
+                      gone ? " (the process has exited)" : "");
 }
 
 /* Runs f, turning any exception into an error (gloo_failed); 0 or -1. g may be NULL. */

@@ -4,7 +4,8 @@
 -- by every other rank's all_reduce at the heartbeat limit (2 and 3 ranks), and by a recv from it;
 -- rank 0 stopped (over Gloo the store's host, so the store stops too) is named the same way;
 -- killed with SIGKILL, it is named at once, with its pid; computing for 10 s (over twice a
--- limit of 4 s) before the all_reduce, it is not reported, and the sum is right. The scripts are
+-- limit of 4 s) before the all_reduce, it is not reported, and the sum is right; two ranks that
+-- both receive from each other time out, each naming the other as still running. The scripts are
 -- spec/dist/workers/faults.lua; every process runs under `timeout` (spec/support/shell_util.lua).
 -- Times are only bounded generously: the report must come well before the group timeout (60 s),
 -- which alone would otherwise end the wait.
@@ -95,6 +96,30 @@ for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
         end)
     end)
 end
+
+describe('a recv that no send matches', function()
+    it('is a timeout, naming the peer as still running, not as gone', function()
+        -- both ranks receive from each other: each waits until the group timeout (3 s here)
+        local script = os.tmpname() .. '.lua'
+        S.write(script, [[
+local ddpl = require 'ddplua'
+local dist = ddpl.distributed
+dist.init_process_group({backend = 'gloo', timeout = 3})
+local ok, err = pcall(dist.recv, ddpl.zeros(4), 1 - dist.get_rank())
+print('RECV ' .. tostring(ok) .. ' ' .. tostring(err))
+]])
+        local outs = S.run_world(2, script, {kill_after = 60})
+        os.remove(script)
+        for r = 0, 1 do
+            local msg = outs[r]:match('RECV false ([^\n]*)')
+            assert(msg, outs[r])
+            assert_has(msg, ('recv: timed out waiting for rank %d (pid '):format(1 - r))
+            assert_has(msg, 'it is still running (waiting as well? a recv needs a matching send '
+                .. 'on the other side)')
+            assert(not msg:find('closed its connection', 1, true), msg)
+        end
+    end)
+end)
 
 describe('the heartbeat_timeout option', function()
     local ddpl = require 'ddplua'
