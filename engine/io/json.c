@@ -3,7 +3,13 @@
  *
  * The reader is recursive descent over a length-delimited buffer (never reads past n, so a
  * header need not be NUL-terminated), with a nesting limit so a hostile file cannot overflow
- * the C stack. Duplicate object keys are kept; callers that care check for them. */
+ * the C stack. Duplicate object keys are kept; callers that care check for them.
+ *
+ * A tree lives in one arena (blocks of 64 KB and up, kept on the root): a safetensors header of
+ * 200,000 tensors is some 2.4 million nodes and strings, and a malloc and a free for each cost
+ * more than the parse (0.3 s just to free them). A container's children wait on a scratch stack
+ * of the parser until the container closes, then move to the arena at their exact count. A
+ * failed parse frees the arena and the stack: no half-built tree to walk. */
 #include "json.h"
 
 #include <errno.h>
@@ -17,12 +23,58 @@
 #define XSTR(x)    STR(x)
 #define DEPTH_TEXT XSTR(DDPL_JSON_MAX_DEPTH)
 
+struct ddpl_json_block {
+    struct ddpl_json_block *next;
+    size_t used, cap;
+    _Alignas(16) unsigned char data[];
+};
+
 typedef struct parser {
     const char *s;
     size_t n, pos;
     const char *err;
     int depth;
+    struct ddpl_json_block *arena; /* what the tree is made of */
+    ddpl_json *stack;              /* children of the open containers, innermost last */
+    size_t top, cap;
 } parser;
+
+/* n bytes from the arena, 16-byte aligned; NULL when out of memory. */
+static void *arena_alloc(parser *p, size_t n)
+{
+    n = (n + 15) & ~(size_t)15;
+    struct ddpl_json_block *b = p->arena;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = b && b->cap < ((size_t)4 << 20) ? 2 * b->cap : b ? b->cap : 65536;
+        if (cap < n) cap = n;
+        struct ddpl_json_block *nb = malloc(sizeof *nb + cap);
+        if (!nb) return NULL;
+        *nb = (struct ddpl_json_block){.next = b, .cap = cap};
+        p->arena = b = nb;
+    }
+    void *r = b->data + b->used;
+    b->used += n;
+    return r;
+}
+
+static void arena_free(struct ddpl_json_block *b)
+{
+    while (b) {
+        struct ddpl_json_block *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+/* A copy of s[0..len) with a NUL after it, in the arena. */
+static char *arena_string(parser *p, const char *s, size_t len)
+{
+    char *str = len < SIZE_MAX - 16 ? arena_alloc(p, len + 1) : NULL;
+    if (!str) return NULL;
+    memcpy(str, s, len);
+    str[len] = '\0';
+    return str;
+}
 
 static int fail(parser *p, const char *msg)
 {
@@ -97,10 +149,8 @@ static int parse_string(parser *p, ddpl_json *out)
         size_t len = end - p->pos - 1;
         if (!ddpl_utf8_valid(p->s + p->pos + 1, len))
             return fail(p, "expected valid UTF-8 in a string (JSON text is UTF-8)");
-        char *str = malloc(len + 1);
+        char *str = arena_string(p, p->s + p->pos + 1, len);
         if (!str) return fail(p, "out of memory");
-        memcpy(str, p->s + p->pos + 1, len);
-        str[len] = '\0';
         out->type = DDPL_JSON_STRING;
         out->str = str;
         out->len = len;
@@ -170,9 +220,10 @@ static int parse_string(parser *p, ddpl_json *out)
         return fail(p, "expected valid UTF-8 in a string (JSON text is UTF-8)");
     }
     out->type = DDPL_JSON_STRING;
-    out->str = b.data;
     out->len = b.len - 1;
-    return 0;
+    out->str = arena_string(p, b.data, out->len);
+    ddpl_buf_free(&b);
+    return out->str ? 0 : fail(p, "out of memory");
 }
 
 static bool is_digit(const parser *p)
@@ -232,62 +283,54 @@ static int parse_number(parser *p, ddpl_json *out)
 
 static int parse_value(parser *p, ddpl_json *out);
 
-/* Appends a parsed value to a growing array of ddpl_json. */
-static int push(parser *p, ddpl_json **arr, size_t *cap, size_t len, ddpl_json *v)
+/* Puts v on the scratch stack. */
+static int push(parser *p, const ddpl_json *v)
 {
-    if (len == *cap) {
-        size_t nc = *cap ? *cap * 2 : 8;
-        ddpl_json *na = realloc(*arr, nc * sizeof *na);
-        if (!na) return fail(p, "out of memory");
-        *arr = na;
-        *cap = nc;
+    if (p->top == p->cap) {
+        size_t nc = p->cap ? p->cap * 2 : 64;
+        ddpl_json *ns = realloc(p->stack, nc * sizeof *ns);
+        if (!ns) return fail(p, "out of memory");
+        p->stack = ns;
+        p->cap = nc;
     }
-    (*arr)[len] = *v;
+    p->stack[p->top++] = *v;
     return 0;
 }
 
+/* The count entries of the stack from `from` on, every `stride`-th, in a new arena array. */
+static ddpl_json *take_children(parser *p, size_t from, size_t count, size_t stride)
+{
+    ddpl_json *arr = count ? arena_alloc(p, count * sizeof *arr) : NULL;
+    if (count && !arr) return NULL;
+    for (size_t i = 0; i < count; i++) arr[i] = p->stack[from + i * stride];
+    return arr;
+}
+
+/* At the opening bracket. An object's keys and values go on the stack in turn. */
 static int parse_container(parser *p, ddpl_json *out, bool object)
 {
     if (++p->depth > DDPL_JSON_MAX_DEPTH)
         return fail(p, "expected at most " DEPTH_TEXT " levels of nesting");
     char close = object ? '}' : ']';
-    size_t cap = 0, kcap = 0;
+    size_t base = p->top;
     out->type = object ? DDPL_JSON_OBJECT : DDPL_JSON_ARRAY;
     p->pos++;
     skip_ws(p);
-    if (p->pos < p->n && p->s[p->pos] == close) {
-        p->pos++;
-        p->depth--;
-        return 0;
-    }
-    for (;;) {
+    bool empty = p->pos < p->n && p->s[p->pos] == close;
+    if (empty) p->pos++;
+    while (!empty) {
         ddpl_json key = {0}, val = {0};
         skip_ws(p);
         if (object) {
             if (p->pos >= p->n || p->s[p->pos] != '"')
                 return fail(p, "expected a string key in an object");
-            if (parse_string(p, &key) < 0) return -1;
-            if (push(p, &out->keys, &kcap, out->len, &key) < 0) {
-                ddpl_json_free(&key);
-                return -1;
-            }
+            if (parse_string(p, &key) < 0 || push(p, &key) < 0) return -1;
             skip_ws(p);
-            if (p->pos >= p->n || p->s[p->pos] != ':') {
-                /* the key is owned by out->keys but not yet counted: count it with a null value */
-                push(p, &out->items, &cap, out->len, &val);
-                out->len++;
+            if (p->pos >= p->n || p->s[p->pos] != ':')
                 return fail(p, "expected ':' after an object key");
-            }
             p->pos++;
         }
-        int rc = parse_value(p, &val);
-        if (push(p, &out->items, &cap, out->len, &val) < 0) {
-            ddpl_json_free(&val);
-            if (object) ddpl_json_free(&out->keys[out->len]);
-            return -1;
-        }
-        out->len++;
-        if (rc < 0) return -1;
+        if (parse_value(p, &val) < 0 || push(p, &val) < 0) return -1;
         skip_ws(p);
         if (p->pos < p->n && p->s[p->pos] == ',') {
             p->pos++;
@@ -300,6 +343,12 @@ static int parse_container(parser *p, ddpl_json *out, bool object)
         return fail(p, object ? "expected ',' or '}' in an object"
                               : "expected ',' or ']' in an array");
     }
+    size_t stride = object ? 2 : 1, count = (p->top - base) / stride;
+    out->len = count;
+    out->items = take_children(p, base + (object ? 1 : 0), count, stride);
+    if (object) out->keys = take_children(p, base, count, stride);
+    p->top = base;
+    if (count && (!out->items || (object && !out->keys))) return fail(p, "out of memory");
     p->depth--;
     return 0;
 }
@@ -334,26 +383,22 @@ int ddpl_json_parse(const char *text, size_t n, ddpl_json *out, const char **err
         skip_ws(&p);
         if (p.pos != n) rc = fail(&p, "expected the end of the text after the value");
     }
+    free(p.stack);
     if (rc < 0) {
-        ddpl_json_free(out);
+        arena_free(p.arena);
+        memset(out, 0, sizeof *out);
         *err = p.err;
         *pos = p.pos;
+        return -1;
     }
-    return rc;
+    out->arena = p.arena;
+    return 0;
 }
 
 void ddpl_json_free(ddpl_json *j)
 {
     if (!j) return;
-    if (j->type == DDPL_JSON_ARRAY || j->type == DDPL_JSON_OBJECT) {
-        for (size_t i = 0; i < j->len; i++) {
-            if (j->items) ddpl_json_free(&j->items[i]);
-            if (j->keys) ddpl_json_free(&j->keys[i]);
-        }
-    }
-    free(j->items);
-    free(j->keys);
-    free(j->str);
+    arena_free(j->arena); /* the whole tree; a node inside one owns nothing of its own */
     memset(j, 0, sizeof *j);
 }
 

@@ -36,12 +36,14 @@ typedef struct ddpl_json {
     size_t len;              /* string length; array/object: element count */
     struct ddpl_json *items; /* array elements or object values */
     struct ddpl_json *keys;  /* object keys (strings), parallel to items */
+    struct ddpl_json_block *arena; /* the root's: the memory of the whole tree (json.c) */
 } ddpl_json;
 
 /* Parses text[0..n) into *out. Returns 0, or -1 with *err pointing at a static description of
  * what was expected ("expected ',' or ']' in an array") and *pos at the byte offset where it was
  * not found (n at the end of the text). */
 int ddpl_json_parse(const char *text, size_t n, ddpl_json *out, const char **err, size_t *pos);
+/* Frees the tree of a root that ddpl_json_parse filled (every node of it at once). */
 void ddpl_json_free(ddpl_json *j);
 /* The value of key in object j, or NULL. */
 const ddpl_json *ddpl_json_get(const ddpl_json *j, const char *key);

@@ -194,14 +194,6 @@ typedef struct entry {
     uint64_t begin, end;
 } entry;
 
-static int cmp_begin(const void *a, const void *b)
-{
-    const entry *x = a, *y = b;
-    return x->begin < y->begin   ? -1
-           : x->begin > y->begin ? 1
-                                 : (x->end > y->end) - (x->end < y->end);
-}
-
 /* A non-negative JSON integer, else -1. */
 static int64_t json_uint(const ddpl_json *j)
 {
@@ -308,39 +300,72 @@ static int read_at(int fd, void *dst, size_t n, uint64_t off)
     return 0;
 }
 
-typedef struct named {
-    char *name;
-    ddpl_tensor *t;
-} named;
-
-static int cmp_named(const void *a, const void *b)
+static int cmp_entry_name(const void *a, const void *b)
 {
-    return strcmp(((const named *)a)->name, ((const named *)b)->name);
+    return strcmp(((const entry *)a)->name, ((const entry *)b)->name);
 }
 
-/* The tensors, read in file order, put in name order (ddpl_st_find bisects). */
-static void sort_by_name(ddpl_st_file *f)
+/* Where entry idx's bytes lie: the file order of the tensors. */
+typedef struct span {
+    uint64_t begin, end;
+    int idx;
+} span;
+
+static int cmp_span(const void *a, const void *b)
 {
-    named *v = ddpl_xmalloc(((size_t)f->n + 1) * sizeof *v);
-    for (int i = 0; i < f->n; i++) v[i] = (named){f->names[i], f->tensors[i]};
-    qsort(v, (size_t)f->n, sizeof *v, cmp_named);
-    for (int i = 0; i < f->n; i++) f->names[i] = v[i].name, f->tensors[i] = v[i].t;
-    free(v);
+    const span *x = a, *y = b;
+    return x->begin < y->begin   ? -1
+           : x->begin > y->begin ? 1
+                                 : (x->end > y->end) - (x->end < y->end);
 }
 
-/* Validates the parsed header and reads every tensor. */
+enum { READ_CHUNK = 1 << 20 }; /* bytes of small tensors read with one pread */
+
+/* Reads the bytes of every tensor, in file order: runs of small tensors that lie within
+ * READ_CHUNK bytes of each other with one pread into a bounce buffer (a file of 200k tiny tensors
+ * is not 200k system calls), a larger one straight into its storage (never held twice). */
+static int read_all_tensors(int fd, const char *path, const entry *es, const span *order, int n,
+                            ddpl_tensor *const *ts, uint64_t data_start)
+{
+    unsigned char *buf = NULL;
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0;) {
+        const span *first = &order[i];
+        int k = i + 1;
+        while (k < n && order[k].end - first->begin <= READ_CHUNK) k++;
+        if (k - i == 1) { /* alone (or large): straight into its storage */
+            if (read_at(fd, ddpl_data_ptr(ts[first->idx]), first->end - first->begin,
+                        data_start + first->begin) < 0)
+                rc = -1;
+        } else {
+            if (!buf && !(buf = malloc(READ_CHUNK)))
+                return ddpl_error("load: %s: out of memory for a read buffer", path);
+            if (read_at(fd, buf, order[k - 1].end - first->begin, data_start + first->begin) < 0)
+                rc = -1;
+            for (int j = i; j < k && rc == 0; j++)
+                if (order[j].end > order[j].begin)
+                    memcpy(ddpl_data_ptr(ts[order[j].idx]), buf + (order[j].begin - first->begin),
+                           order[j].end - order[j].begin);
+        }
+        if (rc < 0)
+            rc = ddpl_error("load: %s: cannot read the data of tensor '%s' (the file changed or "
+                            "is unreadable)",
+                            path, es[first->idx].name);
+        i = k;
+    }
+    free(buf);
+    return rc;
+}
+
+/* Validates the parsed header and reads every tensor; the tensors come out in name order
+ * (ddpl_st_find bisects them). One sort by name finds a name given twice too. */
 static int load_tensors(int fd, const char *path, const ddpl_json *hdr, uint64_t data_start,
                         uint64_t data_size, ddpl_st_file *out)
 {
     if (hdr->type != DDPL_JSON_OBJECT)
         return ddpl_error("load: %s: the header is not a JSON object", path);
-    const char **names = ddpl_xmalloc((hdr->len + 1) * sizeof *names);
-    for (size_t i = 0; i < hdr->len; i++) names[i] = hdr->keys[i].str;
-    const char *dup = repeated_name(names, hdr->len);
-    free(names);
-    if (dup) return ddpl_error("load: %s: the header names '%s' twice", path, dup);
     entry *es = ddpl_xcalloc(hdr->len + 1, sizeof *es);
-    int n = 0, rc = 0;
+    int n = 0, rc = 0, metadata = 0;
     for (size_t i = 0; i < hdr->len && rc == 0; i++) {
         const char *name = hdr->keys[i].str;
         /* a JSON name may spell a NUL (\u0000); as a C string it would be cut there, and two
@@ -349,20 +374,32 @@ static int load_tensors(int fd, const char *path, const ddpl_json *hdr, uint64_t
             rc = ddpl_error("load: %s: a tensor name contains a NUL byte ('%s...')", path, name);
             break;
         }
-        if (strcmp(name, "__metadata__") == 0)
-            rc = read_metadata(path, &hdr->items[i], out);
-        else
+        if (strcmp(name, "__metadata__") != 0)
             rc = parse_entry(path, name, &hdr->items[i], data_size, &es[n++]);
+        else if (metadata++)
+            rc = ddpl_error("load: %s: the header names '__metadata__' twice", path);
+        else
+            rc = read_metadata(path, &hdr->items[i], out);
     }
     if (rc == 0) {
-        qsort(es, (size_t)n, sizeof *es, cmp_begin);
+        qsort(es, (size_t)n, sizeof *es, cmp_entry_name);
         for (int i = 1; i < n && rc == 0; i++)
-            if (es[i].begin < es[i - 1].end)
+            if (strcmp(es[i - 1].name, es[i].name) == 0)
+                rc = ddpl_error("load: %s: the header names '%s' twice", path, es[i].name);
+    }
+    span *order = rc == 0 ? ddpl_xmalloc(((size_t)n + 1) * sizeof *order) : NULL;
+    if (rc == 0) {
+        for (int i = 0; i < n; i++) order[i] = (span){es[i].begin, es[i].end, i};
+        qsort(order, (size_t)n, sizeof *order, cmp_span);
+        for (int i = 1; i < n && rc == 0; i++) {
+            const entry *a = &es[order[i - 1].idx], *b = &es[order[i].idx];
+            if (b->begin < a->end)
                 rc = ddpl_error("load: %s: tensors '%s' [%llu,%llu] and '%s' [%llu,%llu] "
                                 "overlap in the data section",
-                                path, es[i - 1].name, (unsigned long long)es[i - 1].begin,
-                                (unsigned long long)es[i - 1].end, es[i].name,
-                                (unsigned long long)es[i].begin, (unsigned long long)es[i].end);
+                                path, a->name, (unsigned long long)a->begin,
+                                (unsigned long long)a->end, b->name, (unsigned long long)b->begin,
+                                (unsigned long long)b->end);
+        }
     }
     if (rc == 0) {
         out->names = ddpl_xcalloc((size_t)n + 1, sizeof(char *));
@@ -378,13 +415,10 @@ static int load_tensors(int fd, const char *path, const ddpl_json *hdr, uint64_t
         }
         out->names[out->n] = strdup(es[i].name);
         out->tensors[out->n++] = t;
-        if (read_at(fd, ddpl_data_ptr(t), es[i].end - es[i].begin, data_start + es[i].begin) < 0)
-            rc = ddpl_error("load: %s: cannot read the data of tensor '%s' (the file changed "
-                            "or is unreadable)",
-                            path, es[i].name);
     }
+    if (rc == 0) rc = read_all_tensors(fd, path, es, order, n, out->tensors, data_start);
+    free(order);
     free(es);
-    if (rc == 0) sort_by_name(out);
     return rc;
 }
 
