@@ -1,7 +1,7 @@
 -- lua/ddplua/class.lua: the one class mechanism of the Lua library: nn.Module, optim.Optimizer,
 -- the LR schedulers and the data classes (Dataset, Sampler, DataLoader, ...) are made with it.
 -- defines: class.new(name [, parent [, construct]]) -> a class; Class:extend(name);
---          Class(...) constructs; obj:is_instance_of(Class); class.construct.
+--          Class(...) constructs; obj:is_instance_of(Class); class.construct; class.reraise.
 --
 -- A class is a table of methods with __name (its name) and super (its parent); what it does
 -- not hold is looked up in the parent, and tostring(Class) is its name. Calling a class runs
@@ -20,9 +20,22 @@ local METAMETHODS = {
     '__sub', '__mul', '__div', '__mod', '__pow', '__idiv', '__call',
 }
 
+-- Raises err again at the line `level` levels above the caller (as error's level): a position
+-- in the library's own files (".../ddplua/data/DataLoader.lua:60: ") or none at all becomes the
+-- user's line, which is where the bad argument was written; a position in user code (a data set's
+-- own init, say) is kept as it is.
+function class.reraise(err, level)
+    if type(err) == 'string' then
+        local msg, n = err:gsub('^[^\n]-ddplua/[%w_/]+%.lua:%d+: ', '', 1)
+        if n > 0 or not msg:find('^[^\n:]+:%d+: ') then error(msg, level + 1) end
+    end
+    error(err, 0)
+end
+
 function class.construct(cls, ...)
     local obj = setmetatable({}, cls)
-    obj:init(...)
+    local ok, err = pcall(obj.init, obj, ...)
+    if not ok then class.reraise(err, 2) end -- 2: the line that called Cls(...)
     return obj
 end
 

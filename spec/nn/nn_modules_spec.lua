@@ -385,9 +385,14 @@ describe('nn.Module printing and error locations', function()
         function Outer:forward(x) return self.inner(x) end
         local msg = H.assert_error(function() Outer()(ddpl.randn(2, 2)) end,
                                    'In module 1 (Linear) of Outer.inner:')
-        assert.is_nil(msg:find('In module', 2, true)) -- located once, not at every level
-        -- an error in the called module itself is left as it is
-        H.assert_error(function() nn.Linear(4, 3)(ddpl.randn(2, 5)) end, 'linear:')
+        local first = msg:find('In module', 1, true)
+        assert.is_nil(msg:find('In module', first + 1, true)) -- located once, not at every level
+        -- at the line that called the outermost module, not at a line of a layer file
+        assert.truthy(msg:find('^[^\n]*nn_modules_spec%.lua:%d+: In module'), msg)
+        -- an error in the called module itself is left as it is, at the caller's line too
+        msg = H.assert_error(function() nn.Linear(4, 3)(ddpl.randn(2, 5)) end, 'linear:')
+        assert.truthy(msg:find('^[^\n]*nn_modules_spec%.lua:%d+: linear:'), msg)
+        assert.is_nil(msg:find('Linear.lua', 1, true), msg)
     end)
 end)
 

@@ -85,10 +85,22 @@ end
 local hooks_of, hooks_call -- module_hooks.lua, installed below with the class
 
 -- m(...): forward hooks only cost the lookup when the module has none
-local function call(self, ...)
+local function call_inner(self, ...)
     local h = hooks_of[self]
     if h then return hooks_call(run, self, h, ...) end
     return run(self, ...)
+end
+
+-- The outermost call (the user's model(x)) reports an error raised inside the library at the
+-- user's line rather than at a line of a layer file (class.reraise); calls inside it pay nothing.
+local function finish(ok, ...)
+    if ok then return ... end
+    class.reraise((...), 2) -- 2: above finish (call's frame is gone: a tail call) is the user
+end
+
+local function call(self, ...)
+    if depth > 0 then return call_inner(self, ...) end
+    return finish(pcall(call_inner, self, ...))
 end
 
 -- ---------------------------------------------------------------------------------------
@@ -135,14 +147,14 @@ local function construct(cls, ...)
         -- caller's line, naming the layer being made ("Linear: empty: out of memory ...",
         -- "TransformerEncoderLayer: Linear: ..."); an error with a position in user code keeps it
         if type(err) == 'string' then
-            local msg, n = err:gsub('^[^\n]-ddplua/nn/[%w_]+%.lua:%d+: ', '', 1)
+            local msg, n = err:gsub('^[^\n]-ddplua/[%w_/]+%.lua:%d+: ', '', 1)
             if n > 0 or not msg:find('^[^\n:]+:%d+: ') then
                 local name = rawget(cls, '__name')
                 if name and msg:sub(1, #name + 1) ~= name .. ':' then msg = name .. ': ' .. msg end
                 error(msg, 2)
             end
         end
-        error(err, 0)
+        class.reraise(err, 2)
     end
     return self
 end

@@ -15,7 +15,11 @@ local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
 
 -- Class(params, opts) runs cls.new, which a subclass may replace.
-local function construct(cls, ...) return cls.new(cls, ...) end
+local function construct(cls, ...)
+    local ok, opt = pcall(cls.new, cls, ...)
+    if not ok then class.reraise(opt, 2) end -- errors at the line that made the optimizer
+    return opt
+end
 
 local Optimizer = class.new('Optimizer', nil, construct)
 
