@@ -4,20 +4,11 @@
 #include <string.h>
 
 #include "check.h"
+#include "values.h"
 #include "core/core.h"
 
 static ddpl_device cpu;
 
-/* A tensor of dtype dt from doubles (converted through float64). */
-static ddpl_tensor *T(int ndim, const int64_t *sizes, ddpl_dtype dt, const double *v)
-{
-    ddpl_tensor *d = ddpl_from_data(ndim, sizes, DDPL_FLOAT64, v, cpu);
-    ddpl_tensor *r = ddpl_to(d, dt, cpu);
-    ddpl_tensor_release(d);
-    return r;
-}
-#define SZ(...) ((int64_t[]){__VA_ARGS__})
-#define V(...)  ((double[]){__VA_ARGS__})
 
 /* t's values equal want[0..n) within tol (NaN matches NaN); releases t. */
 static int values_are(ddpl_tensor *t, int64_t n, const double *want, double tol)

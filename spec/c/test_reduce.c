@@ -4,18 +4,10 @@
 #include <string.h>
 
 #include "check.h"
+#include "values.h"
 
 static ddpl_device cpu;
 
-static ddpl_tensor *T(int ndim, const int64_t *sizes, ddpl_dtype dt, const double *v)
-{
-    ddpl_tensor *d = ddpl_from_data(ndim, sizes, DDPL_FLOAT64, v, cpu);
-    ddpl_tensor *r = ddpl_to(d, dt, cpu);
-    ddpl_tensor_release(d);
-    return r;
-}
-#define SZ(...)   ((int64_t[]){__VA_ARGS__})
-#define V(...)    ((double[]){__VA_ARGS__})
 #define DIMS(...) ((int[]){__VA_ARGS__})
 
 /* t has the given shape and values (within tol; NaN matches NaN); releases t. */

@@ -3,22 +3,12 @@
 -- fed from a pipe (values printed, multi-line input, errors that do not end the session), and
 -- on a terminal (Ctrl-C interrupts a running statement, clears the line at the prompt; history).
 -- Every external command runs under `timeout 20`, so no case can hang.
+local S = require 'shell_util'
 local bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
 
 local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
-local function slurp(path)
-    local f = assert(io.open(path, 'rb'))
-    local s = f:read('a')
-    f:close()
-    return s
-end
-
-local function write(path, text)
-    local f = assert(io.open(path, 'wb'))
-    f:write(text)
-    f:close()
-end
+local slurp, write = S.read, S.write
 
 -- Runs `ddplua <args>` with `input` on stdin; returns stdout, stderr, exit status.
 local function run(args, input)

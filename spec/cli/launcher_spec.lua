@@ -4,6 +4,7 @@
 -- two jobs at once, per-rank log files and output prefixes; the store's token across nodes
 -- (refused without one, a token file's mode checked, --no-store-auth).
 -- Every command runs under `timeout`; the specs never wait on a worker that might hang.
+local S = require 'shell_util'
 local core = require 'ddplua.core'
 local bin = os.getenv('DDPLUA_BIN') or ((os.getenv('DDPLUA_BUILD_DIR') or 'build') .. '/ddplua')
 
@@ -36,13 +37,7 @@ local function ddplua(args, env)
     return sh(('%s timeout 30 %s %s'):format(env or '', q(bin), args))
 end
 
-local function script_file(text)
-    local path = os.tmpname() .. '.lua'
-    local f = assert(io.open(path, 'wb'))
-    f:write(text)
-    f:close()
-    return path
-end
+local script_file = S.script_file
 
 -- A script that prints one line per rank: RANK=..;LOCAL_RANK=..;... then its arguments.
 local env_names = {'RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'GROUP_RANK',

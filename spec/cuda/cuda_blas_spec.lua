@@ -17,15 +17,9 @@ local function no_cuda()
     return true
 end
 
--- Deterministic values in [-1, 1).
+-- Deterministic values in [-1, 1), rounded to float32 first.
 local function data(shape, seed, dtype)
-    local s, n, flat = seed, 1, {}
-    for _, d in ipairs(shape) do n = n * d end
-    for i = 1, n do
-        s = (s * 1103515245 + 12345) % 2147483648
-        flat[i] = s / 2147483648 * 2 - 1
-    end
-    return ddpl.tensor(flat, {dtype = 'float32'}):reshape(shape):to(dtype or 'float32')
+    return H.lcg(shape, seed, 2, 'float32'):to(dtype or 'float32')
 end
 
 -- (rtol, atol) of a cuda-vs-cpu comparison in dtype for sums of about k products of values

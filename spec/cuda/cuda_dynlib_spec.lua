@@ -4,14 +4,10 @@
 -- status cuda_lib_missing returns (NCCL read it as "unhandled cuda error"). Found by the
 -- emulation build: ncclCommInitRankConfig and ncclCommFinalize were called but not listed.
 -- Reads the sources only, so it runs in every build.
+local S = require 'shell_util'
 local src = os.getenv('DDPLUA_SOURCE_DIR') or '.'
 
-local function slurp(path)
-    local f = assert(io.open(path, 'rb'))
-    local s = f:read('a')
-    f:close()
-    return s
-end
+local slurp = S.read
 
 -- The engine's C and CUDA sources.
 local function sources()

@@ -10,16 +10,7 @@ local ddpl = H.ddpl
 local F = ddpl.F
 
 -- Deterministic values in [-2, 2) (an LCG, so both devices see the same inputs).
-local function data(shape, seed, dtype)
-    local flat, n, s = {}, 1, seed
-    for _, d in ipairs(shape) do n = n * d end
-    for i = 1, n do
-        s = (s * 1103515245 + 12345) % 2147483648
-        flat[i] = s / 2147483648 * 4 - 2
-    end
-    if n == 0 then return ddpl.zeros(shape, {dtype = dtype or 'float64'}) end
-    return ddpl.tensor(flat, {dtype = dtype or 'float64'}):reshape(shape)
-end
+local function data(shape, seed, dtype) return H.lcg(shape, seed, 4, dtype or 'float64') end
 
 -- int64 values in [0, m) from the same generator; first (if given) replaces the first value
 local function ints(shape, seed, m, first)

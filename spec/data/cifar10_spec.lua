@@ -1,5 +1,6 @@
 -- spec/data/cifar10_spec.lua: data.datasets.CIFAR10 on small files in the binary version's format
 -- (spec/support/cifar_files.lua writes them), and the transform options of the image data sets.
+local S = require 'shell_util'
 local H = require 'helpers'
 local files = require 'cifar_files'
 local ddpl = H.ddpl
@@ -56,12 +57,7 @@ local function variant(name, file, bytes)
     return dir
 end
 
-local function read_file(path)
-    local f = assert(io.open(path, 'rb'))
-    local s = f:read('a')
-    f:close()
-    return s
-end
+local read_file = S.read
 
 describe('CIFAR10', function()
     it('reads the training and test splits: images CHW in [0, 1], int64 labels', function()

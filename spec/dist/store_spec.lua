@@ -4,6 +4,7 @@
 -- started by the launcher (concurrent add from 4 ranks, a get woken by another process's set);
 -- ddpl.distributed.TCPStore waiting for world_size stores.
 -- Every external command runs under `timeout`, every store call has a short timeout.
+local S = require 'shell_util'
 local H = require 'helpers'
 local ddpl = H.ddpl
 local core = require 'ddplua.core'
@@ -31,13 +32,7 @@ local function run(args)
     return out, errtext, code
 end
 
-local function script_file(text)
-    local path = os.tmpname() .. '.lua'
-    local f = assert(io.open(path, 'wb'))
-    f:write(text)
-    f:close()
-    return path
-end
+local script_file = S.script_file
 
 describe('TCPStore in one process', function()
     local master, client

@@ -1,6 +1,7 @@
 -- spec/io/checkpoint_spec.lua: ddpl.save / ddpl.load (safetensors): round trips of every dtype and
 -- of nested state dicts, the bytes checked against the format by an independent pure-Lua
 -- reader, clean errors for damaged files, and atomic writes.
+local S = require 'shell_util'
 local H = require 'helpers'
 local ddpl = H.ddpl
 
@@ -10,18 +11,7 @@ os.remove(dir)
 assert(os.execute('mkdir -p ' .. dir))
 local function path(name) return dir .. '/' .. name end
 
-local function read_file(p)
-    local f = assert(io.open(p, 'rb'))
-    local s = f:read('a')
-    f:close()
-    return s
-end
-
-local function write_file(p, s)
-    local f = assert(io.open(p, 'wb'))
-    f:write(s)
-    f:close()
-end
+local read_file, write_file = S.read, S.write
 
 local function list_dir()
     local out = {}

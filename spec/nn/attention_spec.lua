@@ -20,15 +20,7 @@ local FUSED = 'ScaledDotProductAttentionBackward'
 local CPU_DEFAULT_MIN_BYTES = ddpl._sdpa_cpu_fused_min_bytes(0)
 
 -- Deterministic values in [-2, 2) (an LCG, so cpu and cuda runs see the same inputs).
-local function data(shape, seed, dtype)
-    local flat, n, s = {}, 1, seed
-    for _, d in ipairs(shape) do n = n * d end
-    for i = 1, n do
-        s = (s * 1103515245 + 12345) % 2147483648
-        flat[i] = s / 2147483648 * 4 - 2
-    end
-    return ddpl.tensor(flat, {dtype = dtype or 'float64'}):reshape(shape)
-end
+local function data(shape, seed, dtype) return H.lcg(shape, seed, 4, dtype or 'float64') end
 
 -- The (L,S) bool mask that keeps what is_causal keeps (key j visible to query i when j <= i),
 -- or everything.

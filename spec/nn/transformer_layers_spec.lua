@@ -99,13 +99,7 @@ end)
 
 -- deterministic float64 values in [-1, 1) (an LCG)
 local function data(shape, seed)
-    local flat, n, s = {}, 1, seed
-    for _, d in ipairs(shape) do n = n * d end
-    for i = 1, n do
-        s = (s * 1103515245 + 12345) % 2147483648
-        flat[i] = s / 2147483648 * 2 - 1
-    end
-    return ddpl.tensor(flat, {dtype = 'float64'}):reshape(shape)
+    return H.lcg(shape, seed, 2, 'float64')
 end
 
 describe('multi_head_attention_forward gradcheck (float64)', function()

@@ -18,6 +18,19 @@ H.ddpl = ddpl
 local source_dir = os.getenv('DDPLUA_SOURCE_DIR') or '.'
 
 -- Loads spec/fixtures/<name>.lua (a list of cases).
+-- Deterministic values in [-width/2, width/2) of the given shape and dtype, from an LCG (the
+-- same inputs on every run and on every device): the specs' test data.
+function H.lcg(shape, seed, width, dtype)
+    local flat, n, s = {}, 1, seed
+    for _, d in ipairs(shape) do n = n * d end
+    for i = 1, n do
+        s = (s * 1103515245 + 12345) % 2147483648
+        flat[i] = s / 2147483648 * width - width / 2
+    end
+    if n == 0 then return H.ddpl.zeros(shape, {dtype = dtype}) end
+    return H.ddpl.tensor(flat, {dtype = dtype}):reshape(shape)
+end
+
 function H.fixture(name)
     local path = source_dir .. '/spec/fixtures/' .. name .. '.lua'
     local chunk, err = loadfile(path, 't', {})

@@ -1,5 +1,5 @@
 -- spec/support/shell_util.lua: what the specs that start processes share (dist, ddp, nccl).
--- defines: bin, src, q, slurp, write, sh, free_port, new_tmpdir, run_world, run_reporting.
+-- defines: bin, src, q, slurp, read, write, script_file, sh, free_port, new_tmpdir, run_world, run_reporting.
 -- Usage: local S = require 'shell_util'; local out, code = S.sh(S.q(S.bin) .. ' -e "print(1)"')
 local S = {}
 
@@ -17,6 +17,21 @@ function S.slurp(path)
     local s = f:read('a')
     f:close()
     return s
+end
+
+-- The whole file; an error when it cannot be read (S.slurp gives '' instead).
+function S.read(path)
+    local f = assert(io.open(path, 'rb'))
+    local s = f:read('a')
+    f:close()
+    return s
+end
+
+-- A new temporary .lua file holding text; returns its path.
+function S.script_file(text)
+    local path = os.tmpname() .. '.lua'
+    S.write(path, text)
+    return path
 end
 
 function S.write(path, text)

@@ -10,15 +10,7 @@ local ddpl = H.ddpl
 local F = ddpl.F
 
 -- Deterministic values in [-1, 1): the same inputs on every run.
-local function data(shape, seed, dtype)
-    local s, n, flat = seed, 1, {}
-    for _, d in ipairs(shape) do n = n * d end
-    for i = 1, n do
-        s = (s * 1103515245 + 12345) % 2147483648
-        flat[i] = s / 2147483648 * 2 - 1
-    end
-    return ddpl.tensor(flat, {dtype = dtype or 'float32'}):reshape(shape)
-end
+local function data(shape, seed, dtype) return H.lcg(shape, seed, 2, dtype or 'float32') end
 
 local function cpu_autocast(fn, ...) return ddpl.autocast('cpu', {dtype = 'bfloat16'}, fn, ...) end
 
