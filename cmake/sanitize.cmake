@@ -1,6 +1,7 @@
 # cmake/sanitize.cmake: -DDDPL_SANITIZE=ON builds everything with AddressSanitizer and
 # UndefinedBehaviorSanitizer (any UB report ends the process, so a test fails on it), and
-# -DDDPL_FUZZ=ON (clang only) adds the libFuzzer targets of spec/fuzz (cmake/fuzz.cmake).
+# -DDDPL_FUZZ=ON (clang only) adds the libFuzzer targets of spec/fuzz (cmake/fuzz.cmake);
+# -DDDPL_TSAN=ON (clang only, alone) builds with ThreadSanitizer instead.
 # tools/sanitize.sh is the one command that configures, builds and runs this in CI.
 #
 # The specs run the stock lua5.4, which is not instrumented and loads ddplua.so: the sanitizer
@@ -10,7 +11,26 @@
 # whether the process is lua5.4, the ddplua executable or a C test.
 option(DDPL_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(DDPL_FUZZ "Build the libFuzzer targets (needs clang)" OFF)
+option(DDPL_TSAN "Build with ThreadSanitizer (the C tests' threads; tools/sanitize.sh)" OFF)
 set(DDPL_SANITIZE_ENV "")
+
+# -DDDPL_TSAN=ON: ThreadSanitizer for the engine's threads, through the C tests, which link the
+# engine statically (an instrumented executable from its first instruction, as TSan wants; the
+# stock lua5.4 of the specs is not). OpenBLAS is not instrumented, so the tests keep it on one
+# thread: its own synchronisation would be invisible and read as races.
+if(DDPL_TSAN)
+  if(DDPL_SANITIZE OR NOT CMAKE_C_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "DDPL_TSAN=ON needs clang and excludes DDPL_SANITIZE (ASan)")
+  endif()
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+  # die_after_fork=0: the process-group tests fork their ranks from a process that has threads
+  # (the store's server), and each rank starts threads of its own; TSan supports that only
+  # best-effort and would otherwise end the child at once
+  set(DDPL_SANITIZE_ENV "TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:die_after_fork=0"
+                        "OPENBLAS_NUM_THREADS=1")
+  return()
+endif()
 if(NOT DDPL_SANITIZE)
   if(DDPL_FUZZ)
     message(FATAL_ERROR "DDPL_FUZZ=ON needs DDPL_SANITIZE=ON (a fuzzer without sanitizers "

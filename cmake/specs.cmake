@@ -80,6 +80,31 @@ foreach(pair cuda_pointwise_spec:DDPLUA_POINTWISE_DEVICE=cpu
                        TIMEOUT 600)
 endforeach()
 
+# Under the sanitizers (tools/sanitize.sh), the multi-process specs run as a few 2-rank cases
+# each, picked with busted's --filter: the whole specs take minutes under ASan on 2 cores, and
+# these cases carry the collectives (shared memory and Gloo), the object collectives, DDP's
+# reducer (buckets in shared memory and over Gloo) and the DataLoader's worker processes and
+# slots through real processes under ASan+UBSan.
+if(DDPL_SANITIZE)
+  set(DDPL_SAN_2RANK_CASES
+      "dist_collectives_spec|pass every check on 2 ranks"
+      "dist_objects_spec|pass every check on 2 ranks"
+      "ddp_spec|2 ranks, model=mlp$|2 ranks, model=cnn cap=0.002 view=1, DDPLUA_SHM=0"
+      "data_workers_spec|give the same batches as no workers|reuse shared%-memory slots")
+  foreach(entry ${DDPL_SAN_2RANK_CASES})
+    string(REPLACE "|" ";" parts "${entry}")
+    list(POP_FRONT parts name)
+    set(filters)
+    foreach(f ${parts})
+      list(APPEND filters --filter "${f}")
+    endforeach()
+    add_test(NAME ${name}_2ranks
+             COMMAND ${LUA54} ${BUSTED} --output=TAP ${filters} ${DDPL_SPEC_FILE_${name}}
+             WORKING_DIRECTORY ${CMAKE_SOURCE_DIR})
+    set_tests_properties(${name}_2ranks PROPERTIES ENVIRONMENT "${DDPL_SPEC_ENV}" TIMEOUT 900)
+  endforeach()
+endif()
+
 # The layer rules of docs/internals/architecture.md, from the sources' includes and the objects'
 # symbols (tools/check-layers.sh), and the checker itself on small trees that break them.
 add_test(NAME check_layers COMMAND ${CMAKE_SOURCE_DIR}/spec/tools/check_layers_test.sh ${CMAKE_BINARY_DIR})

@@ -7,12 +7,14 @@
 # too, then
 #   - every C test, the fast specs and the fuzz corpora under the sanitizers (any report fails:
 #     UBSan halts on its first one), and
-#   - each fuzz target for DDPL_FUZZ_SECONDS (60 by default) from its seeds.
+#   - each fuzz target for DDPL_FUZZ_SECONDS (60 by default) from its seeds;
+#   - a third build with ThreadSanitizer, running the C tests of the engine's threads.
 # Left out under the sanitizers (SANITIZE_SKIP; each still runs in the main build):
 #   - the multi-process trainings and gangs (ddp*, dist*, elastic, zero, sync_batch_norm, spawn,
-#     launcher, data_workers, train): minutes each under ASan on 2 cores, and timing-bound;
-#     their engine code runs under ASan in the C tests (test_pg*, test_store*, test_reducer) and
-#     the fuzz targets;
+#     launcher, data_workers, train) as whole specs: minutes each under ASan on 2 cores, and
+#     timing-bound; a few 2-rank cases of the collectives, object collectives, DDP and the
+#     DataLoader's workers run instead (the *_2ranks tests, cmake/specs.cmake), and the engine
+#     code runs under ASan in the C tests (test_pg*, test_store*, test_reducer) and the fuzzers;
 #   - specs of tools rather than engine code: cmake and packaging (cuda_libs_cmake, package,
 #     luarocks, check_*, embed_install and embed_build_tree: they link the library into a
 #     program built without the sanitizers), and gpu_check (nvcc cannot run with the ASan runtime preloaded);
@@ -35,3 +37,14 @@ echo "sanitize: tests under ASan+UBSan (skipping: $SANITIZE_SKIP)"
 ctest --test-dir "$build" --output-on-failure -j2 -LE fuzz -E "$SANITIZE_SKIP"
 echo "sanitize: fuzzing each target for ${seconds} s"
 ctest --test-dir "$build" --output-on-failure -j2 -L fuzz
+
+# ThreadSanitizer, on a CPU-only build of its own: the C tests whose engine code runs threads
+# (the CPU pool, process groups with their lanes and heartbeat over the store and Gloo, the
+# store's server, the DDP reducer's hooks and collectives, the DataLoader's worker transport);
+# any report fails the run (TSAN_OPTIONS=halt_on_error=1, cmake/sanitize.cmake).
+tsan_tests='test_threads test_pg test_pg_backend test_pg_rooted test_store test_store_limits test_reducer test_worker_ipc test_host_alloc'
+CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build-tsan" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DDDPL_CUDA=OFF -DDDPL_TSAN=ON >/dev/null
+cmake --build "$build-tsan" -j2 --target $tsan_tests
+echo "sanitize: the threads under TSan ($tsan_tests)"
+ctest --test-dir "$build-tsan" --output-on-failure -j2 -R "^(${tsan_tests// /|})\$"

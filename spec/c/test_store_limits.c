@@ -21,11 +21,11 @@
 
 #define TOKEN "t0ken"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define UNDER_SANITIZER 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define UNDER_SANITIZER 1
 #endif
 #endif
 
@@ -113,10 +113,10 @@ static void check_limits(void)
  * parent sends it a 400 MB value (under the value limit, raised to 1 GiB). */
 static void check_out_of_memory(void)
 {
-#ifdef UNDER_ASAN
-    /* ASan's shadow memory needs more address space than any RLIMIT_AS that makes malloc fail;
-     * the main build's run of this test covers it */
-    printf("out-of-memory case: not run under AddressSanitizer\n");
+#ifdef UNDER_SANITIZER
+    /* ASan's and TSan's shadow memory needs more address space than any RLIMIT_AS that makes
+     * malloc fail; the main build's run of this test covers it */
+    printf("out-of-memory case: not run under a sanitizer\n");
     return;
 #endif
     int port_pipe[2], stop_pipe[2];
