@@ -282,4 +282,39 @@ store:get('never')
         has(err, 'rank zero fails')
         has(err, "store: get 'never' failed: the server has shut down")
     end)
+
+    -- A rank that stores values over the limit (five of 300 MB, the default limit 256 MiB) gets
+    -- an error for each and the job goes on: the store of an elastic job lives in the launcher,
+    -- whose death would take every worker and every restart with it.
+    it('a rank storing oversized values gets errors and the job goes on', function()
+        local path = script_file([[
+local ddpl = require 'ddplua'
+local dist = ddpl.distributed
+dist.init_process_group({backend = 'gloo', timeout = 60})
+local store = require('ddplua.core')._store.TCPStore(os.getenv('MASTER_ADDR'),
+    tonumber(os.getenv('MASTER_PORT')), {is_master = false, timeout = 60})
+if dist.get_rank() == 1 then
+    local big = string.rep('x', 300 * 1024 * 1024)
+    for i = 1, 5 do
+        local ok, err = pcall(store.set, store, 'big' .. i, big)
+        print('SET', i, ok, err)
+    end
+end
+dist.barrier()
+local t = ddpl.tensor({1.0})
+dist.all_reduce(t)
+print('SUM', dist.get_rank(), t:item())
+dist.destroy_process_group()
+]])
+        local out, err, code = run('--nproc 2 --max-restarts 1 ' .. q(path))
+        os.remove(path)
+        assert.are.equal(0, code, err)
+        for i = 1, 5 do
+            has(out, ("SET\t%d\tfalse\tstore: set 'big%d' failed: a request of "):format(i, i))
+        end
+        has(out, "over the store's limit of 268435456 bytes per value (DDPLUA_STORE_MAX_VALUE)")
+        has(out, 'SUM\t0\t2.0\n')
+        has(out, 'SUM\t1\t2.0\n')
+        assert.is_nil(err:find('restarting', 1, true), err) -- nothing failed
+    end)
 end)
