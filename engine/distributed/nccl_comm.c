@@ -316,6 +316,10 @@ ddpl_nccl *nccl_comm_connect(ddpl_store *st, const char *prefix, int rank, int s
         rc = nccl_comm_cuda_fail(c, e, f, "creating an event");
     else if ((e = cudaMalloc((void **)&c->one, sizeof(float))) != cudaSuccess)
         rc = nccl_comm_cuda_fail(c, e, f, "allocating the barrier's scratch");
+    /* the barrier sums this float across the ranks: a defined value, not whatever the
+     * allocation held (compute-sanitizer's initcheck would flag it, and NaN bits are no sum) */
+    else if ((e = cudaMemset(c->one, 0, sizeof(float))) != cudaSuccess)
+        rc = nccl_comm_cuda_fail(c, e, f, "clearing the barrier's scratch");
     else {
         ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
         config.blocking = 0; /* returns at once; nccl_comm_settle() bounds the wait for the peers */
