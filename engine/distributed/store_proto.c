@@ -60,7 +60,10 @@ bool store_buf_reserve(store_buf *b, size_t extra)
     }
     size_t need = b->len + extra, cap = b->cap ? b->cap : 256;
     while (cap < need) cap *= 2;
-    if (need > ((size_t)1 << 20)) cap = need; /* a large value: no room to spare, up to 2x */
+    /* one large reservation (a value's whole frame) is made exactly: doubling could leave up to
+     * half of it unused; appends of small pieces keep doubling (exact growth would copy the
+     * buffer on every one) */
+    if (extra > ((size_t)1 << 20)) cap = need;
     uint8_t *p = realloc(b->data, cap);
     if (!p) { /* the buffer stays as it was; what was to be appended is lost */
         b->failed = true;
