@@ -52,16 +52,6 @@ static int save_ctx_gc(lua_State *L)
     return 0;
 }
 
-/* Gives the userdata on top of the stack the metatable name, created on first use with __gc. */
-static void set_gc_metatable(lua_State *L, const char *name, lua_CFunction gc)
-{
-    if (luaL_newmetatable(L, name)) {
-        lua_pushcfunction(L, gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-}
-
 static void oom(lua_State *L)
 {
     luaL_error(L, "save: out of memory");
@@ -251,10 +241,8 @@ static int f_save(lua_State *L)
     if (lua_type(L, 1) != LUA_TTABLE) lb_argerror(L, 1, "save", "a table");
     const char *path = luaL_checkstring(L, 2);
     lua_settop(L, 2);
-    save_ctx *c = lua_newuserdatauv(L, sizeof *c, 0);
-    memset(c, 0, sizeof *c);
+    save_ctx *c = lb_owner(L, sizeof *c, SAVE_CTX_MT, save_ctx_gc);
     c->flat = true;
-    set_gc_metatable(L, SAVE_CTX_MT, save_ctx_gc);
     write_table(L, c, 1, 0);
     const char *mkeys[1] = {TREE_KEY};
     const char *mvals[1] = {c->tree.data};
@@ -396,9 +384,7 @@ static int f_load(lua_State *L)
         lua_pop(L, 2);
     }
     lua_settop(L, 2);
-    ddpl_st_file *f = lua_newuserdatauv(L, sizeof *f, 0);
-    memset(f, 0, sizeof *f);
-    set_gc_metatable(L, LOAD_CTX_MT, load_ctx_gc);
+    ddpl_st_file *f = lb_owner(L, sizeof *f, LOAD_CTX_MT, load_ctx_gc);
     if (ddpl_safetensors_load(path, f) < 0) lb_error(L);
     int tree = -1;
     for (int i = 0; i < f->nmeta; i++)

@@ -39,23 +39,9 @@ static int buf_gc(lua_State *L)
     return 0;
 }
 
-/* A userdata of size bytes, zeroed, whose __gc is gc: what it owns is freed even when a Lua
- * error unwinds past the C code using it. */
-static void *push_owner(lua_State *L, size_t size, const char *mt, lua_CFunction gc)
-{
-    void *p = lua_newuserdatauv(L, size, 0);
-    memset(p, 0, size);
-    if (luaL_newmetatable(L, mt)) {
-        lua_pushcfunction(L, gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-    return p;
-}
-
 ddpl_json *lb_json_hold(lua_State *L, const ddpl_json *tree)
 {
-    ddpl_json *held = push_owner(L, sizeof *held, JSON_TREE_MT, tree_gc);
+    ddpl_json *held = lb_owner(L, sizeof *held, JSON_TREE_MT, tree_gc);
     *held = *tree;
     return held;
 }
@@ -303,8 +289,8 @@ static int l_encode(lua_State *L)
     luaL_checkany(L, 3);
     lua_settop(L, 3);
     encoder e = {.L = L, .name = name, .null_idx = 3};
-    e.out = push_owner(L, sizeof *e.out, JSON_BUF_MT, buf_gc);
-    e.path = push_owner(L, sizeof *e.path, JSON_BUF_MT, buf_gc);
+    e.out = lb_owner(L, sizeof *e.out, JSON_BUF_MT, buf_gc);
+    e.path = lb_owner(L, sizeof *e.path, JSON_BUF_MT, buf_gc);
     e.open = lua_newuserdatauv(L, DDPL_JSON_MAX_DEPTH * sizeof *e.open, 0);
     write_value(&e, 1);
     if (e.out->failed) {

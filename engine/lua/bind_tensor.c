@@ -37,6 +37,18 @@ static int64_t hidden_bytes(void)
            live_boxes * LB_GC_HEADER_BYTES;
 }
 
+void *lb_owner(lua_State *L, size_t size, const char *mt, lua_CFunction gc)
+{
+    void *p = lua_newuserdatauv(L, size, 0);
+    memset(p, 0, size);
+    if (luaL_newmetatable(L, mt)) {
+        lua_pushcfunction(L, gc);
+        lua_setfield(L, -2, "__gc");
+    }
+    lua_setmetatable(L, -2);
+    return p;
+}
+
 void lb_gc_account(lua_State *L)
 {
     int64_t now = hidden_bytes();

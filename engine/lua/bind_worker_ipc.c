@@ -126,20 +126,6 @@ static int w_segment_size(lua_State *L)
     return 1;
 }
 
-/* A userdata holding one pointer, with metatable mt whose __gc is gc: made before the object it
- * will hold, so that nothing leaks when that fails. */
-static void **new_holder(lua_State *L, const char *mt, lua_CFunction gc)
-{
-    void **p = lua_newuserdatauv(L, sizeof *p, 0);
-    *p = NULL;
-    if (luaL_newmetatable(L, mt)) {
-        lua_pushcfunction(L, gc);
-        lua_setfield(L, -2, "__gc");
-    }
-    lua_setmetatable(L, -2);
-    return p;
-}
-
 static int slot_gc(lua_State *L)
 {
     void **p = luaL_checkudata(L, 1, SLOT_MT);
@@ -158,7 +144,7 @@ static ddpl_batch_slot *check_slot(lua_State *L, int idx)
 static int w_slot_new(lua_State *L)
 {
     lua_Integer n = luaL_checkinteger(L, 1);
-    void **holder = new_holder(L, SLOT_MT, slot_gc);
+    void **holder = lb_owner(L, sizeof(void *), SLOT_MT, slot_gc); /* before the slot */
     if (n < 0 || !(*holder = ddpl_batch_slot_new((size_t)n))) return lb_error(L);
     return 1;
 }
@@ -204,7 +190,7 @@ static int w_view_map(lua_State *L)
 {
     int fd = (int)luaL_checkinteger(L, 1);
     bool pin = lua_toboolean(L, 2);
-    void **holder = new_holder(L, VIEW_MT, view_gc);
+    void **holder = lb_owner(L, sizeof(void *), VIEW_MT, view_gc); /* before the view */
     if (!(*holder = ddpl_batch_view_map(fd, pin))) return lb_error(L);
     return 1;
 }

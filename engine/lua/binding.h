@@ -51,6 +51,9 @@ LB_HIDDEN int lb_finish_in(lua_State *L, lb_box *box, const char *fname);
 LB_HIDDEN void lb_push_borrowed(lua_State *L, ddpl_tensor *t);
 /* Tells the GC about tensor bytes allocated since the last call (DESIGN.md, Memory). */
 LB_HIDDEN void lb_gc_account(lua_State *L);
+/* Pushes a zeroed userdata of size bytes whose metatable mt (made on first use) has __gc = gc:
+ * what it comes to own is freed even when a Lua error unwinds past the C code filling it. */
+LB_HIDDEN void *lb_owner(lua_State *L, size_t size, const char *mt, lua_CFunction gc);
 
 /* ---- errors and arguments (bind_args.c) ---- */
 /* luaL_error(L, "%s", ddpl_last_error()) */
