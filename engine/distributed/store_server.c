@@ -47,129 +47,9 @@
 #include <unistd.h>
 
 #include "core/core.h"
+#include "store_map.h"
 #include "store_proto.h"
 #include "store_server.h"
-
-/* ---- the key-value map (chained, FNV-1a, doubled at load 1) ---- */
-
-typedef struct entry {
-    struct entry *next;
-    uint64_t hash;
-    uint8_t *key, *val;
-    uint32_t klen, vlen;
-} entry;
-
-typedef struct kv_map {
-    entry **buckets;
-    size_t nbuckets, count;
-    uint64_t bytes; /* of every key and value */
-} kv_map;
-
-static uint64_t fnv1a(const uint8_t *p, uint32_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (uint32_t i = 0; i < n; i++) h = (h ^ p[i]) * 1099511628211ull;
-    return h;
-}
-
-static entry **map_slot(kv_map *m, const store_field *k, uint64_t h)
-{
-    entry **e = &m->buckets[h & (m->nbuckets - 1)];
-    while (*e &&
-           !((*e)->hash == h && (*e)->klen == k->len && memcmp((*e)->key, k->data, k->len) == 0))
-        e = &(*e)->next;
-    return e;
-}
-
-static entry *map_find(kv_map *m, const store_field *k)
-{
-    return *map_slot(m, k, fnv1a(k->data, k->len));
-}
-
-/* Doubles the buckets; out of memory, the chains just grow longer. */
-static void map_grow(kv_map *m)
-{
-    size_t n = m->nbuckets * 2;
-    entry **b = calloc(n, sizeof *b);
-    if (!b) return;
-    for (size_t i = 0; i < m->nbuckets; i++) {
-        for (entry *e = m->buckets[i], *next; e; e = next) {
-            next = e->next;
-            e->next = b[e->hash & (n - 1)];
-            b[e->hash & (n - 1)] = e;
-        }
-    }
-    free(m->buckets);
-    m->buckets = b;
-    m->nbuckets = n;
-}
-
-/* A malloc'd copy of p[0..n) (one byte at least, so an empty value is not NULL); NULL when out
- * of memory. */
-static void *dup_bytes(const void *p, uint32_t n)
-{
-    void *q = malloc(n ? n : 1);
-    if (q && n) memcpy(q, p, n);
-    return q;
-}
-
-/* Sets key k to val; false when out of memory (the map is as it was). m->bytes counts what the
- * keys and values hold. */
-static bool map_set(kv_map *m, const store_field *k, const void *val, uint32_t vlen)
-{
-    uint64_t h = fnv1a(k->data, k->len);
-    entry **slot = map_slot(m, k, h);
-    void *copy = dup_bytes(val, vlen);
-    if (!copy) return false;
-    if (*slot) {
-        m->bytes -= (*slot)->vlen;
-        free((*slot)->val);
-    } else {
-        entry *e = calloc(1, sizeof *e);
-        uint8_t *key = e ? dup_bytes(k->data, k->len) : NULL;
-        if (!key) {
-            free(e);
-            free(copy);
-            return false;
-        }
-        *e = (entry){NULL, h, key, NULL, k->len, 0};
-        *slot = e;
-        m->bytes += k->len;
-        if (++m->count > m->nbuckets) map_grow(m);
-        slot = map_slot(m, k, h);
-    }
-    (*slot)->val = copy;
-    (*slot)->vlen = vlen;
-    m->bytes += vlen;
-    return true;
-}
-
-static bool map_delete(kv_map *m, const store_field *k)
-{
-    entry **slot = map_slot(m, k, fnv1a(k->data, k->len));
-    entry *e = *slot;
-    if (!e) return false;
-    *slot = e->next;
-    m->bytes -= (uint64_t)e->klen + e->vlen;
-    free(e->key);
-    free(e->val);
-    free(e);
-    m->count--;
-    return true;
-}
-
-static void map_free(kv_map *m)
-{
-    for (size_t i = 0; i < m->nbuckets; i++) {
-        for (entry *e = m->buckets[i], *next; e; e = next) {
-            next = e->next;
-            free(e->key);
-            free(e->val);
-            free(e);
-        }
-    }
-    free(m->buckets);
-}
 
 /* ---- connections ---- */
 
@@ -206,7 +86,7 @@ struct store_server {
     int wake[2]; /* the owner writes the drain time (a double, seconds) to stop the thread */
     pthread_t thread;
     char *token;
-    kv_map map;
+    store_map map;
     conn **conns;
     size_t nconns, cap;
     atomic_size_t clients; /* nconns, for store_server_clients from the owner's thread */
@@ -238,7 +118,7 @@ static bool field_is(const store_field *f, const char *s)
 }
 
 /* The value of an add counter: decimal text, as PyTorch's TCPStore keeps it (get returns "400"). */
-static bool parse_counter(const entry *e, int64_t *v)
+static bool parse_counter(const store_entry *e, int64_t *v)
 {
     char buf[32];
     if (e->vlen == 0 || e->vlen >= sizeof buf) return false;
@@ -290,10 +170,10 @@ static bool hello(store_server *s, conn *c, const store_msg *m)
 }
 
 /* Blocked get/wait: false while it must go on waiting; true once answered (value or timeout). */
-static bool wait_keys(conn *c, const store_msg *m, kv_map *map, bool *all)
+static bool wait_keys(conn *c, const store_msg *m, store_map *map, bool *all)
 {
     *all = true;
-    for (uint32_t i = 0; i < m->nfields; i++) *all = *all && map_find(map, &m->fields[i]);
+    for (uint32_t i = 0; i < m->nfields; i++) *all = *all && store_map_find(map, &m->fields[i]);
     if (*all) return true;
     double now = store_now();
     if (!c->blocked) {
@@ -304,7 +184,7 @@ static bool wait_keys(conn *c, const store_msg *m, kv_map *map, bool *all)
     store_field missing[STORE_MAX_FIELDS];
     uint32_t n = 0;
     for (uint32_t i = 0; i < m->nfields; i++)
-        if (!map_find(map, &m->fields[i])) missing[n++] = m->fields[i];
+        if (!store_map_find(map, &m->fields[i])) missing[n++] = m->fields[i];
     reply(c, STORE_ST_TIMEOUT, n, missing);
     return true;
 }
@@ -314,7 +194,7 @@ static bool wait_keys(conn *c, const store_msg *m, kv_map *map, bool *all)
 static bool over_limit(store_server *s, conn *c, const store_field *k, uint64_t vlen)
 {
     char why[256];
-    const entry *old = map_find(&s->map, k);
+    const store_entry *old = store_map_find(&s->map, k);
     uint64_t more = vlen + (old ? 0 : k->len), less = old ? old->vlen : 0;
     if (k->len > s->max_key)
         snprintf(why, sizeof why,
@@ -344,7 +224,7 @@ static bool store_value(store_server *s, conn *c, const store_field *k, const vo
                         uint32_t vlen)
 {
     if (over_limit(s, c, k, vlen)) return false;
-    if (map_set(&s->map, k, val, vlen)) {
+    if (store_map_set(&s->map, k, val, vlen)) {
         s->changed = true;
         return true;
     }
@@ -380,7 +260,7 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
     case STORE_OP_GET:
         if (!wait_keys(c, m, &s->map, &all)) return false;
         if (all) {
-            entry *e = map_find(&s->map, key);
+            store_entry *e = store_map_find(&s->map, key);
             store_field v = {e->val, e->vlen};
             reply(c, STORE_ST_OK, 1, &v);
         }
@@ -391,7 +271,7 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
             reply_text(c, STORE_ST_ERROR, "malformed request");
             return true;
         }
-        entry *e = map_find(&s->map, key);
+        store_entry *e = store_map_find(&s->map, key);
         if (e && !parse_counter(e, &v)) {
             reply_text(c, STORE_ST_ERROR, "its value is not an integer");
             return true;
@@ -416,7 +296,8 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
     }
     case STORE_OP_CHECK: {
         uint8_t yes = 1;
-        for (uint32_t i = 0; i < m->nfields; i++) yes = yes && map_find(&s->map, &m->fields[i]);
+        for (uint32_t i = 0; i < m->nfields; i++)
+            yes = yes && store_map_find(&s->map, &m->fields[i]);
         store_field f = {&yes, 1};
         reply(c, STORE_ST_OK, 1, &f);
         return true;
@@ -433,7 +314,7 @@ static bool handle(store_server *s, conn *c, const store_msg *m)
         return true;
     }
     default: { /* STORE_OP_DELETE */
-        uint8_t existed = map_delete(&s->map, key);
+        uint8_t existed = store_map_delete(&s->map, key);
         store_field f = {&existed, 1};
         reply(c, STORE_ST_OK, 1, &f);
         return true;
@@ -855,8 +736,10 @@ store_server *store_server_start(const char *host, int port, const char *token)
     s->max_value = env_bytes("DDPLUA_STORE_MAX_VALUE", MAX_VALUE_DEFAULT);
     s->max_key = env_bytes("DDPLUA_STORE_MAX_KEY", MAX_KEY_DEFAULT);
     s->max_bytes = env_bytes("DDPLUA_STORE_MAX_BYTES", MAX_BYTES_DEFAULT);
-    s->map.nbuckets = 64;
-    s->map.buckets = ddpl_xcalloc(s->map.nbuckets, sizeof *s->map.buckets);
+    if (!store_map_init(&s->map)) {
+        ddpl_error("store: out of memory starting the server");
+        goto fail;
+    }
     if (pipe2(s->wake, O_CLOEXEC) < 0) {
         ddpl_error("store: cannot create the server's wake-up pipe (%s)", strerror(errno));
         goto fail;
@@ -877,7 +760,7 @@ store_server *store_server_start(const char *host, int port, const char *token)
 fail:
     close(fd);
     free(s->token);
-    free(s->map.buckets);
+    store_map_free(&s->map);
     free(s);
     return NULL;
 }
@@ -904,7 +787,7 @@ void store_server_stop(store_server *s, double drain_s)
     close(s->wake[0]);
     if (s->wake[1] >= 0) close(s->wake[1]);
     close(s->listen_fd);
-    map_free(&s->map);
+    store_map_free(&s->map);
     free(s->conns);
     free(s->token);
     free(s);
