@@ -89,6 +89,7 @@ int ddpl_gang_reap(ddpl_gang *g)
         if (!ok && g->failed < 0 && g->kill_at < 0) {
             g->failed = first = i;
             ddpl_gang_stop(g, SIGTERM);
+            return first; /* the others are reaped by later calls: its report counts them */
         }
     }
     return first;
