@@ -98,6 +98,55 @@ local function worker(argv)
   end
   a, b, x, dst = nil, nil, nil, nil
 
+  -- ---- scans and reductions, in GB/s of bytes read + written (same workloads in
+  -- bench/ops_torch.py). 16M float32 as one row, and a 4096x4096 matrix along each dim: a scan
+  -- of rows (dim 1) and of columns (dim 0), and amax along a row. any runs on zeros and all on
+  -- ones, so both read every element (they stop at the first deciding one).
+  do
+    local v, m = ddpl.randn(N_ELEM), ddpl.randn(4096, 4096)
+    local zeros, ones = ddpl.zeros(N_ELEM), ddpl.ones(N_ELEM)
+    local scans = {
+      {'cumsum', producing(function() return v:cumsum(0) end), 2},
+      {'cumsum_rows', producing(function() return m:cumsum(1) end), 2},
+      {'cumsum_cols', producing(function() return m:cumsum(0) end), 2},
+      {'any', producing(function() return zeros:any() end), 1},
+      {'all', producing(function() return ones:all() end), 1},
+      {'amax_rows', producing(function() return m:amax(1) end), 1},
+    }
+    for _, c in ipairs(scans) do
+      result(c[1], function() return c[3] * nbytes / time_per_call(c[2]) / 1e9, 'GB/s' end)
+    end
+  end
+
+  -- ---- sorting and unique, in ms per call (same workloads in bench/ops_torch.py):
+  -- 1M float32 as one slice, 1024 rows of 1024 along the last dim, argsort of the 1M, and
+  -- unique of 1M int64 in [0, 100000) with and without the inverse and counts
+  do
+    local v, m = ddpl.randn(1 << 20), ddpl.randn(1024, 1024)
+    local u = ddpl.randint(0, 100000, {1 << 20})
+    -- every result freed at once, as producing() does for one (one <close> per local)
+    local function all_closed(f)
+      return function()
+        local a, b, c = f()
+        local ca <close> = a
+        local cb <close> = b
+        local cc <close> = c
+      end
+    end
+    local sorts = {
+      {'sort_1m', all_closed(function() return v:sort() end)},
+      {'sort_rows', all_closed(function() return m:sort() end)},
+      {'argsort_1m', producing(function() return v:argsort() end)},
+      {'unique_1m', producing(function() return u:unique() end)},
+      {'unique_1m_inv', all_closed(function()
+        return u:unique({return_inverse = true, return_counts = true})
+      end)},
+    }
+    for _, c in ipairs(sorts) do
+      result(c[1], function() return time_per_call(c[2]) * 1e3, 'ms' end)
+    end
+  end
+
   -- tiny op: 1-element add from Lua, loop of N calls minus an empty loop of N calls; results
   -- are dropped to the garbage collector as in ordinary code
   result('tiny_add', function()
@@ -127,6 +176,19 @@ local METRICS = {
   {key = 'add_', label = 'a:add_(b) 16M f32', unit = 'GB/s'},
   {key = 'gelu', label = 'gelu 16M f32', unit = 'GB/s'},
   {key = 'tiny_add', label = 'tiny add (1 elem)', unit = 'us/call'},
+  -- scans and reductions
+  {key = 'cumsum', label = 'cumsum 16M f32', unit = 'GB/s'},
+  {key = 'cumsum_rows', label = 'cumsum 4096^2 dim 1', unit = 'GB/s'},
+  {key = 'cumsum_cols', label = 'cumsum 4096^2 dim 0', unit = 'GB/s'},
+  {key = 'any', label = 'any 16M f32', unit = 'GB/s'},
+  {key = 'all', label = 'all 16M f32', unit = 'GB/s'},
+  {key = 'amax_rows', label = 'amax 4096^2 dim 1', unit = 'GB/s'},
+  -- sorting and unique (ms per call: lower is better)
+  {key = 'sort_1m', label = 'sort 1M f32', unit = 'ms'},
+  {key = 'sort_rows', label = 'sort 1024^2 dim -1', unit = 'ms'},
+  {key = 'argsort_1m', label = 'argsort 1M f32', unit = 'ms'},
+  {key = 'unique_1m', label = 'unique 1M i64', unit = 'ms'},
+  {key = 'unique_1m_inv', label = 'unique 1M inv+counts', unit = 'ms'},
 }
 
 
@@ -318,6 +380,15 @@ local function driver(argv)
     io.write(pad('tiny add, us per call', 24), pad(tostring(T), 3), pad('-', 14), pad(fmt(d), 9),
              pad('-', 8), pad(fmt(t), 9), pad('-', 8), pad('< 1 us', 9),
              d and (d < 1 and 'ok' or 'ABOVE') or 'n/a', '\n')
+  end
+  -- sorting at least as fast as PyTorch (ratio = torch ms / ddplua ms)
+  for _, T in ipairs(threads) do
+    for _, k in ipairs({'sort_1m', 'sort_rows', 'argsort_1m'}) do
+      local d, t = med(T, 'ddplua', k), best_torch(T, k, false)
+      io.write(pad(k .. ' vs torch', 24), pad(tostring(T), 3), pad('torch ' .. fmt(t), 14),
+               pad(fmt(d), 9), pad(ratio(t, d), 8), pad(fmt(t), 9), pad('-', 8),
+               pad('>= 1', 9), d and t and (t / d >= 1 and 'ok' or 'BELOW') or 'n/a', '\n')
+    end
   end
   io.write('torch: the better of torch and torch passive (OMP_WAIT_POLICY=passive).\n')
 end

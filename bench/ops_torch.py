@@ -82,6 +82,37 @@ def main():
         s = time_per_call(body, mt, reps)
         result(name, passes * nbytes / s / 1e9, "GB/s")
 
+    # ---- scans and reductions (same workloads as bench/ops.lua), GB/s read + written
+    v, m = torch.randn(N_ELEM), torch.randn(4096, 4096)
+    zeros, ones = torch.zeros(N_ELEM), torch.ones(N_ELEM)  # any/all read every element
+    scans = (
+        ("cumsum", lambda: v.cumsum(0), 2),
+        ("cumsum_rows", lambda: m.cumsum(1), 2),
+        ("cumsum_cols", lambda: m.cumsum(0), 2),
+        ("any", lambda: zeros.any(), 1),
+        ("all", lambda: ones.all(), 1),
+        ("amax_rows", lambda: m.amax(1), 1),
+    )
+    for name, body, passes in scans:
+        s = time_per_call(body, mt, reps)
+        result(name, passes * nbytes / s / 1e9, "GB/s")
+    del v, m, zeros, ones
+
+    # ---- sorting and unique (same workloads as bench/ops.lua), ms per call; torch's
+    # default sort (not stable=True: the faster of its two)
+    v, m = torch.randn(1 << 20), torch.randn(1024, 1024)
+    u = torch.randint(0, 100000, (1 << 20,))
+    sorts = (
+        ("sort_1m", lambda: v.sort()),
+        ("sort_rows", lambda: m.sort()),
+        ("argsort_1m", lambda: v.argsort()),
+        ("unique_1m", lambda: u.unique()),
+        ("unique_1m_inv", lambda: u.unique(return_inverse=True, return_counts=True)),
+    )
+    for name, body in sorts:
+        result(name, time_per_call(body, mt, reps) * 1e3, "ms")
+    del v, m, u
+
     # tiny op: 1-element add, loop of N calls minus an empty loop of N
     t1, t2 = torch.ones(1), torch.ones(1)
     n = args.tiny_calls

@@ -11,12 +11,16 @@ set(DDPL_CUEMU_SPECS
   cuda_blas_spec cuda_copy_spec cuda_nn_spec cuda_parity_spec cuda_pointwise_spec
   cuda_reduce_spec cuda_runtime_spec attention_spec autocast_spec ddp_powersgd_spec
   rng_state_spec serialize_spec tensor_binding_spec nccl_spec sync_batch_norm_spec
-  data_workers_spec cuemu_examples_spec)
+  data_workers_spec cuemu_examples_spec
+  sort_spec # sort, searchsorted, bincount, histc
+  scan_spec # cumsum/cummax kernels (cuda_scan.cu)
+  math_spec) # the UNARY_FN/BINARY_FN kernels (cuda_math_fns.cu)
 set(DDPL_CUEMU_C_TESTS
   test_cuda_alloc test_cuda_copy test_cuda_coverage test_cuda_index_check test_cuda_libs
   test_cuda_pointwise test_backend test_nccl_pg test_autocast)
 # the specs whose kernels have barriers and shuffles, again in another thread order
-set(DDPL_CUEMU_SEEDED cuda_reduce_spec cuda_nn_spec cuda_parity_spec)
+set(DDPL_CUEMU_SEEDED cuda_reduce_spec cuda_nn_spec cuda_parity_spec
+  scan_spec) # the block scan's shuffles and barriers
 
 set(cuemu_coverage ${CMAKE_BINARY_DIR}/cuemu-coverage.txt)
 add_test(NAME cuemu_coverage_reset COMMAND ${CMAKE_COMMAND} -E rm -f ${cuemu_coverage})

@@ -353,16 +353,10 @@ typedef struct {
     atomic_int out_of_memory; /* a thread could not get its scratch */
 } topk_ctx;
 
-/* Byte offsets of slice s (all dims but p->dim, row-major) in t. */
+/* Byte offset of slice s (all dims but dim, row-major) in t. */
 static int64_t slice_offset(const ddpl_tensor *t, int dim, int64_t s)
 {
-    int64_t off = 0;
-    for (int d = t->ndim - 1; d >= 0; d--) {
-        if (d == dim) continue;
-        off += (s % t->sizes[d]) * t->strides[d];
-        s /= t->sizes[d];
-    }
-    return off * (int64_t)ddpl_dtype_size((ddpl_dtype)t->dtype);
+    return cpu_slice_offset(t, dim, s) * (int64_t)ddpl_dtype_size((ddpl_dtype)t->dtype);
 }
 
 static void topk_slices(int64_t begin, int64_t end, void *ctx)

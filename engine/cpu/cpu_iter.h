@@ -31,6 +31,19 @@ void cpu_iter_init(cpu_iter *it, int nops, ddpl_tensor *const *ops);
 /* Runs fn over every inner segment, in parallel chunks when the work is large. */
 void cpu_iter_run(const cpu_iter *it, cpu_loop_fn fn, void *ctx);
 
+/* Element offset in t of slice s, the slices being numbered row-major over every dim but dim
+ * (the 1-D lines along dim that sort and topk work on). */
+static inline int64_t cpu_slice_offset(const ddpl_tensor *t, int dim, int64_t s)
+{
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (d == dim) continue;
+        off += (s % t->sizes[d]) * t->strides[d];
+        s /= t->sizes[d];
+    }
+    return off;
+}
+
 /* Calls fn(begin, end, ctx) over [0, n) split across threads when n >= grain. */
 void cpu_parallel_for(int64_t n, int64_t grain, void (*fn)(int64_t begin, int64_t end, void *ctx),
                       void *ctx);

@@ -42,6 +42,8 @@ DDPL_CPU_KERNEL(cpu_relu);
 DDPL_CPU_KERNEL(cpu_gelu);
 DDPL_CPU_KERNEL(cpu_silu);
 DDPL_CPU_KERNEL(cpu_clamp);
+DDPL_CPU_KERNEL(cpu_unary_fn);  /* cpu_math_fns.c */
+DDPL_CPU_KERNEL(cpu_binary_fn); /* cpu_math_fns.c */
 DDPL_CPU_KERNEL(cpu_relu_backward);
 DDPL_CPU_KERNEL(cpu_gelu_backward);
 DDPL_CPU_KERNEL(cpu_silu_backward);
@@ -53,12 +55,22 @@ DDPL_CPU_KERNEL(cpu_amax);
 DDPL_CPU_KERNEL(cpu_amin);
 DDPL_CPU_KERNEL(cpu_max_dim);
 DDPL_CPU_KERNEL(cpu_min_dim);
+DDPL_CPU_KERNEL(cpu_cumsum); /* cpu_scan.c */
+DDPL_CPU_KERNEL(cpu_cumprod);
+DDPL_CPU_KERNEL(cpu_cummax);
+DDPL_CPU_KERNEL(cpu_cummin);
+DDPL_CPU_KERNEL(cpu_any); /* cpu_logic.c */
+DDPL_CPU_KERNEL(cpu_all);
 DDPL_CPU_KERNEL(cpu_gemm);
 DDPL_CPU_KERNEL(cpu_index_select);
 DDPL_CPU_KERNEL(cpu_index_add);
 DDPL_CPU_KERNEL(cpu_gather);
 DDPL_CPU_KERNEL(cpu_scatter_add);
 DDPL_CPU_KERNEL(cpu_topk);
+DDPL_CPU_KERNEL(cpu_sort);         /* cpu_sort.c */
+DDPL_CPU_KERNEL(cpu_searchsorted); /* cpu_sort.c */
+DDPL_CPU_KERNEL(cpu_bincount);     /* cpu_histogram.c */
+DDPL_CPU_KERNEL(cpu_histc);        /* cpu_histogram.c */
 DDPL_CPU_KERNEL(cpu_conv2d);
 DDPL_CPU_KERNEL(cpu_conv2d_backward);
 DDPL_CPU_KERNEL(cpu_max_pool2d);

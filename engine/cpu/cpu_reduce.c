@@ -14,6 +14,7 @@
  * Floating inputs accumulate in double (so a float32 sum of 16M elements keeps ~1e-9 relative
  * error and amax/amin stay exact), integers in int64 with wrap-around. */
 #include <math.h>
+#include <string.h>
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
@@ -119,10 +120,50 @@ ROW_FN(row_sum_f32, float, OP_SUM, 0.0)
 ROW_FN(row_sum_f64, double, OP_SUM, 0.0)
 ROW_FN(row_prod_f32, float, OP_PROD, 1.0)
 ROW_FN(row_prod_f64, double, OP_PROD, 1.0)
-ROW_FN(row_max_f32, float, OP_MAX, -INFINITY)
-ROW_FN(row_max_f64, double, OP_MAX, -INFINITY)
-ROW_FN(row_min_f32, float, OP_MIN, INFINITY)
-ROW_FN(row_min_f64, double, OP_MIN, INFINITY)
+/* max/min rows in two 32-byte vectors of T itself (the result is one of the elements: no
+ * conversion), GCC vector extensions: each lane keeps b where b CMP lane, a compare and a blend,
+ * which leaves the lane alone for a NaN b; a mask of NaNs seen restores PyTorch's rule that NaN
+ * wins. Written with scalars, the NaN test inside the select kept GCC from vectorising and amax
+ * ran at a fifth of torch's speed. Strided rows and the tail take the scalar OP. */
+#define ROW_MINMAX(NAME, T, IT, CMP, OP, ID)                                                       \
+    static double NAME(const char *p_, int64_t n, int64_t s, double init)                          \
+    {                                                                                              \
+        typedef T vec __attribute__((vector_size(32)));                                            \
+        typedef IT mask __attribute__((vector_size(32)));                                          \
+        enum { W = 32 / sizeof(T) };                                                               \
+        const T *p = (const T *)p_;                                                                \
+        vec l0, l1;                                                                                \
+        for (int j = 0; j < W; j++) l0[j] = (T)ID;                                                 \
+        l1 = l0;                                                                                   \
+        mask nan = {0};                                                                            \
+        int64_t i = 0;                                                                             \
+        if (s == 1) {                                                                              \
+            for (; i + 2 * W <= n; i += 2 * W) {                                                   \
+                vec b0, b1;                                                                        \
+                memcpy(&b0, p + i, sizeof b0);                                                     \
+                memcpy(&b1, p + i + W, sizeof b1);                                                 \
+                mask m0 = b0 CMP l0, m1 = b1 CMP l1;                                               \
+                l0 = (vec)((m0 & (mask)b0) | (~m0 & (mask)l0));                                    \
+                l1 = (vec)((m1 & (mask)b1) | (~m1 & (mask)l1));                                    \
+                nan |= (b0 != b0) | (b1 != b1);                                                    \
+            }                                                                                      \
+        }                                                                                          \
+        double r = init;                                                                           \
+        for (int j = 0; j < W; j++) {                                                              \
+            if (nan[j]) return (double)NAN;                                                        \
+            r = OP(r, (double)l0[j]);                                                              \
+            r = OP(r, (double)l1[j]);                                                              \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            double a = r, b = (double)p[i * s];                                                    \
+            r = OP(a, b);                                                                          \
+        }                                                                                          \
+        return r;                                                                                  \
+    }
+ROW_MINMAX(row_max_f32, float, int32_t, >, OP_MAX, -INFINITY)
+ROW_MINMAX(row_max_f64, double, int64_t, >, OP_MAX, -INFINITY)
+ROW_MINMAX(row_min_f32, float, int32_t, <, OP_MIN, INFINITY)
+ROW_MINMAX(row_min_f64, double, int64_t, <, OP_MIN, INFINITY)
 
 typedef double (*row_fn)(const char *p, int64_t n, int64_t s, double init);
 static const row_fn rows_f32[4] = {row_sum_f32, row_prod_f32, row_max_f32, row_min_f32};

@@ -176,6 +176,12 @@ int cuda_pw_unary(const char *what, cuda_pw_unop op, int dtype, void *out, const
                   const cuda_pw_geom *g, const cuda_pw_scalars *s);
 int cuda_pw_backward(const char *what, cuda_pw_bwop op, int dtype, void *out, const void *grad,
                      const void *saved, const cuda_pw_geom *g);
+/* the UNARY_FN and BINARY_FN kernels (cuda_math_fns.cu): fn is a ddpl_unary_fn (s carries
+ * round's scalars) or a ddpl_binary_fn; inputs and output share dtype */
+int cuda_pw_unary_fn(const char *what, int fn, int dtype, void *out, const void *a,
+                     const cuda_pw_geom *g, const cuda_pw_scalars *s);
+int cuda_pw_binary_fn(const char *what, int fn, int dtype, void *out, const void *a, const void *b,
+                      const cuda_pw_geom *g);
 /* out <- cond ? x : y, a select of elem_size-byte elements (cond is bool) */
 int cuda_pw_where(int elem_size, void *out, const void *cond, const void *x, const void *y,
                   const cuda_pw_geom *g);

@@ -215,6 +215,40 @@ static int cuda_clamp(ddpl_tensor **o, ddpl_tensor **i, const void *params)
     return unary("clamp", CUDA_PW_CLAMP, o, i, &s);
 }
 
+/* ---- the functions of math_fns.def ---- */
+static int cuda_unary_fn(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    const ddpl_unary_fn_params *p = params;
+    ddpl_tensor *o = out[0], *ops[2] = {out[0], in[0]};
+    if (o->dtype != in[0]->dtype)
+        return ddpl_error("unary_fn: cuda kernel expects a %s output, got %s",
+                          ddpl_dtype_name((ddpl_dtype)in[0]->dtype),
+                          ddpl_dtype_name((ddpl_dtype)o->dtype));
+    if (ddpl_tensor_numel(o) == 0) return 0;
+    cuda_pw_geom g;
+    geom_of(&g, 2, ops);
+    cuda_pw_scalars s = {.d0 = p->p0, .d1 = p->p1, .f0 = (float)p->p0, .f1 = (float)p->p1};
+    return cuda_pw_unary_fn(ddpl_unary_fn_name(p->fn), p->fn, o->dtype, ddpl_data_ptr(o),
+                            ddpl_data_ptr(in[0]), &g, &s);
+}
+
+static int cuda_binary_fn(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    const ddpl_binary_fn_params *p = params;
+    ddpl_tensor *o = out[0], *ops[3] = {out[0], in[0], in[1]};
+    const char *name = ddpl_binary_fn_name(p->fn);
+    if (in[1]->dtype != in[0]->dtype || o->dtype != in[0]->dtype)
+        return ddpl_error("%s: cuda kernel expects one dtype, got %s, %s and output %s", name,
+                          ddpl_dtype_name((ddpl_dtype)in[0]->dtype),
+                          ddpl_dtype_name((ddpl_dtype)in[1]->dtype),
+                          ddpl_dtype_name((ddpl_dtype)o->dtype));
+    if (ddpl_tensor_numel(o) == 0) return 0;
+    cuda_pw_geom g;
+    geom_of(&g, 3, ops);
+    return cuda_pw_binary_fn(name, p->fn, o->dtype, ddpl_data_ptr(o), ddpl_data_ptr(in[0]),
+                             ddpl_data_ptr(in[1]), &g);
+}
+
 /* ---- fused activation backward: in[0] = grad, in[1] = saved ---- */
 static int backward(const char *name, cuda_pw_bwop op, ddpl_tensor **out, ddpl_tensor **in)
 {
@@ -258,6 +292,8 @@ void cuda_register_pointwise(ddpl_kernel *k)
     k[DDPL_OP_NORMAL] = cuda_normal;
     k[DDPL_OP_ARANGE] = cuda_arange;
     k[DDPL_OP_ADD] = cuda_add;
+    k[DDPL_OP_UNARY_FN] = cuda_unary_fn;
+    k[DDPL_OP_BINARY_FN] = cuda_binary_fn;
     k[DDPL_OP_SUB] = cuda_sub;
     k[DDPL_OP_MUL] = cuda_mul;
     k[DDPL_OP_DIV] = cuda_div;

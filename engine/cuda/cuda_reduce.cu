@@ -20,6 +20,7 @@
  * Accumulators (acc_of): float for float32/float16/bfloat16, double for float64, int64 with
  * wrap-around for integers and bool. NaN propagates through max/min, as in PyTorch. */
 #include "cuda_reduce.h"
+#include "cuda_reduce_addr.cuh"
 #include "cuda_typed.cuh"
 
 /* ---- combining ---- */
@@ -114,35 +115,7 @@ template <int KIND, typename A> __device__ __forceinline__ A block_combine(A v, 
     return v;
 }
 
-/* ---- addressing ---- */
-/* Input and output element offsets of output o (row-major over the kept dims). */
-__device__ __forceinline__ void kept_offsets(const cuda_reduce_geom &g, int64_t o, int64_t *in_off,
-                                             int64_t *out_off)
-{
-    int64_t a = 0, b = 0;
-    for (int d = g.nk - 1; d >= 0; d--) {
-        int64_t i = o % g.ksize[d];
-        o /= g.ksize[d];
-        a += i * g.kin[d];
-        b += i * g.kout[d];
-    }
-    *in_off = a;
-    *out_off = b;
-}
-
-/* Input offset (from the output's base) of reduced element r, row-major over the reduced dims. */
-__device__ __forceinline__ int64_t red_offset(const cuda_reduce_geom &g, int64_t r)
-{
-    if (g.nr == 1) return r * g.rin[0];
-    int64_t off = 0;
-    for (int d = g.nr - 1; d >= 0; d--) {
-        off += (r % g.rsize[d]) * g.rin[d];
-        r /= g.rsize[d];
-    }
-    return off;
-}
-
-/* ---- kernels ---- */
+/* ---- kernels (addressing: kept_offsets and red_offset, cuda_reduce_addr.cuh) ---- */
 /* Thread mode. grid.x covers the outputs (grid-stride), grid.y the chunks of each reduced
  * range: with partial, chunk y of output o goes to partial[o * gridDim.y + y]; without (one
  * chunk), the result goes to out. */
@@ -492,24 +465,16 @@ __device__ __forceinline__ bool topk_before(A ka, long long ia, A kb, long long 
 }
 
 /* Block x sorts slice slice0 + x. Its P (a power of two >= n, >= 2) keys and indices live in
- * dynamic shared memory (indices first, so both stay aligned), or in gidx/gkeys (P per block)
- * when they do not fit. */
+ * dynamic shared memory (indices first, so both stay aligned); slices that do not fit take the
+ * grid-wide path below. */
 template <typename T>
 __global__ void topk_kernel(T *values, long long *indices, const T *x, cuda_topk_geom g, int64_t P,
-                            int64_t k, bool largest, int64_t slice0, long long *gidx,
-                            typename acc_of<T>::type *gkeys)
+                            int64_t k, bool largest, int64_t slice0)
 {
     typedef typename acc_of<T>::type A;
     extern __shared__ __align__(16) unsigned char topk_smem[];
-    long long *idx;
-    A *keys;
-    if (gidx) {
-        idx = gidx + blockIdx.x * P;
-        keys = gkeys + blockIdx.x * P;
-    } else {
-        idx = (long long *)topk_smem;
-        keys = (A *)(topk_smem + P * sizeof(long long));
-    }
+    long long *idx = (long long *)topk_smem;
+    A *keys = (A *)(topk_smem + P * sizeof(long long));
     int64_t n = g.sizes[g.dim], xs = g.xs[g.dim];
     int64_t xo, vo, io;
     slice_offsets(g, slice0 + blockIdx.x, &xo, &vo, &io);
@@ -540,6 +505,71 @@ __global__ void topk_kernel(T *values, long long *indices, const T *x, cuda_topk
     for (int64_t j = threadIdx.x; j < k; j += blockDim.x) {
         long long i = idx[j];
         values[vo + j * g.vs[g.dim]] = x[xo + i * xs]; /* the element itself: exact */
+        indices[io + j * g.is[g.dim]] = i;
+    }
+}
+
+/* ---- topk of long slices (sort's path for them too): the same bitonic network over slices
+ * in global scratch, one launch per stage over every pair of the batch, so a long slice keeps
+ * the whole device busy instead of one block (a 1M-element sort: 210 stages of 512K pairs). ---- */
+
+/* keys and positions of every slice of the batch (slice t / P of it, position t % P; the
+ * padding past n sorts last) */
+template <typename T>
+__global__ void topk_load_kernel(long long *gidx, typename acc_of<T>::type *gkeys, const T *x,
+                                 cuda_topk_geom g, int64_t P, int64_t slice0, int64_t nb)
+{
+    typedef typename acc_of<T>::type A;
+    int64_t n = g.sizes[g.dim], xs = g.xs[g.dim];
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < nb * P;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t b = t / P, i = t % P, xo, vo, io;
+        slice_offsets(g, slice0 + b, &xo, &vo, &io);
+        gidx[t] = i;
+        gkeys[t] = i < n ? to_acc<A>(x[xo + i * xs]) : (A)0;
+    }
+}
+
+/* One compare-exchange stage (size, stride) of topk_kernel's network on every slice: pair
+ * number t of a slice is (i, i + stride), i having the stride bit clear. */
+template <typename A>
+__global__ void topk_stage_kernel(long long *gidx, A *gkeys, int64_t P, int64_t nb, int64_t size,
+                                  int64_t stride, int64_t n, bool largest)
+{
+    int64_t half = P / 2;
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < nb * half;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t b = t / half, h = t % half;
+        int64_t i = (h / stride) * 2 * stride + h % stride, j = i + stride;
+        long long *idx = gidx + b * P;
+        A *keys = gkeys + b * P;
+        bool up = (i & size) == 0;
+        bool swap = up ? topk_before(keys[j], idx[j], keys[i], idx[i], n, largest)
+                       : topk_before(keys[i], idx[i], keys[j], idx[j], n, largest);
+        if (swap) {
+            A tk = keys[i];
+            keys[i] = keys[j];
+            keys[j] = tk;
+            long long ti = idx[i];
+            idx[i] = idx[j];
+            idx[j] = ti;
+        }
+    }
+}
+
+/* values, indices <- the first k of each sorted slice (the elements themselves: exact) */
+template <typename T>
+__global__ void topk_write_kernel(T *values, long long *indices, const T *x, cuda_topk_geom g,
+                                  const long long *gidx, int64_t P, int64_t k, int64_t slice0,
+                                  int64_t nb)
+{
+    int64_t xs = g.xs[g.dim];
+    for (int64_t t = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; t < nb * k;
+         t += (int64_t)gridDim.x * blockDim.x) {
+        int64_t b = t / k, j = t % k, xo, vo, io;
+        slice_offsets(g, slice0 + b, &xo, &vo, &io);
+        long long i = gidx[b * P + j];
+        values[vo + j * g.vs[g.dim]] = x[xo + i * xs];
         indices[io + j * g.is[g.dim]] = i;
     }
 }
@@ -581,8 +611,8 @@ static int topk_typed(T *values, long long *indices, const T *x, const cuda_topk
     if (per_slice <= TOPK_SHARED_BYTES) {
         for (int64_t s0 = 0; s0 < slices; s0 += 1 << 30) {
             int64_t b = slices - s0 < (1 << 30) ? slices - s0 : (1 << 30);
-            topk_kernel<T><<<(unsigned)b, TOPK_THREADS, per_slice, st>>>(
-                values, indices, x, g, P, k, largest, s0, NULL, NULL);
+            topk_kernel<T><<<(unsigned)b, TOPK_THREADS, per_slice, st>>>(values, indices, x, g, P,
+                                                                         k, largest, s0);
             if (cuda_check(cudaGetLastError(), "topk") < 0) return -1;
         }
         return 0;
@@ -595,8 +625,14 @@ static int topk_typed(T *values, long long *indices, const T *x, const cuda_topk
     A *gkeys = (A *)(gidx + P * batch);
     for (int64_t s0 = 0; s0 < slices; s0 += batch) {
         int64_t b = slices - s0 < batch ? slices - s0 : batch;
-        topk_kernel<T><<<(unsigned)b, TOPK_THREADS, 0, st>>>(values, indices, x, g, P, k, largest,
-                                                             s0, gidx, gkeys);
+        topk_load_kernel<T>
+            <<<cuda_blocks(b * P), CUDA_THREADS, 0, st>>>(gidx, gkeys, x, g, P, s0, b);
+        for (int64_t size = 2; size <= P; size <<= 1)
+            for (int64_t stride = size >> 1; stride > 0; stride >>= 1)
+                topk_stage_kernel<A><<<cuda_blocks(b * P / 2), CUDA_THREADS, 0, st>>>(
+                    gidx, gkeys, P, b, size, stride, n, largest);
+        topk_write_kernel<T>
+            <<<cuda_blocks(b * k), CUDA_THREADS, 0, st>>>(values, indices, x, g, gidx, P, k, s0, b);
         if (cuda_check(cudaGetLastError(), "topk") < 0) return -1;
     }
     return 0;

@@ -12,6 +12,7 @@
 void cuda_register_pointwise(ddpl_kernel *k); /* fill copy random arange binary unary where,
                                                  activation backward */
 void cuda_register_reduce(ddpl_kernel *k);    /* sum prod amax amin max min topk */
+void cuda_register_scan(ddpl_kernel *k);      /* cumsum cummax ... any all */
 void cuda_register_index(ddpl_kernel *k);     /* index_select index_add gather scatter_add */
 void cuda_register_softmax(ddpl_kernel *k);   /* softmax log_softmax nll_loss (+ backward) */
 void cuda_register_nn(ddpl_kernel *k);        /* norms, pools */
@@ -19,6 +20,7 @@ void cuda_register_optim(
     ddpl_kernel *k); /* sgd_step adam_step rmsprop_step adagrad_step amp_unscale */
 void cuda_register_blas(ddpl_kernel *k);      /* matmul (cuBLAS), conv2d (cuDNN) */
 void cuda_register_attention(ddpl_kernel *k); /* fused attention forward/backward */
+void cuda_register_sort(ddpl_kernel *k);      /* sort searchsorted bincount histc */
 void cuda_register_rnn(ddpl_kernel *k);       /* lstm_cell gru_cell (+ backward); called by
                                                  cuda_register_nn */
 

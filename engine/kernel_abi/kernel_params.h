@@ -34,6 +34,52 @@ typedef struct ddpl_clamp_params {
     double min, max;
 } ddpl_clamp_params;
 
+/* UNARY_FN: which function of math_fns.def; p0, p1 its scalars (ROUND: 10^|decimals| and the
+ * sign of decimals, 0 for none) */
+typedef enum ddpl_unary_fn {
+#define DDPL_UNARY_FN(ID, NAME) DDPL_UFN_##ID,
+#include "kernel_abi/math_fns.def"
+#undef DDPL_UNARY_FN
+    DDPL_UFN_COUNT
+} ddpl_unary_fn;
+
+typedef struct ddpl_unary_fn_params {
+    int fn; /* ddpl_unary_fn */
+    double p0, p1;
+} ddpl_unary_fn_params;
+
+/* BINARY_FN: which function of math_fns.def */
+typedef enum ddpl_binary_fn {
+#define DDPL_BINARY_FN(ID, NAME, INT_OK) DDPL_BFN_##ID,
+#include "kernel_abi/math_fns.def"
+#undef DDPL_BINARY_FN
+    DDPL_BFN_COUNT
+} ddpl_binary_fn;
+
+typedef struct ddpl_binary_fn_params {
+    int fn; /* ddpl_binary_fn */
+} ddpl_binary_fn_params;
+
+/* The PyTorch name of a function id ("floor", "remainder"), for error messages. */
+static inline const char *ddpl_unary_fn_name(int fn)
+{
+    static const char *const names[DDPL_UFN_COUNT] = {
+#define DDPL_UNARY_FN(ID, NAME) NAME,
+#include "kernel_abi/math_fns.def"
+#undef DDPL_UNARY_FN
+    };
+    return fn >= 0 && fn < DDPL_UFN_COUNT ? names[fn] : "unary_fn";
+}
+static inline const char *ddpl_binary_fn_name(int fn)
+{
+    static const char *const names[DDPL_BFN_COUNT] = {
+#define DDPL_BINARY_FN(ID, NAME, INT_OK) NAME,
+#include "kernel_abi/math_fns.def"
+#undef DDPL_BINARY_FN
+    };
+    return fn >= 0 && fn < DDPL_BFN_COUNT ? names[fn] : "binary_fn";
+}
+
 /* reduce_mask bit d set: dimension d of in[0] is reduced (out has size 1 there) */
 typedef struct ddpl_reduce_params {
     uint32_t reduce_mask;
@@ -42,6 +88,13 @@ typedef struct ddpl_reduce_params {
 typedef struct ddpl_dim_params {
     int dim; /* already wrapped to 0..ndim-1 */
 } ddpl_dim_params;
+
+/* CUMSUM/CUMPROD/CUMMAX/CUMMIN: dim already wrapped (0 for a 0-dim input); reverse scans from
+ * the end (cumsum only: its gradient is the reversed cumulative sum) */
+typedef struct ddpl_scan_params {
+    int dim;
+    bool reverse;
+} ddpl_scan_params;
 
 typedef struct ddpl_gemm_params {
     double alpha, beta; /* beta 0: out is not read (may be uninitialised) */
@@ -52,5 +105,20 @@ typedef struct ddpl_topk_params {
     int dim;
     bool largest, sorted;
 } ddpl_topk_params;
+
+/* sort, searchsorted, histc (ops/sort.c, ops/histogram.c) */
+typedef struct ddpl_sort_params {
+    int dim; /* wrapped; 0 for a 0-dim input */
+    bool descending;
+} ddpl_sort_params;
+
+typedef struct ddpl_searchsorted_params {
+    bool right;      /* first index with seq[i] > v (else seq[i] >= v) */
+    int64_t per_row; /* values per row of the sequence (0: one 1-D sequence for all values) */
+} ddpl_searchsorted_params;
+
+typedef struct ddpl_histc_params {
+    double min, max; /* the finite range, min < max; elements outside it are not counted */
+} ddpl_histc_params;
 
 #endif

@@ -1,7 +1,7 @@
 /* lua/bind_create.c: the ddpl.* functions that make tensors.
- * defines: lb_create_functions: tensor zeros ones empty full eye arange rand randn randint
- *          randperm zeros_like ones_like empty_like full_like rand_like randn_like frombytes
- *          is_tensor.
+ * defines: lb_create_functions: tensor zeros ones empty full eye arange linspace logspace rand
+ *          randn randint randperm zeros_like ones_like empty_like full_like rand_like randn_like
+ *          frombytes is_tensor.
  *
  * Every factory takes {dtype=, device=, requires_grad=} last. ddpl.tensor infers the dtype as
  * PyTorch does from Python values: all integers -> int64, any float -> float32, booleans ->
@@ -247,6 +247,51 @@ static int f_eye(lua_State *L)
     return 1;
 }
 
+/* ddpl.linspace(start, end, steps [, opts]) and ddpl.logspace(start, end, steps [, base]
+ * [, opts]) (base also {base=}, as PyTorch's keyword): float32 unless opts say otherwise */
+static int spaced(lua_State *L, const char *fname, bool log)
+{
+    lb_args a = lb_parse_args(L);
+    int max_pos = log ? 4 : 3;
+    if (a.n < 3 || a.n > max_pos)
+        return luaL_error(L, "%s: expected start, end, steps%s, got %d arguments", fname,
+                          log ? " [, base]" : "", a.n);
+    double start = lb_num(L, 1, fname, "start", 0), end = lb_num(L, 2, fname, "end", 0);
+    int64_t steps = lb_int(L, 3, fname, "steps", 0);
+    double base = 10;
+    int opts = a.opts;
+    if (log) {
+        base = lb_num(L, lb_arg(L, &a, 4, "base"), fname, "base", 10.0);
+        if (opts) { /* the factory options without base */
+            lua_newtable(L);
+            for (lua_pushnil(L); lua_next(L, opts); lua_pop(L, 1)) {
+                if (lua_type(L, -2) == LUA_TSTRING && strcmp(lua_tostring(L, -2), "base") == 0)
+                    continue;
+                lua_pushvalue(L, -2);
+                lua_pushvalue(L, -2);
+                lua_settable(L, -5);
+            }
+            opts = lua_gettop(L);
+        }
+    }
+    lb_create_opts o = lb_parse_create_opts(L, opts, fname, DDPL_FLOAT32);
+    lb_box *box = lb_newbox(L);
+    box->t = log ? ddpl_logspace(start, end, steps, base, o.dtype, o.device)
+                 : ddpl_linspace(start, end, steps, o.dtype, o.device);
+    lb_finish_in(L, box, fname);
+    lb_apply_requires_grad(L, box, &o);
+    return 1;
+}
+
+static int f_linspace(lua_State *L)
+{
+    return spaced(L, "linspace", false);
+}
+static int f_logspace(lua_State *L)
+{
+    return spaced(L, "logspace", true);
+}
+
 /* ddpl.arange([start,] stop [, step] [, opts]): int64 unless a bound or the step is a float */
 static int f_arange(lua_State *L)
 {
@@ -404,6 +449,8 @@ const luaL_Reg lb_create_functions[] = {
     {"full", f_full},
     {"eye", f_eye},
     {"arange", f_arange},
+    {"linspace", f_linspace},
+    {"logspace", f_logspace},
     {"rand", f_rand},
     {"randn", f_randn},
     {"randint", f_randint},

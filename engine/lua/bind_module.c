@@ -19,16 +19,18 @@
 
 /* Names of methods that are also functions of the ddpl table (torch.exp(x) == x.exp()). */
 static const char *const function_forms[] = {
-    "add",         "sub",          "mul",     "div",    "pow",     "maximum",     "minimum",
-    "eq",          "ne",           "lt",      "le",     "gt",      "ge",          "neg",
-    "exp",         "log",          "sqrt",    "rsqrt",  "abs",     "sign",        "sin",
-    "cos",         "tanh",         "sigmoid", "relu",   "gelu",    "silu",        "clamp",
-    "masked_fill", "matmul",       "mm",      "bmm",    "sum",     "mean",        "prod",
-    "var",         "std",          "max",     "min",    "argmax",  "argmin",      "logsumexp",
-    "norm",        "index_select", "gather",  "topk",   "softmax", "log_softmax", "flatten",
-    "reshape",     "transpose",    "permute", "narrow", "select",  "squeeze",     "unsqueeze",
-    "t",           "chunk",        "split",   "unbind", "clone",   "detach",      "numel",
-    NULL,
+    "add",         "sub",          "mul",      "div",    "pow",     "maximum",     "minimum",
+    "eq",          "ne",           "lt",       "le",     "gt",      "ge",          "neg",
+    "exp",         "log",          "sqrt",     "rsqrt",  "abs",     "sign",        "sin",
+    "cos",         "tanh",         "sigmoid",  "relu",   "gelu",    "silu",        "clamp",
+    "masked_fill", "matmul",       "mm",       "bmm",    "sum",     "mean",        "prod",
+    "var",         "std",          "max",      "min",    "argmax",  "argmin",      "logsumexp",
+    "norm",        "index_select", "gather",   "topk",   "softmax", "log_softmax", "flatten",
+    "reshape",     "transpose",    "permute",  "narrow", "select",  "squeeze",     "unsqueeze",
+    "t",           "chunk",        "split",    "unbind", "clone",   "detach",      "numel",
+    "cumsum",      "cumprod",      "cummax",   "cummin", "any",     "all",         "count_nonzero",
+    "amax",        "amin",         "aminmax",  "nansum", "nanmean", "sort",        "argsort",
+    "kthvalue",    "unique",       "bincount", "histc",  NULL,
 };
 
 /* luaL_setfuncs with the library's two upvalues (metatable, methods); see binding.h. */
@@ -64,15 +66,16 @@ int luaopen_ddplua_core(lua_State *L)
     int ddpl = lua_gettop(L);
 
     register_into(L, mt, mt, methods, lb_tensor_meta);
-    const luaL_Reg *method_sets[] = {lb_value_methods,     lb_view_methods, lb_math_methods,
-                                     lb_reduce_methods,    lb_hook_methods, lb_autograd_methods,
-                                     lb_functional_methods};
+    const luaL_Reg *method_sets[] = {lb_value_methods,      lb_view_methods,    lb_math_methods,
+                                     lb_reduce_methods,     lb_hook_methods,    lb_autograd_methods,
+                                     lb_functional_methods, lb_math_fn_methods, lb_scan_methods,
+                                     lb_sort_methods};
     for (size_t i = 0; i < sizeof method_sets / sizeof *method_sets; i++)
         register_into(L, methods, mt, methods, method_sets[i]);
     const luaL_Reg *function_sets[] = {
         lb_create_functions,   lb_math_functions, lb_reduce_functions, lb_autograd_functions,
         lb_util_functions,     lb_data_functions, lb_io_functions,     lb_optim_functions,
-        lb_autocast_functions, lb_rng_functions};
+        lb_autocast_functions, lb_rng_functions,  lb_math_fn_methods,  lb_sort_functions};
     for (size_t i = 0; i < sizeof function_sets / sizeof *function_sets; i++)
         register_into(L, ddpl, mt, methods, function_sets[i]);
     for (const char *const *name = function_forms; *name; name++) {

@@ -11,14 +11,12 @@
 
 #include "binding.h"
 
-typedef ddpl_tensor *(*binary_fn)(ddpl_tensor *, ddpl_tensor *);
-typedef ddpl_tensor *(*unary_fn)(ddpl_tensor *);
-
 /* self op other, other a tensor or number */
-static int binary(lua_State *L, const char *fname, binary_fn fn)
+static int binary(lua_State *L, const char *fname, lb_binary_op fn)
 {
     ddpl_tensor *x = lb_check(L, 1, fname);
     lb_check_operand(L, 2, fname);
+    lb_check_no_more_args(L, 2, fname);
     lb_box *box = lb_newbox(L);
     bool owned;
     ddpl_tensor *y = lb_operand(L, 2, &owned);
@@ -30,7 +28,7 @@ static int binary(lua_State *L, const char *fname, binary_fn fn)
 static const char *const alpha_opts[] = {"alpha", NULL};
 
 /* add/sub with PyTorch's alpha (positional or {alpha=}): self + sign*alpha*other */
-static int add_like(lua_State *L, const char *fname, double sign, binary_fn plain)
+static int add_like(lua_State *L, const char *fname, double sign, lb_binary_op plain)
 {
     lb_args a = lb_parse_args(L);
     lb_check_opts(L, a.opts, fname, alpha_opts);
@@ -59,9 +57,29 @@ static int m_mul(lua_State *L)
 {
     return binary(L, "mul", ddpl_mul);
 }
+static const char *const div_opts[] = {"rounding_mode", NULL};
+
+/* x:div(y [, {rounding_mode = 'floor' | 'trunc'}]) (keyword-only in PyTorch, so only the
+ * options table carries it) */
 static int m_div(lua_State *L)
 {
-    return binary(L, "div", ddpl_div);
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "div", div_opts);
+    ddpl_tensor *x = lb_check(L, 1, "div");
+    lb_check_operand(L, 2, "div");
+    lb_check_no_more_args(L, a.opts ? a.opts : 2, "div");
+    if (a.opts && a.opts != 3)
+        return luaL_error(L, "div: expected the options table as argument 3");
+    int mi = a.opts ? lb_arg(L, &a, 0, "rounding_mode") : 0;
+    if (mi && lua_type(L, mi) != LUA_TSTRING)
+        return lb_opterror(L, mi, "div", "rounding_mode", "'floor', 'trunc' or nil");
+    const char *mode = mi ? lua_tostring(L, mi) : NULL;
+    lb_box *box = lb_newbox(L);
+    bool owned;
+    ddpl_tensor *y = lb_operand(L, 2, &owned);
+    box->t = y ? ddpl_div_rounded(x, y, mode) : NULL;
+    if (owned) ddpl_tensor_release(y);
+    return lb_finish_in(L, box, "div");
 }
 static int m_pow(lua_State *L)
 {
@@ -100,9 +118,11 @@ static int m_ge(lua_State *L)
     return binary(L, "ge", ddpl_ge);
 }
 
-static int unary(lua_State *L, const char *fname, unary_fn fn)
+/* binding.h: fn(x) for a tensor x and nothing more */
+int lb_unary(lua_State *L, const char *fname, lb_unary_op fn)
 {
     ddpl_tensor *x = lb_check(L, 1, fname);
+    lb_check_no_more_args(L, 1, fname);
     lb_box *box = lb_newbox(L);
     box->t = fn(x);
     return lb_finish_in(L, box, fname);
@@ -110,55 +130,55 @@ static int unary(lua_State *L, const char *fname, unary_fn fn)
 
 static int m_neg(lua_State *L)
 {
-    return unary(L, "neg", ddpl_neg);
+    return lb_unary(L, "neg", ddpl_neg);
 }
 static int m_exp(lua_State *L)
 {
-    return unary(L, "exp", ddpl_exp);
+    return lb_unary(L, "exp", ddpl_exp);
 }
 static int m_log(lua_State *L)
 {
-    return unary(L, "log", ddpl_log);
+    return lb_unary(L, "log", ddpl_log);
 }
 static int m_sqrt(lua_State *L)
 {
-    return unary(L, "sqrt", ddpl_sqrt);
+    return lb_unary(L, "sqrt", ddpl_sqrt);
 }
 static int m_rsqrt(lua_State *L)
 {
-    return unary(L, "rsqrt", ddpl_rsqrt);
+    return lb_unary(L, "rsqrt", ddpl_rsqrt);
 }
 static int m_abs(lua_State *L)
 {
-    return unary(L, "abs", ddpl_abs);
+    return lb_unary(L, "abs", ddpl_abs);
 }
 static int m_sign(lua_State *L)
 {
-    return unary(L, "sign", ddpl_sign);
+    return lb_unary(L, "sign", ddpl_sign);
 }
 static int m_sin(lua_State *L)
 {
-    return unary(L, "sin", ddpl_sin);
+    return lb_unary(L, "sin", ddpl_sin);
 }
 static int m_cos(lua_State *L)
 {
-    return unary(L, "cos", ddpl_cos);
+    return lb_unary(L, "cos", ddpl_cos);
 }
 static int m_tanh(lua_State *L)
 {
-    return unary(L, "tanh", ddpl_tanh);
+    return lb_unary(L, "tanh", ddpl_tanh);
 }
 static int m_sigmoid(lua_State *L)
 {
-    return unary(L, "sigmoid", ddpl_sigmoid);
+    return lb_unary(L, "sigmoid", ddpl_sigmoid);
 }
 static int m_relu(lua_State *L)
 {
-    return unary(L, "relu", ddpl_relu);
+    return lb_unary(L, "relu", ddpl_relu);
 }
 static int m_silu(lua_State *L)
 {
-    return unary(L, "silu", ddpl_silu);
+    return lb_unary(L, "silu", ddpl_silu);
 }
 
 static const char *const gelu_opts[] = {"approximate", NULL};
@@ -202,9 +222,37 @@ static void clamp_bounds(lua_State *L, const char *fname, ddpl_dtype dt, bool ha
     if (!has[0] && !has[1]) luaL_error(L, "%s: at least one of min and max must be given", fname);
 }
 
+/* clamp with a tensor bound (the other a tensor, a number or nil): PyTorch's clamp(Tensor) */
+static int clamp_tensor(lua_State *L, ddpl_tensor *x)
+{
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, "clamp", clamp_opts);
+    lb_check_no_more_args(L, a.opts ? a.opts : 3, "clamp");
+    int idx[2] = {lb_arg(L, &a, 2, "min"), lb_arg(L, &a, 3, "max")};
+    for (int k = 0; k < 2; k++)
+        if (idx[k]) lb_check_operand(L, idx[k], "clamp");
+    lb_box *box = lb_newbox(L);
+    bool owned[2] = {false, false};
+    ddpl_tensor *bound[2] = {NULL, NULL};
+    bool ok = true;
+    for (int k = 0; k < 2 && ok; k++)
+        if (idx[k]) ok = (bound[k] = lb_operand(L, idx[k], &owned[k])) != NULL;
+    box->t = ok ? ddpl_clamp_tensor(x, bound[0], bound[1]) : NULL;
+    for (int k = 0; k < 2; k++)
+        if (owned[k]) ddpl_tensor_release(bound[k]);
+    return lb_finish_in(L, box, "clamp");
+}
+
+/* x:clamp(min, max): numbers (or nil) take the clamp kernel, a tensor bound clamp_tensor */
 static int m_clamp(lua_State *L)
 {
     ddpl_tensor *x = lb_check(L, 1, "clamp");
+    int top = lua_gettop(L);
+    lb_args a = lb_parse_args(L);
+    int lo = lb_arg(L, &a, 2, "min"), hi = lb_arg(L, &a, 3, "max");
+    bool tensor_bound = (lo && lb_testbox(L, lo)) || (hi && lb_testbox(L, hi));
+    lua_settop(L, top); /* drop what lb_arg pushed */
+    if (tensor_bound) return clamp_tensor(L, x);
     bool has[2];
     double v[2];
     clamp_bounds(L, "clamp", ddpl_tensor_dtype(x), has, v);
@@ -280,7 +328,7 @@ static int f_where(lua_State *L)
     return where3(L, 1, 2, 3);
 } /* ddpl.where(cond, x, y) */
 
-static int matrix(lua_State *L, const char *fname, binary_fn fn)
+static int matrix(lua_State *L, const char *fname, lb_binary_op fn)
 {
     ddpl_tensor *a = lb_check(L, 1, fname);
     ddpl_tensor *b = lb_check(L, 2, fname);
@@ -357,6 +405,8 @@ static int inplace_binary(lua_State *L, const char *fname, inplace_fn fn, double
     if (!fn) {
         lb_check_opts(L, a.opts, fname, alpha_opts);
         alpha = lb_num(L, lb_arg(L, &a, 3, "alpha"), fname, "alpha", 1.0);
+    } else {
+        lb_check_no_more_args(L, 2, fname);
     }
     bool owned;
     ddpl_tensor *y = lb_operand(L, 2, &owned);

@@ -3,8 +3,8 @@
  *          index_select gather topk), lb_reduce_functions (cat concat stack).
  *
  * Reductions take ([dim [, keepdim]]) positionally or {dim=, keepdim=} (API.md); sum and mean
- * also take a table of dims; norm takes its order p as an option ({p=1}). max/min with a dim return
- * two values (values, int64 indices), and with a tensor argument are the elementwise
+ * also take a table of dims; norm is PyTorch's norm([p [, dim [, keepdim]]]). max/min with a dim
+ * return two values (values, int64 indices), and with a tensor argument are the elementwise
  * maximum/minimum, as in PyTorch. */
 #include <string.h>
 
@@ -175,18 +175,23 @@ static int m_logsumexp(lua_State *L)
 
 static const char *const norm_opts[] = {"p", "dim", "keepdim", NULL};
 
-/* norm([dim [, keepdim]] [, {p=2}]): API.md gives every reduction the ([dim [, keepdim]])
- * form, so the order p comes in the options table (p may be 'fro', which is 2). */
+/* norm([p [, dim [, keepdim]]]) or {p=, dim=, keepdim=}, as PyTorch's Tensor.norm: a first
+ * number is the order p (2 by default; 'fro' is 2, math.huge the max norm), not a dim. */
 static int m_norm(lua_State *L)
 {
     ddpl_tensor *x = lb_check(L, 1, "norm");
     lb_args a = lb_parse_args(L);
     lb_check_opts(L, a.opts, "norm", norm_opts);
-    int pi = a.opts ? lb_arg(L, &a, 0, "p") : 0;
+    lb_check_no_more_args(L, a.opts ? a.opts : 4, "norm");
+    int pi = lb_arg(L, &a, 2, "p");
     double p = 2.0;
-    if (pi && !(lua_type(L, pi) == LUA_TSTRING && strcmp(lua_tostring(L, pi), "fro") == 0))
+    if (pi && lua_type(L, pi) == LUA_TSTRING) {
+        if (strcmp(lua_tostring(L, pi), "fro") != 0)
+            return lb_opterror(L, pi, "norm", "p", "a number or 'fro'");
+    } else {
         p = lb_num(L, pi, "norm", "p", 2.0);
-    reduce_args r = parse_reduce(L, &a, 2, "norm", false);
+    }
+    reduce_args r = parse_reduce(L, &a, 3, "norm", false);
     lb_box *box = lb_newbox(L);
     box->t = ddpl_norm(x, p, !r.has_dim, r.dims[0], r.keepdim);
     return lb_finish_in(L, box, "norm");

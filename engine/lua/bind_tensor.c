@@ -337,9 +337,8 @@ static int t_newindex(lua_State *L)
 
 /* ---- arithmetic operators: tensor or number on either side ---- */
 
-typedef ddpl_tensor *(*binary_fn)(ddpl_tensor *, ddpl_tensor *);
-
-static int arith(lua_State *L, const char *fname, binary_fn fn)
+/* binding.h: a op b with a tensor or a number on either side */
+int lb_arith(lua_State *L, const char *fname, lb_binary_op fn)
 {
     lb_check_operand(L, 1, fname);
     lb_check_operand(L, 2, fname);
@@ -355,23 +354,61 @@ static int arith(lua_State *L, const char *fname, binary_fn fn)
 
 static int t_add(lua_State *L)
 {
-    return arith(L, "add", ddpl_add);
+    return lb_arith(L, "add", ddpl_add);
 }
 static int t_sub(lua_State *L)
 {
-    return arith(L, "sub", ddpl_sub);
+    return lb_arith(L, "sub", ddpl_sub);
 }
 static int t_mul(lua_State *L)
 {
-    return arith(L, "mul", ddpl_mul);
+    return lb_arith(L, "mul", ddpl_mul);
 }
 static int t_div(lua_State *L)
 {
-    return arith(L, "div", ddpl_div);
+    return lb_arith(L, "div", ddpl_div);
 }
 static int t_pow(lua_State *L)
 {
-    return arith(L, "pow", ddpl_pow);
+    return lb_arith(L, "pow", ddpl_pow);
+}
+
+/* Lua 5.4's integer-division, modulo and bitwise operators: Python's // and % (floor_divide,
+ * remainder), and the bitwise functions, as torch's operators */
+static int t_idiv(lua_State *L)
+{
+    return lb_arith(L, "floor_divide", ddpl_floor_divide);
+}
+static int t_mod(lua_State *L)
+{
+    return lb_arith(L, "remainder", ddpl_remainder);
+}
+static int t_band(lua_State *L)
+{
+    return lb_arith(L, "bitwise_and", ddpl_bitwise_and);
+}
+static int t_bor(lua_State *L)
+{
+    return lb_arith(L, "bitwise_or", ddpl_bitwise_or);
+}
+static int t_bxor(lua_State *L)
+{
+    return lb_arith(L, "bitwise_xor", ddpl_bitwise_xor);
+}
+static int t_shl(lua_State *L)
+{
+    return lb_arith(L, "bitwise_left_shift", ddpl_bitwise_left_shift);
+}
+static int t_shr(lua_State *L)
+{
+    return lb_arith(L, "bitwise_right_shift", ddpl_bitwise_right_shift);
+}
+static int t_bnot(lua_State *L)
+{
+    ddpl_tensor *t = lb_check(L, 1, "bitwise_not");
+    lb_box *box = lb_newbox(L);
+    box->t = ddpl_bitwise_not(t);
+    return lb_finish_in(L, box, "bitwise_not");
 }
 
 static int t_unm(lua_State *L)
@@ -383,8 +420,15 @@ static int t_unm(lua_State *L)
 }
 
 const luaL_Reg lb_tensor_meta[] = {
-    {"__gc", t_gc},   {"__close", t_close},       {"__index", t_index}, {"__newindex", t_newindex},
-    {"__len", t_len}, {"__tostring", t_tostring}, {"__add", t_add},     {"__sub", t_sub},
-    {"__mul", t_mul}, {"__div", t_div},           {"__pow", t_pow},     {"__unm", t_unm},
+    {"__gc", t_gc},       {"__close", t_close},
+    {"__index", t_index}, {"__newindex", t_newindex},
+    {"__len", t_len},     {"__tostring", t_tostring},
+    {"__add", t_add},     {"__sub", t_sub},
+    {"__mul", t_mul},     {"__div", t_div},
+    {"__pow", t_pow},     {"__unm", t_unm},
+    {"__idiv", t_idiv},   {"__mod", t_mod},
+    {"__band", t_band},   {"__bor", t_bor},
+    {"__bxor", t_bxor},   {"__shl", t_shl},
+    {"__shr", t_shr},     {"__bnot", t_bnot},
     {NULL, NULL},
 };

@@ -85,6 +85,18 @@ LB_HIDDEN int lb_arg(lua_State *L, const lb_args *a, int pos, const char *name);
 /* Raises "fname: unknown option 'x'" for a key of opts not in names (NULL-terminated). */
 LB_HIDDEN void lb_check_opts(lua_State *L, int opts, const char *fname, const char *const *names);
 
+/* Shared entry points of the elementwise methods: fn(x) for a tensor x and nothing more
+ * (bind_pointwise_linalg.c), and a op b with a tensor or a number on either side, as the
+ * arithmetic metamethods take them (bind_tensor.c). */
+typedef ddpl_tensor *(*lb_unary_op)(ddpl_tensor *);
+typedef ddpl_tensor *(*lb_binary_op)(ddpl_tensor *, ddpl_tensor *);
+LB_HIDDEN int lb_unary(lua_State *L, const char *fname, lb_unary_op fn);
+LB_HIDDEN int lb_arith(lua_State *L, const char *fname, lb_binary_op fn);
+
+/* Raises "fname: expected N arguments, got M" when the stack holds more than `last` values
+ * (bind_math.c): for functions whose every argument is accounted for. */
+LB_HIDDEN void lb_check_no_more_args(lua_State *L, int last, const char *fname);
+
 /* Typed getters of a parameter at stack index idx (0 = absent: the default is returned). */
 LB_HIDDEN int64_t lb_int(lua_State *L, int idx, const char *fname, const char *name, int64_t dflt);
 LB_HIDDEN double lb_num(lua_State *L, int idx, const char *fname, const char *name, double dflt);
@@ -150,27 +162,31 @@ LB_HIDDEN void lb_hooks_open(lua_State *L);
 
 /* ---- registration: each file exports its tables (the comments name the file bind_<name>.c);
  * bind_module.c assembles the library ---- */
-LB_HIDDEN extern const luaL_Reg lb_tensor_meta[];    /* tensor: metamethods */
-LB_HIDDEN extern const luaL_Reg lb_value_methods[];  /* values: shape, values, conversion */
-LB_HIDDEN extern const luaL_Reg lb_view_methods[];   /* views */
-LB_HIDDEN extern const luaL_Reg lb_math_methods[];   /* pointwise_linalg: incl. in place, mm */
-LB_HIDDEN extern const luaL_Reg lb_math_functions[]; /* pointwise_linalg: ddpl.where, ddpl.addmm */
-LB_HIDDEN extern const luaL_Reg lb_reduce_methods[]; /* reduce: reductions, indexing */
-LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];     /* reduce: ddpl.cat, ddpl.stack */
-LB_HIDDEN extern const luaL_Reg lb_create_functions[];     /* create: factories */
-LB_HIDDEN extern const luaL_Reg lb_hook_methods[];         /* hooks: register_hook */
-LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];     /* autograd: backward, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_functions[];   /* autograd: no_grad, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_table[];       /* autograd: ddpl.autograd.grad */
-LB_HIDDEN extern const luaL_Reg lb_function_table[];       /* function: autograd._record_function */
-LB_HIDDEN extern const luaL_Reg lb_functional[];           /* functional: F.* */
-LB_HIDDEN extern const luaL_Reg lb_functional_methods[];   /* functional: x:softmax(dim), ... */
-LB_HIDDEN extern const luaL_Reg lb_util_functions[];       /* util: time, threads, config, cuda */
-LB_HIDDEN extern const luaL_Reg lb_rng_functions[];        /* rng: ddpl.* and ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];       /* util: ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_dist_functions[];       /* dist_pg: ddplua.core.dist */
-LB_HIDDEN extern const luaL_Reg lb_serialize_functions[];  /* serialize: ddplua.core.serialize */
-LB_HIDDEN extern const luaL_Reg lb_process_functions[];    /* process: ddplua.core.process */
+LB_HIDDEN extern const luaL_Reg lb_tensor_meta[];     /* tensor: metamethods */
+LB_HIDDEN extern const luaL_Reg lb_value_methods[];   /* values: shape, values, conversion */
+LB_HIDDEN extern const luaL_Reg lb_view_methods[];    /* views */
+LB_HIDDEN extern const luaL_Reg lb_math_methods[];    /* pointwise_linalg: incl. in place, mm */
+LB_HIDDEN extern const luaL_Reg lb_math_fn_methods[]; /* math: floor ... remainder (also ddpl.*) */
+LB_HIDDEN extern const luaL_Reg lb_math_functions[];  /* pointwise_linalg: ddpl.where, ddpl.addmm */
+LB_HIDDEN extern const luaL_Reg lb_reduce_methods[];  /* reduce: reductions, indexing */
+LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];    /* reduce: ddpl.cat, ddpl.stack */
+LB_HIDDEN extern const luaL_Reg lb_sort_methods[];        /* sort: sort argsort unique ... */
+LB_HIDDEN extern const luaL_Reg lb_sort_functions[];      /* sort: searchsorted bucketize */
+LB_HIDDEN extern const luaL_Reg lb_scan_methods[];        /* scan: cumsum, any, amax, nansum, ... */
+LB_HIDDEN extern const luaL_Reg lb_create_functions[];    /* create: factories */
+LB_HIDDEN extern const luaL_Reg lb_hook_methods[];        /* hooks: register_hook */
+LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];    /* autograd: backward, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_functions[];  /* autograd: no_grad, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_table[];      /* autograd: ddpl.autograd.grad */
+LB_HIDDEN extern const luaL_Reg lb_function_table[];      /* function: autograd._record_function */
+LB_HIDDEN extern const luaL_Reg lb_functional[];          /* functional: F.* */
+LB_HIDDEN extern const luaL_Reg lb_functional_methods[];  /* functional: x:softmax(dim), ... */
+LB_HIDDEN extern const luaL_Reg lb_util_functions[];      /* util: time, threads, config, cuda */
+LB_HIDDEN extern const luaL_Reg lb_rng_functions[];       /* rng: ddpl.* and ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];      /* util: ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_dist_functions[];      /* dist_pg: ddplua.core.dist */
+LB_HIDDEN extern const luaL_Reg lb_serialize_functions[]; /* serialize: ddplua.core.serialize */
+LB_HIDDEN extern const luaL_Reg lb_process_functions[];   /* process: ddplua.core.process */
 LB_HIDDEN extern const luaL_Reg lb_worker_ipc_functions[]; /* worker_ipc: ddplua.core.worker_ipc */
 LB_HIDDEN extern const luaL_Reg lb_json_functions[];       /* json: ddplua.core.json */
 LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];        /* ddp: ddplua.core.ddp */

@@ -1,8 +1,8 @@
 /* ops/creation.c: tensors made from nothing: empty, zeros, ones, full, from data, ranges,
  * identity and random tensors.
  * defines: ddpl_empty, ddpl_zeros, ddpl_ones, ddpl_full, ddpl_from_data, ddpl_scalar,
- *          ddpl_wrapped_number, ddpl_arange, ddpl_arange_int, ddpl_eye, ddpl_rand, ddpl_randn,
- * ddpl_randint, ddpl_randperm. */
+ *          ddpl_wrapped_number, ddpl_arange, ddpl_arange_int, ddpl_eye, ddpl_linspace,
+ *          ddpl_logspace, ddpl_rand, ddpl_randn, ddpl_randint, ddpl_randperm. */
 #include <math.h>
 
 #include "core/alloc.h"
@@ -149,6 +149,59 @@ ddpl_tensor *ddpl_eye(int64_t n, int64_t m, ddpl_dtype dt, ddpl_device dev)
         return NULL;
     }
     return t;
+}
+
+/* steps values from start to end, as PyTorch: the first half counts up from start and the
+ * second down from end (start + i step, end - (steps - 1 - i) step), so both ends are exact.
+ * Integer dtypes truncate the ends, compute in float64 and truncate the values, as PyTorch's. */
+ddpl_tensor *ddpl_linspace(double start, double end, int64_t steps, ddpl_dtype dt, ddpl_device dev)
+{
+    if (steps < 0 || steps > DDPL_MAX_NUMEL)
+        return ddpl_error("linspace: number of steps must be non-negative (and at most 2^62), got "
+                          "%lld",
+                          (long long)steps),
+               NULL;
+    ddpl_dtype work = ddpl_dtype_is_floating(dt) ? dt : DDPL_FLOAT64;
+    if (work != dt) { /* PyTorch converts the ends to the integer dtype first */
+        start = trunc(start);
+        end = trunc(end);
+    }
+    ddpl_tensor *t = ddpl_tensor_new(1, &steps, work, dev);
+    if (!t) return NULL;
+    double step = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
+    int64_t half = steps / 2, one = 1;
+    int64_t lens[2] = {steps == 1 ? 1 : half, steps == 1 ? 0 : steps - half};
+    ddpl_arange_params p[2] = {{start, step}, {end - step * (double)(steps - 1 - half), step}};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        if (lens[k] == 0) continue;
+        ddpl_tensor *part = ddpl_tensor_alias(t, 1, &lens[k], &one, k == 0 ? 0 : half);
+        rc = part ? ddpl_run_kernel(DDPL_OP_ARANGE, dev, &part, NULL, &p[k]) : -1;
+        ddpl_tensor_release(part);
+    }
+    if (rc < 0 || work == dt) {
+        if (rc < 0) ddpl_tensor_release(t);
+        return rc < 0 ? NULL : t;
+    }
+    ddpl_tensor *converted = ddpl_to(t, dt, dev);
+    ddpl_tensor_release(t);
+    return converted;
+}
+
+/* base ^ linspace(start, end, steps), computed in float64 for integer dtypes */
+ddpl_tensor *ddpl_logspace(double start, double end, int64_t steps, double base, ddpl_dtype dt,
+                           ddpl_device dev)
+{
+    ddpl_dtype work = ddpl_dtype_is_floating(dt) ? dt : DDPL_FLOAT64;
+    ddpl_tensor *exponent = ddpl_linspace(start, end, steps, work, dev);
+    ddpl_tensor *b = exponent ? ddpl_wrapped_number(base, false) : NULL;
+    ddpl_tensor *r = b ? ddpl_pow(b, exponent) : NULL;
+    ddpl_tensor_release(exponent);
+    ddpl_tensor_release(b);
+    if (!r || work == dt) return r;
+    ddpl_tensor *converted = ddpl_to(r, dt, dev);
+    ddpl_tensor_release(r);
+    return converted;
 }
 
 /* Fills a contiguous tensor from the process generator. */

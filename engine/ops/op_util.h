@@ -1,7 +1,7 @@
 /* ops/op_util.h: checks and small helpers shared by the op implementations.
  * defines: ddpl_check_inplace, ddpl_check_no_internal_overlap, ddpl_check_same_device,
  * ddpl_check_floating, ddpl_as_dtype, ddpl_tensor_host_copy, ddpl_mark_not_differentiable,
- * op_temps (OP_T, OP_NUM), OP_INPUTS. */
+ * op_temps (OP_T, OP_NUM, OP_U, OP_B, op_temps_result), OP_INPUTS. */
 #ifndef DDPL_OP_UTIL_H
 #define DDPL_OP_UTIL_H
 
@@ -26,7 +26,9 @@ ddpl_tensor *ddpl_to_dtype(ddpl_tensor *x, ddpl_dtype dt);
 /* Gradient of a broadcast input: sums grad over the broadcast dims down to sizes (ndim dims). */
 ddpl_tensor *ddpl_sum_to(ddpl_tensor *grad, int ndim, const int64_t *sizes);
 /* Temporaries of a formula written with ops (create_graph formulas): kept for one release at
- * the end; the first failure (a NULL result) makes OP_T skip the rest, so no op sees NULL.
+ * the end; the first failure (a NULL result) makes a later OP_T skip its op. Nested, an inner
+ * failure still hands NULL to the op around it (its argument is evaluated first), so nesting
+ * with OP_T suits steps that fail only when memory runs out; OP_U/OP_B below nest safely.
  *     op_temps k = {0};
  *     ddpl_tensor *d = OP_T(&k, ddpl_mul(x, OP_T(&k, ddpl_sub(OP_NUM(&k, 1.0), y))));
  *     gi[0] = k.failed ? NULL : ddpl_mul(grad, d);
@@ -54,6 +56,33 @@ static inline void op_temps_release(op_temps *k)
 
 #define OP_T(k, expr) ((k)->failed ? NULL : op_temps_keep((k), (expr)))
 #define OP_NUM(k, v)  OP_T(k, ddpl_wrapped_number((v), false))
+
+/* Nesting that is safe when a step can fail on its input (a composition of user tensors whose
+ * shapes may not broadcast): the op runs only when nothing failed before and its operands
+ * exist, where OP_T(k, f(OP_T(k, g(x)))) would still call f(NULL) after g failed.
+ *     ddpl_tensor *r = OP_B(&k, ddpl_add, x, OP_B(&k, ddpl_mul, w, y)); */
+typedef ddpl_tensor *(*op_unary_fn)(ddpl_tensor *);
+typedef ddpl_tensor *(*op_binary_fn)(ddpl_tensor *, ddpl_tensor *);
+static inline ddpl_tensor *op_temps_unary(op_temps *k, op_unary_fn f, ddpl_tensor *a)
+{
+    if (k->failed || !a) return k->failed = true, NULL;
+    return op_temps_keep(k, f(a));
+}
+static inline ddpl_tensor *op_temps_binary(op_temps *k, op_binary_fn f, ddpl_tensor *a,
+                                           ddpl_tensor *b)
+{
+    if (k->failed || !a || !b) return k->failed = true, NULL;
+    return op_temps_keep(k, f(a, b));
+}
+/* The result r of a composition as a new reference (NULL when a step failed); releases k. */
+static inline ddpl_tensor *op_temps_result(op_temps *k, ddpl_tensor *r)
+{
+    r = k->failed || !r ? NULL : ddpl_tensor_retain(r);
+    op_temps_release(k);
+    return r;
+}
+#define OP_U(k, f, a)    op_temps_unary((k), (f), (a))
+#define OP_B(k, f, a, b) op_temps_binary((k), (f), (a), (b))
 
 /* For backward formulas that run native kernels (pooling's, norms', ...): when the pass
  * records itself (create_graph) and the incoming gradient or a saved tensor of n requires grad

@@ -136,9 +136,9 @@ ddpl_tensor *pw_wrapped(double v)
 
 /* ---- the binary forward ---- */
 
-/* out = kop(a, b) computed in dtype `compute`, written as out_dt; no autograd. */
-static ddpl_tensor *binary_forward(const char *op, ddpl_op kop, ddpl_tensor *a, ddpl_tensor *b,
-                                   ddpl_dtype compute, ddpl_dtype out_dt, const void *params)
+/* out = kop(a, b) computed in dtype `compute`, written as out_dt; no autograd (pointwise.h). */
+ddpl_tensor *pw_binary_forward(const char *op, ddpl_op kop, ddpl_tensor *a, ddpl_tensor *b,
+                               ddpl_dtype compute, ddpl_dtype out_dt, const void *params)
 {
     ddpl_device dev;
     int nd;
@@ -167,7 +167,7 @@ static ddpl_tensor *arith_forward(const char *op, ddpl_op kop, ddpl_tensor *a, d
                                   const void *params)
 {
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(a, b));
-    return binary_forward(op, kop, a, b, dt, dt, params);
+    return pw_binary_forward(op, kop, a, b, dt, dt, params);
 }
 
 /* ---- backward formulas: gradients at the output's shape, then pw_grad_to_input ---- */
@@ -218,7 +218,7 @@ ddpl_tensor *ddpl_add_scaled(ddpl_tensor *a, ddpl_tensor *b, double alpha)
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(a, b));
     if (check_alpha("add", dt, alpha) < 0) return NULL;
     ddpl_alpha_params p = {alpha};
-    ddpl_tensor *out = binary_forward("add", DDPL_OP_ADD, a, b, dt, dt, &p);
+    ddpl_tensor *out = pw_binary_forward("add", DDPL_OP_ADD, a, b, dt, dt, &p);
     return record_add(out, a, b, alpha, "AddBackward");
 }
 
@@ -237,7 +237,7 @@ ddpl_tensor *ddpl_sub(ddpl_tensor *a, ddpl_tensor *b)
                NULL;
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(a, b));
     ddpl_alpha_params p = {1.0};
-    ddpl_tensor *out = binary_forward("sub", DDPL_OP_SUB, a, b, dt, dt, &p);
+    ddpl_tensor *out = pw_binary_forward("sub", DDPL_OP_SUB, a, b, dt, dt, &p);
     return record_add(out, a, b, -1.0, "SubBackward");
 }
 
@@ -291,7 +291,7 @@ ddpl_tensor *ddpl_div(ddpl_tensor *a, ddpl_tensor *b)
 {
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(a, b));
     if (!ddpl_dtype_is_floating(dt)) dt = ddpl_default_float_dtype(); /* true division */
-    ddpl_tensor *out = binary_forward("div", DDPL_OP_DIV, a, b, dt, dt, NULL);
+    ddpl_tensor *out = pw_binary_forward("div", DDPL_OP_DIV, a, b, dt, dt, NULL);
     ddpl_tensor *ins[2] = {a, b};
     if (out && ddpl_grad_needed(2, ins)) {
         ddpl_node *n = ddpl_node_new("DivBackward", div_backward, 2, ins);
@@ -355,7 +355,7 @@ ddpl_tensor *ddpl_pow(ddpl_tensor *a, ddpl_tensor *b)
                               ddpl_dtype_name((ddpl_dtype)a->dtype), (long long)e),
                    NULL;
     }
-    ddpl_tensor *out = binary_forward("pow", DDPL_OP_POW, a, b, dt, dt, NULL);
+    ddpl_tensor *out = pw_binary_forward("pow", DDPL_OP_POW, a, b, dt, dt, NULL);
     ddpl_tensor *ins[2] = {a, b};
     if (out && ddpl_grad_needed(2, ins)) {
         ddpl_node *n = ddpl_node_new("PowBackward", pow_backward, 2, ins);
@@ -426,7 +426,7 @@ ddpl_tensor *ddpl_minimum(ddpl_tensor *a, ddpl_tensor *b)
 static ddpl_tensor *compare(const char *op, ddpl_op kop, ddpl_tensor *a, ddpl_tensor *b)
 {
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(a, b));
-    return binary_forward(op, kop, a, b, dt, DDPL_BOOL, NULL);
+    return pw_binary_forward(op, kop, a, b, dt, DDPL_BOOL, NULL);
 }
 
 ddpl_tensor *ddpl_eq(ddpl_tensor *a, ddpl_tensor *b)

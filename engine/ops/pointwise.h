@@ -1,8 +1,9 @@
 /* ops/pointwise.h: helpers shared by the pointwise op files (pointwise.c, pointwise_unary.c,
  * pointwise_inplace.c) and the reductions.
  * defines: kernel_input, kin_prepare, kin_scalar, kin_release, pw_pick_device, pw_can_cast,
- *          pw_grad_to_input, pw_scalar_is_integral, pw_wrapped, pw_unary_forward,
- *          pw_clamp_dtype, pw_fused_backward, pw_activation_grad_recorded.
+ *          pw_grad_to_input, pw_scalar_is_integral, pw_wrapped, pw_binary_forward,
+ *          pw_unary_forward, pw_unary_recorded, pw_clamp_dtype, pw_fused_backward,
+ *          pw_activation_grad_recorded.
  *
  * Kernels read only the geometry, dtype and data pointer of their inputs, so an input is handed
  * over as a header on the C stack (a kernel_input) that views it broadcast to the output's
@@ -48,9 +49,22 @@ bool pw_scalar_is_integral(double v);
 /* A wrapped number (CPU, 0-dim) for v, integral when v is. */
 ddpl_tensor *pw_wrapped(double v);
 
+/* out (the broadcast of a and b, out_dt) <- kop(a, b) computed in dtype compute, without
+ * autograd; op names the operation in errors (pointwise.c). */
+ddpl_tensor *pw_binary_forward(const char *op, ddpl_op kop, ddpl_tensor *a, ddpl_tensor *b,
+                               ddpl_dtype compute, ddpl_dtype out_dt, const void *params);
+
 /* out (x's shape, out_dt) <- kop(x) computed in out_dt, without autograd
  * (pointwise_unary.c). */
 ddpl_tensor *pw_unary_forward(ddpl_op kop, ddpl_tensor *x, ddpl_dtype out_dt, const void *params);
+
+/* pw_unary_forward, then (when x needs a gradient) a node named node_name with backward fn,
+ * saving x in slot 0 (save & PW_SAVE_INPUT) and the output in slot 1 (save & PW_SAVE_OUTPUT),
+ * ctx_size bytes of ctx copied into its parameter block (pointwise_unary.c). */
+enum { PW_SAVE_INPUT = 1, PW_SAVE_OUTPUT = 2 };
+ddpl_tensor *pw_unary_recorded(ddpl_op kop, ddpl_tensor *x, ddpl_dtype out_dt, const void *params,
+                               const char *node_name, ddpl_backward_fn fn, int save,
+                               const void *ctx, size_t ctx_size);
 
 /* gi[0] <- the fused activation backward kernel kop (RELU_BACKWARD, ...) on grad and the saved
  * tensor, in their promoted dtype; records nothing (pointwise_unary.c). */

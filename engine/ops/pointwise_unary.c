@@ -1,7 +1,7 @@
 /* ops/pointwise_unary.c: unary pointwise ops and activations, with their gradients.
  * defines: ddpl_neg, ddpl_exp, ddpl_log, ddpl_sqrt, ddpl_rsqrt, ddpl_abs, ddpl_sign, ddpl_sin,
  *          ddpl_cos, ddpl_tanh, ddpl_sigmoid, ddpl_relu, ddpl_gelu, ddpl_silu, ddpl_clamp,
- *          pw_unary_forward, pw_clamp_dtype.
+ *          pw_unary_forward, pw_unary_recorded, pw_clamp_dtype.
  *
  * Dtypes as PyTorch: the transcendental ops and the activations with a smooth form compute in
  * float32 for integer and bool inputs; neg, abs, sign, relu and clamp keep integer dtypes
@@ -38,18 +38,17 @@ static int refuse_bool(const char *op, const ddpl_tensor *x)
     return ddpl_error("%s: not supported for bool tensors", op);
 }
 
-/* Runs kop and records a node with backward fn saving the input and/or the output. */
-enum { SAVE_INPUT = 1, SAVE_OUTPUT = 2 };
-
-static ddpl_tensor *unary(ddpl_op kop, ddpl_tensor *x, ddpl_dtype out_dt, const void *params,
-                          const char *node_name, ddpl_backward_fn fn, int save, const void *ctx,
-                          size_t ctx_size)
+/* Runs kop and records a node with backward fn saving the input and/or the output
+ * (pointwise.h). */
+ddpl_tensor *pw_unary_recorded(ddpl_op kop, ddpl_tensor *x, ddpl_dtype out_dt, const void *params,
+                               const char *node_name, ddpl_backward_fn fn, int save,
+                               const void *ctx, size_t ctx_size)
 {
     ddpl_tensor *out = pw_unary_forward(kop, x, out_dt, params);
     if (out && fn && ddpl_grad_needed(1, &x)) {
         ddpl_node *n = ddpl_node_new(node_name, fn, 1, &x);
-        ddpl_node_save(n, (save & SAVE_INPUT) ? x : NULL);
-        if (save & SAVE_OUTPUT)
+        ddpl_node_save(n, (save & PW_SAVE_INPUT) ? x : NULL);
+        if (save & PW_SAVE_OUTPUT)
             ddpl_node_save_output(n, out);
         else
             ddpl_node_save(n, NULL);
@@ -221,89 +220,89 @@ ddpl_tensor *ddpl_neg(ddpl_tensor *x)
 {
     if (x->dtype == DDPL_BOOL)
         return ddpl_error("neg: negation of a bool tensor is not supported; use logical_not"), NULL;
-    return unary(DDPL_OP_NEG, x, (ddpl_dtype)x->dtype, NULL, "NegBackward", neg_backward, 0, NULL,
-                 0);
+    return pw_unary_recorded(DDPL_OP_NEG, x, (ddpl_dtype)x->dtype, NULL, "NegBackward",
+                             neg_backward, 0, NULL, 0);
 }
 
 ddpl_tensor *ddpl_exp(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_EXP, x, float_dtype(x), NULL, "ExpBackward", exp_backward, SAVE_OUTPUT,
-                 NULL, 0);
+    return pw_unary_recorded(DDPL_OP_EXP, x, float_dtype(x), NULL, "ExpBackward", exp_backward,
+                             PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_log(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_LOG, x, float_dtype(x), NULL, "LogBackward", log_backward, SAVE_INPUT,
-                 NULL, 0);
+    return pw_unary_recorded(DDPL_OP_LOG, x, float_dtype(x), NULL, "LogBackward", log_backward,
+                             PW_SAVE_INPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_sqrt(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_SQRT, x, float_dtype(x), NULL, "SqrtBackward", sqrt_backward, SAVE_OUTPUT,
-                 NULL, 0);
+    return pw_unary_recorded(DDPL_OP_SQRT, x, float_dtype(x), NULL, "SqrtBackward", sqrt_backward,
+                             PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_rsqrt(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_RSQRT, x, float_dtype(x), NULL, "RsqrtBackward", rsqrt_backward,
-                 SAVE_OUTPUT, NULL, 0);
+    return pw_unary_recorded(DDPL_OP_RSQRT, x, float_dtype(x), NULL, "RsqrtBackward",
+                             rsqrt_backward, PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_abs(ddpl_tensor *x)
 {
     if (refuse_bool("abs", x) < 0) return NULL;
-    return unary(DDPL_OP_ABS, x, (ddpl_dtype)x->dtype, NULL, "AbsBackward", abs_backward,
-                 SAVE_INPUT, NULL, 0);
+    return pw_unary_recorded(DDPL_OP_ABS, x, (ddpl_dtype)x->dtype, NULL, "AbsBackward",
+                             abs_backward, PW_SAVE_INPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_sign(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_SIGN, x, (ddpl_dtype)x->dtype, NULL, "SignBackward", sign_backward, 0,
-                 NULL, 0);
+    return pw_unary_recorded(DDPL_OP_SIGN, x, (ddpl_dtype)x->dtype, NULL, "SignBackward",
+                             sign_backward, 0, NULL, 0);
 }
 
 ddpl_tensor *ddpl_sin(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_SIN, x, float_dtype(x), NULL, "SinBackward", sin_backward, SAVE_INPUT,
-                 NULL, 0);
+    return pw_unary_recorded(DDPL_OP_SIN, x, float_dtype(x), NULL, "SinBackward", sin_backward,
+                             PW_SAVE_INPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_cos(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_COS, x, float_dtype(x), NULL, "CosBackward", cos_backward, SAVE_INPUT,
-                 NULL, 0);
+    return pw_unary_recorded(DDPL_OP_COS, x, float_dtype(x), NULL, "CosBackward", cos_backward,
+                             PW_SAVE_INPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_tanh(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_TANH, x, float_dtype(x), NULL, "TanhBackward", tanh_backward, SAVE_OUTPUT,
-                 NULL, 0);
+    return pw_unary_recorded(DDPL_OP_TANH, x, float_dtype(x), NULL, "TanhBackward", tanh_backward,
+                             PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_sigmoid(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_SIGMOID, x, float_dtype(x), NULL, "SigmoidBackward", sigmoid_backward,
-                 SAVE_OUTPUT, NULL, 0);
+    return pw_unary_recorded(DDPL_OP_SIGMOID, x, float_dtype(x), NULL, "SigmoidBackward",
+                             sigmoid_backward, PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_relu(ddpl_tensor *x)
 {
     if (refuse_bool("relu", x) < 0) return NULL;
-    return unary(DDPL_OP_RELU, x, (ddpl_dtype)x->dtype, NULL, "ReluBackward", relu_backward,
-                 SAVE_OUTPUT, NULL, 0);
+    return pw_unary_recorded(DDPL_OP_RELU, x, (ddpl_dtype)x->dtype, NULL, "ReluBackward",
+                             relu_backward, PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_gelu(ddpl_tensor *x, bool tanh_approximation)
 {
     ddpl_gelu_params p = {tanh_approximation};
-    return unary(DDPL_OP_GELU, x, float_dtype(x), &p, "GeluBackward", gelu_backward, SAVE_INPUT, &p,
-                 sizeof p);
+    return pw_unary_recorded(DDPL_OP_GELU, x, float_dtype(x), &p, "GeluBackward", gelu_backward,
+                             PW_SAVE_INPUT, &p, sizeof p);
 }
 
 ddpl_tensor *ddpl_silu(ddpl_tensor *x)
 {
-    return unary(DDPL_OP_SILU, x, float_dtype(x), NULL, "SiluBackward", silu_backward, SAVE_INPUT,
-                 NULL, 0);
+    return pw_unary_recorded(DDPL_OP_SILU, x, float_dtype(x), NULL, "SiluBackward", silu_backward,
+                             PW_SAVE_INPUT, NULL, 0);
 }
 
 /* ---- clamp ---- */
@@ -353,6 +352,6 @@ ddpl_tensor *ddpl_clamp(ddpl_tensor *x, bool has_min, double min, bool has_max, 
     ddpl_clamp_params p = {has_min, has_max, min, max};
     ddpl_dtype dt = (ddpl_dtype)x->dtype;
     if (pw_clamp_dtype("clamp", x, &p, &dt) < 0) return NULL;
-    return unary(DDPL_OP_CLAMP, x, dt, &p, "ClampBackward", clamp_backward, SAVE_INPUT, &p,
-                 sizeof p);
+    return pw_unary_recorded(DDPL_OP_CLAMP, x, dt, &p, "ClampBackward", clamp_backward,
+                             PW_SAVE_INPUT, &p, sizeof p);
 }

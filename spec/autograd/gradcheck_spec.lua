@@ -99,9 +99,9 @@ end
 -- norm has the ([dim [, keepdim]]) form of every reduction; the order p is an option
 reductions[#reductions + 1] = {'norm all', function(x) return x:norm() end,
                                function() return {U({2, 3, 2})} end}
-reductions[#reductions + 1] = {'norm p=2 dim 1', function(x) return x:norm(1, false, { p = 2 }) end,
+reductions[#reductions + 1] = {'norm p=2 dim 1', function(x) return x:norm(2, 1) end,
                                function() return {U({2, 3, 2})} end}
-reductions[#reductions + 1] = {'norm p=1 dim -1 keepdim', function(x) return x:norm(-1, true, { p = 1 }) end,
+reductions[#reductions + 1] = {'norm p=1 dim -1 keepdim', function(x) return x:norm(1, -1, true) end,
                                function() return {A({2, 3, 2})} end}
 reductions[#reductions + 1] = {'norm p=3 all', function(x) return x:norm({ p = 3 }) end,
                                function() return {A({2, 3})} end}

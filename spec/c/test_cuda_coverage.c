@@ -28,6 +28,7 @@ int main(void)
     void (*const families[])(ddpl_kernel *) = {
         cuda_register_pointwise, cuda_register_reduce, cuda_register_index, cuda_register_softmax,
         cuda_register_nn,        cuda_register_optim,  cuda_register_blas,  cuda_register_attention,
+        cuda_register_scan,      cuda_register_sort, /* sort searchsorted bincount histc */
     };
     for (size_t i = 0; i < sizeof families / sizeof *families; i++) families[i](k);
     int missing = 0;

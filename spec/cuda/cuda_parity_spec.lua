@@ -173,19 +173,24 @@ end
 -- reductions: all elements, a dimension, keepdim, on a transposed 3-D view
 for _, op in ipairs({ 'sum', 'mean', 'var', 'std', 'prod', 'logsumexp', 'norm' }) do
     local tol = op == 'prod' and 3 or 1
+    -- (dim [, keepdim]); norm takes its order p first, as PyTorch's
+    local function reduce(x, ...)
+        if op == 'norm' then return x:norm(2, ...) end
+        return x[op](x, ...)
+    end
     if op ~= 'logsumexp' then -- logsumexp takes a dim
         case { name = op .. ' all', ins = { R { 3, 4 } }, tol = tol,
             f = function(x) return x[op](x) end }
     end
     case { name = op .. ' dim 1', ins = { R { 3, 4, 5 } }, tol = tol,
-        f = function(x) return x[op](x, 1) end }
+        f = function(x) return reduce(x, 1) end }
     case { name = op .. ' dim -1 keepdim, transposed', ins = { T { 2, 3, 4 } }, tol = tol,
-        f = function(x) return x[op](x, -1, true) end }
+        f = function(x) return reduce(x, -1, true) end }
     case { name = op .. ' dim 0 narrowed', ins = { S { 4, 3 } }, tol = tol,
-        f = function(x) return x[op](x, 0) end }
+        f = function(x) return reduce(x, 0) end }
 end
 case { name = 'norm p=1 dim 1', ins = { R { 3, 4 } },
-    f = function(x) return x:norm(1, false, { p = 1 }) end }
+    f = function(x) return x:norm(1, 1) end }
 case { name = 'sum large (reduction tree)', ins = { R { 4, 3000 } }, tol = 10,
     f = function(x) return x:sum(1), x:sum() end }
 case { name = 'mean large columns', ins = { T { 3000, 5 } }, tol = 10,

@@ -136,6 +136,27 @@ describe('DataLoader', function()
         return sizes, labels
     end
 
+    it('iterates as `for x, y in loader do`, a new pass each loop, breaks included', function()
+        for _, workers in ipairs({ 0, 1 }) do
+            local loader = data.DataLoader(ds, { batch_size = 4, num_workers = workers })
+            local labels = {}
+            for xb, yb in loader do
+                assert.equals(xb:size(0), yb:size(0))
+                for _, v in ipairs(list(yb)) do labels[#labels + 1] = v end
+            end
+            assert.same({ 0, 1, 2, 3, 4, 5, 6, 7, 8, 9 }, labels)
+            for _, yb in loader do
+                assert.same({ 0, 1, 2, 3 }, list(yb))
+                break -- the next loop starts a pass of its own
+            end
+            local firsts = {}
+            for _, yb in loader do firsts[#firsts + 1] = list(yb)[1] end
+            assert.same({ 0, 4, 8 }, firsts)
+            H.assert_error(function() return loader(nil, 1) end, 'no pass in progress')
+            loader:close()
+        end
+    end)
+
     it('batches in order, with and without drop_last', function()
         local loader = data.DataLoader(ds, { batch_size = 4 })
         assert.equals(3, #loader)

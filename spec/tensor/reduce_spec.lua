@@ -24,7 +24,7 @@ end
 -- norm has the ([dim [, keepdim]]) form of every reduction (API.md); the order p is an option
 runners.norm = function(ins, o)
     local x = ins[1]
-    if o.dim ~= nil then return x:norm(o.dim, o.keepdim, { p = o.p or 2 }) end
+    if o.dim ~= nil then return x:norm(o.p or 2, o.dim, o.keepdim) end
     if o.p ~= nil then return x:norm({ p = o.p }) end
     return x:norm()
 end

@@ -63,6 +63,46 @@ ddpl_tensor *ddpl_gt(ddpl_tensor *a, ddpl_tensor *b);
 ddpl_tensor *ddpl_ge(ddpl_tensor *a, ddpl_tensor *b);
 ddpl_tensor *ddpl_where(ddpl_tensor *cond, ddpl_tensor *x, ddpl_tensor *y);
 ddpl_tensor *ddpl_masked_fill(ddpl_tensor *x, ddpl_tensor *mask, double value);
+/* PyTorch's remaining binary functions (ops/pointwise_math_binary.c). remainder is Python's %
+ * (the sign of b), fmod C's (the sign of a); floor_divide is Python's // and not differentiable;
+ * integer division by zero is an error on the CPU. atan2, hypot, logaddexp(2), xlogy and
+ * copysign compute integers in float32; the bitwise functions take integers and bool, the shifts
+ * integers (counts outside [0, 64) give 0, or the sign for a right shift). */
+ddpl_tensor *ddpl_remainder(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_fmod(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_floor_divide(ddpl_tensor *a, ddpl_tensor *b);
+/* rounding_mode NULL (true division), "floor" or "trunc" */
+ddpl_tensor *ddpl_div_rounded(ddpl_tensor *a, ddpl_tensor *b, const char *rounding_mode);
+ddpl_tensor *ddpl_atan2(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_hypot(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_fmax(ddpl_tensor *a, ddpl_tensor *b); /* NaN only where both are NaN */
+ddpl_tensor *ddpl_fmin(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_logaddexp(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_logaddexp2(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_xlogy(ddpl_tensor *a, ddpl_tensor *b); /* a log b, 0 where a == 0 */
+ddpl_tensor *ddpl_copysign(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_bitwise_and(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_bitwise_or(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_bitwise_xor(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_bitwise_left_shift(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_bitwise_right_shift(ddpl_tensor *a, ddpl_tensor *b);
+/* bool results; nonzero counts as true */
+ddpl_tensor *ddpl_logical_and(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_logical_or(ddpl_tensor *a, ddpl_tensor *b);
+ddpl_tensor *ddpl_logical_xor(ddpl_tensor *a, ddpl_tensor *b);
+/* compositions (ops/pointwise_compose.c): start + weight (end - start) (weight a tensor or a
+ * wrapped number); input + value a b; input + value a / b (a and b not both integers); clamp
+ * with tensor bounds (either NULL), ties and NaN as PyTorch's clamp */
+ddpl_tensor *ddpl_lerp(ddpl_tensor *start, ddpl_tensor *end, ddpl_tensor *weight);
+ddpl_tensor *ddpl_addcmul(ddpl_tensor *input, ddpl_tensor *a, ddpl_tensor *b, double value);
+ddpl_tensor *ddpl_addcdiv(ddpl_tensor *input, ddpl_tensor *a, ddpl_tensor *b, double value);
+ddpl_tensor *ddpl_clamp_tensor(ddpl_tensor *x, ddpl_tensor *min, ddpl_tensor *max);
+/* |a - b| <= atol + rtol |b| elementwise (bool), NaNs equal only with equal_nan; allclose
+ * and equal (same shape, equal elements) answer in *result */
+ddpl_tensor *ddpl_isclose(ddpl_tensor *a, ddpl_tensor *b, double rtol, double atol, bool equal_nan);
+int ddpl_allclose(ddpl_tensor *a, ddpl_tensor *b, double rtol, double atol, bool equal_nan,
+                  bool *result);
+int ddpl_equal(ddpl_tensor *a, ddpl_tensor *b, bool *result);
 
 /* ---- pointwise, unary ---- */
 ddpl_tensor *ddpl_neg(ddpl_tensor *x);
@@ -81,6 +121,42 @@ ddpl_tensor *ddpl_gelu(ddpl_tensor *x, bool tanh_approximation);
 ddpl_tensor *ddpl_silu(ddpl_tensor *x);
 /* has_min/has_max select which bounds apply (PyTorch's None) */
 ddpl_tensor *ddpl_clamp(ddpl_tensor *x, bool has_min, double min, bool has_max, double max);
+/* PyTorch's remaining unary functions (ops/pointwise_math.c). floor, ceil, round and trunc
+ * return integer tensors unchanged; the others compute integers in float32. round is half to
+ * even, with decimals as PyTorch (scale by 10^decimals, round, scale back). */
+ddpl_tensor *ddpl_floor(ddpl_tensor *x);
+ddpl_tensor *ddpl_ceil(ddpl_tensor *x);
+ddpl_tensor *ddpl_round(ddpl_tensor *x, int decimals);
+ddpl_tensor *ddpl_trunc(ddpl_tensor *x);
+ddpl_tensor *ddpl_frac(ddpl_tensor *x); /* x - trunc(x) */
+ddpl_tensor *ddpl_reciprocal(ddpl_tensor *x);
+ddpl_tensor *ddpl_exp2(ddpl_tensor *x);
+ddpl_tensor *ddpl_expm1(ddpl_tensor *x);
+ddpl_tensor *ddpl_log2(ddpl_tensor *x);
+ddpl_tensor *ddpl_log10(ddpl_tensor *x);
+ddpl_tensor *ddpl_log1p(ddpl_tensor *x);
+ddpl_tensor *ddpl_tan(ddpl_tensor *x);
+ddpl_tensor *ddpl_asin(ddpl_tensor *x);
+ddpl_tensor *ddpl_acos(ddpl_tensor *x);
+ddpl_tensor *ddpl_atan(ddpl_tensor *x);
+ddpl_tensor *ddpl_sinh(ddpl_tensor *x);
+ddpl_tensor *ddpl_cosh(ddpl_tensor *x);
+ddpl_tensor *ddpl_asinh(ddpl_tensor *x);
+ddpl_tensor *ddpl_acosh(ddpl_tensor *x);
+ddpl_tensor *ddpl_atanh(ddpl_tensor *x);
+ddpl_tensor *ddpl_erf(ddpl_tensor *x);
+ddpl_tensor *ddpl_erfc(ddpl_tensor *x);
+ddpl_tensor *ddpl_erfinv(ddpl_tensor *x);
+ddpl_tensor *ddpl_square(ddpl_tensor *x); /* x * x: integers stay integers */
+/* bool results */
+ddpl_tensor *ddpl_isnan(ddpl_tensor *x);
+ddpl_tensor *ddpl_isinf(ddpl_tensor *x);
+ddpl_tensor *ddpl_isfinite(ddpl_tensor *x);
+ddpl_tensor *ddpl_logical_not(ddpl_tensor *x);
+ddpl_tensor *ddpl_bitwise_not(ddpl_tensor *x); /* integers and bool */
+/* NaN -> nan, +inf -> *posinf, -inf -> *neginf (NULL: the dtype's largest finite values) */
+ddpl_tensor *ddpl_nan_to_num(ddpl_tensor *x, double nan, const double *posinf,
+                             const double *neginf);
 
 /* ---- in place (no autograd through them; refused on leaves that require grad) ---- */
 int ddpl_zero_(ddpl_tensor *x);
@@ -122,6 +198,24 @@ ddpl_tensor *ddpl_argmax(ddpl_tensor *x, bool all_dims, int dim, bool keepdim);
 ddpl_tensor *ddpl_argmin(ddpl_tensor *x, bool all_dims, int dim, bool keepdim);
 ddpl_tensor *ddpl_logsumexp(ddpl_tensor *x, int dim, bool keepdim);
 ddpl_tensor *ddpl_norm(ddpl_tensor *x, double p, bool all_dims, int dim, bool keepdim);
+/* scans along dim: cumsum/cumprod give dt, or with DDPL_DTYPE_COUNT x's dtype
+ * (integers and bool: int64); cummax/cummin give values and int64 indices (the last index of
+ * the running extreme on ties, as PyTorch) */
+ddpl_tensor *ddpl_cumsum(ddpl_tensor *x, int dim, ddpl_dtype dt);
+ddpl_tensor *ddpl_cumprod(ddpl_tensor *x, int dim, ddpl_dtype dt);
+int ddpl_cummax(ddpl_tensor *x, int dim, ddpl_tensor **values, ddpl_tensor **indices);
+int ddpl_cummin(ddpl_tensor *x, int dim, ddpl_tensor **values, ddpl_tensor **indices);
+/* over ndims dims (ndims 0: every dim); any/all give bool (uint8 for uint8), count_nonzero
+ * int64; amax/amin keep the dtype and share the gradient among ties; nansum/nanmean skip NaN */
+ddpl_tensor *ddpl_any(ddpl_tensor *x, int ndims, const int *dims, bool keepdim);
+ddpl_tensor *ddpl_all(ddpl_tensor *x, int ndims, const int *dims, bool keepdim);
+ddpl_tensor *ddpl_count_nonzero(ddpl_tensor *x, int ndims, const int *dims);
+ddpl_tensor *ddpl_amax(ddpl_tensor *x, int ndims, const int *dims, bool keepdim);
+ddpl_tensor *ddpl_amin(ddpl_tensor *x, int ndims, const int *dims, bool keepdim);
+int ddpl_aminmax(ddpl_tensor *x, bool all_dims, int dim, bool keepdim, ddpl_tensor **min,
+                 ddpl_tensor **max);
+ddpl_tensor *ddpl_nansum(ddpl_tensor *x, int ndims, const int *dims, bool keepdim);
+ddpl_tensor *ddpl_nanmean(ddpl_tensor *x, int ndims, const int *dims, bool keepdim);
 
 /* ---- linear algebra ---- */
 ddpl_tensor *ddpl_matmul(ddpl_tensor *a, ddpl_tensor *b); /* 1-D .. batched N-D, broadcast */
@@ -138,6 +232,33 @@ ddpl_tensor *ddpl_index_select(ddpl_tensor *x, int dim, ddpl_tensor *index); /* 
 ddpl_tensor *ddpl_gather(ddpl_tensor *x, int dim, ddpl_tensor *index);
 int ddpl_topk(ddpl_tensor *x, int64_t k, int dim, bool largest, bool sorted, ddpl_tensor **values,
               ddpl_tensor **indices);
+
+/* ---- sorting, searching and counting (ops/sort.c, ops/unique.c, ops/histogram.c) ---- */
+/* values and int64 indices of x sorted along dim; always stable (PyTorch's stable=true), NaN
+ * sorts as the largest value; differentiable in x */
+int ddpl_sort(ddpl_tensor *x, int dim, bool descending, ddpl_tensor **values,
+              ddpl_tensor **indices);
+ddpl_tensor *ddpl_argsort(ddpl_tensor *x, int dim, bool descending); /* sort's indices */
+/* the k-th smallest along dim, k 1-based as in PyTorch (1 = the smallest) */
+int ddpl_kthvalue(ddpl_tensor *x, int64_t k, int dim, bool keepdim, ddpl_tensor **values,
+                  ddpl_tensor **indices);
+/* distinct elements of x, sorted ascending (flattened; with has_dim, the distinct slices along
+ * dim), the int64 inverse (x's shape; with a dim, x.size(dim)) and the int64 counts; inverse
+ * and counts may be NULL (not wanted) */
+int ddpl_unique(ddpl_tensor *x, bool has_dim, int dim, ddpl_tensor **out, ddpl_tensor **inverse,
+                ddpl_tensor **counts);
+/* insertion points of values in sorted_sequence (1-D, or one row per leading index of values):
+ * the first index with seq >= v (right: seq > v); int64, or int32 with out_int32 */
+ddpl_tensor *ddpl_searchsorted(ddpl_tensor *sorted_sequence, ddpl_tensor *values, bool right,
+                               bool out_int32);
+ddpl_tensor *ddpl_bucketize(ddpl_tensor *input, ddpl_tensor *boundaries, bool right,
+                            bool out_int32); /* boundaries 1-D */
+/* counts of each value of x (1-D, non-negative integers) in max(x)+1 or minlength bins; with
+ * weights (NULL: none) their sums: float32 for float32 weights, else float64 */
+ddpl_tensor *ddpl_bincount(ddpl_tensor *x, ddpl_tensor *weights, int64_t minlength);
+/* histogram of x (float32/float64) in bins equal bins of [min, max] (min == max: the data's
+ * range) */
+ddpl_tensor *ddpl_histc(ddpl_tensor *x, int64_t bins, double min, double max);
 
 /* ---- neural-network functions (PyTorch's torch.nn.functional) ---- */
 /* losses reduce as ddpl_reduction says (ddpl/types.h) */

@@ -85,6 +85,11 @@ ddpl_tensor *ddpl_arange(double start, double stop, double step, ddpl_dtype dt, 
 ddpl_tensor *ddpl_arange_int(int64_t start, int64_t stop, int64_t step, ddpl_dtype dt,
                              ddpl_device dev);
 ddpl_tensor *ddpl_eye(int64_t n, int64_t m, ddpl_dtype dt, ddpl_device dev);
+/* steps evenly spaced values from start to end (both included), as torch.linspace; and
+ * base ^ those, as torch.logspace. Integer dtypes truncate, as PyTorch's. */
+ddpl_tensor *ddpl_linspace(double start, double end, int64_t steps, ddpl_dtype dt, ddpl_device dev);
+ddpl_tensor *ddpl_logspace(double start, double end, int64_t steps, double base, ddpl_dtype dt,
+                           ddpl_device dev);
 ddpl_tensor *ddpl_rand(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev);
 ddpl_tensor *ddpl_randn(int ndim, const int64_t *sizes, ddpl_dtype dt, ddpl_device dev);
 ddpl_tensor *ddpl_randint(int64_t low, int64_t high, int ndim, const int64_t *sizes, ddpl_dtype dt,

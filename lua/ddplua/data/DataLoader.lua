@@ -353,6 +353,29 @@ function DataLoader:iter()
     end
 end
 
+-- for x, y in loader do ... end: Lua's generic for calls the loader itself for each batch, with
+-- the previous batch's first value as its control variable, which is nil only on a loop's first
+-- call: there a new pass starts (ending the workers of a pass an earlier loop left early, which
+-- loader:iter() would have closed at the break).
+function DataLoader:__call(_, control)
+    local pass = self._call_pass
+    if control == nil then
+        if pass and pass.closer then getmetatable(pass.closer).__close(pass.closer) end
+        local step, _, _, closer = self:iter()
+        pass = { step = step, closer = closer }
+        self._call_pass = pass
+    elseif not pass then
+        error('DataLoader: called with a control value but no pass in progress; iterate with '
+            .. '`for x, y in loader do` or `loader:iter()`', 2)
+    end
+    local values = table.pack(pass.step())
+    if values[1] == nil then
+        if pass.closer then getmetatable(pass.closer).__close(pass.closer) end
+        self._call_pass = nil
+    end
+    return table.unpack(values, 1, values.n)
+end
+
 -- Ends the persistent workers (they also end when the loader is collected).
 -- state_dict() -> the start of the pass in progress (or of the next one before any): its number,
 -- the engine RNG's state before the pass drew its base seed and its sampler's order, and the

@@ -2,8 +2,8 @@
  * -include) into every engine .cu file after tools/cuemu/rewrite.lua has rewritten it.
  * defines: threadIdx, blockIdx, blockDim, gridDim, warpSize, __syncthreads, __shfl_sync,
  *          __shfl_xor_sync, __shfl_down_sync, __shfl_up_sync, atomicAdd, atomicCAS, atomicMin,
- *          atomicMax, min, max, normcdf(f), __launch_bounds__, and the cuemu:: launch and
- *          shared-memory calls the rewriter emits.
+ *          atomicMax, min, max, normcdf(f), erfinv(f), __launch_bounds__, and the cuemu:: launch
+ *          and shared-memory calls the rewriter emits.
  *
  * Model: every CUDA thread of a block is a fiber (tools/cuemu/runtime/cuemu_sched.cpp); the
  * blocks of a grid run one after another on the host thread that launched them, so a launch
@@ -246,6 +246,29 @@ static inline double normcdf(double x)
 static inline float normcdff(float x)
 {
     return 0.5f * erfcf(-x * (float)M_SQRT1_2);
+}
+
+/* Inverse error function: CUDA's device library has it, glibc does not. Winitzki's closed-form
+ * guess, then Newton steps on erf (whose derivative is 2/sqrt(pi) exp(-x^2)) to full double
+ * precision; +-1 give +-inf and |y| > 1 NaN, as CUDA's. */
+static inline double erfinv(double y)
+{
+    if (!(fabs(y) <= 1)) return NAN;
+    if (fabs(y) == 1) return copysign(INFINITY, y);
+    const double a = 0.147, two_over_pi_a = 2 / (M_PI * a);
+    double l = log((1 - y) * (1 + y));
+    double t = two_over_pi_a + 0.5 * l;
+    double x = copysign(sqrt(sqrt(t * t - l / a) - t), y);
+    double tail = 1 - fabs(y); /* exact: in the tails step on log erfc, where erf(x) - y cancels */
+    for (int i = 0; i < 4; i++) {
+        double slope = M_2_SQRTPI * exp(-x * x), e = erfc(fabs(x));
+        x += tail < 0.5 ? (y < 0 ? -1 : 1) * log(e / tail) * e / slope : -(erf(x) - y) / slope;
+    }
+    return x;
+}
+static inline float erfinvf(float y)
+{
+    return (float)erfinv(y);
 }
 
 #endif

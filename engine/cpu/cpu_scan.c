@@ -1,0 +1,216 @@
+/* cpu/cpu_scan.c: scan CPU kernels along one dim: cumsum, cumprod, and cummax/cummin with the
+ * int64 index of the running extreme.
+ * defines: cpu_cumsum, cpu_cumprod, cpu_cummax, cpu_cummin.
+ *
+ * out has in[0]'s shape and dtype (the op converted the input). The input is seen as slices
+ * along dim; slices are independent, so they are split over the engine's threads. Two paths:
+ *   - contiguous float32/float64: the tensor is (outer, n, inner). With inner == 1 each slice is
+ *     one sequential row; otherwise a task walks the n rows of a block of up to SCAN_COLS
+ *     neighbouring columns with one accumulator per column, so memory is read in order;
+ *   - anything else (strided views, every other dtype): one slice at a time through the generic
+ *     element loads.
+ * Floating sums and products accumulate in double, integers in int64 with wrap-around, as
+ * PyTorch's CPU kernels (acc_type<float, false> is double); each output is the accumulator
+ * rounded to the dtype. cummax/cummin take the new element when it is NaN or at least as large
+ * (small): on ties the index is the LAST one, and a NaN stays once seen, its index that of the
+ * latest NaN (PyTorch's cummax_cummin_helper). */
+#include <math.h>
+
+#include "cpu_iter.h"
+#include "cpu_kernels.h"
+#include "kernel_abi/kernel_params.h"
+
+typedef enum { SCAN_SUM, SCAN_PROD, SCAN_MAX, SCAN_MIN } scan_kind;
+
+#define SCAN_COLS 256 /* accumulators per column task: 2 KB of doubles on the stack */
+
+typedef struct {
+    const ddpl_tensor *x, *out, *idx; /* idx: cummax/cummin only */
+    int dim;
+    bool reverse;
+    scan_kind kind;
+    int64_t n, inner; /* elements along dim; contiguous path: elements after dim */
+    int64_t nblk;     /* contiguous path: column blocks per outer index */
+} scan_job;
+
+/* ---- contiguous float32/float64 sums and products ---- */
+#define SCAN_ROW(T)                                                                                \
+    do {                                                                                           \
+        const T *xp = (const T *)ddpl_data_ptr(j->x);                                              \
+        T *op = (T *)ddpl_data_ptr(j->out);                                                        \
+        for (int64_t s = begin; s < end; s++) {                                                    \
+            const T *a = xp + s * n;                                                               \
+            T *b = op + s * n;                                                                     \
+            double acc = prod ? 1.0 : 0.0;                                                         \
+            for (int64_t k = 0; k < n; k++) {                                                      \
+                int64_t i = j->reverse ? n - 1 - k : k;                                            \
+                acc = prod ? acc * (double)a[i] : acc + (double)a[i];                              \
+                b[i] = (T)acc;                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+static void rows_range(int64_t begin, int64_t end, void *ctx)
+{
+    const scan_job *j = ctx;
+    int64_t n = j->n;
+    bool prod = j->kind == SCAN_PROD;
+    if (j->x->dtype == DDPL_FLOAT32)
+        SCAN_ROW(float);
+    else
+        SCAN_ROW(double);
+}
+
+#define SCAN_COLUMNS(T)                                                                            \
+    do {                                                                                           \
+        const T *xp = (const T *)ddpl_data_ptr(j->x) + base;                                       \
+        T *op = (T *)ddpl_data_ptr(j->out) + base;                                                 \
+        for (int64_t k = 0; k < j->n; k++) {                                                       \
+            int64_t r = (j->reverse ? j->n - 1 - k : k) * inner;                                   \
+            if (prod)                                                                              \
+                for (int64_t c = 0; c < nc; c++) acc[c] *= (double)xp[r + c];                      \
+            else                                                                                   \
+                for (int64_t c = 0; c < nc; c++) acc[c] += (double)xp[r + c];                      \
+            for (int64_t c = 0; c < nc; c++) op[r + c] = (T)acc[c];                                \
+        }                                                                                          \
+    } while (0)
+
+static void cols_range(int64_t begin, int64_t end, void *ctx)
+{
+    const scan_job *j = ctx;
+    int64_t inner = j->inner;
+    bool prod = j->kind == SCAN_PROD;
+    double acc[SCAN_COLS];
+    for (int64_t t = begin; t < end; t++) {
+        int64_t outer = t / j->nblk, c0 = (t % j->nblk) * SCAN_COLS;
+        int64_t nc = inner - c0 < SCAN_COLS ? inner - c0 : SCAN_COLS;
+        int64_t base = outer * j->n * inner + c0;
+        for (int64_t c = 0; c < nc; c++) acc[c] = prod ? 1.0 : 0.0;
+        if (j->x->dtype == DDPL_FLOAT32)
+            SCAN_COLUMNS(float);
+        else
+            SCAN_COLUMNS(double);
+    }
+}
+
+/* ---- generic: any strides, any dtype ---- */
+
+/* Element offsets of slice s (row-major over every dim but dim) in x, out and idx. */
+static void slice_offsets(const scan_job *j, int64_t s, int64_t *xo, int64_t *oo, int64_t *io)
+{
+    int64_t a = 0, b = 0, c = 0;
+    for (int d = j->x->ndim - 1; d >= 0; d--) {
+        if (d == j->dim) continue;
+        int64_t i = s % j->x->sizes[d];
+        s /= j->x->sizes[d];
+        a += i * j->x->strides[d];
+        b += i * j->out->strides[d];
+        if (j->idx) c += i * j->idx->strides[d];
+    }
+    *xo = a;
+    *oo = b;
+    *io = c;
+}
+
+/* Whether the running extreme moves to the new element v (PyTorch: NaN, or >= / <=). */
+static inline bool take_f(bool is_max, double v, double best)
+{
+    return v != v || (best == best && (is_max ? v >= best : v <= best));
+}
+
+static void generic_range(int64_t begin, int64_t end, void *ctx)
+{
+    const scan_job *j = ctx;
+    ddpl_dtype dt = (ddpl_dtype)j->x->dtype;
+    bool integral = ddpl_dtype_is_integral(dt);
+    int64_t esz = (int64_t)ddpl_dtype_size(dt);
+    int64_t xs = j->x->ndim ? j->x->strides[j->dim] : 0;
+    int64_t os = j->out->ndim ? j->out->strides[j->dim] : 0;
+    int64_t is = j->idx && j->idx->ndim ? j->idx->strides[j->dim] : 0;
+    const char *xp = ddpl_data_ptr(j->x);
+    char *op = ddpl_data_ptr(j->out);
+    int64_t *ip = j->idx ? (int64_t *)ddpl_data_ptr(j->idx) : NULL;
+    bool is_max = j->kind == SCAN_MAX;
+    for (int64_t s = begin; s < end; s++) {
+        int64_t xo, oo, io;
+        slice_offsets(j, s, &xo, &oo, &io);
+        double facc = j->kind == SCAN_PROD ? 1.0 : 0.0;
+        int64_t iacc = j->kind == SCAN_PROD ? 1 : 0, best_i = 0;
+        for (int64_t k = 0; k < j->n; k++) {
+            int64_t i = j->reverse ? j->n - 1 - k : k;
+            const char *src = xp + (xo + i * xs) * esz;
+            char *dst = op + (oo + i * os) * esz;
+            if (j->kind == SCAN_SUM || j->kind == SCAN_PROD) {
+                if (integral) {
+                    uint64_t v = (uint64_t)ddpl_load_i64(src, dt);
+                    iacc = (int64_t)(j->kind == SCAN_SUM ? (uint64_t)iacc + v : (uint64_t)iacc * v);
+                    ddpl_store_i64(dst, dt, iacc);
+                } else {
+                    double v = ddpl_load_f64(src, dt);
+                    facc = j->kind == SCAN_SUM ? facc + v : facc * v;
+                    ddpl_store_f64(dst, dt, facc);
+                }
+                continue;
+            }
+            /* cummax/cummin: the value written is an element itself, so it is exact */
+            if (integral) {
+                int64_t v = ddpl_load_i64(src, dt);
+                if (k == 0 || (is_max ? v >= iacc : v <= iacc)) iacc = v, best_i = i;
+                ddpl_store_i64(dst, dt, iacc);
+            } else {
+                double v = ddpl_load_f64(src, dt);
+                if (k == 0 || take_f(is_max, v, facc)) facc = v, best_i = i;
+                ddpl_store_f64(dst, dt, facc);
+            }
+            ip[io + i * is] = best_i;
+        }
+    }
+}
+
+static int run_scan(ddpl_tensor **out, ddpl_tensor **in, const void *params, scan_kind kind)
+{
+    const ddpl_scan_params *p = params;
+    const ddpl_tensor *x = in[0];
+    scan_job j = {x,          out[0], kind >= SCAN_MAX ? out[1] : NULL, x->ndim ? p->dim : 0,
+                  p->reverse, kind,   x->ndim ? x->sizes[p->dim] : 1,   1,
+                  1};
+    int64_t numel = ddpl_tensor_numel(x);
+    if (numel == 0) return 0;
+    int64_t slices = numel / j.n;
+    bool fast = kind <= SCAN_PROD && (x->dtype == DDPL_FLOAT32 || x->dtype == DDPL_FLOAT64) &&
+                ddpl_tensor_is_contiguous(x) && ddpl_tensor_is_contiguous(out[0]);
+    if (!fast) {
+        cpu_parallel_for(slices, CPU_GRAIN / j.n + 1, generic_range, &j);
+        return 0;
+    }
+    for (int d = j.dim + 1; d < x->ndim; d++) j.inner *= x->sizes[d];
+    if (j.inner == 1) {
+        cpu_parallel_for(slices, CPU_GRAIN / j.n + 1, rows_range, &j);
+        return 0;
+    }
+    j.nblk = (j.inner + SCAN_COLS - 1) / SCAN_COLS;
+    int64_t outer = slices / j.inner;
+    int64_t per_task = j.n * (j.inner < SCAN_COLS ? j.inner : SCAN_COLS);
+    cpu_parallel_for(outer * j.nblk, CPU_GRAIN / per_task + 1, cols_range, &j);
+    return 0;
+}
+
+int cpu_cumsum(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_scan(out, in, params, SCAN_SUM);
+}
+
+int cpu_cumprod(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_scan(out, in, params, SCAN_PROD);
+}
+
+int cpu_cummax(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_scan(out, in, params, SCAN_MAX);
+}
+
+int cpu_cummin(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_scan(out, in, params, SCAN_MIN);
+}
