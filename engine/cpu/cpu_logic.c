@@ -108,20 +108,6 @@ static bool find_one(const logic_job *j, const char *base, int64_t rsize0)
     return false;
 }
 
-/* Input and output element offsets of output i (row-major over the kept dims). */
-static void out_offsets(const ddpl_reduce_geom *g, int64_t i, int64_t *in_off, int64_t *out_off)
-{
-    int64_t a = 0, b = 0;
-    for (int d = g->nk - 1; d >= 0; d--) {
-        int64_t k = i % g->ksize[d];
-        i /= g->ksize[d];
-        a += k * g->kin[d];
-        b += k * g->kout[d];
-    }
-    *in_off = a;
-    *out_off = b;
-}
-
 /* any: found a non-zero -> 1; all: found a zero -> 0 */
 static void store(const logic_job *j, int64_t out_off, bool found)
 {
@@ -135,7 +121,7 @@ static void outputs_range(int64_t begin, int64_t end, void *ctx)
     int64_t esz = (int64_t)ddpl_dtype_size((ddpl_dtype)j->in->dtype);
     for (int64_t o = begin; o < end; o++) {
         int64_t io, oo;
-        out_offsets(j->g, o, &io, &oo);
+        ddpl_reduce_geom_offsets(j->g, o, &io, &oo);
         store(j, oo, find_one(j, in + io * esz, j->g->rsize[0]));
     }
 }
@@ -172,7 +158,7 @@ static int run_logic(ddpl_tensor **out, ddpl_tensor **in, const void *params, bo
     bool found = false;
     for (int64_t c = 0; c < parts; c++) found = found || j.part[c];
     int64_t io, oo;
-    out_offsets(&g, 0, &io, &oo);
+    ddpl_reduce_geom_offsets(&g, 0, &io, &oo);
     store(&j, oo, found);
     return 0;
 }

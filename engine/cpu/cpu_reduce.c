@@ -26,20 +26,6 @@ typedef enum { RED_SUM, RED_PROD, RED_MAX, RED_MIN } red_kind;
 
 typedef ddpl_reduce_geom reduce_geom;
 
-/* Input and output element offsets of output number i (row-major over the kept dims). */
-static void out_offsets(const reduce_geom *g, int64_t i, int64_t *in_off, int64_t *out_off)
-{
-    int64_t a = 0, b = 0;
-    for (int d = g->nk - 1; d >= 0; d--) {
-        int64_t idx = i % g->ksize[d];
-        i /= g->ksize[d];
-        a += idx * g->kin[d];
-        b += idx * g->kout[d];
-    }
-    *in_off = a;
-    *out_off = b;
-}
-
 /* ---- accumulators ---- */
 typedef union {
     double f;
@@ -233,7 +219,7 @@ static void rows_range(int64_t begin, int64_t end, void *ctx)
     size_t ie = ddpl_dtype_size(j->dt), oe = ddpl_dtype_size((ddpl_dtype)j->out->dtype);
     for (int64_t i = begin; i < end; i++) {
         int64_t io, oo;
-        out_offsets(j->g, i, &io, &oo);
+        ddpl_reduce_geom_offsets(j->g, i, &io, &oo);
         acc_t a = reduce_one(j, in + io * (int64_t)ie, j->g->rsize[0]);
         store_acc(j, out + oo * (int64_t)oe, a);
     }
@@ -280,7 +266,7 @@ static void reduce_single(const reduce_job *j)
         else
             a.f = fcombine(j->kind, a.f, sj.part[c].f);
     int64_t io, oo;
-    out_offsets(j->g, 0, &io, &oo);
+    ddpl_reduce_geom_offsets(j->g, 0, &io, &oo);
     store_acc(
         j, (char *)ddpl_data_ptr(j->out) + oo * (int64_t)ddpl_dtype_size((ddpl_dtype)j->out->dtype),
         a);
@@ -312,7 +298,7 @@ CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end, void *ctx)
         int64_t outer = t / cj->blocks, c0 = (t % cj->blocks) * COL_BLOCK;
         int64_t nc = ncols - c0 < COL_BLOCK ? ncols - c0 : COL_BLOCK;
         int64_t io, oo;
-        out_offsets(g, outer * ncols + c0, &io, &oo);
+        ddpl_reduce_geom_offsets(g, outer * ncols + c0, &io, &oo);
         const char *base = (const char *)ddpl_data_ptr(j->in) + io * (int64_t)ie;
         for (int64_t c = 0; c < nc; c++) acc[c] = 0;
         int64_t idx[DDPL_MAX_DIMS] = {0};

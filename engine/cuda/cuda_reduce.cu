@@ -467,6 +467,24 @@ __device__ __forceinline__ bool topk_before(A ka, long long ia, A kb, long long 
 /* Block x sorts slice slice0 + x. Its P (a power of two >= n, >= 2) keys and indices live in
  * dynamic shared memory (indices first, so both stay aligned); slices that do not fit take the
  * grid-wide path below. */
+/* One compare-exchange of the bitonic network: positions i < j of a run of `size`, which
+ * sorts in "before" order when bit `size` of i is clear and in reverse otherwise. */
+template <typename A>
+__device__ __forceinline__ void topk_exchange(A *keys, long long *idx, int64_t i, int64_t j,
+                                              int64_t size, int64_t n, bool largest)
+{
+    bool up = (i & size) == 0;
+    bool swap = up ? topk_before(keys[j], idx[j], keys[i], idx[i], n, largest)
+                   : topk_before(keys[i], idx[i], keys[j], idx[j], n, largest);
+    if (!swap) return;
+    A tk = keys[i];
+    keys[i] = keys[j];
+    keys[j] = tk;
+    long long ti = idx[i];
+    idx[i] = idx[j];
+    idx[j] = ti;
+}
+
 template <typename T>
 __global__ void topk_kernel(T *values, long long *indices, const T *x, cuda_topk_geom g, int64_t P,
                             int64_t k, bool largest, int64_t slice0)
@@ -488,17 +506,7 @@ __global__ void topk_kernel(T *values, long long *indices, const T *x, cuda_topk
             for (int64_t i = threadIdx.x; i < P; i += blockDim.x) {
                 int64_t j = i ^ stride;
                 if (j <= i) continue;
-                bool up = (i & size) == 0; /* this run sorts in "before" order */
-                bool swap = up ? topk_before(keys[j], idx[j], keys[i], idx[i], n, largest)
-                               : topk_before(keys[i], idx[i], keys[j], idx[j], n, largest);
-                if (swap) {
-                    A tk = keys[i];
-                    keys[i] = keys[j];
-                    keys[j] = tk;
-                    long long ti = idx[i];
-                    idx[i] = idx[j];
-                    idx[j] = ti;
-                }
+                topk_exchange(keys, idx, i, j, size, n, largest);
             }
             __syncthreads();
         }
@@ -543,17 +551,7 @@ __global__ void topk_stage_kernel(long long *gidx, A *gkeys, int64_t P, int64_t 
         int64_t i = (h / stride) * 2 * stride + h % stride, j = i + stride;
         long long *idx = gidx + b * P;
         A *keys = gkeys + b * P;
-        bool up = (i & size) == 0;
-        bool swap = up ? topk_before(keys[j], idx[j], keys[i], idx[i], n, largest)
-                       : topk_before(keys[i], idx[i], keys[j], idx[j], n, largest);
-        if (swap) {
-            A tk = keys[i];
-            keys[i] = keys[j];
-            keys[j] = tk;
-            long long ti = idx[i];
-            idx[i] = idx[j];
-            idx[j] = ti;
-        }
+        topk_exchange(keys, idx, i, j, size, n, largest);
     }
 }
 
