@@ -146,6 +146,10 @@ static int accumulate_into_leaf(ddpl_node *n, ddpl_tensor *grad)
                          atomic_load(&grad->storage->refcount) == 1 &&
                          ddpl_tensor_is_contiguous(grad) && !ddpl_requires_grad(grad);
         if (exclusive || in_home(leaf, grad)) {
+            /* .grad stands on its own: a view made by the formula keeps no base alive (an old
+             * gradient home kept so would count as a holder of the memory, grad_home.c) */
+            ddpl_tensor_release(grad->view_base);
+            grad->view_base = NULL;
             m->grad = grad;
         } else {
             m->grad = ddpl_clone(grad);
@@ -228,6 +232,13 @@ static int run_node(ddpl_node *n, ddpl_tensor *grad, const capture_set *cap, boo
             ddpl_tensor_release(grads[i]);
             continue;
         }
+        if (rc == 0 && grads[i] && n->edges[i].stale_view) {
+            ddpl_error("%s: input %d is a view whose base was modified by an in-place operation "
+                       "after the view was taken, so its history misses that write; take the "
+                       "view again after the in-place operation (or clone() the base first)",
+                       n->name, i);
+            rc = -1;
+        }
         if (rc == 0 && grads[i]) {
             grads[i] = validate_grad(n, i, grads[i]);
             if (!grads[i] || buffer_add(next, grads[i]) < 0) rc = -1;
@@ -239,10 +250,7 @@ static int run_node(ddpl_node *n, ddpl_tensor *grad, const capture_set *cap, boo
     if (grads != stack_grads) free(grads);
     if (rc < 0) return -1;
     if (!retain_graph) {
-        for (int i = 0; i < n->n_saved; i++) {
-            ddpl_tensor_release(n->saved[i].t);
-            n->saved[i].t = NULL;
-        }
+        ddpl_node_free_saved(n);
         n->released = true;
     }
     return 0;

@@ -55,7 +55,7 @@ static void node_destroy(ddpl_node *n)
     free(n->edges);
     if (n->free_ctx) n->free_ctx(n);
     ddpl_node_drop_unpacked(n);
-    for (int i = 0; i < n->n_saved; i++) ddpl_tensor_release(n->saved[i].t);
+    ddpl_node_free_saved(n);
     free_hooks(n->pre_hooks);
     if (n->retain_grad_of) n->retain_grad_of->autograd->retains_grad = false;
     if (n->variable) {
@@ -131,6 +131,8 @@ ddpl_node *ddpl_node_new(const char *name, ddpl_backward_fn fn, int n_inputs,
         if (t->autograd->grad_fn) {
             ddpl_node_retain(t->autograd->grad_fn);
             e->node = t->autograd->grad_fn;
+            e->stale_view =
+                t->view_base && t->view_writes != atomic_load(&t->storage->recorded_writes);
         } else {
             e->node = grad_accumulator(t);
         }
@@ -144,6 +146,9 @@ int ddpl_node_save(ddpl_node *n, ddpl_tensor *t)
     int slot = n->n_saved++;
     n->saved[slot].t = ddpl_tensor_retain(t);
     n->saved[slot].version = t ? atomic_load(&t->storage->version) : 0;
+    ddpl_node *p = t ? ddpl_grad_fn(t) : NULL;
+    if (p) ddpl_node_retain(p);
+    n->saved[slot].producer = p;
     return slot;
 }
 
@@ -168,6 +173,42 @@ ddpl_tensor *ddpl_node_partial_grad(const ddpl_node *n, int input, const ddpl_te
     return alone && fits && ddpl_tensor_is_contiguous(b) ? b : NULL;
 }
 
+void ddpl_node_free_saved(ddpl_node *n)
+{
+    for (int i = 0; i < n->n_saved; i++) {
+        ddpl_tensor_release(n->saved[i].t);
+        n->saved[i].t = NULL;
+        ddpl_node_release(n->saved[i].producer);
+        n->saved[i].producer = NULL;
+    }
+}
+
+/* PyTorch's name of a tensor type in messages: torch.FloatTensor, torch.cuda.LongTensor. */
+static const char *torch_type_name(const ddpl_tensor *t, char *buf, size_t n)
+{
+    static const char *const names[DDPL_DTYPE_COUNT] = {
+        [DDPL_FLOAT32] = "Float",     [DDPL_FLOAT64] = "Double", [DDPL_FLOAT16] = "Half",
+        [DDPL_BFLOAT16] = "BFloat16", [DDPL_INT64] = "Long",     [DDPL_INT32] = "Int",
+        [DDPL_INT16] = "Short",       [DDPL_INT8] = "Char",      [DDPL_UINT8] = "Byte",
+        [DDPL_BOOL] = "Bool"};
+    const char *name = t->dtype < DDPL_DTYPE_COUNT && names[t->dtype] ? names[t->dtype] : "?";
+    snprintf(buf, n, "torch.%s%sTensor", t->device.type == DDPL_CUDA ? "cuda." : "", name);
+    return buf;
+}
+
+/* A saved tensor's storage moved past the version it was saved at: PyTorch's message. */
+static void modified_error(const ddpl_node *n, const ddpl_saved *s)
+{
+    char type[48], shape[128], which[160] = "";
+    const ddpl_node *producer = s->is_output ? n : s->producer;
+    if (producer) snprintf(which, sizeof which, ", which is output 0 of %s,", producer->name);
+    ddpl_error("one of the variables needed for gradient computation has been modified by an "
+               "inplace operation: [%s %s]%s is at version %u; expected version %u instead "
+               "(needed by %s)",
+               torch_type_name(s->t, type, sizeof type), ddpl_shape_str(s->t, shape, sizeof shape),
+               which, atomic_load(&s->t->storage->version), s->version, n->name);
+}
+
 bool ddpl_node_check_released(ddpl_node *n)
 {
     if (!n->released) return false;
@@ -182,9 +223,7 @@ ddpl_tensor *ddpl_node_saved(ddpl_node *n, int slot)
     if (ddpl_node_check_released(n)) return NULL;
     ddpl_saved *s = &n->saved[slot];
     if (s->t && atomic_load(&s->t->storage->version) != s->version) {
-        ddpl_error("%s: a tensor saved for backward was modified by an in-place operation "
-                   "(version %u, saved at %u)",
-                   n->name, atomic_load(&s->t->storage->version), s->version);
+        modified_error(n, s);
         return NULL;
     }
     if (!s->t || !s->is_output || grad_disabled) return s->t;

@@ -4,10 +4,10 @@
  *          ddpl_node_new, ddpl_node_save, ddpl_node_save_output, ddpl_node_saved,
  *          ddpl_set_history, DDPL_NODE_CTX.
  *
- * Recording an op (after its output is computed):
+ * Recording an op (after its output is computed; names are PyTorch's, with its suffix):
  *     ddpl_tensor *ins[2] = {a, b};
  *     if (ddpl_grad_needed(2, ins)) {
- *         ddpl_node *n = ddpl_node_new("MulBackward", mul_backward, 2, ins);
+ *         ddpl_node *n = ddpl_node_new("MulBackward0", mul_backward, 2, ins);
  *         ddpl_node_save(n, a);   // saved 0
  *         ddpl_node_save(n, b);   // saved 1
  *         ddpl_set_history(out, n);
@@ -66,6 +66,10 @@ typedef int (*ddpl_backward_fn)(struct ddpl_node *n, ddpl_tensor *grad, ddpl_ten
 /* One forward input of a node: where its gradient goes and the input's geometry. */
 typedef struct ddpl_edge {
     struct ddpl_node *node; /* owned; NULL when this input needs no gradient */
+    /* The input was a view whose base autograd saw written in place after the view was taken
+     * (core.h: view_writes): its history misses that write, so a gradient sent along this edge
+     * would be wrong. PyTorch regenerates such a view's history; backward refuses instead. */
+    bool stale_view;
     int8_t ndim;
     uint8_t dtype;
     ddpl_device device;
@@ -76,6 +80,9 @@ typedef struct ddpl_saved {
     ddpl_tensor *t;   /* owned */
     unsigned version; /* storage version when saved */
     bool is_output;   /* the node's own output, saved as a history-free alias */
+    /* t's grad_fn when it was saved (owned; NULL for leaves and outputs): the version error
+     * names it, as PyTorch's does, even after an in-place op gave t a new history */
+    struct ddpl_node *producer;
     /* create_graph: the output handed to the running backward, with this node as its grad_fn
      * (owned; dropped by ddpl_node_drop_unpacked once the formula has run) */
     ddpl_tensor *unpacked;
@@ -137,6 +144,8 @@ ddpl_tensor *ddpl_node_saved(ddpl_node *n, int slot);
 /* Releases the outputs ddpl_node_saved handed to a create_graph backward (they hold the node:
  * kept past the formula they would be a reference cycle). The engine calls it after each node. */
 void ddpl_node_drop_unpacked(ddpl_node *n);
+/* Frees the node's saved tensors (a backward without retain_graph; the node's death). */
+void ddpl_node_free_saved(ddpl_node *n);
 /* Whether the node's saved tensors were freed by a backward without retain_graph; sets the
  * error ddpl_node_saved reports then ("... backward through the graph a second time"). */
 bool ddpl_node_check_released(ddpl_node *n);

@@ -388,6 +388,15 @@ int cli_launch_run(char **argv, const cli_options *o)
         if (rdzv && (rdzv_status = launch_rdzv_join(rdzv, &job)) <= 0) break;
         if (!(set_up = run_gang(&sv, &job, wargv, l))) break;
         take_signals(&sv); /* one that came as the gang ended must not be missed */
+        /* A worker that failed while a node waits to join most likely lost a peer that another
+         * launcher stopped for the join (it may fail before this launcher's own poll sees the
+         * join): the restart is a membership change, as when this launcher stops its gang. */
+        if (rdzv && g->failed >= 0 && !sv.stop_signal && launch_rdzv_joining(rdzv, &job)) {
+            fprintf(stderr, "%s: rank %d %s while a node waits to join; restarting with it\n",
+                    CLI_PROGNAME, g->m[g->failed].rank, sv.failure);
+            sv.peer_stop = true;
+            sv.gang.failed = -1;
+        }
         if (rdzv && (g->failed >= 0 || sv.stop_signal || sv.start_failed)) {
             char why[200];
             if (g->failed >= 0)

@@ -72,6 +72,9 @@ int launch_rdzv_join(launch_rdzv *r, launch_job *job);
 bool launch_rdzv_poll(launch_rdzv *r, const launch_job *job, char *why, size_t n);
 /* Whether some node reported a failure of this generation (else it ended for a node joining). */
 bool launch_rdzv_failed(launch_rdzv *r, const launch_job *job);
+/* Whether a node waits to join: the members stop their gangs for it, so a worker that fails now
+ * most likely lost a peer that was stopped, and the restart is a membership change. */
+bool launch_rdzv_joining(launch_rdzv *r, const launch_job *job);
 /* This node's gang failed: tells the other nodes (why names the rank and how it ended). */
 void launch_rdzv_fail(launch_rdzv *r, const launch_job *job, const char *why);
 /* This node's gang succeeded; the host waits for every member's: 0, or -1 (printed) when

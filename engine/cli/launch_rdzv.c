@@ -1,8 +1,8 @@
 /* cli/launch_rdzv.c: the launchers of one job on several machines agree on each generation of
  * its gang (--nnodes with --max-restarts, or --nnodes MIN:MAX): torchrun's elastic agent and
  * its c10d rendezvous, over the store that the launcher given --node-rank 0 hosts.
- * defines: launch_rdzv_open, launch_rdzv_join, launch_rdzv_poll, launch_rdzv_fail,
- *          launch_rdzv_finish, launch_rdzv_close (launch.h).
+ * defines: launch_rdzv_open, launch_rdzv_join, launch_rdzv_poll, launch_rdzv_joining,
+ *          launch_rdzv_failed, launch_rdzv_fail, launch_rdzv_finish, launch_rdzv_close (launch.h).
  *
  * Keys, under "rdzv/" (generation G is the gang's TORCHELASTIC_RESTART_COUNT):
  *   run_id       the host's run id, which every node's workers get (TORCHELASTIC_RUN_ID): a
@@ -253,15 +253,21 @@ bool launch_rdzv_poll(launch_rdzv *r, const launch_job *job, char *why, size_t n
                  ddpl_last_error());
         return true;
     }
-    int64_t joined = 0;
-    snprintf(key, sizeof key, "rdzv/g%d/join", job->restart_count);
-    if (r->members < r->max_nodes && ddpl_store_add(r->store, key, 0, &joined) == 0 &&
-        joined > r->members) {
+    if (launch_rdzv_joining(r, job)) {
         snprintf(why, n, "a node is waiting to join (%lld running, at most %d)",
                  (long long)r->members, r->max_nodes);
         return true;
     }
     return false;
+}
+
+bool launch_rdzv_joining(launch_rdzv *r, const launch_job *job)
+{
+    char key[64];
+    int64_t joined = 0;
+    snprintf(key, sizeof key, "rdzv/g%d/join", job->restart_count);
+    return r->members < r->max_nodes && ddpl_store_add(r->store, key, 0, &joined) == 0 &&
+           joined > r->members;
 }
 
 bool launch_rdzv_failed(launch_rdzv *r, const launch_job *job)

@@ -24,6 +24,9 @@ typedef struct ddpl_storage {
     size_t nbytes;
     ddpl_device device;
     atomic_uint version;
+    /* In-place writes autograd recorded (ops/inplace.c): a view taken before one has a history
+     * that no longer describes its values (views remember the count they saw: view_writes). */
+    atomic_uint recorded_writes;
     /* Non-NULL for memory the storage does not own (from_blob); called instead of the backend's
      * free. */
     void (*deleter)(void *data, void *ctx);
@@ -41,6 +44,12 @@ struct ddpl_tensor {
     ddpl_device device;
     /* A Lua/C number turned into a 0-dim tensor: it does not widen the result dtype. */
     bool wrapped_number;
+    /* Set by the view ops (ops/views.c): the tensor, itself no view, whose memory this one
+     * views (owned; NULL for every other tensor). A recorded in-place write into the view
+     * rewrites that base's history (ops/inplace.c); the view's own history is stale once the
+     * storage's recorded_writes moves past view_writes. */
+    struct ddpl_tensor *view_base;
+    unsigned view_writes;
     /* What autograd knows of the tensor (requires_grad, grad, grad_fn, hooks): NULL until
      * autograd first needs it, as for most tensors; owned, freed by the hook autograd registers
      * (ddpl_set_autograd_free). Core never looks inside. */

@@ -23,6 +23,7 @@ ddpl_storage *ddpl_storage_new(size_t nbytes, ddpl_device dev)
     ddpl_storage *s = ddpl_xmalloc(sizeof *s);
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
+    atomic_init(&s->recorded_writes, 0);
     s->data = data;
     s->nbytes = nbytes;
     s->device = dev;
@@ -208,6 +209,7 @@ ddpl_tensor *ddpl_from_blob(void *data, int ndim, const int64_t *sizes, ddpl_dty
     ddpl_storage *s = ddpl_xmalloc(sizeof *s);
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
+    atomic_init(&s->recorded_writes, 0);
     s->data = data;
     s->nbytes = (size_t)ddpl_numel(ndim, sizes) * ddpl_dtype_size(dt);
     s->device = ddpl_cpu();
@@ -226,6 +228,7 @@ void ddpl_tensor_release(ddpl_tensor *t)
 {
     if (!t || atomic_fetch_sub(&t->refcount, 1) != 1) return;
     if (t->autograd) atomic_load_explicit(&autograd_free, memory_order_relaxed)(t);
+    ddpl_tensor_release(t->view_base);
     ddpl_storage_release(t->storage);
     free(t);
 }
@@ -234,6 +237,14 @@ void ddpl_tensor_release(ddpl_tensor *t)
 int ddpl_tensor_ndim(const ddpl_tensor *t)
 {
     return t->ndim;
+}
+unsigned ddpl_tensor_version(const ddpl_tensor *t)
+{
+    return atomic_load(&t->storage->version);
+}
+bool ddpl_tensor_is_view(const ddpl_tensor *t)
+{
+    return t->view_base != NULL;
 }
 int64_t ddpl_tensor_size(const ddpl_tensor *t, int dim)
 {

@@ -68,6 +68,8 @@ const struct ddpl_backend ddpl_cpu_backend = {
             [DDPL_OP_GATHER] = cpu_gather,
             [DDPL_OP_SCATTER_ADD] = cpu_scatter_add,
             [DDPL_OP_TOPK] = cpu_topk,
+            [DDPL_OP_SCATTER] = cpu_scatter,
+            [DDPL_OP_NONZERO] = cpu_nonzero,
             [DDPL_OP_SORT] = cpu_sort,
             [DDPL_OP_SEARCHSORTED] = cpu_searchsorted,
             [DDPL_OP_BINCOUNT] = cpu_bincount,
@@ -103,5 +105,7 @@ const struct ddpl_backend ddpl_cpu_backend = {
             [DDPL_OP_LSTM_CELL_BACKWARD] = cpu_lstm_cell_backward,
             [DDPL_OP_GRU_CELL] = cpu_gru_cell,
             [DDPL_OP_GRU_CELL_BACKWARD] = cpu_gru_cell_backward,
+            [DDPL_OP_CTC_LOSS] = cpu_ctc_loss,
+            [DDPL_OP_CTC_LOSS_BACKWARD] = cpu_ctc_loss_backward,
         },
 };

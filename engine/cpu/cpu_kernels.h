@@ -67,6 +67,8 @@ DDPL_CPU_KERNEL(cpu_index_add);
 DDPL_CPU_KERNEL(cpu_gather);
 DDPL_CPU_KERNEL(cpu_scatter_add);
 DDPL_CPU_KERNEL(cpu_topk);
+DDPL_CPU_KERNEL(cpu_scatter);      /* cpu_scatter.c */
+DDPL_CPU_KERNEL(cpu_nonzero);      /* cpu_scatter.c */
 DDPL_CPU_KERNEL(cpu_sort);         /* cpu_sort.c */
 DDPL_CPU_KERNEL(cpu_searchsorted); /* cpu_sort.c */
 DDPL_CPU_KERNEL(cpu_bincount);     /* cpu_histogram.c */
@@ -96,6 +98,8 @@ DDPL_CPU_KERNEL(cpu_adam_step);
 DDPL_CPU_KERNEL(cpu_rmsprop_step);
 DDPL_CPU_KERNEL(cpu_adagrad_step);
 DDPL_CPU_KERNEL(cpu_amp_unscale);
+DDPL_CPU_KERNEL(cpu_ctc_loss);          /* cpu_ctc.c */
+DDPL_CPU_KERNEL(cpu_ctc_loss_backward); /* cpu_ctc.c */
 
 /* cpu_widen.c: whether any of ts is float16/bfloat16, and a float32 kernel run on float32
  * copies of such operands, outputs (and the inputs whose bit is set in updated_inputs, which

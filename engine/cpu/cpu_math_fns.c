@@ -5,15 +5,37 @@
  * defines: cpu_unary_fn, cpu_binary_fn.
  *
  * One loop set per function, picked from a table by the id in the params. float32 calls libm's
- * float functions, float64 the double ones, float16/bfloat16 the float ones through the generic
- * loop; integers compute in int64 (wrapping, computed unsigned where it can overflow). Integer
- * division by zero is refused by the ops layer; the loops still give 0 there rather than trap,
- * and INT64_MIN / -1 wraps instead of trapping (x86 raises SIGFPE for it). */
+ * float functions, float64 the double ones (contiguous loops vectorised through libmvec),
+ * float16/bfloat16 the float ones through the generic loop; integers compute in int64 (wrapping,
+ * computed unsigned where it can overflow). Integer division by zero is refused by the ops layer;
+ * the loops still give 0 there rather than trap, and INT64_MIN / -1 wraps instead of trapping (x86
+ * raises SIGFPE for it). */
 #include <math.h>
 
 #include "cpu_kernels.h"
 #include "cpu_loops.h"
+#include "cpu_math.h"
 #include "kernel_abi/kernel_params.h"
+
+/* the libm functions whose loops vectorise through libmvec (cpu_math.h) */
+CPU_VECTOR_MATH(exp2)
+CPU_VECTOR_MATH(expm1)
+CPU_VECTOR_MATH(log2)
+CPU_VECTOR_MATH(log10)
+CPU_VECTOR_MATH(log1p)
+CPU_VECTOR_MATH(tan)
+CPU_VECTOR_MATH(asin)
+CPU_VECTOR_MATH(acos)
+CPU_VECTOR_MATH(atan)
+CPU_VECTOR_MATH(sinh)
+CPU_VECTOR_MATH(cosh)
+CPU_VECTOR_MATH(asinh)
+CPU_VECTOR_MATH(acosh)
+CPU_VECTOR_MATH(atanh)
+CPU_VECTOR_MATH(erf)
+CPU_VECTOR_MATH(erfc)
+CPU_VECTOR_MATH2(atan2)
+CPU_VECTOR_MATH2(hypot)
 
 /* f(a) with libm's float function for a float argument, the double one otherwise */
 #define TG(fn, a)     _Generic((a), float : fn##f, default : fn)(a)

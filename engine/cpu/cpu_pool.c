@@ -20,6 +20,7 @@ typedef struct {
     int64_t H, W, OH, OW;
     int kh, kw, sh, sw, ph, pw;
     bool count_include_pad;
+    int divisor_override; /* avg_pool2d: 0 none, else the divisor of every window */
     const char *in;
     char *out;
     int64_t *argmax; /* max_pool2d: NULL when not wanted */
@@ -37,6 +38,7 @@ static void pool_job_init(pool_job *j, const ddpl_tensor *big, const ddpl_tensor
         j->kh = p->kernel[0], j->kw = p->kernel[1], j->sh = p->stride[0], j->sw = p->stride[1];
         j->ph = p->padding[0], j->pw = p->padding[1];
         j->count_include_pad = p->count_include_pad;
+        j->divisor_override = p->divisor_override;
     }
 }
 
@@ -250,6 +252,11 @@ static void max_pool_2x2_bwd_plane_avx2(const pool_job *j, const float *g, const
 #endif
 
 /* ---- max_pool2d ---- */
+/* 2x2 stride-2 unpadded windows that all lie inside the plane (with ceil_mode the last one of an
+ * odd H or W runs past the edge: those take the general, clipping loop) */
+#define MAX_POOL_2X2_TILES(j)                                                                      \
+    ((j)->kh == 2 && (j)->kw == 2 && (j)->sh == 2 && (j)->sw == 2 && (j)->ph == 0 &&               \
+     (j)->pw == 0 && 2 * (j)->OH <= (j)->H && 2 * (j)->OW <= (j)->W)
 #define DEFINE_MAX_POOL(T, SUFFIX)                                                                 \
     static void max_pool_##SUFFIX(int64_t begin, int64_t end, void *ctx)                           \
     {                                                                                              \
@@ -259,8 +266,7 @@ static void max_pool_2x2_bwd_plane_avx2(const pool_job *j, const float *g, const
             const T *x = (const T *)j->in + pl * H * W;                                            \
             T *y = (T *)j->out + pl * OH * OW;                                                     \
             int64_t *am = j->argmax ? j->argmax + pl * OH * OW : NULL;                             \
-            if (j->kh == 2 && j->kw == 2 && j->sh == 2 && j->sw == 2 && j->ph == 0 &&              \
-                j->pw == 0) {                                                                      \
+            if (MAX_POOL_2X2_TILES(j)) {                                                           \
                 /* the taps in scan order a b / c d; a later tap wins when greater or NaN, and a   \
                  * NaN is only displaced by a later NaN, exactly as the general loop */            \
                 for (int64_t oh = 0; oh < OH; oh++) {                                              \
@@ -342,8 +348,7 @@ static void max_pool_2x2_bwd_plane_avx2(const pool_job *j, const float *g, const
 /* the backward of a whole plane for float32 2x2 stride-2 windows without padding (the windows
  * tile the plane: see max_pool_2x2_bwd_row_avx2); 0 where the general scatter runs */
 #define MAX_POOL_2X2_BWD_VECTOR(T, j, g, am, dx)                                                   \
-    (sizeof(T) == 4 && (j)->kh == 2 && (j)->kw == 2 && (j)->sh == 2 && (j)->sw == 2 &&             \
-             (j)->ph == 0 && (j)->pw == 0 && (j)->W < INT32_MAX                                    \
+    (sizeof(T) == 4 && MAX_POOL_2X2_TILES(j) && (j)->W < INT32_MAX                                 \
          ? (max_pool_2x2_bwd_plane_avx2(j, (const float *)(g), am, (float *)(dx)), 1)              \
          : 0)
 #else
@@ -403,6 +408,7 @@ static avg_window avg_window_of(const pool_job *j, int64_t oh, int64_t ow)
     a.h0 = h0 < 0 ? 0 : h0, a.w0 = w0 < 0 ? 0 : w0;
     a.h1 = h1 > j->H ? j->H : h1, a.w1 = w1 > j->W ? j->W : w1;
     a.div = (double)(j->count_include_pad ? padded : (a.h1 - a.h0) * (a.w1 - a.w0));
+    if (j->divisor_override) a.div = (double)j->divisor_override;
     return a;
 }
 

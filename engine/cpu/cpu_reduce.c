@@ -8,9 +8,9 @@
  *   - rows: each output reduces its elements, the innermost reduced run as one vectorised row
  *     (8 accumulator lanes); outputs are split over threads, or, for a single output (a full
  *     reduction), the outermost reduced dim is split and the partial results combined;
- *   - columns (sum over outer dims of a row-major tensor, e.g. a bias gradient): when the
- *     innermost dim is kept, whole rows of inputs are added into a row of accumulators, so
- *     memory is read in order.
+ *   - columns (a reduction over outer dims of a row-major tensor, e.g. a bias gradient or
+ *     amax(0)): when the innermost dim is kept, whole rows of inputs are combined into a row
+ *     of accumulators, so memory is read in order.
  * Floating inputs accumulate in double (so a float32 sum of 16M elements keeps ~1e-9 relative
  * error and amax/amin stay exact), integers in int64 with wrap-around. */
 #include <math.h>
@@ -280,11 +280,36 @@ typedef struct {
     int64_t blocks; /* column blocks per outer output index */
 } col_job;
 
-#define COL_ACCUMULATE(T)                                                                          \
-    for (int64_t c = 0; c < nc; c++) acc[c] += (double)((const T *)p)[c]
+/* One row of inputs into the row of accumulators, for each kind; max/min keep a NaN once seen
+ * (v != v), as PyTorch's amax/amin, in a form the compiler turns into blends. */
+#define COL_ACCUMULATE(T, KIND)                                                                    \
+    do {                                                                                           \
+        const T *row = (const T *)p;                                                               \
+        switch (KIND) {                                                                            \
+        case RED_SUM:                                                                              \
+            for (int64_t c = 0; c < nc; c++) acc[c] += (double)row[c];                             \
+            break;                                                                                 \
+        case RED_PROD:                                                                             \
+            for (int64_t c = 0; c < nc; c++) acc[c] *= (double)row[c];                             \
+            break;                                                                                 \
+        case RED_MAX:                                                                              \
+            for (int64_t c = 0; c < nc; c++) {                                                     \
+                double v = (double)row[c];                                                         \
+                acc[c] = v > acc[c] || v != v ? v : acc[c];                                        \
+            }                                                                                      \
+            break;                                                                                 \
+        case RED_MIN:                                                                              \
+            for (int64_t c = 0; c < nc; c++) {                                                     \
+                double v = (double)row[c];                                                         \
+                acc[c] = v < acc[c] || v != v ? v : acc[c];                                        \
+            }                                                                                      \
+            break;                                                                                 \
+        }                                                                                          \
+    } while (0)
 
 /* Compiled for AVX-512 too (CPU_LOOP_CLONES): the float -> double column accumulation is a
- * bias gradient's whole cost (Linear's bias: sum over the batch rows, 4 per GPT block). */
+ * bias gradient's whole cost (Linear's bias: sum over the batch rows, 4 per GPT block), and an
+ * amax/amin over dim 0 of a row-major matrix reads memory in order this way. */
 CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end, void *ctx)
 {
     const col_job *cj = ctx;
@@ -300,16 +325,17 @@ CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end, void *ctx)
         int64_t io, oo;
         ddpl_reduce_geom_offsets(g, outer * ncols + c0, &io, &oo);
         const char *base = (const char *)ddpl_data_ptr(j->in) + io * (int64_t)ie;
-        for (int64_t c = 0; c < nc; c++) acc[c] = 0;
+        double init = identity(j->kind, false).f;
+        for (int64_t c = 0; c < nc; c++) acc[c] = init;
         int64_t idx[DDPL_MAX_DIMS] = {0};
         for (int64_t r = 0; r < g->nred; r++) {
             int64_t off = 0;
             for (int d = 0; d < nr; d++) off += idx[d] * g->rin[d];
             const char *p = base + off * (int64_t)ie;
             if (j->dt == DDPL_FLOAT32)
-                COL_ACCUMULATE(float);
+                COL_ACCUMULATE(float, j->kind);
             else
-                COL_ACCUMULATE(double);
+                COL_ACCUMULATE(double, j->kind);
             for (int d = nr - 1; d >= 0; d--) {
                 if (++idx[d] < g->rsize[d]) break;
                 idx[d] = 0;
@@ -334,7 +360,7 @@ static int run_reduce(ddpl_tensor **out, ddpl_tensor **in, const void *params, r
                     kind,
                     (ddpl_dtype)in[0]->dtype,
                     ddpl_dtype_is_integral((ddpl_dtype)in[0]->dtype)};
-    bool columns = kind == RED_SUM && (j.dt == DDPL_FLOAT32 || j.dt == DDPL_FLOAT64) && g.nk > 0 &&
+    bool columns = (j.dt == DDPL_FLOAT32 || j.dt == DDPL_FLOAT64) && g.nk > 0 &&
                    g.kin[g.nk - 1] == 1 && g.nred > 1;
     if (columns) {
         col_job cj = {&j, (g.ksize[g.nk - 1] + COL_BLOCK - 1) / COL_BLOCK};

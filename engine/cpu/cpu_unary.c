@@ -14,6 +14,11 @@
 #include "cpu_math.h"
 #include "kernel_abi/kernel_params.h"
 
+/* log, sin and cos loops vectorise through libmvec (cpu_math.h) */
+CPU_VECTOR_MATH(log)
+CPU_VECTOR_MATH(sin)
+CPU_VECTOR_MATH(cos)
+
 /* float/double overloads of the scalar functions below, chosen on the argument type */
 #define M_EXP(a)  _Generic((a), float : cpu_expf, default : exp)(a)
 #define M_LOG(a)  _Generic((a), float : logf, default : log)(a)

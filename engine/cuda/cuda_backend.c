@@ -96,6 +96,7 @@ static int cuda_start(void)
         cuda_register_pointwise, cuda_register_reduce, cuda_register_index, cuda_register_softmax,
         cuda_register_nn,        cuda_register_optim,  cuda_register_blas,  cuda_register_attention,
         cuda_register_scan,      cuda_register_sort, /* sort searchsorted bincount histc */
+        cuda_register_scatter,                       /* scatter (issue 29) */
     };
     for (size_t i = 0; i < sizeof families / sizeof *families; i++)
         families[i](ddpl_cuda_backend.kernels);

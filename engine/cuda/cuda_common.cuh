@@ -2,7 +2,7 @@
  * check, launch geometry, element addressing through cuda_geometry, and typed access by
  * ddpl_dtype. C++ (nvcc) only; the C side sees cuda_launch.h.
  * defines: cuda_check, cuda_blocks, CUDA_THREADS, cuda_offset_of, cuda_load, store_as,
- *          cuda_store, warp_sum, CUDA_DISPATCH_FLOAT. */
+ *          cuda_store, warp_sum, CUDA_DISPATCH_F32_F64, CUDA_DISPATCH_FLOAT. */
 #ifndef DDPL_CUDA_COMMON_CUH
 #define DDPL_CUDA_COMMON_CUH
 
@@ -123,6 +123,22 @@ template <typename A> __device__ __forceinline__ A warp_sum(A v)
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
     return v;
 }
+
+/* Runs BODY with scalar_t float or double; any other dtype returns an error naming `what`
+ * (kernels that compute in their input's precision: the RNN cells, CTC). */
+#define CUDA_DISPATCH_F32_F64(dtype, what, BODY)                                                   \
+    switch (dtype) {                                                                               \
+    case DDPL_FLOAT32: {                                                                           \
+        typedef float scalar_t;                                                                    \
+        BODY;                                                                                      \
+    } break;                                                                                       \
+    case DDPL_FLOAT64: {                                                                           \
+        typedef double scalar_t;                                                                   \
+        BODY;                                                                                      \
+    } break;                                                                                       \
+    default:                                                                                       \
+        return ddpl_error("%s: expected float32 or float64 on cuda", what);                        \
+    }
 
 /* Runs BODY with scalar_t bound to the C++ type of a floating ddpl_dtype (float, double,
  * __half, __nv_bfloat16); other dtypes run ELSE. Compute in float for the 16-bit types. */

@@ -15,6 +15,7 @@
  * reproducible with duplicate indices, as in PyTorch. */
 #include "cuda_device.h"
 #include "cuda_index.h"
+#include "cuda_index_addr.cuh"
 #include "cuda_index_check.h"
 #include "cuda_typed.cuh"
 
@@ -313,14 +314,8 @@ __global__ void gather_kernel(E *out, const E *x, const long long *index, cuda_i
 {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < g.n;
          e += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = e, io = 0, xo = 0, oo = 0;
-        for (int d = g.ndim - 1; d >= 0; d--) {
-            int64_t p = r % g.sizes[d];
-            r /= g.sizes[d];
-            io += p * g.a[d];
-            oo += p * g.c[d];
-            if (d != g.dim) xo += p * g.b[d];
-        }
+        int64_t io, xo, oo;
+        index_offsets(g, e, &io, &xo, &oo);
         long long v = index[io];
         if (v < 0 || v >= g.bound) {
             record_bad(flag, e);
@@ -337,14 +332,8 @@ __global__ void scatter_add_kernel(T *out, const T *src, const long long *index,
 {
     for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < g.n;
          e += (int64_t)gridDim.x * blockDim.x) {
-        int64_t r = e, io = 0, oo = 0, so = 0;
-        for (int d = g.ndim - 1; d >= 0; d--) {
-            int64_t p = r % g.sizes[d];
-            r /= g.sizes[d];
-            io += p * g.a[d];
-            so += p * g.c[d];
-            if (d != g.dim) oo += p * g.b[d];
-        }
+        int64_t io, oo, so;
+        index_offsets(g, e, &io, &oo, &so);
         long long v = index[io];
         if (v < 0 || v >= g.bound) {
             record_bad(flag, e);

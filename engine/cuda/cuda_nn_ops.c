@@ -122,6 +122,7 @@ static cuda_pool_shape pool_shape(const ddpl_tensor *big, const ddpl_tensor *sma
         s.kh = p->kernel[0], s.kw = p->kernel[1], s.sh = p->stride[0], s.sw = p->stride[1];
         s.ph = p->padding[0], s.pw = p->padding[1];
         s.count_include_pad = p->count_include_pad;
+        s.divisor_override = p->divisor_override;
     }
     return s;
 }
@@ -199,4 +200,5 @@ void cuda_register_nn(ddpl_kernel *k)
     k[DDPL_OP_ADAPTIVE_AVG_POOL2D] = cuda_adaptive_avg_pool2d;
     k[DDPL_OP_ADAPTIVE_AVG_POOL2D_BACKWARD] = cuda_adaptive_avg_pool2d_backward;
     cuda_register_rnn(k); /* the recurrent cells (cuda_rnn_ops.c) */
+    cuda_register_ctc(k); /* the CTC loss (cuda_ctc_ops.c) */
 }

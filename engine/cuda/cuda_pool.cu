@@ -12,7 +12,9 @@
  * from the outputs whose windows cover it in the CPU's scan order (oh, then ow), so results are
  * deterministic and need no zero-fill or atomics. Index math is 32-bit (I = int) when both
  * tensors have fewer than 2^30 elements, else 64-bit. The ops layer guarantees padding <= half
- * the kernel, so every window meets the input and every argmax lies in its own window. */
+ * the kernel, so every window meets the input and every argmax lies in its own window; with
+ * ceil_mode the last window may run past the input's end (clipped like the padding) but starts
+ * inside it. divisor_override (non-zero) replaces avg_pool2d's divisor. */
 #include "cuda_nn_util.cuh"
 #include "cuda_pool.h"
 
@@ -21,12 +23,24 @@ template <typename I> struct pool_geom {
     I planes, H, W, OH, OW;
     I kh, kw, sh, sw, ph, pw;
     bool count_include_pad;
+    I divisor_override; /* 0: none */
 };
 
 template <typename I> static pool_geom<I> geom_of(const cuda_pool_shape *s)
 {
-    pool_geom<I> g = {(I)s->planes, (I)s->H,  (I)s->W,  (I)s->OH, (I)s->OW, (I)s->kh,
-                      (I)s->kw,     (I)s->sh, (I)s->sw, (I)s->ph, (I)s->pw, s->count_include_pad};
+    pool_geom<I> g = {(I)s->planes,
+                      (I)s->H,
+                      (I)s->W,
+                      (I)s->OH,
+                      (I)s->OW,
+                      (I)s->kh,
+                      (I)s->kw,
+                      (I)s->sh,
+                      (I)s->sw,
+                      (I)s->ph,
+                      (I)s->pw,
+                      s->count_include_pad,
+                      (I)s->divisor_override};
     return g;
 }
 
@@ -51,6 +65,7 @@ static __device__ __forceinline__ void covering(I i, I k, I s, I p, I out, I &lo
 template <typename I>
 static __device__ __forceinline__ I avg_divisor(const pool_geom<I> &g, I oh, I ow)
 {
+    if (g.divisor_override) return g.divisor_override;
     I h0 = oh * g.sh - g.ph, w0 = ow * g.sw - g.pw;
     I h1 = imin(h0 + g.kh, g.H + g.ph), w1 = imin(w0 + g.kw, g.W + g.pw);
     if (g.count_include_pad) return (h1 - h0) * (w1 - w0);

@@ -20,6 +20,7 @@ typedef struct cuda_pool_shape {
     int64_t planes, H, W, OH, OW;
     int kh, kw, sh, sw, ph, pw; /* unused by the adaptive pools */
     bool count_include_pad;
+    int divisor_override; /* avg_pool2d: 0 none, else every window's divisor */
 } cuda_pool_shape;
 
 /* y <- x; argmax (int64, h*W + w in the plane) when not NULL */

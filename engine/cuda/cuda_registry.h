@@ -21,7 +21,10 @@ void cuda_register_optim(
 void cuda_register_blas(ddpl_kernel *k);      /* matmul (cuBLAS), conv2d (cuDNN) */
 void cuda_register_attention(ddpl_kernel *k); /* fused attention forward/backward */
 void cuda_register_sort(ddpl_kernel *k);      /* sort searchsorted bincount histc */
+void cuda_register_scatter(ddpl_kernel *k);   /* scatter (cuda_scatter_ops.c) */
 void cuda_register_rnn(ddpl_kernel *k);       /* lstm_cell gru_cell (+ backward); called by
+                                                 cuda_register_nn */
+void cuda_register_ctc(ddpl_kernel *k);       /* ctc_loss (+ backward); called by
                                                  cuda_register_nn */
 
 /* Runs another op's CUDA kernel from inside a kernel (conv2d's bias, the matmul epilogues):

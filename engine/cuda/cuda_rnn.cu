@@ -88,30 +88,16 @@ __global__ static void gru_cell_backward_kernel(T *dx, T *ds, T *dhp, const T *d
     }
 }
 
-/* Runs BODY with scalar_t float or double; other dtypes are an error naming the op. */
-#define RNN_DISPATCH(dtype, what, BODY)                                                            \
-    switch (dtype) {                                                                               \
-    case DDPL_FLOAT32: {                                                                           \
-        typedef float scalar_t;                                                                    \
-        BODY;                                                                                      \
-    } break;                                                                                       \
-    case DDPL_FLOAT64: {                                                                           \
-        typedef double scalar_t;                                                                   \
-        BODY;                                                                                      \
-    } break;                                                                                       \
-    default:                                                                                       \
-        return ddpl_error("%s: expected float32 or float64 on cuda", what);                        \
-    }
-
 extern "C" int cuda_launch_lstm_cell(void *h, void *c, void *act, const void *ig, const void *hg,
                                      const void *c_prev, int dtype, int64_t B, int64_t H)
 {
     int64_t n = B * H;
     if (n == 0) return 0;
-    RNN_DISPATCH(dtype, "lstm_cell",
-                 (lstm_cell_kernel<scalar_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-                     (scalar_t *)h, (scalar_t *)c, (scalar_t *)act, (const scalar_t *)ig,
-                     (const scalar_t *)hg, (const scalar_t *)c_prev, n, H)));
+    CUDA_DISPATCH_F32_F64(
+        dtype, "lstm_cell",
+        (lstm_cell_kernel<scalar_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
+            (scalar_t *)h, (scalar_t *)c, (scalar_t *)act, (const scalar_t *)ig,
+            (const scalar_t *)hg, (const scalar_t *)c_prev, n, H)));
     return cuda_check(cudaGetLastError(), "lstm_cell");
 }
 
@@ -121,7 +107,7 @@ extern "C" int cuda_launch_lstm_cell_backward(void *dgates, void *dc_prev, const
 {
     int64_t n = B * H;
     if (n == 0) return 0;
-    RNN_DISPATCH(
+    CUDA_DISPATCH_F32_F64(
         dtype, "lstm_cell_backward",
         (lstm_cell_backward_kernel<scalar_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
             (scalar_t *)dgates, (scalar_t *)dc_prev, (const scalar_t *)dh, (const scalar_t *)dc,
@@ -134,10 +120,11 @@ extern "C" int cuda_launch_gru_cell(void *h, void *act, const void *ig, const vo
 {
     int64_t n = B * H;
     if (n == 0) return 0;
-    RNN_DISPATCH(dtype, "gru_cell",
-                 (gru_cell_kernel<scalar_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
-                     (scalar_t *)h, (scalar_t *)act, (const scalar_t *)ig, (const scalar_t *)hg,
-                     (const scalar_t *)h_prev, n, H)));
+    CUDA_DISPATCH_F32_F64(
+        dtype, "gru_cell",
+        (gru_cell_kernel<scalar_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
+            (scalar_t *)h, (scalar_t *)act, (const scalar_t *)ig, (const scalar_t *)hg,
+            (const scalar_t *)h_prev, n, H)));
     return cuda_check(cudaGetLastError(), "gru_cell");
 }
 
@@ -147,7 +134,7 @@ extern "C" int cuda_launch_gru_cell_backward(void *dig, void *dhg, void *dh_prev
 {
     int64_t n = B * H;
     if (n == 0) return 0;
-    RNN_DISPATCH(
+    CUDA_DISPATCH_F32_F64(
         dtype, "gru_cell_backward",
         (gru_cell_backward_kernel<scalar_t><<<cuda_blocks(n), CUDA_THREADS, 0, cuda_stream()>>>(
             (scalar_t *)dig, (scalar_t *)dhg, (scalar_t *)dh_prev, (const scalar_t *)dh,

@@ -121,4 +121,21 @@ typedef struct ddpl_histc_params {
     double min, max; /* the finite range, min < max; elements outside it are not counted */
 } ddpl_histc_params;
 
+/* SCATTER (ops/scatter.c, issue 29): how an element scattered to a position combines with the
+ * value there; every index is checked against the dim's size before anything is written (CUDA:
+ * deferred, cuda_index_check.h), and the error names op */
+typedef enum ddpl_scatter_mode {
+    DDPL_SCATTER_ASSIGN, /* plain scatter: the last write wins (any order on CUDA) */
+    DDPL_SCATTER_SUM,
+    DDPL_SCATTER_PROD,
+    DDPL_SCATTER_AMAX, /* NaN wins, as PyTorch */
+    DDPL_SCATTER_AMIN,
+} ddpl_scatter_mode;
+
+typedef struct ddpl_scatter_params {
+    int dim;        /* wrapped; 0 for a 0-dim output */
+    int reduce;     /* ddpl_scatter_mode */
+    const char *op; /* a static string: the user-facing op for errors ("scatter", "index_copy") */
+} ddpl_scatter_params;
+
 #endif

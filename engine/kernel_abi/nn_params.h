@@ -19,10 +19,15 @@ typedef struct ddpl_conv_params {
     int groups;
 } ddpl_conv_params;
 
-/* max_pool2d, avg_pool2d (count_include_pad only for avg) */
+/* max_pool2d, avg_pool2d (count_include_pad and divisor_override only for avg). With ceil_mode
+ * the ops size the output by rounding up (the last window may run past the input's end, never
+ * starting past it: PyTorch's rule), and kernels clip every window to the input; windows
+ * never start beyond H + ph. divisor_override > 0 replaces avg_pool2d's divisor. */
 typedef struct ddpl_pool_params {
     int kernel[2], stride[2], padding[2];
     bool count_include_pad;
+    bool ceil_mode;
+    int divisor_override; /* 0: none */
 } ddpl_pool_params;
 
 typedef struct ddpl_batch_norm_params {
@@ -43,5 +48,11 @@ typedef struct ddpl_attention_params {
     double scale; /* applied to q.k before softmax */
     bool causal;  /* key j hidden from query i when j > i (top-left aligned, as PyTorch) */
 } ddpl_attention_params;
+
+/* CTC_LOSS, CTC_LOSS_BACKWARD (ops/nn_ctc.c) */
+typedef struct ddpl_ctc_params {
+    int64_t blank;      /* the blank's class index, in [0, C) */
+    bool zero_infinity; /* backward: 0 for the samples whose loss is +inf */
+} ddpl_ctc_params;
 
 #endif

@@ -53,6 +53,12 @@ static int m_is_leaf(lua_State *L)
     return 1;
 }
 
+static int m_is_view(lua_State *L)
+{
+    lua_pushboolean(L, ddpl_tensor_is_view(lb_check(L, 1, "_is_view")));
+    return 1;
+}
+
 /* ---- grad mode ---- */
 
 static int restore_mode(lua_State *L)
@@ -196,11 +202,8 @@ void lb_autograd_open(lua_State *L)
 }
 
 const luaL_Reg lb_autograd_methods[] = {
-    {"backward", m_backward},
-    {"retain_grad", m_retain_grad},
-    {"requires_grad_", m_requires_grad_},
-    {"is_leaf", m_is_leaf},
-    {NULL, NULL},
+    {"backward", m_backward}, {"retain_grad", m_retain_grad}, {"requires_grad_", m_requires_grad_},
+    {"is_leaf", m_is_leaf},   {"_is_view", m_is_view},        {NULL, NULL},
 };
 
 const luaL_Reg lb_autograd_functions[] = {

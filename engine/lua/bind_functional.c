@@ -1,7 +1,7 @@
 /* lua/bind_functional.c: ddpl.nn.functional (F.*) over the C API's neural-network functions.
  * defines: lb_functional (linear conv2d conv_transpose2d max_pool2d avg_pool2d
  *          adaptive_avg_pool2d batch_norm layer_norm embedding dropout softmax log_softmax
- *          cross_entropy nll_loss mse_loss relu gelu silu sigmoid tanh
+ *          cross_entropy nll_loss mse_loss ctc_loss relu gelu silu sigmoid tanh
  *          scaled_dot_product_attention, _fused_lstm_cell, _fused_gru_cell, _lstm_layer,
  *          _gru_layer),
  *          lb_functional_methods
@@ -10,7 +10,7 @@
  * Arguments follow PyTorch: its positional parameters in its order, and any parameter by name
  * in a trailing options table, e.g. F.conv2d(x, w, b, {stride=2, padding=1}) or
  * F.cross_entropy(logits, target, {label_smoothing=0.1}). Sizes of 2-D ops accept an int or an
- * {h, w} pair. Options PyTorch has but the engine does not implement (ceil_mode, padding_idx,
+ * {h, w} pair. Options PyTorch has but the engine does not implement (dilation, padding_idx,
  * dropout_p in attention, ...) raise an error naming them rather than being ignored. Living in C
  * keeps a forward pass free of Lua-side option parsing. */
 #include <string.h>
@@ -142,13 +142,11 @@ static int f_max_pool2d(lua_State *L)
     lb_pair(L, lb_arg(L, &a, 4, "padding"), "max_pool2d", "padding", 0, padding);
     lb_pair(L, lb_arg(L, &a, 5, "dilation"), "max_pool2d", "dilation", 1, dilation);
     unsupported(L, 1, "max_pool2d", "dilation other than 1", dilation[0] == 1 && dilation[1] == 1);
-    int ci = lb_arg(L, &a, 6, "ceil_mode");
-    unsupported(L, ci, "max_pool2d", "ceil_mode=true",
-                !lb_bool(L, ci, "max_pool2d", "ceil_mode", false));
+    bool ceil_mode = lb_bool(L, lb_arg(L, &a, 6, "ceil_mode"), "max_pool2d", "ceil_mode", false);
     int ri = lb_arg(L, &a, 7, "return_indices");
     unsupported(L, ri, "max_pool2d", "return_indices=true",
                 !lb_bool(L, ri, "max_pool2d", "return_indices", false));
-    RETURN_RESULT(L, "max_pool2d", ddpl_max_pool2d(x, kernel, stride, padding));
+    RETURN_RESULT(L, "max_pool2d", ddpl_max_pool2d_ex(x, kernel, stride, padding, ceil_mode));
 }
 
 static const char *const avg_pool_opts[] = {
@@ -167,13 +165,18 @@ static int f_avg_pool2d(lua_State *L)
     lb_pair(L, si, "avg_pool2d", "stride", 0, stride);
     if (!si) memcpy(stride, kernel, sizeof stride);
     lb_pair(L, lb_arg(L, &a, 4, "padding"), "avg_pool2d", "padding", 0, padding);
-    int ci = lb_arg(L, &a, 5, "ceil_mode");
-    unsupported(L, ci, "avg_pool2d", "ceil_mode=true",
-                !lb_bool(L, ci, "avg_pool2d", "ceil_mode", false));
+    bool ceil_mode = lb_bool(L, lb_arg(L, &a, 5, "ceil_mode"), "avg_pool2d", "ceil_mode", false);
     bool count_pad =
         lb_bool(L, lb_arg(L, &a, 6, "count_include_pad"), "avg_pool2d", "count_include_pad", true);
-    unsupported(L, lb_arg(L, &a, 7, "divisor_override"), "avg_pool2d", "divisor_override", false);
-    RETURN_RESULT(L, "avg_pool2d", ddpl_avg_pool2d(x, kernel, stride, padding, count_pad));
+    /* divisor_override: PyTorch's None is absent (or nil); 0 is refused as PyTorch does */
+    int di = lb_arg(L, &a, 7, "divisor_override");
+    int64_t divisor = lb_int(L, di, "avg_pool2d", "divisor_override", 0);
+    if (di && (divisor == 0 || divisor < INT32_MIN || divisor > INT32_MAX))
+        return luaL_error(L, "avg_pool2d: divisor_override must be a non-zero int, got %I",
+                          (lua_Integer)divisor);
+    RETURN_RESULT(
+        L, "avg_pool2d",
+        ddpl_avg_pool2d_ex(x, kernel, stride, padding, ceil_mode, count_pad, (int)divisor));
 }
 
 static const char *const adaptive_opts[] = {"output_size", NULL};
@@ -263,6 +266,14 @@ static int f_embedding(lua_State *L)
     RETURN_RESULT(L, "embedding", ddpl_embedding(idx, w));
 }
 
+/* The in-place form's result: x itself (argument 1), as PyTorch returns it. */
+static int inplace_result(lua_State *L, int rc, const char *fname)
+{
+    if (rc < 0) lb_error_in(L, fname);
+    lua_pushvalue(L, 1);
+    return 1;
+}
+
 static const char *const dropout_opts[] = {"p", "training", "inplace", NULL};
 
 /* F.dropout(x [, p=0.5 [, training=true]]) */
@@ -273,8 +284,8 @@ static int f_dropout(lua_State *L)
     ddpl_tensor *x = lb_check(L, 1, "dropout");
     double p = lb_num(L, lb_arg(L, &a, 2, "p"), "dropout", "p", 0.5);
     bool training = lb_bool(L, lb_arg(L, &a, 3, "training"), "dropout", "training", true);
-    int ii = lb_arg(L, &a, 4, "inplace");
-    unsupported(L, ii, "dropout", "inplace=true", !lb_bool(L, ii, "dropout", "inplace", false));
+    if (lb_bool(L, lb_arg(L, &a, 4, "inplace"), "dropout", "inplace", false))
+        return inplace_result(L, ddpl_dropout_(x, p, training), "dropout");
     RETURN_RESULT(L, "dropout", ddpl_dropout(x, p, training));
 }
 
@@ -355,34 +366,86 @@ static int f_mse_loss(lua_State *L)
     RETURN_RESULT(L, "mse_loss", ddpl_mse_loss(x, target, red));
 }
 
+static const char *const ctc_opts[] = {"input_lengths", "target_lengths", "blank",
+                                       "reduction",     "zero_infinity",  NULL};
+
+/* ctc_loss's lengths at idx: an integer tensor, or a Lua list of integers (or one integer, for
+ * an unbatched input) made a CPU int64 tensor (the op reads lengths on the host whatever their
+ * device), owned by the box pushed on the stack. */
+static ddpl_tensor *ctc_lengths(lua_State *L, int idx, const char *name)
+{
+    if (!idx) luaL_error(L, "ctc_loss: %s is required", name);
+    if (lua_type(L, idx) == LUA_TUSERDATA) return lb_check(L, idx, "ctc_loss");
+    if (lua_type(L, idx) != LUA_TTABLE && !lua_isinteger(L, idx))
+        lb_opterror(L, idx, "ctc_loss", name, "a list of integers or an integer tensor");
+    lua_Integer n = lua_type(L, idx) == LUA_TTABLE ? luaL_len(L, idx) : 1;
+    if (n < 0 || n > (1 << 24)) luaL_error(L, "ctc_loss: %s has too many values", name);
+    lb_box *box = lb_newbox(L);
+    int64_t sizes[1] = {n};
+    box->t = ddpl_empty(1, sizes, DDPL_INT64, (ddpl_device){DDPL_CPU, 0});
+    if (!box->t) lb_error_in(L, "ctc_loss");
+    int64_t *v = ddpl_tensor_data(box->t);
+    for (lua_Integer i = 0; i < n; i++) {
+        if (lua_type(L, idx) == LUA_TTABLE)
+            lua_geti(L, idx, i + 1);
+        else
+            lua_pushvalue(L, idx);
+        if (!lua_isinteger(L, -1))
+            luaL_error(L, "ctc_loss: %s[%d] must be an integer, got %s", name, (int)i + 1,
+                       luaL_typename(L, -1));
+        v[i] = (int64_t)lua_tointeger(L, -1);
+        lua_pop(L, 1);
+    }
+    return box->t;
+}
+
+/* F.ctc_loss(log_probs, targets, input_lengths, target_lengths [, blank=0, reduction='mean',
+ * zero_infinity=false]): lengths as Lua lists or integer tensors */
+static int f_ctc_loss(lua_State *L)
+{
+    static const char *fname = "ctc_loss";
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, fname, ctc_opts);
+    ddpl_tensor *lp = lb_check(L, 1, fname);
+    ddpl_tensor *targets = lb_check(L, 2, fname);
+    int ii = lb_arg(L, &a, 3, "input_lengths"), ti = lb_arg(L, &a, 4, "target_lengths");
+    int64_t blank = lb_int(L, lb_arg(L, &a, 5, "blank"), fname, "blank", 0);
+    ddpl_reduction red = reduction(L, lb_arg(L, &a, 6, "reduction"), fname);
+    bool zi = lb_bool(L, lb_arg(L, &a, 7, "zero_infinity"), fname, "zero_infinity", false);
+    ddpl_tensor *il = ctc_lengths(L, ii, "input_lengths");
+    ddpl_tensor *tl = ctc_lengths(L, ti, "target_lengths");
+    RETURN_RESULT(L, fname, ddpl_ctc_loss(lp, targets, il, tl, blank, red, zi));
+}
+
 static const char *const act_opts[] = {"inplace", NULL};
 
 /* relu/silu/sigmoid/tanh(x [, {inplace=false}]) */
-static int activation(lua_State *L, const char *fname, ddpl_tensor *(*fn)(ddpl_tensor *))
+static int activation(lua_State *L, const char *fname, ddpl_tensor *(*fn)(ddpl_tensor *),
+                      int (*fn_)(ddpl_tensor *))
 {
     lb_args a = lb_parse_args(L);
     lb_check_opts(L, a.opts, fname, act_opts);
     ddpl_tensor *x = lb_check(L, 1, fname);
-    int ii = lb_arg(L, &a, 2, "inplace");
-    unsupported(L, ii, fname, "inplace=true", !lb_bool(L, ii, fname, "inplace", false));
+    if (lb_bool(L, lb_arg(L, &a, 2, "inplace"), fname, "inplace", false))
+        return inplace_result(L, fn_(x), fname);
     RETURN_RESULT(L, fname, fn(x));
 }
 
 static int f_relu(lua_State *L)
 {
-    return activation(L, "relu", ddpl_relu);
+    return activation(L, "relu", ddpl_relu, ddpl_relu_);
 }
 static int f_silu(lua_State *L)
 {
-    return activation(L, "silu", ddpl_silu);
+    return activation(L, "silu", ddpl_silu, ddpl_silu_);
 }
 static int f_sigmoid(lua_State *L)
 {
-    return activation(L, "sigmoid", ddpl_sigmoid);
+    return activation(L, "sigmoid", ddpl_sigmoid, ddpl_sigmoid_);
 }
 static int f_tanh(lua_State *L)
 {
-    return activation(L, "tanh", ddpl_tanh);
+    return activation(L, "tanh", ddpl_tanh, ddpl_tanh_);
 }
 
 static const char *const gelu_opts[] = {"approximate", NULL};
@@ -482,6 +545,7 @@ const luaL_Reg lb_functional[] = {
     {"cross_entropy", f_cross_entropy},
     {"nll_loss", f_nll_loss},
     {"mse_loss", f_mse_loss},
+    {"ctc_loss", f_ctc_loss},
     {"relu", f_relu},
     {"gelu", f_gelu},
     {"silu", f_silu},

@@ -69,13 +69,16 @@ int luaopen_ddplua_core(lua_State *L)
     const luaL_Reg *method_sets[] = {lb_value_methods,      lb_view_methods,    lb_math_methods,
                                      lb_reduce_methods,     lb_hook_methods,    lb_autograd_methods,
                                      lb_functional_methods, lb_math_fn_methods, lb_scan_methods,
-                                     lb_sort_methods};
+                                     lb_sort_methods,       lb_median_methods,  lb_shape_methods,
+                                     lb_linalg_methods,     lb_scatter_methods};
     for (size_t i = 0; i < sizeof method_sets / sizeof *method_sets; i++)
         register_into(L, methods, mt, methods, method_sets[i]);
     const luaL_Reg *function_sets[] = {
         lb_create_functions,   lb_math_functions, lb_reduce_functions, lb_autograd_functions,
         lb_util_functions,     lb_data_functions, lb_io_functions,     lb_optim_functions,
-        lb_autocast_functions, lb_rng_functions,  lb_math_fn_methods,  lb_sort_functions};
+        lb_autocast_functions, lb_rng_functions,  lb_math_fn_methods,  lb_sort_functions,
+        lb_median_methods,     lb_shape_methods,  lb_shape_functions,  lb_linalg_methods,
+        lb_linalg_functions,   lb_scatter_methods};
     for (size_t i = 0; i < sizeof function_sets / sizeof *function_sets; i++)
         register_into(L, ddpl, mt, methods, function_sets[i]);
     for (const char *const *name = function_forms; *name; name++) {
@@ -87,6 +90,9 @@ int luaopen_ddplua_core(lua_State *L)
     register_into(L, lua_gettop(L), mt, methods, lb_autograd_table);
     register_into(L, lua_gettop(L), mt, methods, lb_function_table);
     lua_setfield(L, ddpl, "autograd");
+    lua_newtable(L); /* ddpl.linalg */
+    register_into(L, lua_gettop(L), mt, methods, lb_linalg_table);
+    lua_setfield(L, ddpl, "linalg");
     lua_newtable(L);
     register_into(L, lua_gettop(L), mt, methods, lb_cuda_functions);
     /* one generator serves both device types: ddpl.cuda.manual_seed/get_rng_state/set_rng_state

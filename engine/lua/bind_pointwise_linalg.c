@@ -325,6 +325,7 @@ static int m_where(lua_State *L)
 } /* x:where(cond, y) */
 static int f_where(lua_State *L)
 {
+    if (lua_gettop(L) == 1) return lb_where_nonzero(L); /* ddpl.where(cond): nonzero as_tuple */
     return where3(L, 1, 2, 3);
 } /* ddpl.where(cond, x, y) */
 
@@ -374,6 +375,29 @@ static int done_inplace(lua_State *L, int rc, const char *fname)
     if (rc < 0) lb_error_in(L, fname);
     lua_settop(L, 1);
     return 1;
+}
+
+/* relu_ sigmoid_ tanh_: x:f_() */
+static int activation_(lua_State *L, const char *fname, int (*fn)(ddpl_tensor *))
+{
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    lb_check_no_more_args(L, 1, fname);
+    return done_inplace(L, fn(x), fname);
+}
+
+static int m_relu_(lua_State *L)
+{
+    return activation_(L, "relu_", ddpl_relu_);
+}
+
+static int m_sigmoid_(lua_State *L)
+{
+    return activation_(L, "sigmoid_", ddpl_sigmoid_);
+}
+
+static int m_tanh_(lua_State *L)
+{
+    return activation_(L, "tanh_", ddpl_tanh_);
 }
 
 static int m_zero_(lua_State *L)
@@ -517,6 +541,9 @@ const luaL_Reg lb_math_methods[] = {
     {"mul_", m_mul_},
     {"div_", m_div_},
     {"clamp_", m_clamp_},
+    {"relu_", m_relu_},
+    {"sigmoid_", m_sigmoid_},
+    {"tanh_", m_tanh_},
     {"uniform_", m_uniform_},
     {"normal_", m_normal_},
     {"bernoulli_", m_bernoulli_},

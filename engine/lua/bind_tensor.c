@@ -243,6 +243,12 @@ static int push_field(lua_State *L, ddpl_tensor *t, const char *key)
             return 1;
         }
         break;
+    case '_':
+        if (strcmp(key, "_version") == 0) {
+            lua_pushinteger(L, (lua_Integer)ddpl_tensor_version(t));
+            return 1;
+        }
+        break;
     case 'n':
         if (strcmp(key, "ndim") == 0) {
             lua_pushinteger(L, ddpl_tensor_ndim(t));
@@ -265,9 +271,9 @@ static int t_index(lua_State *L)
     ddpl_tensor *t = lb_check(L, 1, "index");
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, 2, &isint);
-    if (!isint)
-        return luaL_error(L, "index: expected an integer or a field name, got %s",
-                          luaL_typename(L, 2));
+    if (lua_type(L, 2) == LUA_TNUMBER && !isint)
+        return luaL_error(L, "index: expected an integer, got %s", lua_tostring(L, 2));
+    if (!isint) return lb_index_get(L, t); /* a tensor or a list of per-dim entries */
     lb_box *b = lb_newbox(L);
     b->t = ddpl_select(t, 0, (int64_t)i);
     return lb_finish(L, b);
@@ -296,6 +302,8 @@ static int t_newindex(lua_State *L)
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, 2, &isint);
     if (isint && lua_type(L, 2) == LUA_TNUMBER) return set_row(L, t, i);
+    if (lua_type(L, 2) == LUA_TTABLE || lua_type(L, 2) == LUA_TUSERDATA)
+        return lb_index_set(L, t); /* x[mask] = v, x[idx] = v, x[{...}] = v */
     const char *key = lua_type(L, 2) == LUA_TSTRING ? lua_tostring(L, 2) : NULL;
     if (key && strcmp(key, "requires_grad") == 0) {
         if (lua_type(L, 3) != LUA_TBOOLEAN)
@@ -331,7 +339,7 @@ static int t_newindex(lua_State *L)
     }
     return luaL_error(L,
                       "setindex: cannot set field '%s' of a tensor (settable: requires_grad, "
-                      "grad, data, and integer indices)",
+                      "grad, data, integer indices, and index tensors or lists)",
                       key ? key : luaL_typename(L, 2));
 }
 

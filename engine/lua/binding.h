@@ -169,24 +169,37 @@ LB_HIDDEN extern const luaL_Reg lb_math_methods[];    /* pointwise_linalg: incl.
 LB_HIDDEN extern const luaL_Reg lb_math_fn_methods[]; /* math: floor ... remainder (also ddpl.*) */
 LB_HIDDEN extern const luaL_Reg lb_math_functions[];  /* pointwise_linalg: ddpl.where, ddpl.addmm */
 LB_HIDDEN extern const luaL_Reg lb_reduce_methods[];  /* reduce: reductions, indexing */
-LB_HIDDEN extern const luaL_Reg lb_reduce_functions[];    /* reduce: ddpl.cat, ddpl.stack */
-LB_HIDDEN extern const luaL_Reg lb_sort_methods[];        /* sort: sort argsort unique ... */
-LB_HIDDEN extern const luaL_Reg lb_sort_functions[];      /* sort: searchsorted bucketize */
-LB_HIDDEN extern const luaL_Reg lb_scan_methods[];        /* scan: cumsum, any, amax, nansum, ... */
-LB_HIDDEN extern const luaL_Reg lb_create_functions[];    /* create: factories */
-LB_HIDDEN extern const luaL_Reg lb_hook_methods[];        /* hooks: register_hook */
-LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];    /* autograd: backward, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_functions[];  /* autograd: no_grad, ... */
-LB_HIDDEN extern const luaL_Reg lb_autograd_table[];      /* autograd: ddpl.autograd.grad */
-LB_HIDDEN extern const luaL_Reg lb_function_table[];      /* function: autograd._record_function */
-LB_HIDDEN extern const luaL_Reg lb_functional[];          /* functional: F.* */
-LB_HIDDEN extern const luaL_Reg lb_functional_methods[];  /* functional: x:softmax(dim), ... */
-LB_HIDDEN extern const luaL_Reg lb_util_functions[];      /* util: time, threads, config, cuda */
-LB_HIDDEN extern const luaL_Reg lb_rng_functions[];       /* rng: ddpl.* and ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];      /* util: ddpl.cuda.* */
-LB_HIDDEN extern const luaL_Reg lb_dist_functions[];      /* dist_pg: ddplua.core.dist */
-LB_HIDDEN extern const luaL_Reg lb_serialize_functions[]; /* serialize: ddplua.core.serialize */
-LB_HIDDEN extern const luaL_Reg lb_process_functions[];   /* process: ddplua.core.process */
+LB_HIDDEN extern const luaL_Reg lb_reduce_functions[]; /* reduce: ddpl.cat, ddpl.stack */
+LB_HIDDEN extern const luaL_Reg lb_sort_methods[];     /* sort: sort argsort unique ... */
+/* x[key] / x[key] = v for tensor and list keys (bind_index.c) */
+LB_HIDDEN int lb_index_get(lua_State *L, ddpl_tensor *x);
+LB_HIDDEN int lb_index_set(lua_State *L, ddpl_tensor *x);
+LB_HIDDEN extern const luaL_Reg lb_sort_functions[]; /* sort: searchsorted bucketize */
+LB_HIDDEN extern const luaL_Reg lb_median_methods[]; /* median: median quantile (also ddpl.*) */
+LB_HIDDEN extern const luaL_Reg lb_scan_methods[];   /* scan: cumsum, any, amax, nansum, ... */
+LB_HIDDEN extern const luaL_Reg lb_shape_methods[];  /* shape: repeat flip tril ... (also ddpl.*) */
+LB_HIDDEN extern const luaL_Reg lb_shape_functions[]; /* shape: ddpl.meshgrid, tril_indices, ... */
+LB_HIDDEN extern const luaL_Reg lb_linalg_methods[];  /* linalg: outer dot kron ... (also ddpl.*) */
+LB_HIDDEN extern const luaL_Reg lb_linalg_functions[]; /* linalg: ddpl.einsum, ddpl.cdist */
+LB_HIDDEN extern const luaL_Reg lb_linalg_table[];     /* linalg: ddpl.linalg.* */
+LB_HIDDEN extern const luaL_Reg lb_scatter_methods[];  /* scatter: scatter index_add nonzero
+                                                          take index_put ... (also ddpl.*) */
+/* ddpl.where(cond) with one argument: nonzero(cond, {as_tuple=true}) (bind_scatter.c) */
+LB_HIDDEN int lb_where_nonzero(lua_State *L);
+LB_HIDDEN extern const luaL_Reg lb_create_functions[];     /* create: factories */
+LB_HIDDEN extern const luaL_Reg lb_hook_methods[];         /* hooks: register_hook */
+LB_HIDDEN extern const luaL_Reg lb_autograd_methods[];     /* autograd: backward, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_functions[];   /* autograd: no_grad, ... */
+LB_HIDDEN extern const luaL_Reg lb_autograd_table[];       /* autograd: ddpl.autograd.grad */
+LB_HIDDEN extern const luaL_Reg lb_function_table[];       /* function: autograd._record_function */
+LB_HIDDEN extern const luaL_Reg lb_functional[];           /* functional: F.* */
+LB_HIDDEN extern const luaL_Reg lb_functional_methods[];   /* functional: x:softmax(dim), ... */
+LB_HIDDEN extern const luaL_Reg lb_util_functions[];       /* util: time, threads, config, cuda */
+LB_HIDDEN extern const luaL_Reg lb_rng_functions[];        /* rng: ddpl.* and ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_cuda_functions[];       /* util: ddpl.cuda.* */
+LB_HIDDEN extern const luaL_Reg lb_dist_functions[];       /* dist_pg: ddplua.core.dist */
+LB_HIDDEN extern const luaL_Reg lb_serialize_functions[];  /* serialize: ddplua.core.serialize */
+LB_HIDDEN extern const luaL_Reg lb_process_functions[];    /* process: ddplua.core.process */
 LB_HIDDEN extern const luaL_Reg lb_worker_ipc_functions[]; /* worker_ipc: ddplua.core.worker_ipc */
 LB_HIDDEN extern const luaL_Reg lb_json_functions[];       /* json: ddplua.core.json */
 LB_HIDDEN extern const luaL_Reg lb_ddp_functions[];        /* ddp: ddplua.core.ddp */

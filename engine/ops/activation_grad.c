@@ -34,7 +34,7 @@ static ddpl_tensor *gelu_derivative(ddpl_tensor *x, const ddpl_gelu_params *p)
     ddpl_tensor_release(ones);
     if (rc < 0) return NULL;
     if (ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("GeluDerivativeBackward", gelu_derivative_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("GeluDerivativeBackward0", gelu_derivative_backward, 1, &x);
         ddpl_node_save(n, x);
         ddpl_set_history(d, n);
     }

@@ -50,7 +50,7 @@ ddpl_tensor *ddpl_clone(ddpl_tensor *x)
         return NULL;
     }
     if (ddpl_grad_needed(1, &x))
-        ddpl_set_history(y, ddpl_node_new("CloneBackward", clone_backward, 1, &x));
+        ddpl_set_history(y, ddpl_node_new("CloneBackward0", clone_backward, 1, &x));
     return y;
 }
 
@@ -88,7 +88,7 @@ ddpl_tensor *ddpl_to(ddpl_tensor *x, ddpl_dtype dt, ddpl_device dev)
         return NULL;
     }
     if (ddpl_dtype_is_floating(dt) && ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("ToCopyBackward", to_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("ToCopyBackward0", to_backward, 1, &x);
         to_ctx *c = DDPL_NODE_CTX(n, to_ctx);
         c->dtype = x->dtype;
         c->device = x->device;
@@ -99,8 +99,8 @@ ddpl_tensor *ddpl_to(ddpl_tensor *x, ddpl_dtype dt, ddpl_device dev)
 
 int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
 {
-    if (ddpl_check_inplace("copy_", dst) < 0 || ddpl_check_no_internal_overlap("copy_", dst) < 0)
-        return -1;
+    int recorded = ddpl_inplace_recorded("copy_", dst, 1, &src);
+    if (recorded < 0 || ddpl_check_no_internal_overlap("copy_", dst) < 0) return -1;
     int nd;
     int64_t sizes[DDPL_MAX_DIMS];
     if (ddpl_broadcast_shape("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes) < 0)
@@ -109,6 +109,13 @@ int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
         char a[128], b[128];
         return ddpl_error("copy_: source of shape %s cannot be broadcast to destination shape %s",
                           ddpl_shape_str(src, a, sizeof a), ddpl_shape_str(dst, b, sizeof b));
+    }
+    if (recorded) { /* dst's old history gets no gradient: its values are gone */
+        ddpl_tensor *c = ddpl_to(src, (ddpl_dtype)dst->dtype, dst->device);
+        ddpl_tensor *r = c && !ddpl_same_shape(c, dst) ? ddpl_expand(c, dst->ndim, dst->sizes)
+                                                       : ddpl_tensor_retain(c);
+        ddpl_tensor_release(c);
+        return ddpl_inplace_commit("copy_", "CopyBackwards", dst, r);
     }
     ddpl_tensor *s = src;
     if (!ddpl_same_shape(src, dst)) {
@@ -133,30 +140,33 @@ int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
 }
 
 /* Allowed on expanded views, as in PyTorch: every element receives the same value. */
-static int fill_named(const char *op, ddpl_tensor *x, double value)
+static int fill_named(const char *op, const char *node, ddpl_tensor *x, double value)
 {
-    if (ddpl_check_inplace(op, x) < 0) return -1;
+    int recorded = ddpl_inplace_recorded(op, x, 0, NULL);
+    if (recorded < 0) return -1;
     ddpl_fill_params p = {value};
     int rc = ddpl_run_kernel(DDPL_OP_FILL, x->device, &x, NULL, &p);
     if (rc == 0) ddpl_storage_bump_version(x->storage);
+    if (rc == 0 && recorded) ddpl_inplace_written(x, node);
     return rc;
 }
 
 int ddpl_fill_(ddpl_tensor *x, double value)
 {
-    return fill_named("fill_", x, value);
+    return fill_named("fill_", "FillBackward0", x, value);
 }
 
 int ddpl_zero_(ddpl_tensor *x)
 {
-    return fill_named("zero_", x, 0.0);
+    return fill_named("zero_", "ZeroBackward0", x, 0.0);
 }
 
 /* Random kernels fill contiguous memory; other layouts go through a temporary. */
-static int random_fill_(const char *op, ddpl_tensor *x, ddpl_op kop, double a, double b)
+static int random_fill_(const char *op, const char *node, ddpl_tensor *x, ddpl_op kop, double a,
+                        double b)
 {
-    if (ddpl_check_inplace(op, x) < 0 || ddpl_check_no_internal_overlap(op, x) < 0 ||
-        ddpl_check_floating(op, x) < 0)
+    int recorded = ddpl_inplace_recorded(op, x, 0, NULL);
+    if (recorded < 0 || ddpl_check_no_internal_overlap(op, x) < 0 || ddpl_check_floating(op, x) < 0)
         return -1;
     ddpl_tensor *target = ddpl_tensor_is_contiguous(x) ? ddpl_tensor_retain(x) : ddpl_empty_like(x);
     if (!target) return -1;
@@ -166,6 +176,7 @@ static int random_fill_(const char *op, ddpl_tensor *x, ddpl_op kop, double a, d
     if (rc == 0 && target != x) rc = ddpl_run_kernel(DDPL_OP_COPY, x->device, &x, &target, NULL);
     ddpl_tensor_release(target);
     if (rc == 0) ddpl_storage_bump_version(x->storage);
+    if (rc == 0 && recorded) ddpl_inplace_written(x, node);
     return rc;
 }
 
@@ -173,22 +184,21 @@ int ddpl_uniform_(ddpl_tensor *x, double from, double to)
 {
     if (!(from <= to))
         return ddpl_error("uniform_: expected from <= to, got from %g and to %g", from, to);
-    return random_fill_("uniform_", x, DDPL_OP_UNIFORM, from, to);
+    return random_fill_("uniform_", "UniformBackward0", x, DDPL_OP_UNIFORM, from, to);
 }
 
 int ddpl_normal_(ddpl_tensor *x, double mean, double std)
 {
     if (!(std >= 0)) return ddpl_error("normal_: expected std >= 0, got %g", std);
-    return random_fill_("normal_", x, DDPL_OP_NORMAL, mean, std);
+    return random_fill_("normal_", "NormalBackward0", x, DDPL_OP_NORMAL, mean, std);
 }
 
 /* x <- 1 with probability p, else 0 (x's dtype), from uniform draws. */
 int ddpl_bernoulli_(ddpl_tensor *x, double p)
 {
     if (!(p >= 0 && p <= 1)) return ddpl_error("bernoulli_: expected 0 <= p <= 1, got %g", p);
-    if (ddpl_check_inplace("bernoulli_", x) < 0 ||
-        ddpl_check_no_internal_overlap("bernoulli_", x) < 0)
-        return -1;
+    int recorded = ddpl_inplace_recorded("bernoulli_", x, 0, NULL);
+    if (recorded < 0 || ddpl_check_no_internal_overlap("bernoulli_", x) < 0) return -1;
     ddpl_tensor *u = ddpl_tensor_new(x->ndim, x->sizes, DDPL_FLOAT32, x->device);
     if (!u) return -1;
     ddpl_philox_state s = ddpl_rng_reserve((uint64_t)ddpl_tensor_numel(x) * 2);
@@ -201,5 +211,6 @@ int ddpl_bernoulli_(ddpl_tensor *x, double p)
     ddpl_tensor_release(thresh);
     ddpl_tensor_release(u);
     if (rc == 0) ddpl_storage_bump_version(x->storage);
+    if (rc == 0 && recorded) ddpl_inplace_written(x, "BernoulliBackward0");
     return rc;
 }

@@ -120,7 +120,7 @@ ddpl_tensor *ddpl_cat(int n, ddpl_tensor *const *xs, int dim)
         offset += t->sizes[d];
     }
     if (ddpl_grad_needed(n, xs)) {
-        ddpl_node *node = ddpl_node_new("CatBackward", cat_backward, n, xs);
+        ddpl_node *node = ddpl_node_new("CatBackward0", cat_backward, n, xs);
         DDPL_NODE_CTX(node, dim_ctx)->dim = d;
         ddpl_set_history(out, node);
     }
@@ -193,7 +193,7 @@ ddpl_tensor *ddpl_index_select(ddpl_tensor *x, int dim, ddpl_tensor *index)
         return NULL;
     }
     if (ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("IndexSelectBackward", index_select_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("IndexSelectBackward0", index_select_backward, 1, &x);
         ddpl_node_save(n, index);
         DDPL_NODE_CTX(n, dim_ctx)->dim = d;
         ddpl_set_history(out, n);
@@ -240,7 +240,7 @@ ddpl_tensor *ddpl_gather(ddpl_tensor *x, int dim, ddpl_tensor *index)
         return NULL;
     }
     if (ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("GatherBackward", scatter_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("GatherBackward0", scatter_backward, 1, &x);
         ddpl_node_save(n, index);
         DDPL_NODE_CTX(n, dim_ctx)->dim = d;
         ddpl_set_history(out, n);
@@ -276,7 +276,7 @@ int ddpl_topk(ddpl_tensor *x, int64_t k, int dim, bool largest, bool sorted, ddp
         return -1;
     }
     if (ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("TopkBackward", scatter_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("TopkBackward0", scatter_backward, 1, &x);
         ddpl_node_save(n, i);
         DDPL_NODE_CTX(n, dim_ctx)->dim = d;
         ddpl_set_history(v, n);

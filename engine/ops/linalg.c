@@ -170,7 +170,7 @@ static ddpl_tensor *mm_named(const char *op, ddpl_tensor *a, ddpl_tensor *b)
     if (!out) return NULL;
     ddpl_tensor *ins[2] = {a, b};
     if (ddpl_grad_needed(2, ins)) {
-        ddpl_node *n = ddpl_node_new("MmBackward", mm_backward, 2, ins);
+        ddpl_node *n = ddpl_node_new("MmBackward0", mm_backward, 2, ins);
         n->dest_inputs = 3; /* a and b (mm_in_layout_of) */
         ddpl_node_save(n, a);
         ddpl_node_save(n, b);
@@ -247,7 +247,7 @@ static ddpl_tensor *addmm_impl(ddpl_tensor *bias, ddpl_tensor *a, ddpl_tensor *b
     }
     ddpl_tensor *ins[3] = {a, b, bias};
     if (ddpl_grad_needed(3, ins)) {
-        ddpl_node *n = ddpl_node_new("AddmmBackward", mm_backward, 3, ins);
+        ddpl_node *n = ddpl_node_new("AddmmBackward0", mm_backward, 3, ins);
         n->dest_inputs = 3; /* a and b (mm_in_layout_of) */
         ddpl_node_save(n, a);
         ddpl_node_save(n, b);
@@ -291,7 +291,7 @@ static ddpl_tensor *bmm_named(const char *op, ddpl_tensor *a, ddpl_tensor *b)
     }
     ddpl_tensor *ins[2] = {a, b};
     if (ddpl_grad_needed(2, ins)) {
-        ddpl_node *n = ddpl_node_new("BmmBackward", bmm_backward, 2, ins);
+        ddpl_node *n = ddpl_node_new("BmmBackward0", bmm_backward, 2, ins);
         ddpl_node_save(n, a);
         ddpl_node_save(n, b);
         ddpl_set_history(out, n);

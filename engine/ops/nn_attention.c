@@ -200,7 +200,7 @@ static int sdpa_fused(ddpl_tensor *q, ddpl_tensor *k, ddpl_tensor *v, bool is_ca
                  : -1;
     ddpl_tensor *args[3] = {q, k, v};
     if (rc == 0 && ddpl_grad_needed(3, args)) {
-        ddpl_node *n = ddpl_node_new("ScaledDotProductAttentionBackward", sdpa_backward, 3, args);
+        ddpl_node *n = ddpl_node_new("ScaledDotProductAttentionBackward0", sdpa_backward, 3, args);
         ddpl_node_save(n, qc);
         ddpl_node_save(n, kc);
         ddpl_node_save(n, vc);

@@ -82,7 +82,7 @@ static int conv2d_double_backward(ddpl_node *n, ddpl_tensor *gg, ddpl_tensor **g
     conv_double_ctx *c = DDPL_NODE_CTX(n, conv_double_ctx);
     ddpl_tensor *g = ddpl_node_saved(n, 0), *other = ddpl_node_saved(n, 1);
     if (!g || !other) return -1;
-    bool input_node = strcmp(n->name, "Conv2dInputGradBackward") == 0;
+    bool input_node = strcmp(n->name, "Conv2dInputGradBackward0") == 0;
     const ddpl_conv_params *p = &c->p;
     if (ddpl_node_needs_grad(n, 0)) { /* d/dg: the forward convolution of the other operands */
         gi[0] = input_node
@@ -111,7 +111,7 @@ static int conv2d_record_grads(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor *x, 
     conv_double_ctx ctx = {DDPL_NODE_CTX(n, conv_ctx)->p, {0}, {0}};
     memcpy(ctx.x_sizes, x->sizes, sizeof ctx.x_sizes);
     memcpy(ctx.w_sizes, w->sizes, sizeof ctx.w_sizes);
-    const char *names[2] = {"Conv2dInputGradBackward", "Conv2dWeightGradBackward"};
+    const char *names[2] = {"Conv2dInputGradBackward0", "Conv2dWeightGradBackward0"};
     for (int i = 0; i < 2; i++) {
         ddpl_tensor *operands[2] = {grad, i == 0 ? w : x};
         if (!gi[i] || !ddpl_grad_needed(2, operands)) continue;
@@ -240,7 +240,7 @@ static ddpl_tensor *conv2d_batched(ddpl_tensor *x, ddpl_tensor *w, ddpl_tensor *
     }
     ddpl_tensor *args[3] = {x, w, bias};
     if (y && ddpl_grad_needed(3, args)) {
-        ddpl_node *n = ddpl_node_new("Conv2dBackward", conv2d_backward, 3, args);
+        ddpl_node *n = ddpl_node_new("ConvolutionBackward0", conv2d_backward, 3, args);
         ddpl_node_save(n, x);
         ddpl_node_save(n, w);
         DDPL_NODE_CTX(n, conv_ctx)->p = *p;

@@ -131,7 +131,8 @@ static ddpl_tensor *conv_transpose2d_batched(ddpl_tensor *x, ddpl_tensor *w, ddp
     if (rc == 0) rc = nn_run_conv_kernel(DDPL_OP_CONV2D_BACKWARD, outs, 3, ins, 3, p);
     ddpl_tensor *args[2] = {x, w};
     if (rc == 0 && ddpl_grad_needed(2, args)) {
-        ddpl_node *n = ddpl_node_new("ConvTranspose2dBackward", conv_transpose2d_backward, 2, args);
+        ddpl_node *n =
+            ddpl_node_new("ConvTranspose2dBackward0", conv_transpose2d_backward, 2, args);
         ddpl_node_save(n, xc);
         ddpl_node_save(n, wc);
         DDPL_NODE_CTX(n, convt_ctx)->p = *p;

@@ -199,7 +199,7 @@ static ddpl_tensor *nll_impl(const char *op, ddpl_tensor *logp, ddpl_tensor *tar
         nn_rename_error("nll_loss", op); /* the kernel names nll_loss */
     }
     if (rc == 0)
-        record_loss("NllLossBackward", nll_loss_backward, logp, loss, t2, wc, total,
+        record_loss("NllLossBackward0", nll_loss_backward, logp, loss, t2, wc, total,
                     (nll_ctx){p, C}, 0, NULL);
     ddpl_tensor *tmp[] = {lc, l3, tc, t2, wc, l_out};
     loss = loss_finish(rc, loss, sizeof tmp / sizeof *tmp, tmp);
@@ -351,7 +351,7 @@ static ddpl_tensor *cross_entropy_fused(const char *op, ddpl_tensor *logits, ddp
     int rc = stats ? ddpl_run_kernel(DDPL_OP_CROSS_ENTROPY, logits->device, outs, ins, &p) : -1;
     if (rc < 0) nn_rename_error("tensor", op); /* a copy or an output could not be allocated */
     if (rc == 0)
-        record_loss("CrossEntropyBackward", cross_entropy_backward, logits, loss, t2, wc, total,
+        record_loss("CrossEntropyBackward0", cross_entropy_backward, logits, loss, t2, wc, total,
                     (nll_ctx){p, C}, 2, (ddpl_tensor *[]){logits, stats});
     ddpl_tensor *tmp[] = {l2, tc, t2, wc, total, stats};
     return loss_finish(rc, loss, sizeof tmp / sizeof *tmp, tmp);

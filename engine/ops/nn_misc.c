@@ -1,5 +1,5 @@
 /* ops/nn_misc.c: the layers that are compositions of other ops: linear, embedding, dropout.
- * defines: ddpl_linear, ddpl_embedding, ddpl_dropout.
+ * defines: ddpl_linear, ddpl_embedding, ddpl_dropout, ddpl_dropout_.
  *
  * Their gradients come from the ops they are built of (addmm/matmul, index_select, mul). */
 #include "autocast.h"
@@ -101,14 +101,18 @@ ddpl_tensor *ddpl_embedding(ddpl_tensor *index, ddpl_tensor *weight)
 
 /* ---- dropout ---- */
 
-/* Zeroes each element with probability p and scales the rest by 1/(1-p), so the expectation
- * is unchanged; the gradient is the same mask. p = 0 or evaluation mode returns x itself. */
-ddpl_tensor *ddpl_dropout(ddpl_tensor *x, double p, bool training)
+/* The mask of dropout with probability p of x's shape and dtype: 0 where dropped, 1/(1-p) where
+ * kept, so the expectation is unchanged; the gradient is the same mask. NULL when nothing is
+ * dropped (p = 0 or evaluation mode; *err tells a failure apart). */
+static ddpl_tensor *dropout_mask(const char *op, ddpl_tensor *x, double p, bool training, int *err)
 {
+    *err = -1;
     if (!(p >= 0 && p <= 1))
-        return ddpl_error("dropout: probability has to be between 0 and 1, but got %g", p), NULL;
-    if (ddpl_check_floating("dropout", x) < 0) return NULL;
-    if (!training || p == 0) return ddpl_tensor_retain(x);
+        return ddpl_error("%s: probability has to be between 0 and 1, but got %g", op, p), NULL;
+    if (ddpl_check_floating(op, x) < 0) return NULL;
+    *err = 0;
+    if (!training || p == 0) return NULL;
+    *err = -1;
     ddpl_tensor *mask = ddpl_tensor_new(x->ndim, x->sizes, (ddpl_dtype)x->dtype, x->device);
     if (!mask) return NULL;
     int rc = 0;
@@ -120,7 +124,32 @@ ddpl_tensor *ddpl_dropout(ddpl_tensor *x, double p, bool training)
         rc = scale ? ddpl_mul_(mask, scale) : -1;
         ddpl_tensor_release(scale);
     }
-    ddpl_tensor *y = rc == 0 ? ddpl_mul(x, mask) : NULL;
+    if (rc < 0) {
+        ddpl_tensor_release(mask);
+        return NULL;
+    }
+    *err = 0;
+    return mask;
+}
+
+/* p = 0 or evaluation mode returns x itself. */
+ddpl_tensor *ddpl_dropout(ddpl_tensor *x, double p, bool training)
+{
+    int err;
+    ddpl_tensor *mask = dropout_mask("dropout", x, p, training, &err);
+    if (!mask) return err ? NULL : ddpl_tensor_retain(x);
+    ddpl_tensor *y = ddpl_mul(x, mask);
     ddpl_tensor_release(mask);
     return y;
+}
+
+/* In place, mul_ by the mask: recorded by autograd as mul_ is (a MulBackward0 node). */
+int ddpl_dropout_(ddpl_tensor *x, double p, bool training)
+{
+    int err;
+    ddpl_tensor *mask = dropout_mask("dropout_", x, p, training, &err);
+    if (!mask) return err;
+    int rc = ddpl_mul_(x, mask);
+    ddpl_tensor_release(mask);
+    return rc;
 }

@@ -220,7 +220,7 @@ static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
     }
     ddpl_tensor *args[3] = {x, weight, bias};
     if (rc == 0 && ddpl_grad_needed(3, args)) {
-        ddpl_node *n = ddpl_node_new("BatchNormBackward", batch_norm_backward, 3, args);
+        ddpl_node *n = ddpl_node_new("NativeBatchNormBackward0", batch_norm_backward, 3, args);
         ddpl_node_save(n, x3);
         ddpl_node_save(n, weight);
         ddpl_node_save(n, mean);
@@ -329,7 +329,7 @@ static ddpl_tensor *layer_norm_impl(ddpl_tensor *x, int n_normalized, ddpl_tenso
     int rc = rstd && params_ok ? ddpl_run_kernel(DDPL_OP_LAYER_NORM, x->device, outs, ins, &p) : -1;
     ddpl_tensor *args[3] = {x, weight, bias};
     if (rc == 0 && ddpl_grad_needed(3, args)) {
-        ddpl_node *n = ddpl_node_new("LayerNormBackward", layer_norm_backward, 3, args);
+        ddpl_node *n = ddpl_node_new("NativeLayerNormBackward0", layer_norm_backward, 3, args);
         ddpl_node_save(n, x2);
         ddpl_node_save(n, w1);
         ddpl_node_save(n, mean);

@@ -2,8 +2,10 @@
  * defines: ddpl_max_pool2d, ddpl_avg_pool2d, ddpl_adaptive_avg_pool2d.
  *
  * Inputs are (N,C,H,W) or unbatched (C,H,W) (treated as a batch of one). Output sizes follow
- * PyTorch without ceil_mode: OH = (H + 2*ph - kh) / sh + 1. PyTorch's default stride (= the
- * kernel) is the caller's business. */
+ * PyTorch: OH = (H + 2*ph - kh) / sh + 1, or with ceil_mode (H + 2*ph - kh + sh - 1) / sh + 1
+ * less one when that last window would start at or past H + ph (PyTorch's rule: it must start
+ * inside the input or the left padding); the kernels clip windows that run past the end.
+ * PyTorch's default stride (= the kernel) is the caller's business. */
 #include "nn_common.h"
 
 typedef struct {
@@ -41,7 +43,8 @@ static int pool_double_backward(ddpl_node *n, ddpl_tensor *gg, ddpl_tensor **gi)
 {
     pool_double_ctx *c = DDPL_NODE_CTX(n, pool_double_ctx);
     if (c->kind == 1) {
-        gi[0] = ddpl_avg_pool2d(gg, c->p.kernel, c->p.stride, c->p.padding, c->p.count_include_pad);
+        gi[0] = ddpl_avg_pool2d_ex(gg, c->p.kernel, c->p.stride, c->p.padding, c->p.ceil_mode,
+                                   c->p.count_include_pad, c->p.divisor_override);
     } else if (c->kind == 2) {
         gi[0] = ddpl_adaptive_avg_pool2d(gg, (int)c->oh, (int)c->ow);
     } else {
@@ -64,8 +67,8 @@ static int pool_record_grad(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor *argmax
                             ddpl_tensor **gi)
 {
     if (!ddpl_grad_needed(1, &grad)) return 0;
-    static const char *const names[3] = {"MaxPool2dGradBackward", "AvgPool2dGradBackward",
-                                         "AdaptiveAvgPool2dGradBackward"};
+    static const char *const names[3] = {"MaxPool2dGradBackward0", "AvgPool2dGradBackward0",
+                                         "AdaptiveAvgPool2dGradBackward0"};
     ddpl_node *d = ddpl_node_new(names[kind], pool_double_backward, 1, &grad);
     pool_double_ctx *c = DDPL_NODE_CTX(d, pool_double_ctx);
     c->p = DDPL_NODE_CTX(n, pool_ctx)->p; /* zeros for the adaptive pooling: unused */
@@ -131,15 +134,19 @@ static int pool_shape(const char *op, const ddpl_tensor *x, const ddpl_pool_para
     out[0] = x->sizes[0];
     out[1] = x->sizes[1];
     for (int i = 0; i < 2; i++) {
+        /* PyTorch's pooling_output_shape: a floor division (of a possibly negative span) */
         int64_t span = x->sizes[2 + i] + 2 * p->padding[i] - p->kernel[i];
-        if (span < 0) {
+        int64_t num = span + (p->ceil_mode ? p->stride[i] - 1 : 0);
+        int64_t o = (num >= 0 ? num : num - p->stride[i] + 1) / p->stride[i] + 1;
+        if (p->ceil_mode && (o - 1) * p->stride[i] >= x->sizes[2 + i] + p->padding[i]) o--;
+        if (o < 1) {
             char sx[128];
             return ddpl_error("%s: input of shape %s is smaller than the kernel (%d, %d) with "
                               "padding (%d, %d)",
                               op, ddpl_shape_str(x, sx, sizeof sx), p->kernel[0], p->kernel[1],
                               p->padding[0], p->padding[1]);
         }
-        out[2 + i] = span / p->stride[i] + 1;
+        out[2 + i] = o;
     }
     return 0;
 }
@@ -177,7 +184,7 @@ static ddpl_tensor *max_pool2d_impl(ddpl_tensor *x, const ddpl_pool_params *p, i
         y = NULL;
     }
     if (y && grad) {
-        ddpl_node *n = ddpl_node_new("MaxPool2dBackward", max_pool2d_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("MaxPool2DWithIndicesBackward0", max_pool2d_backward, 1, &x);
         ddpl_node_save(n, am);
         DDPL_NODE_CTX(n, pool_ctx)->p = *p;
         ddpl_set_history(y, n);
@@ -187,12 +194,22 @@ static ddpl_tensor *max_pool2d_impl(ddpl_tensor *x, const ddpl_pool_params *p, i
     return y;
 }
 
+ddpl_tensor *ddpl_max_pool2d_ex(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                                const int padding[2], bool ceil_mode)
+{
+    ddpl_pool_params p = {{kernel[0], kernel[1]},
+                          {stride[0], stride[1]},
+                          {padding[0], padding[1]},
+                          false,
+                          ceil_mode,
+                          0};
+    return with_batch(x, max_pool2d_impl, &p, 0, 0);
+}
+
 ddpl_tensor *ddpl_max_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
                              const int padding[2])
 {
-    ddpl_pool_params p = {
-        {kernel[0], kernel[1]}, {stride[0], stride[1]}, {padding[0], padding[1]}, false};
-    return with_batch(x, max_pool2d_impl, &p, 0, 0);
+    return ddpl_max_pool2d_ex(x, kernel, stride, padding, false);
 }
 
 static ddpl_tensor *avg_pool2d_impl(ddpl_tensor *x, const ddpl_pool_params *p, int oh, int ow)
@@ -205,7 +222,7 @@ static ddpl_tensor *avg_pool2d_impl(ddpl_tensor *x, const ddpl_pool_params *p, i
     ddpl_tensor *y = xc ? ddpl_tensor_new(4, ys, (ddpl_dtype)x->dtype, x->device) : NULL;
     if (y) y = nn_run_or_release(DDPL_OP_AVG_POOL2D, y, &y, &xc, p);
     if (y && ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("AvgPool2dBackward", avg_pool2d_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("AvgPool2DBackward0", avg_pool2d_backward, 1, &x);
         DDPL_NODE_CTX(n, pool_ctx)->p = *p;
         ddpl_set_history(y, n);
     }
@@ -213,14 +230,23 @@ static ddpl_tensor *avg_pool2d_impl(ddpl_tensor *x, const ddpl_pool_params *p, i
     return y;
 }
 
-ddpl_tensor *ddpl_avg_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
-                             const int padding[2], bool count_include_pad)
+ddpl_tensor *ddpl_avg_pool2d_ex(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                                const int padding[2], bool ceil_mode, bool count_include_pad,
+                                int divisor_override)
 {
     ddpl_pool_params p = {{kernel[0], kernel[1]},
                           {stride[0], stride[1]},
                           {padding[0], padding[1]},
-                          count_include_pad};
+                          count_include_pad,
+                          ceil_mode,
+                          divisor_override};
     return with_batch(x, avg_pool2d_impl, &p, 0, 0);
+}
+
+ddpl_tensor *ddpl_avg_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                             const int padding[2], bool count_include_pad)
+{
+    return ddpl_avg_pool2d_ex(x, kernel, stride, padding, false, count_include_pad, 0);
 }
 
 static ddpl_tensor *adaptive_impl(ddpl_tensor *x, const ddpl_pool_params *p, int oh, int ow)
@@ -236,7 +262,7 @@ static ddpl_tensor *adaptive_impl(ddpl_tensor *x, const ddpl_pool_params *p, int
     if (y) y = nn_run_or_release(DDPL_OP_ADAPTIVE_AVG_POOL2D, y, &y, &xc, NULL);
     if (y && ddpl_grad_needed(1, &x))
         ddpl_set_history(
-            y, ddpl_node_new("AdaptiveAvgPool2dBackward", adaptive_avg_pool2d_backward, 1, &x));
+            y, ddpl_node_new("AdaptiveAvgPool2dBackward0", adaptive_avg_pool2d_backward, 1, &x));
     ddpl_tensor_release(xc);
     return y;
 }

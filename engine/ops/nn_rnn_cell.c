@@ -72,7 +72,7 @@ ddpl_tensor *ddpl_lstm_cell_fused(ddpl_tensor *igates, ddpl_tensor *hgates, ddpl
                  : -1;
     ddpl_tensor *args[3] = {igates, hgates, cx};
     if (rc == 0 && ddpl_grad_needed(3, args)) {
-        ddpl_node *n = ddpl_node_new("LstmCellBackward", lstm_cell_backward, 3, args);
+        ddpl_node *n = ddpl_node_new("LstmCellBackward0", lstm_cell_backward, 3, args);
         ddpl_node_save(n, act);
         ddpl_node_save(n, c);
         ddpl_node_save_output(n, hc);
@@ -122,7 +122,7 @@ ddpl_tensor *ddpl_gru_cell_fused(ddpl_tensor *igates, ddpl_tensor *hgates, ddpl_
                  : -1;
     ddpl_tensor *args[3] = {igates, hgates, hx};
     if (rc == 0 && ddpl_grad_needed(3, args)) {
-        ddpl_node *n = ddpl_node_new("GruCellBackward", gru_cell_backward, 3, args);
+        ddpl_node *n = ddpl_node_new("GruCellBackward0", gru_cell_backward, 3, args);
         ddpl_node_save(n, act);
         ddpl_node_save(n, h);
         ddpl_set_history(hy, n);

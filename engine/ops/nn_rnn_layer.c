@@ -200,7 +200,7 @@ ddpl_tensor *ddpl_lstm_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor 
     }
     ddpl_set_grad_enabled(grad_mode);
     ddpl_tensor *tmp[] = {gx, w, h, c, wt, act, h_prev, c_prev};
-    return layer_finish(rc, "LstmBackward", lstm_layer_backward,
+    return layer_finish(rc, "LstmBackward0", lstm_layer_backward,
                         (ddpl_tensor *[]){gates, w_hh, h0, c0}, 4, (ddpl_tensor *[]){act, w, h, c},
                         reverse, hc, sizeof tmp / sizeof *tmp, tmp);
 }
@@ -287,7 +287,7 @@ ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *
     }
     ddpl_set_grad_enabled(grad_mode);
     ddpl_tensor *tmp[] = {gx, w, b, h, wt, act, h_prev};
-    return layer_finish(rc, "GruBackward", gru_layer_backward,
+    return layer_finish(rc, "GruBackward0", gru_layer_backward,
                         (ddpl_tensor *[]){gates, w_hh, b_hh, h0}, 3, (ddpl_tensor *[]){act, w, h},
                         reverse, hs, sizeof tmp / sizeof *tmp, tmp);
 }

@@ -79,8 +79,8 @@ static ddpl_tensor *softmax_impl(const char *op, ddpl_tensor *x, int dim, bool l
     if (y) y = nn_run_or_release(log ? DDPL_OP_LOG_SOFTMAX : DDPL_OP_SOFTMAX, y, &y, &xc, &p);
     ddpl_tensor_release(xc);
     if (y && ddpl_grad_needed(1, &x)) {
-        ddpl_node *n =
-            ddpl_node_new(log ? "LogSoftmaxBackward" : "SoftmaxBackward", softmax_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new(log ? "LogSoftmaxBackward0" : "SoftmaxBackward0",
+                                     softmax_backward, 1, &x);
         ddpl_node_save_output(n, y);
         *DDPL_NODE_CTX(n, softmax_ctx) = (softmax_ctx){d, log};
         ddpl_set_history(y, n);

@@ -107,7 +107,7 @@ int ddpl_mark_not_differentiable(const char *op, ddpl_node *n, ddpl_tensor *grad
     for (int i = 0; through_inputs && i < n->n_inputs; i++)
         inputs_record = inputs_record || ddpl_node_needs_grad(n, i);
     if (!inputs_record && !ddpl_grad_needed(1 + n->n_saved, operands)) return 0;
-    ddpl_node *mark = ddpl_node_new("NotDifferentiableBackward", not_differentiable_backward,
+    ddpl_node *mark = ddpl_node_new("NotDifferentiableBackward0", not_differentiable_backward,
                                     1 + n->n_saved, operands);
     DDPL_NODE_CTX(mark, not_differentiable_ctx)->op = op;
     for (int i = 0; i < n_outs; i++) {

@@ -1,7 +1,8 @@
 /* ops/op_util.h: checks and small helpers shared by the op implementations.
- * defines: ddpl_check_inplace, ddpl_check_no_internal_overlap, ddpl_check_same_device,
- * ddpl_check_floating, ddpl_as_dtype, ddpl_tensor_host_copy, ddpl_mark_not_differentiable,
- * op_temps (OP_T, OP_NUM, OP_U, OP_B, op_temps_result), OP_INPUTS. */
+ * defines: ddpl_check_inplace, ddpl_inplace_recorded, ddpl_inplace_source,
+ * ddpl_inplace_commit, ddpl_inplace_written, ddpl_alias_view, ddpl_check_no_internal_overlap,
+ * ddpl_check_same_device, ddpl_check_floating, ddpl_as_dtype, ddpl_tensor_host_copy,
+ * ddpl_mark_not_differentiable, op_temps (OP_T, OP_NUM, OP_U, OP_B, op_temps_result), OP_INPUTS. */
 #ifndef DDPL_OP_UTIL_H
 #define DDPL_OP_UTIL_H
 
@@ -10,15 +11,36 @@
 #include "dispatch.h"
 #include "kernel_abi/kernel_params.h"
 
-/* In-place writes are refused on tensors that take part in autograd (PyTorch refuses leaves
- * that require grad; we also refuse non-leaves, whose history we do not rebase). */
+/* For in-place ops that autograd does not record: refused on tensors that take part in
+ * autograd (leaves that require grad, as PyTorch, and non-leaves, whose history such an op
+ * cannot rebase). Ops that record go through ddpl_inplace_recorded instead. */
 int ddpl_check_inplace(const char *op, const ddpl_tensor *x);
+/* In-place ops with autograd (ops/inplace.c). Whether autograd records an in-place op on x with
+ * these operands (NULL entries allowed): 1 when grad mode is on and x, the tensor x views or an
+ * operand requires grad, 0 when not, -1 (error) when x is a leaf that requires grad or a view
+ * of one. */
+int ddpl_inplace_recorded(const char *op, ddpl_tensor *x, int n, ddpl_tensor *const *others);
+/* What a recorded op computes from in x's place: a recorded clone when its formula saves that
+ * input (saved: mul_ saves x for the other operand's gradient), else x (a new reference). */
+ddpl_tensor *ddpl_inplace_source(ddpl_tensor *x, bool saved);
+/* Ends a recorded op computed out of place as r (takes r; NULL: fails): writes r into x (x's
+ * shape, any dtype the op checked castable), bumps x's version and gives x r's history (when r
+ * has none, a node named fill_name that passes no gradient, ZeroBackward0), or, for a view,
+ * rewrites its base's history (CopySlices). */
+int ddpl_inplace_commit(const char *op, const char *fill_name, ddpl_tensor *x, ddpl_tensor *r);
+/* After a recorded op that wrote x itself with values that depend on nothing requiring grad
+ * (fill_, normal_): x gets a node named fill_name that passes no gradient. */
+void ddpl_inplace_written(ddpl_tensor *x, const char *fill_name);
 /* An error unless every element of x, the tensor an op writes, has a memory location of its
  * own: PyTorch's internal-overlap rule, which refuses a stride of 0 in a dimension of size > 1
  * (an expanded view) and lets other layouts through. */
 int ddpl_check_no_internal_overlap(const char *op, const ddpl_tensor *x);
 int ddpl_check_same_device(const char *op, const ddpl_tensor *a, const ddpl_tensor *b);
 int ddpl_check_floating(const char *op, const ddpl_tensor *x);
+/* An alias of x that knows the tensor it views (core.h: view_base), as every view op makes its
+ * result (ops/views.c); the caller records the view's history. */
+ddpl_tensor *ddpl_alias_view(ddpl_tensor *x, int ndim, const int64_t *sizes, const int64_t *strides,
+                             int64_t offset);
 /* x converted to dt without autograd (x itself, retained, when it already has dt). */
 ddpl_tensor *ddpl_as_dtype(ddpl_tensor *x, ddpl_dtype dt);
 /* x converted to dt with autograd (for ops that compute in a promoted dtype). */

@@ -219,7 +219,7 @@ ddpl_tensor *ddpl_add_scaled(ddpl_tensor *a, ddpl_tensor *b, double alpha)
     if (check_alpha("add", dt, alpha) < 0) return NULL;
     ddpl_alpha_params p = {alpha};
     ddpl_tensor *out = pw_binary_forward("add", DDPL_OP_ADD, a, b, dt, dt, &p);
-    return record_add(out, a, b, alpha, "AddBackward");
+    return record_add(out, a, b, alpha, "AddBackward0");
 }
 
 ddpl_tensor *ddpl_add(ddpl_tensor *a, ddpl_tensor *b)
@@ -238,7 +238,7 @@ ddpl_tensor *ddpl_sub(ddpl_tensor *a, ddpl_tensor *b)
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(a, b));
     ddpl_alpha_params p = {1.0};
     ddpl_tensor *out = pw_binary_forward("sub", DDPL_OP_SUB, a, b, dt, dt, &p);
-    return record_add(out, a, b, -1.0, "SubBackward");
+    return record_add(out, a, b, -1.0, "SubBackward0");
 }
 
 /* mul: da = g b, db = g a (saved: slot 0 = a, slot 1 = b, each only when the other side needs
@@ -259,7 +259,7 @@ ddpl_tensor *ddpl_mul(ddpl_tensor *a, ddpl_tensor *b)
     ddpl_tensor *out = arith_forward("mul", DDPL_OP_MUL, a, b, NULL);
     ddpl_tensor *ins[2] = {a, b};
     if (out && ddpl_grad_needed(2, ins)) {
-        ddpl_node *n = ddpl_node_new("MulBackward", mul_backward, 2, ins);
+        ddpl_node *n = ddpl_node_new("MulBackward0", mul_backward, 2, ins);
         ddpl_node_save(n, ddpl_requires_grad(b) ? a : NULL);
         ddpl_node_save(n, ddpl_requires_grad(a) ? b : NULL);
         ddpl_set_history(out, n);
@@ -294,7 +294,7 @@ ddpl_tensor *ddpl_div(ddpl_tensor *a, ddpl_tensor *b)
     ddpl_tensor *out = pw_binary_forward("div", DDPL_OP_DIV, a, b, dt, dt, NULL);
     ddpl_tensor *ins[2] = {a, b};
     if (out && ddpl_grad_needed(2, ins)) {
-        ddpl_node *n = ddpl_node_new("DivBackward", div_backward, 2, ins);
+        ddpl_node *n = ddpl_node_new("DivBackward0", div_backward, 2, ins);
         ddpl_node_save(n, ddpl_requires_grad(b) ? a : NULL);
         ddpl_node_save(n, b);
         ddpl_set_history(out, n);
@@ -358,7 +358,7 @@ ddpl_tensor *ddpl_pow(ddpl_tensor *a, ddpl_tensor *b)
     ddpl_tensor *out = pw_binary_forward("pow", DDPL_OP_POW, a, b, dt, dt, NULL);
     ddpl_tensor *ins[2] = {a, b};
     if (out && ddpl_grad_needed(2, ins)) {
-        ddpl_node *n = ddpl_node_new("PowBackward", pow_backward, 2, ins);
+        ddpl_node *n = ddpl_node_new("PowBackward0", pow_backward, 2, ins);
         ddpl_node_save(n, a);
         ddpl_node_save(n, b);
         ddpl_node_save_output(n, out);
@@ -402,8 +402,8 @@ static ddpl_tensor *minmax(const char *op, ddpl_op kop, ddpl_tensor *a, ddpl_ten
     ddpl_tensor *out = arith_forward(op, kop, a, b, NULL);
     ddpl_tensor *ins[2] = {a, b};
     if (out && ddpl_grad_needed(2, ins)) {
-        ddpl_node *n =
-            ddpl_node_new(is_max ? "MaximumBackward" : "MinimumBackward", minmax_backward, 2, ins);
+        ddpl_node *n = ddpl_node_new(is_max ? "MaximumBackward0" : "MinimumBackward0",
+                                     minmax_backward, 2, ins);
         ddpl_node_save(n, a);
         ddpl_node_save(n, b);
         DDPL_NODE_CTX(n, minmax_ctx)->is_max = is_max;
@@ -529,7 +529,7 @@ ddpl_tensor *ddpl_where(ddpl_tensor *cond, ddpl_tensor *x, ddpl_tensor *y)
     ddpl_tensor *out = select_forward("where", cond, x, y, 0, dt);
     ddpl_tensor *ins[3] = {cond, x, y};
     if (out && ddpl_grad_needed(3, ins)) {
-        ddpl_node *n = ddpl_node_new("WhereBackward", where_backward, 3, ins);
+        ddpl_node *n = ddpl_node_new("WhereBackward0", where_backward, 3, ins);
         ddpl_node_save(n, cond);
         ddpl_set_history(out, n);
     }
@@ -541,7 +541,7 @@ ddpl_tensor *ddpl_masked_fill(ddpl_tensor *x, ddpl_tensor *mask, double value)
     ddpl_tensor *out = select_forward("masked_fill", mask, NULL, x, value, (ddpl_dtype)x->dtype);
     ddpl_tensor *ins[2] = {mask, x};
     if (out && ddpl_grad_needed(2, ins)) {
-        ddpl_node *n = ddpl_node_new("MaskedFillBackward", where_backward, 2, ins);
+        ddpl_node *n = ddpl_node_new("MaskedFillBackward0", where_backward, 2, ins);
         ddpl_node_save(n, mask);
         ddpl_set_history(out, n);
     }

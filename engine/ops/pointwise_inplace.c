@@ -1,19 +1,23 @@
 /* ops/pointwise_inplace.c: the in-place arithmetic ops (optimizer updates, gradient
  * accumulation).
- * defines: ddpl_add_, ddpl_mul_, ddpl_div_, ddpl_clamp_, ddpl_mul_out.
+ * defines: ddpl_add_, ddpl_mul_, ddpl_div_, ddpl_clamp_, ddpl_relu_, ddpl_sigmoid_, ddpl_tanh_,
+ *          ddpl_silu_, ddpl_mul_out.
  *
  * Rules, as PyTorch: only the right operand broadcasts (to x's shape); the result dtype must be
  * castable to x's dtype (no float result into an integer tensor); x may have any strides but
  * not several elements on one memory location; an operand sharing memory with x is copied
  * first unless it is exactly x; the storage version is bumped so autograd notices; on any
- * error x is left untouched. */
+ * error x is left untouched. Autograd records them as ops/inplace.c describes: computed by the
+ * out-of-place op, then written into x, which takes its history. */
 #include "pointwise.h"
 
-/* An error unless the write into x is well defined and y broadcasts to x's shape. */
+/* An error (-1) unless the write into x is well defined and y broadcasts to x's shape; else
+ * whether autograd records the op (1) or not (0): ddpl_inplace_recorded. */
 static int check_target(const char *op, ddpl_tensor *x, ddpl_tensor *y, ddpl_dtype result)
 {
     char a[128], b[128];
-    if (ddpl_check_inplace(op, x) < 0) return -1;
+    int recorded = ddpl_inplace_recorded(op, x, 1, &y);
+    if (recorded < 0) return -1;
     if (y) {
         ddpl_device dev;
         if (pw_pick_device(op, 2, OP_INPUTS(x, y), &dev) < 0) return -1;
@@ -34,7 +38,7 @@ static int check_target(const char *op, ddpl_tensor *x, ddpl_tensor *y, ddpl_dty
     if (!pw_can_cast(result, (ddpl_dtype)x->dtype))
         return ddpl_error("%s: result type %s can't be cast to the desired output type %s", op,
                           ddpl_dtype_name(result), ddpl_dtype_name((ddpl_dtype)x->dtype));
-    return 0;
+    return recorded;
 }
 
 /* Whether the kernel view of y reads exactly the elements of x at the same positions: then
@@ -81,10 +85,23 @@ static int write_into(ddpl_op kop, ddpl_tensor *x, ddpl_dtype compute, int nin,
     return rc;
 }
 
+/* The out-of-place form of an in-place op, which autograd records: (x or its clone, y). */
+typedef struct {
+    ddpl_tensor *(*fn)(ddpl_tensor *x, ddpl_tensor *y, const void *params);
+    bool saves_x; /* the formula keeps x's value (ddpl_inplace_source) */
+} recorded_form;
+
 static int inplace_binary(const char *op, ddpl_op kop, ddpl_tensor *x, ddpl_tensor *y,
-                          ddpl_dtype compute, const void *params)
+                          ddpl_dtype compute, const void *params, recorded_form form)
 {
-    if (check_target(op, x, y, compute) < 0) return -1;
+    int recorded = check_target(op, x, y, compute);
+    if (recorded < 0) return -1;
+    if (recorded) {
+        ddpl_tensor *src = ddpl_inplace_source(x, form.saves_x);
+        ddpl_tensor *r = src ? form.fn(src, y, params) : NULL;
+        ddpl_tensor_release(src);
+        return ddpl_inplace_commit(op, NULL, x, r);
+    }
     kernel_input ky;
     if (kin_prepare(&ky, y, compute, x->device, x->ndim, x->sizes) < 0) return -1;
     ddpl_tensor *copy = NULL;
@@ -106,6 +123,23 @@ static int inplace_binary(const char *op, ddpl_op kop, ddpl_tensor *x, ddpl_tens
     return rc;
 }
 
+static ddpl_tensor *add_form(ddpl_tensor *x, ddpl_tensor *y, const void *params)
+{
+    return ddpl_add_scaled(x, y, ((const ddpl_alpha_params *)params)->alpha);
+}
+
+static ddpl_tensor *mul_form(ddpl_tensor *x, ddpl_tensor *y, const void *params)
+{
+    (void)params;
+    return ddpl_mul(x, y);
+}
+
+static ddpl_tensor *div_form(ddpl_tensor *x, ddpl_tensor *y, const void *params)
+{
+    (void)params;
+    return ddpl_div(x, y);
+}
+
 int ddpl_add_(ddpl_tensor *x, ddpl_tensor *y, double alpha)
 {
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(x, y));
@@ -114,28 +148,76 @@ int ddpl_add_(ddpl_tensor *x, ddpl_tensor *y, double alpha)
                           "floating point number (got %g)",
                           alpha);
     ddpl_alpha_params p = {alpha};
-    return inplace_binary("add_", DDPL_OP_ADD, x, y, dt, &p);
+    return inplace_binary("add_", DDPL_OP_ADD, x, y, dt, &p, (recorded_form){add_form, false});
 }
 
 int ddpl_mul_(ddpl_tensor *x, ddpl_tensor *y)
 {
-    return inplace_binary("mul_", DDPL_OP_MUL, x, y, ddpl_result_type(2, OP_INPUTS(x, y)), NULL);
+    /* x's value is needed only for y's gradient */
+    recorded_form form = {mul_form, ddpl_requires_grad(y)};
+    return inplace_binary("mul_", DDPL_OP_MUL, x, y, ddpl_result_type(2, OP_INPUTS(x, y)), NULL,
+                          form);
 }
 
 int ddpl_div_(ddpl_tensor *x, ddpl_tensor *y)
 {
     ddpl_dtype dt = ddpl_result_type(2, OP_INPUTS(x, y));
     if (!ddpl_dtype_is_floating(dt)) dt = ddpl_default_float_dtype(); /* true division */
-    return inplace_binary("div_", DDPL_OP_DIV, x, y, dt, NULL);
+    return inplace_binary("div_", DDPL_OP_DIV, x, y, dt, NULL,
+                          (recorded_form){div_form, ddpl_requires_grad(y)});
 }
 
 int ddpl_clamp_(ddpl_tensor *x, bool has_min, double min, bool has_max, double max)
 {
     ddpl_clamp_params p = {has_min, has_max, min, max};
     ddpl_dtype dt = (ddpl_dtype)x->dtype;
-    if (pw_clamp_dtype("clamp_", x, &p, &dt) < 0 || check_target("clamp_", x, NULL, dt) < 0)
-        return -1;
+    if (pw_clamp_dtype("clamp_", x, &p, &dt) < 0) return -1;
+    int recorded = check_target("clamp_", x, NULL, dt);
+    if (recorded < 0) return -1;
+    if (recorded) { /* clamp's gradient mask comes from its input */
+        ddpl_tensor *src = ddpl_inplace_source(x, true);
+        ddpl_tensor *r = src ? ddpl_clamp(src, has_min, min, has_max, max) : NULL;
+        ddpl_tensor_release(src);
+        return ddpl_inplace_commit("clamp_", NULL, x, r);
+    }
     return write_into(DDPL_OP_CLAMP, x, dt, 0, NULL, &p);
+}
+
+/* relu_ sigmoid_ tanh_ silu_: one kernel over x, or the recorded form. */
+static int activation_(const char *op, ddpl_op kop, ddpl_tensor *x,
+                       ddpl_tensor *(*fn)(ddpl_tensor *), bool saves_x)
+{
+    if (ddpl_check_floating(op, x) < 0) return -1;
+    int recorded = check_target(op, x, NULL, (ddpl_dtype)x->dtype);
+    if (recorded < 0) return -1;
+    if (recorded) {
+        ddpl_tensor *src = ddpl_inplace_source(x, saves_x);
+        ddpl_tensor *r = src ? fn(src) : NULL;
+        ddpl_tensor_release(src);
+        return ddpl_inplace_commit(op, NULL, x, r);
+    }
+    return write_into(kop, x, (ddpl_dtype)x->dtype, 0, NULL, NULL);
+}
+
+/* relu, sigmoid and tanh save their output (r, not x); silu saves its input */
+int ddpl_relu_(ddpl_tensor *x)
+{
+    return activation_("relu_", DDPL_OP_RELU, x, ddpl_relu, false);
+}
+
+int ddpl_sigmoid_(ddpl_tensor *x)
+{
+    return activation_("sigmoid_", DDPL_OP_SIGMOID, x, ddpl_sigmoid, false);
+}
+
+int ddpl_tanh_(ddpl_tensor *x)
+{
+    return activation_("tanh_", DDPL_OP_TANH, x, ddpl_tanh, false);
+}
+
+int ddpl_silu_(ddpl_tensor *x)
+{
+    return activation_("silu_", DDPL_OP_SILU, x, ddpl_silu, true);
 }
 
 /* One pass where mul then copy_ would take two: the DDP reducer divides each gradient by the

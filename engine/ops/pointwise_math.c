@@ -18,18 +18,18 @@
 
 /* PyTorch's grad_fn names, by function id */
 static const char *const node_names[DDPL_UFN_COUNT] = {
-    [DDPL_UFN_FLOOR] = "FloorBackward",   [DDPL_UFN_CEIL] = "CeilBackward",
-    [DDPL_UFN_ROUND] = "RoundBackward",   [DDPL_UFN_TRUNC] = "TruncBackward",
-    [DDPL_UFN_FRAC] = "FracBackward",     [DDPL_UFN_RECIPROCAL] = "ReciprocalBackward",
-    [DDPL_UFN_EXP2] = "Exp2Backward",     [DDPL_UFN_EXPM1] = "Expm1Backward",
-    [DDPL_UFN_LOG2] = "Log2Backward",     [DDPL_UFN_LOG10] = "Log10Backward",
-    [DDPL_UFN_LOG1P] = "Log1PBackward",   [DDPL_UFN_TAN] = "TanBackward",
-    [DDPL_UFN_ASIN] = "AsinBackward",     [DDPL_UFN_ACOS] = "AcosBackward",
-    [DDPL_UFN_ATAN] = "AtanBackward",     [DDPL_UFN_SINH] = "SinhBackward",
-    [DDPL_UFN_COSH] = "CoshBackward",     [DDPL_UFN_ASINH] = "AsinhBackward",
-    [DDPL_UFN_ACOSH] = "AcoshBackward",   [DDPL_UFN_ATANH] = "AtanhBackward",
-    [DDPL_UFN_ERF] = "ErfBackward",       [DDPL_UFN_ERFC] = "ErfcBackward",
-    [DDPL_UFN_ERFINV] = "ErfinvBackward",
+    [DDPL_UFN_FLOOR] = "FloorBackward0",   [DDPL_UFN_CEIL] = "CeilBackward0",
+    [DDPL_UFN_ROUND] = "RoundBackward0",   [DDPL_UFN_TRUNC] = "TruncBackward0",
+    [DDPL_UFN_FRAC] = "FracBackward0",     [DDPL_UFN_RECIPROCAL] = "ReciprocalBackward0",
+    [DDPL_UFN_EXP2] = "Exp2Backward0",     [DDPL_UFN_EXPM1] = "Expm1Backward0",
+    [DDPL_UFN_LOG2] = "Log2Backward0",     [DDPL_UFN_LOG10] = "Log10Backward0",
+    [DDPL_UFN_LOG1P] = "Log1PBackward0",   [DDPL_UFN_TAN] = "TanBackward0",
+    [DDPL_UFN_ASIN] = "AsinBackward0",     [DDPL_UFN_ACOS] = "AcosBackward0",
+    [DDPL_UFN_ATAN] = "AtanBackward0",     [DDPL_UFN_SINH] = "SinhBackward0",
+    [DDPL_UFN_COSH] = "CoshBackward0",     [DDPL_UFN_ASINH] = "AsinhBackward0",
+    [DDPL_UFN_ACOSH] = "AcoshBackward0",   [DDPL_UFN_ATANH] = "AtanhBackward0",
+    [DDPL_UFN_ERF] = "ErfBackward0",       [DDPL_UFN_ERFC] = "ErfcBackward0",
+    [DDPL_UFN_ERFINV] = "ErfinvBackward0",
 };
 
 typedef struct {

@@ -157,28 +157,28 @@ static const char *node_name(int fn)
 {
     switch (fn) {
     case DDPL_BFN_REMAINDER:
-        return "RemainderBackward";
+        return "RemainderBackward0";
     case DDPL_BFN_FMOD:
-        return "FmodBackward";
+        return "FmodBackward0";
     case DDPL_BFN_ATAN2:
-        return "Atan2Backward";
+        return "Atan2Backward0";
     case DDPL_BFN_HYPOT:
-        return "HypotBackward";
+        return "HypotBackward0";
     case DDPL_BFN_FMAX:
-        return "FmaxBackward";
+        return "FmaxBackward0";
     case DDPL_BFN_FMIN:
-        return "FminBackward";
+        return "FminBackward0";
     case DDPL_BFN_LOGADDEXP:
-        return "LogaddexpBackward";
+        return "LogaddexpBackward0";
     case DDPL_BFN_LOGADDEXP2:
-        return "Logaddexp2Backward";
+        return "Logaddexp2Backward0";
     case DDPL_BFN_XLOGY:
-        return "XlogyBackward";
+        return "XlogyBackward0";
     case DDPL_BFN_COPYSIGN:
-        return "CopysignBackward";
+        return "CopysignBackward0";
     case DDPL_BFN_FLOOR_DIVIDE: /* only through div(rounding_mode=) */
     case DDPL_BFN_TRUNC_DIVIDE:
-        return "DivBackward";
+        return "DivBackward0";
     default:
         return NULL; /* integer-only functions: nothing to differentiate */
     }

@@ -220,88 +220,88 @@ ddpl_tensor *ddpl_neg(ddpl_tensor *x)
 {
     if (x->dtype == DDPL_BOOL)
         return ddpl_error("neg: negation of a bool tensor is not supported; use logical_not"), NULL;
-    return pw_unary_recorded(DDPL_OP_NEG, x, (ddpl_dtype)x->dtype, NULL, "NegBackward",
+    return pw_unary_recorded(DDPL_OP_NEG, x, (ddpl_dtype)x->dtype, NULL, "NegBackward0",
                              neg_backward, 0, NULL, 0);
 }
 
 ddpl_tensor *ddpl_exp(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_EXP, x, float_dtype(x), NULL, "ExpBackward", exp_backward,
+    return pw_unary_recorded(DDPL_OP_EXP, x, float_dtype(x), NULL, "ExpBackward0", exp_backward,
                              PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_log(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_LOG, x, float_dtype(x), NULL, "LogBackward", log_backward,
+    return pw_unary_recorded(DDPL_OP_LOG, x, float_dtype(x), NULL, "LogBackward0", log_backward,
                              PW_SAVE_INPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_sqrt(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_SQRT, x, float_dtype(x), NULL, "SqrtBackward", sqrt_backward,
+    return pw_unary_recorded(DDPL_OP_SQRT, x, float_dtype(x), NULL, "SqrtBackward0", sqrt_backward,
                              PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_rsqrt(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_RSQRT, x, float_dtype(x), NULL, "RsqrtBackward",
+    return pw_unary_recorded(DDPL_OP_RSQRT, x, float_dtype(x), NULL, "RsqrtBackward0",
                              rsqrt_backward, PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_abs(ddpl_tensor *x)
 {
     if (refuse_bool("abs", x) < 0) return NULL;
-    return pw_unary_recorded(DDPL_OP_ABS, x, (ddpl_dtype)x->dtype, NULL, "AbsBackward",
+    return pw_unary_recorded(DDPL_OP_ABS, x, (ddpl_dtype)x->dtype, NULL, "AbsBackward0",
                              abs_backward, PW_SAVE_INPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_sign(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_SIGN, x, (ddpl_dtype)x->dtype, NULL, "SignBackward",
+    return pw_unary_recorded(DDPL_OP_SIGN, x, (ddpl_dtype)x->dtype, NULL, "SignBackward0",
                              sign_backward, 0, NULL, 0);
 }
 
 ddpl_tensor *ddpl_sin(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_SIN, x, float_dtype(x), NULL, "SinBackward", sin_backward,
+    return pw_unary_recorded(DDPL_OP_SIN, x, float_dtype(x), NULL, "SinBackward0", sin_backward,
                              PW_SAVE_INPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_cos(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_COS, x, float_dtype(x), NULL, "CosBackward", cos_backward,
+    return pw_unary_recorded(DDPL_OP_COS, x, float_dtype(x), NULL, "CosBackward0", cos_backward,
                              PW_SAVE_INPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_tanh(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_TANH, x, float_dtype(x), NULL, "TanhBackward", tanh_backward,
+    return pw_unary_recorded(DDPL_OP_TANH, x, float_dtype(x), NULL, "TanhBackward0", tanh_backward,
                              PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_sigmoid(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_SIGMOID, x, float_dtype(x), NULL, "SigmoidBackward",
+    return pw_unary_recorded(DDPL_OP_SIGMOID, x, float_dtype(x), NULL, "SigmoidBackward0",
                              sigmoid_backward, PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_relu(ddpl_tensor *x)
 {
     if (refuse_bool("relu", x) < 0) return NULL;
-    return pw_unary_recorded(DDPL_OP_RELU, x, (ddpl_dtype)x->dtype, NULL, "ReluBackward",
+    return pw_unary_recorded(DDPL_OP_RELU, x, (ddpl_dtype)x->dtype, NULL, "ReluBackward0",
                              relu_backward, PW_SAVE_OUTPUT, NULL, 0);
 }
 
 ddpl_tensor *ddpl_gelu(ddpl_tensor *x, bool tanh_approximation)
 {
     ddpl_gelu_params p = {tanh_approximation};
-    return pw_unary_recorded(DDPL_OP_GELU, x, float_dtype(x), &p, "GeluBackward", gelu_backward,
+    return pw_unary_recorded(DDPL_OP_GELU, x, float_dtype(x), &p, "GeluBackward0", gelu_backward,
                              PW_SAVE_INPUT, &p, sizeof p);
 }
 
 ddpl_tensor *ddpl_silu(ddpl_tensor *x)
 {
-    return pw_unary_recorded(DDPL_OP_SILU, x, float_dtype(x), NULL, "SiluBackward", silu_backward,
+    return pw_unary_recorded(DDPL_OP_SILU, x, float_dtype(x), NULL, "SiluBackward0", silu_backward,
                              PW_SAVE_INPUT, NULL, 0);
 }
 
@@ -352,6 +352,6 @@ ddpl_tensor *ddpl_clamp(ddpl_tensor *x, bool has_min, double min, bool has_max, 
     ddpl_clamp_params p = {has_min, has_max, min, max};
     ddpl_dtype dt = (ddpl_dtype)x->dtype;
     if (pw_clamp_dtype("clamp", x, &p, &dt) < 0) return NULL;
-    return pw_unary_recorded(DDPL_OP_CLAMP, x, dt, &p, "ClampBackward", clamp_backward,
+    return pw_unary_recorded(DDPL_OP_CLAMP, x, dt, &p, "ClampBackward0", clamp_backward,
                              PW_SAVE_INPUT, &p, sizeof p);
 }

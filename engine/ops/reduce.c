@@ -171,7 +171,7 @@ static ddpl_tensor *sum_mask(const char *op, ddpl_tensor *x, uint32_t mask, bool
         ddpl_dtype_is_integral((ddpl_dtype)x->dtype) ? DDPL_INT64 : (ddpl_dtype)x->dtype;
     ddpl_tensor *out = red_forward(op, DDPL_OP_SUM, x, mask, keepdim, dt);
     reduce_ctx c = {mask, keepdim, 0, 1.0};
-    return record_reduce(out, x, "SumBackward", sum_backward, c, NULL, NULL);
+    return record_reduce(out, x, "SumBackward0", sum_backward, c, NULL, NULL);
 }
 
 ddpl_tensor *ddpl_sum_dims(ddpl_tensor *x, int ndims, const int *dims, bool keepdim)
@@ -206,7 +206,7 @@ static ddpl_tensor *mean_mask(ddpl_tensor *x, uint32_t mask, bool keepdim)
         return NULL;
     }
     reduce_ctx c = {mask, keepdim, 0, (double)count};
-    return record_reduce(out, x, "MeanBackward", sum_backward, c, NULL, NULL);
+    return record_reduce(out, x, "MeanBackward0", sum_backward, c, NULL, NULL);
 }
 
 ddpl_tensor *ddpl_mean_dims(ddpl_tensor *x, int ndims, const int *dims, bool keepdim)
@@ -268,7 +268,7 @@ static ddpl_tensor *prod_mask(ddpl_tensor *x, uint32_t mask, bool keepdim)
         ddpl_dtype_is_integral((ddpl_dtype)x->dtype) ? DDPL_INT64 : (ddpl_dtype)x->dtype;
     ddpl_tensor *out = red_forward("prod", DDPL_OP_PROD, x, mask, keepdim, dt);
     reduce_ctx c = {mask, keepdim, 0, 1.0};
-    return record_reduce(out, x, "ProdBackward", prod_backward, c, x, NULL);
+    return record_reduce(out, x, "ProdBackward0", prod_backward, c, x, NULL);
 }
 
 ddpl_tensor *ddpl_prod(ddpl_tensor *x)
@@ -312,7 +312,7 @@ static ddpl_tensor *extreme_all(const char *op, ddpl_op kop, ddpl_tensor *x)
     }
     ddpl_tensor *out = red_forward(op, kop, x, red_mask_all(x), false, (ddpl_dtype)x->dtype);
     if (out && ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new(kop == DDPL_OP_AMAX ? "MaxBackward" : "MinBackward",
+        ddpl_node *n = ddpl_node_new(kop == DDPL_OP_AMAX ? "MaxBackward0" : "MinBackward0",
                                      extreme_backward, 1, &x);
         ddpl_node_save(n, x);
         ddpl_node_save_output(n, out);
@@ -399,7 +399,7 @@ static int extreme_dim(const char *op, ddpl_op kop, ddpl_tensor *x, int dim, boo
         i = red_drop_reduced(i, mask);
     }
     if (ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new(kop == DDPL_OP_MAX_DIM ? "MaxBackward" : "MinBackward",
+        ddpl_node *n = ddpl_node_new(kop == DDPL_OP_MAX_DIM ? "MaxBackward0" : "MinBackward0",
                                      extreme_dim_backward, 1, &x);
         *DDPL_NODE_CTX(n, reduce_ctx) = (reduce_ctx){mask, keepdim, 0, 0};
         ddpl_node_save(n, saved_idx);

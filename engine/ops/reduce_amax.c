@@ -55,7 +55,7 @@ static ddpl_tensor *extreme(const char *op, ddpl_op kop, ddpl_tensor *x, uint32_
     ddpl_tensor *out =
         keepdim ? ddpl_tensor_retain(keep) : red_drop_reduced(ddpl_tensor_retain(keep), mask);
     if (out && ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new(kop == DDPL_OP_AMAX ? "AmaxBackward" : "AminBackward",
+        ddpl_node *n = ddpl_node_new(kop == DDPL_OP_AMAX ? "AmaxBackward0" : "AminBackward0",
                                      amax_backward, 1, &x);
         *DDPL_NODE_CTX(n, amax_ctx) = (amax_ctx){mask, keepdim};
         ddpl_node_save(n, x);

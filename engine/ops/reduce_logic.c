@@ -88,7 +88,7 @@ static ddpl_tensor *nansum_mask(ddpl_tensor *x, uint32_t mask, bool keepdim)
         k.failed ? NULL : red_forward("nansum", DDPL_OP_SUM, zeroed, mask, keepdim, dt);
     op_temps_release(&k);
     if (out && ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("NansumBackward", nansum_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("NansumBackward0", nansum_backward, 1, &x);
         *DDPL_NODE_CTX(n, nan_ctx) = (nan_ctx){mask, keepdim};
         ddpl_node_save(n, x);
         ddpl_set_history(out, n);

@@ -119,7 +119,7 @@ static ddpl_tensor *var_mask(const char *op, ddpl_tensor *x, uint32_t mask, int 
     }
     RELEASE_ALL(diff, sq);
     ddpl_grad_mode_set(prev);
-    record(out, x, is_std ? "StdBackward" : "VarBackward", var_backward,
+    record(out, x, is_std ? "StdBackward0" : "VarBackward0", var_backward,
            (reduce_ctx){mask, keepdim, correction, is_std ? 1.0 : 0.0});
     return out;
 }
@@ -198,7 +198,7 @@ ddpl_tensor *ddpl_logsumexp(ddpl_tensor *x, int dim, bool keepdim)
     ddpl_grad_mode_set(prev);
     RELEASE_ALL(m, inf, big, shift, d, ex, s, l);
     ddpl_tensor *out = outk && !keepdim ? red_drop_reduced(outk, mask) : outk;
-    record(out, xf, "LogsumexpBackward", logsumexp_backward, (reduce_ctx){mask, keepdim, 0, 0});
+    record(out, xf, "LogsumexpBackward0", logsumexp_backward, (reduce_ctx){mask, keepdim, 0, 0});
     ddpl_tensor_release(xf);
     return out;
 }
@@ -306,6 +306,6 @@ ddpl_tensor *ddpl_norm(ddpl_tensor *x, double p, bool all_dims, int dim, bool ke
     }
     ddpl_tensor_release(t);
     ddpl_grad_mode_set(prev);
-    record(out, x, "NormBackward", norm_backward, (reduce_ctx){mask, keepdim, 0, p});
+    record(out, x, "NormBackward0", norm_backward, (reduce_ctx){mask, keepdim, 0, p});
     return out;
 }

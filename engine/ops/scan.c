@@ -52,7 +52,7 @@ static ddpl_tensor *cumsum_dir(ddpl_tensor *x, int d, bool reverse)
 {
     ddpl_tensor *out = scan_raw(DDPL_OP_CUMSUM, x, d, reverse);
     if (out && ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("CumsumBackward", cumsum_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("CumsumBackward0", cumsum_backward, 1, &x);
         *DDPL_NODE_CTX(n, scan_ctx) = (scan_ctx){d, reverse};
         ddpl_set_history(out, n);
     }
@@ -169,7 +169,7 @@ static ddpl_tensor *cumprod_rec(ddpl_tensor *x, int d)
 {
     ddpl_tensor *out = scan_raw(DDPL_OP_CUMPROD, x, d, false);
     if (out && ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("CumprodBackward", cumprod_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("CumprodBackward0", cumprod_backward, 1, &x);
         *DDPL_NODE_CTX(n, scan_ctx) = (scan_ctx){d, false};
         ddpl_node_save(n, x);
         ddpl_node_save_output(n, out);
@@ -242,10 +242,10 @@ static int cum_extreme(const char *op, ddpl_op kop, const char *node, ddpl_tenso
 
 int ddpl_cummax(ddpl_tensor *x, int dim, ddpl_tensor **values, ddpl_tensor **indices)
 {
-    return cum_extreme("cummax", DDPL_OP_CUMMAX, "CummaxBackward", x, dim, values, indices);
+    return cum_extreme("cummax", DDPL_OP_CUMMAX, "CummaxBackward0", x, dim, values, indices);
 }
 
 int ddpl_cummin(ddpl_tensor *x, int dim, ddpl_tensor **values, ddpl_tensor **indices)
 {
-    return cum_extreme("cummin", DDPL_OP_CUMMIN, "CumminBackward", x, dim, values, indices);
+    return cum_extreme("cummin", DDPL_OP_CUMMIN, "CumminBackward0", x, dim, values, indices);
 }

@@ -46,7 +46,7 @@ int ddpl_sort(ddpl_tensor *x, int dim, bool descending, ddpl_tensor **values, dd
         return -1;
     }
     if (ddpl_grad_needed(1, &x)) {
-        ddpl_node *n = ddpl_node_new("SortBackward", sort_backward, 1, &x);
+        ddpl_node *n = ddpl_node_new("SortBackward0", sort_backward, 1, &x);
         ddpl_node_save(n, i);
         DDPL_NODE_CTX(n, sort_ctx)->dim = d;
         ddpl_set_history(v, n);

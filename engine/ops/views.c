@@ -1,7 +1,8 @@
 /* ops/views.c: operations that return a new view of the same storage, with their gradients.
  * defines: ddpl_view, ddpl_reshape, ddpl_flatten, ddpl_unsqueeze, ddpl_squeeze,
- *          ddpl_squeeze_all, ddpl_transpose, ddpl_t, ddpl_permute, ddpl_narrow, ddpl_select,
- *          ddpl_expand, ddpl_as_strided. */
+ *          ddpl_squeeze_all, ddpl_transpose, ddpl_t, ddpl_permute, ddpl_narrow, ddpl_slice,
+ *          ddpl_select,
+ *          ddpl_expand, ddpl_as_strided, ddpl_alias_view (op_util.h). */
 #include "op_util.h"
 
 /* ---- backward formulas ---- */
@@ -105,12 +106,21 @@ static int expand_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     return gi[0] ? 0 : -1;
 }
 
+ddpl_tensor *ddpl_alias_view(ddpl_tensor *x, int ndim, const int64_t *sizes, const int64_t *strides,
+                             int64_t offset)
+{
+    ddpl_tensor *y = ddpl_tensor_alias(x, ndim, sizes, strides, offset);
+    y->view_base = ddpl_tensor_retain(x->view_base ? x->view_base : x);
+    y->view_writes = atomic_load(&x->storage->recorded_writes);
+    return y;
+}
+
 /* Makes an alias of x with the given geometry and records how to send its gradient back. */
 static ddpl_tensor *make_view(ddpl_tensor *x, int ndim, const int64_t *sizes,
                               const int64_t *strides, int64_t offset, const char *name,
                               ddpl_backward_fn fn, ddpl_node **node_out)
 {
-    ddpl_tensor *y = ddpl_tensor_alias(x, ndim, sizes, strides, offset);
+    ddpl_tensor *y = ddpl_alias_view(x, ndim, sizes, strides, offset);
     *node_out = NULL;
     if (ddpl_grad_needed(1, &x)) {
         ddpl_node *n = ddpl_node_new(name, fn, 1, &x);
@@ -203,7 +213,7 @@ ddpl_tensor *ddpl_view(ddpl_tensor *x, int ndim, const int64_t *sizes)
                NULL;
     }
     ddpl_node *n;
-    return make_view(x, ndim, s, st, x->offset, "ViewBackward", reshape_backward, &n);
+    return make_view(x, ndim, s, st, x->offset, "ViewBackward0", reshape_backward, &n);
 }
 
 ddpl_tensor *ddpl_reshape(ddpl_tensor *x, int ndim, const int64_t *sizes)
@@ -212,7 +222,7 @@ ddpl_tensor *ddpl_reshape(ddpl_tensor *x, int ndim, const int64_t *sizes)
     if (infer_sizes("reshape", x, ndim, sizes, s) < 0) return NULL;
     if (view_strides(x, ndim, s, st)) {
         ddpl_node *n;
-        return make_view(x, ndim, s, st, x->offset, "ViewBackward", reshape_backward, &n);
+        return make_view(x, ndim, s, st, x->offset, "ViewBackward0", reshape_backward, &n);
     }
     ddpl_tensor *c = ddpl_clone(x);
     if (!c) return NULL;
@@ -257,7 +267,7 @@ ddpl_tensor *ddpl_unsqueeze(ddpl_tensor *x, int dim)
         }
     }
     ddpl_node *n;
-    return make_view(x, x->ndim + 1, sizes, strides, x->offset, "UnsqueezeBackward",
+    return make_view(x, x->ndim + 1, sizes, strides, x->offset, "UnsqueezeBackward0",
                      reshape_backward, &n);
 }
 
@@ -273,7 +283,7 @@ static ddpl_tensor *squeeze_impl(ddpl_tensor *x, int only_dim)
         n++;
     }
     ddpl_node *node;
-    return make_view(x, n, sizes, strides, x->offset, "SqueezeBackward", reshape_backward, &node);
+    return make_view(x, n, sizes, strides, x->offset, "SqueezeBackward0", reshape_backward, &node);
 }
 
 ddpl_tensor *ddpl_squeeze(ddpl_tensor *x, int dim)
@@ -311,7 +321,7 @@ ddpl_tensor *ddpl_permute(ddpl_tensor *x, int ndim, const int *dims)
     }
     ddpl_node *n;
     ddpl_tensor *y =
-        make_view(x, ndim, sizes, strides, x->offset, "PermuteBackward", permute_backward, &n);
+        make_view(x, ndim, sizes, strides, x->offset, "PermuteBackward0", permute_backward, &n);
     if (n) {
         permute_ctx *c = DDPL_NODE_CTX(n, permute_ctx);
         c->ndim = ndim;
@@ -344,7 +354,7 @@ ddpl_tensor *ddpl_t(ddpl_tensor *x)
     }
     if (x->ndim < 2) {
         ddpl_node *n;
-        return make_view(x, x->ndim, x->sizes, x->strides, x->offset, "ViewBackward",
+        return make_view(x, x->ndim, x->sizes, x->strides, x->offset, "ViewBackward0",
                          reshape_backward, &n);
     }
     return ddpl_transpose(x, 0, 1);
@@ -369,8 +379,63 @@ ddpl_tensor *ddpl_narrow(ddpl_tensor *x, int dim, int64_t start, int64_t length)
     sizes[d] = length;
     ddpl_node *n;
     ddpl_tensor *y = make_view(x, x->ndim, sizes, x->strides, x->offset + start * x->strides[d],
-                               "NarrowBackward", narrow_backward, &n);
+                               "SliceBackward0", narrow_backward, &n);
     if (n) *DDPL_NODE_CTX(n, narrow_ctx) = (narrow_ctx){d, start, false};
+    return y;
+}
+
+typedef struct {
+    int dim;
+    int64_t start, end, step;
+} slice_ctx;
+
+/* The gradient of x[start:end:step] along dim: zeros with grad written through the same slice
+ * (a recorded copy into a view under create_graph, so it is differentiable again). */
+static int slice_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    const slice_ctx *c = DDPL_NODE_CTX(n, slice_ctx);
+    const ddpl_edge *e = &n->edges[0];
+    ddpl_tensor *z = ddpl_zeros(e->ndim, e->sizes, (ddpl_dtype)grad->dtype, grad->device);
+    ddpl_tensor *region = z ? ddpl_slice(z, c->dim, c->start, c->end, c->step) : NULL;
+    int rc = region ? ddpl_copy_(region, grad) : -1;
+    ddpl_tensor_release(region);
+    if (rc < 0) {
+        ddpl_tensor_release(z);
+        return -1;
+    }
+    gi[0] = z;
+    return 0;
+}
+
+/* Python's rules: negative bounds count from the end, both are clamped into [0, size]. */
+static int64_t slice_bound(int64_t v, int64_t size)
+{
+    if (v < 0) v += size;
+    return v < 0 ? 0 : v > size ? size : v;
+}
+
+ddpl_tensor *ddpl_slice(ddpl_tensor *x, int dim, int64_t start, int64_t end, int64_t step)
+{
+    if (x->ndim == 0) return ddpl_error("slice: cannot slice a 0-dim tensor"), NULL;
+    int d = ddpl_wrap_dim("slice", dim, x->ndim);
+    if (d < 0) return NULL;
+    if (step < 1)
+        return ddpl_error("slice: step must be positive, got %lld", (long long)step), NULL;
+    int64_t size = x->sizes[d];
+    start = slice_bound(start, size);
+    end = slice_bound(end, size);
+    if (end < start) end = start;
+    if (step == 1) return ddpl_narrow(x, d, start, end - start);
+    int64_t sizes[DDPL_MAX_DIMS], strides[DDPL_MAX_DIMS];
+    memcpy(sizes, x->sizes, sizeof sizes);
+    memcpy(strides, x->strides, sizeof strides);
+    sizes[d] = (end - start + step - 1) / step;
+    /* with two or more elements step < size, so |stride| * step stays inside the storage */
+    if (sizes[d] > 1) strides[d] = x->strides[d] * step;
+    ddpl_node *n;
+    ddpl_tensor *y = make_view(x, x->ndim, sizes, strides, x->offset + start * x->strides[d],
+                               "SliceBackward0", slice_backward, &n);
+    if (n) *DDPL_NODE_CTX(n, slice_ctx) = (slice_ctx){d, start, end, step};
     return y;
 }
 
@@ -397,7 +462,7 @@ ddpl_tensor *ddpl_select(ddpl_tensor *x, int dim, int64_t index)
     }
     ddpl_node *node;
     ddpl_tensor *y = make_view(x, n, sizes, strides, x->offset + index * x->strides[d],
-                               "SelectBackward", narrow_backward, &node);
+                               "SelectBackward0", narrow_backward, &node);
     if (node) *DDPL_NODE_CTX(node, narrow_ctx) = (narrow_ctx){d, index, true};
     return y;
 }
@@ -425,7 +490,7 @@ ddpl_tensor *ddpl_expand(ddpl_tensor *x, int ndim, const int64_t *sizes)
     }
     if (ddpl_check_shape("expand", ndim, s, NULL) < 0) return NULL;
     ddpl_node *n;
-    return make_view(x, ndim, s, st, x->offset, "ExpandBackward", expand_backward, &n);
+    return make_view(x, ndim, s, st, x->offset, "ExpandBackward0", expand_backward, &n);
 }
 
 ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes, const int64_t *strides,
@@ -438,5 +503,5 @@ ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes, con
     if (ddpl_check_view_geometry("as_strided", ndim, sizes, strides, offset,
                                  ddpl_dtype_size((ddpl_dtype)x->dtype), x->storage->nbytes) < 0)
         return NULL;
-    return ddpl_tensor_alias(x, ndim, sizes, strides, offset);
+    return ddpl_alias_view(x, ndim, sizes, strides, offset);
 }

@@ -4,12 +4,14 @@
 --          get_global_rank, get_group_rank, all_reduce, broadcast, all_gather,
 --          all_gather_into_tensor, reduce_scatter_tensor, send, recv, isend, irecv, reduce,
 --          gather, scatter, all_to_all, all_to_all_single, ReduceOp, TCPStore, print0,
---          default_group.
+--          default_group, Future.
 --
 -- One default process group per process, as in PyTorch. The C side (engine/lua/bind_dist_pg.c over
 -- engine/distributed/pg.h) runs every collective on the group's worker thread and returns a work
 -- handle; here a call without async_op waits for it, so a plain call returns once the tensor
--- holds the result. Work handles have wait([timeout_s]), is_completed() and exception().
+-- holds the result. Work handles have wait([timeout_s]), is_completed() and exception(); an async
+-- collective's handle also gives its tensor: wait() and value() return it, get_future() and
+-- then_(fn) chain on it (lua/ddplua/distributed/future.lua, for DDP comm hooks).
 -- backend='gloo' takes CPU tensors; backend='nccl' takes CUDA tensors on the device that was
 -- current at init: call ddpl.cuda.set_device(LOCAL_RANK) first (one GPU per rank), as with
 -- torchrun and PyTorch. With nccl, "waits" means the later CUDA work is ordered after the
@@ -25,6 +27,7 @@
 -- destroy_process_group() frees every group; destroy_process_group(g) only g.
 require 'ddplua'
 local C = require 'ddplua.core.dist'
+local Future = require 'ddplua.distributed.future'
 
 local dist = {}
 
@@ -301,9 +304,21 @@ local function options(fname, opts, allowed, level)
 end
 
 
+-- torch.futures.Future: a completed one from Future.completed(v), or chained with then_.
+dist.Future = Future
+
+-- The tensor each async collective's work fills (weak: it lives as long as the work), which
+-- work:value() returns (future.lua).
+local work_results = setmetatable({}, {__mode = 'k'})
+
 -- Returns the work handle when async, else waits (raising the operation's error) and returns nil.
-local function finish(work, opts)
-    if opts.async_op then return work end
+-- result: the tensor the work fills, given back by its wait/value/then_.
+local function finish(work, opts, result)
+    if opts.async_op then
+        Future.install_work_methods(getmetatable(work).__index, work_results)
+        work_results[work] = result
+        return work
+    end
     local ok, err = pcall(work.wait, work)
     if not ok then error(bare(err), 3) end
     return nil
@@ -326,28 +341,28 @@ end
 
 function dist.all_reduce(t, opts)
     local o, g = call_opts('all_reduce', opts, with_op)
-    return finish(c_call(C.all_reduce, g, t, o.op), o)
+    return finish(c_call(C.all_reduce, g, t, o.op), o, t)
 end
 
 -- src is a global rank, also with {group = g}
 function dist.broadcast(t, src, opts)
     local o, g = call_opts('broadcast', opts, async_only)
-    return finish(c_call(C.broadcast, g, t, src), o)
+    return finish(c_call(C.broadcast, g, t, src), o, t)
 end
 
 function dist.all_gather(list, t, opts)
     local o, g = call_opts('all_gather', opts, async_only)
-    return finish(c_call(C.all_gather, g, list, t), o)
+    return finish(c_call(C.all_gather, g, list, t), o, list)
 end
 
 function dist.all_gather_into_tensor(out, t, opts)
     local o, g = call_opts('all_gather_into_tensor', opts, async_only)
-    return finish(c_call(C.all_gather_into_tensor, g, out, t), o)
+    return finish(c_call(C.all_gather_into_tensor, g, out, t), o, out)
 end
 
 function dist.reduce_scatter_tensor(out, inp, opts)
     local o, g = call_opts('reduce_scatter_tensor', opts, with_op)
-    return finish(c_call(C.reduce_scatter_tensor, g, out, inp, o.op), o)
+    return finish(c_call(C.reduce_scatter_tensor, g, out, inp, o.op), o, out)
 end
 
 -- send/recv are synchronous as in PyTorch; isend/irecv return the handle. dst/src are global
@@ -374,7 +389,7 @@ end
 -- unchanged.
 function dist.reduce(t, dst, opts)
     local o, g = call_opts('reduce', opts, with_op)
-    return finish(c_call(C.reduce, g, t, dst, o.op), o)
+    return finish(c_call(C.reduce, g, t, dst, o.op), o, t)
 end
 
 -- gather(t, gather_list, dst=0): gather_list (group-size tensors like t) on dst only, nil
@@ -406,7 +421,7 @@ local a2a_single_opts = {async_op = true, group = true, output_split_sizes = tru
 function dist.all_to_all_single(out, inp, opts)
     local o, g = call_opts('all_to_all_single', opts, a2a_single_opts)
     return finish(c_call(C.all_to_all_single, g, out, inp, o.output_split_sizes,
-        o.input_split_sizes), o)
+        o.input_split_sizes), o, out)
 end
 
 function dist.barrier(opts)

@@ -141,7 +141,7 @@ static void test_autograd_grad_and_versions(void)
     ddpl_tensor *s = ddpl_sum(prod);
     CHECK(ddpl_fill_(a, 2.0) == 0);
     CHECK(ddpl_backward(s, NULL, false) == -1);
-    CHECK(strstr(ddpl_last_error(), "modified by an in-place operation") != NULL);
+    CHECK(strstr(ddpl_last_error(), "modified by an inplace operation") != NULL);
     ddpl_tensor *ts[] = {s, prod, w, a, p, x, y};
     for (int i = 0; i < 7; i++) ddpl_tensor_release(ts[i]);
 }

@@ -4,8 +4,9 @@
  * machines without one. A build without the CUDA backend has nothing to check.
  *
  * Exempt: fused fast paths whose op asks ddpl_backend_supports first and composes other ops
- * where a backend lacks them (cross_entropy: log_softmax + nll_loss, engine/ops/nn_loss.c), so
- * CUDA computes the same thing through kernels it has. */
+ * where a backend lacks them (cross_entropy: log_softmax + nll_loss, engine/ops/nn_loss.c;
+ * nonzero: a cumsum and a scatter, engine/ops/masked.c), so CUDA computes the same thing
+ * through kernels it has. */
 #include "check.h"
 #include "ddpl/config.h"
 
@@ -17,7 +18,8 @@
 #if DDPL_HAVE_CUDA
 static bool optional_on_cuda(ddpl_op op)
 {
-    return op == DDPL_OP_CROSS_ENTROPY || op == DDPL_OP_CROSS_ENTROPY_BACKWARD;
+    return op == DDPL_OP_CROSS_ENTROPY || op == DDPL_OP_CROSS_ENTROPY_BACKWARD ||
+           op == DDPL_OP_NONZERO;
 }
 #endif
 
@@ -29,6 +31,7 @@ int main(void)
         cuda_register_pointwise, cuda_register_reduce, cuda_register_index, cuda_register_softmax,
         cuda_register_nn,        cuda_register_optim,  cuda_register_blas,  cuda_register_attention,
         cuda_register_scan,      cuda_register_sort, /* sort searchsorted bincount histc */
+        cuda_register_scatter,
     };
     for (size_t i = 0; i < sizeof families / sizeof *families; i++) families[i](k);
     int missing = 0;

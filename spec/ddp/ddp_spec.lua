@@ -76,6 +76,8 @@ describe('DistributedDataParallel', function()
         run_ok(equiv, 2, 'model=mlp hook=fp16_compress tol=2e-3', 'DDP_OK')
         run_ok(equiv, 2, 'model=mlp hook=bf16_compress tol=2e-2', 'DDP_OK')
         run_ok(equiv, 2, 'model=mlp hook=lua', 'DDP_OK')
+        run_ok(equiv, 2, 'model=mlp hook=default', 'DDP_OK')
+        run_ok(equiv, 2, 'model=mlp hook=default_fp16 tol=2e-3', 'DDP_OK')
     end)
 
     for _, case in ipairs({'compress', 'luahook', 'view', 'homes', 'rebuild', 'mismatch'}) do

@@ -15,7 +15,7 @@ local H = require 'helpers'
 local ddpl = H.ddpl
 local F = ddpl.F
 
-local FUSED = 'ScaledDotProductAttentionBackward'
+local FUSED = 'ScaledDotProductAttentionBackward0'
 -- the CPU's default: fused from this many bytes of (B,H,L,S) scores (0: always)
 local CPU_DEFAULT_MIN_BYTES = ddpl._sdpa_cpu_fused_min_bytes(0)
 

@@ -218,9 +218,9 @@ describe('pointwise functions', function()
 
     it('the new functions record PyTorch grad_fn names', function()
         local x = ddpl.tensor({0.5}, {requires_grad = true})
-        assert.are.equal('ErfinvBackward', x:erfinv().grad_fn)
-        assert.are.equal('RemainderBackward', (x % 0.3).grad_fn)
-        assert.are.equal('Log1PBackward', x:log1p().grad_fn)
+        assert.are.equal('ErfinvBackward0', x:erfinv().grad_fn)
+        assert.are.equal('RemainderBackward0', (x % 0.3).grad_fn)
+        assert.are.equal('Log1PBackward0', x:log1p().grad_fn)
     end)
 
     it('second derivatives flow through the gradient formulas', function()

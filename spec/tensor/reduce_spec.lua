@@ -67,6 +67,30 @@ describe('reductions', function()
         H.assert_error(function() return ddpl.ones(2, 3):max(-3) end, 'max')
     end)
 
+    it('sum/prod/amax/amin over the outer dims (read as columns) equal the same over rows',
+       function()
+        -- dim 0 of a row-major matrix takes the column path of cpu_reduce.c; the transposed
+        -- copy reduces the same numbers along its rows. A NaN stays in amax/amin (PyTorch).
+        ddpl.manual_seed(4)
+        for _, dt in ipairs({'float32', 'float64'}) do
+            local x = ddpl.randn({37, 1100}, {dtype = dt}) * 0.5 + 1
+            x[3][1050] = 0 / 0
+            local rows = x:t():contiguous()
+            for _, op in ipairs({'sum', 'prod', 'amax', 'amin'}) do
+                local a, b = x[op](x, 0):tolist(), rows[op](rows, 1):tolist()
+                for i = 1, #a do
+                    local same = a[i] == b[i] or (a[i] ~= a[i] and b[i] ~= b[i])
+                        or math.abs(a[i] - b[i]) <= 1e-5 * math.abs(b[i])
+                    assert.is_true(same, ('%s %s column %d: %s vs %s'):format(dt, op, i - 1,
+                        a[i], b[i]))
+                end
+                assert.is_true(a[1051] ~= a[1051], op .. ': NaN column') -- NaN everywhere
+            end
+            local k = x:amax(0, true)
+            assert.are.same({1, 1100}, H.shape(k))
+        end
+    end)
+
     it('var and std of one element along a dim are nan (unbiased), as in PyTorch', function()
         local v = ddpl.ones(3, 1):var(1)
         local x = v:tolist()

@@ -121,7 +121,7 @@ describe('length, indexing and fields', function()
         assert.is_true(w:is_leaf())
         w.requires_grad = true
         local y = (w * 3):sum()
-        assert.are.equal('SumBackward', y.grad_fn)
+        assert.are.equal('SumBackward0', y.grad_fn)
         assert.is_false(y:is_leaf())
         y:backward()
         assert.are.same({ 3, 3 }, w.grad:tolist())
@@ -195,7 +195,7 @@ describe('tostring', function()
         { function() return ddpl.tensor({ 1., 2. }, { dtype = 'float64', requires_grad = true }) end,
           'tensor([1., 2.], dtype=float64, requires_grad=True)' },
         { function() return ddpl.ones(2, { requires_grad = true }) * 2 end,
-          'tensor([2., 2.], grad_fn=<MulBackward>)' },
+          'tensor([2., 2.], grad_fn=<MulBackward0>)' },
         { function() return ddpl.zeros(0, 3) end, 'tensor([], size=(0, 3))' },
         { function() return ddpl.zeros(0, { dtype = 'int64' }) end, 'tensor([], dtype=int64)' },
         { function() return ddpl.ones(2, { dtype = 'uint8' }) end, 'tensor([1, 1], dtype=uint8)' },

@@ -40,7 +40,7 @@ int ddpl_tensor_set_grad(ddpl_tensor *t, ddpl_tensor *grad);
  * of one) is moved to a copy of its own (ddpl_tensor_take_memory), so it keeps its values, as
  * gradients in new memory would. */
 int ddpl_tensor_set_grad_home(ddpl_tensor *leaf, ddpl_tensor *home, bool sole_owner);
-/* Name of the node that made t ("MulBackward"), or NULL for leaves. */
+/* Name of the node that made t ("MulBackward0"), or NULL for leaves. */
 const char *ddpl_tensor_grad_fn_name(const ddpl_tensor *t);
 /* Keep the gradient of a non-leaf in .grad after backward. */
 int ddpl_tensor_retain_grad(ddpl_tensor *t);

@@ -34,6 +34,9 @@ ddpl_tensor *ddpl_transpose(ddpl_tensor *x, int d0, int d1);
 ddpl_tensor *ddpl_t(ddpl_tensor *x); /* <= 2-D */
 ddpl_tensor *ddpl_permute(ddpl_tensor *x, int ndim, const int *dims);
 ddpl_tensor *ddpl_narrow(ddpl_tensor *x, int dim, int64_t start, int64_t length);
+/* x[start:end:step] along dim as Python slices it (bounds clamped, negatives from the end;
+ * step >= 1): a view */
+ddpl_tensor *ddpl_slice(ddpl_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
 ddpl_tensor *ddpl_select(ddpl_tensor *x, int dim, int64_t index); /* index may be negative */
 ddpl_tensor *ddpl_expand(ddpl_tensor *x, int ndim, const int64_t *sizes); /* -1 keeps a size */
 ddpl_tensor *ddpl_as_strided(ddpl_tensor *x, int ndim, const int64_t *sizes, const int64_t *strides,
@@ -158,7 +161,9 @@ ddpl_tensor *ddpl_bitwise_not(ddpl_tensor *x); /* integers and bool */
 ddpl_tensor *ddpl_nan_to_num(ddpl_tensor *x, double nan, const double *posinf,
                              const double *neginf);
 
-/* ---- in place (no autograd through them; refused on leaves that require grad) ---- */
+/* ---- in place: with autograd as PyTorch (recorded, then backward fails only if a value it
+ * saved was overwritten; a write into a view rewrites its base's history); refused on leaves
+ * that require grad and views of them ---- */
 int ddpl_zero_(ddpl_tensor *x);
 int ddpl_fill_(ddpl_tensor *x, double value);
 int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src); /* src broadcasts to dst; converts dtype */
@@ -169,6 +174,12 @@ int ddpl_div_(ddpl_tensor *x, ddpl_tensor *y);
  * torch.mul(x, y, out=out)); neither may overlap out other than element for element. */
 int ddpl_mul_out(ddpl_tensor *out, ddpl_tensor *x, ddpl_tensor *y);
 int ddpl_clamp_(ddpl_tensor *x, bool has_min, double min, bool has_max, double max);
+int ddpl_relu_(ddpl_tensor *x);
+int ddpl_sigmoid_(ddpl_tensor *x);
+int ddpl_tanh_(ddpl_tensor *x);
+int ddpl_silu_(ddpl_tensor *x);
+/* x <- dropout(x): F.dropout(x, {inplace=true}) */
+int ddpl_dropout_(ddpl_tensor *x, double p, bool training);
 int ddpl_uniform_(ddpl_tensor *x, double from, double to);
 int ddpl_normal_(ddpl_tensor *x, double mean, double std);
 int ddpl_bernoulli_(ddpl_tensor *x, double p);
@@ -259,6 +270,20 @@ ddpl_tensor *ddpl_bincount(ddpl_tensor *x, ddpl_tensor *weights, int64_t minleng
 /* histogram of x (float32/float64) in bins equal bins of [min, max] (min == max: the data's
  * range) */
 ddpl_tensor *ddpl_histc(ddpl_tensor *x, int64_t bins, double min, double max);
+/* medians and quantiles (ops/reduce_median.c): median is the lower of the two middles, NaN
+ * (and the index of the first NaN) for a row with a NaN; nanmedian skips NaNs. The whole-tensor
+ * forms give a 0-dim value (NaN when empty). quantile takes q as a 0-/1-D tensor of x's dtype
+ * (float32/float64) or, with q NULL, the number q_number; without has_dim x is flattened;
+ * interpolation "linear" (NULL), "lower", "higher", "midpoint" or "nearest"; ignore_nan is
+ * nanquantile. Output (len(q), reduced...) for a 1-D q, else (reduced...). */
+ddpl_tensor *ddpl_median(ddpl_tensor *x);
+ddpl_tensor *ddpl_nanmedian(ddpl_tensor *x);
+int ddpl_median_dim(ddpl_tensor *x, int dim, bool keepdim, ddpl_tensor **values,
+                    ddpl_tensor **indices);
+int ddpl_nanmedian_dim(ddpl_tensor *x, int dim, bool keepdim, ddpl_tensor **values,
+                       ddpl_tensor **indices);
+ddpl_tensor *ddpl_quantile(ddpl_tensor *x, ddpl_tensor *q, double q_number, bool has_dim, int dim,
+                           bool keepdim, const char *interpolation, bool ignore_nan);
 
 /* ---- neural-network functions (PyTorch's torch.nn.functional) ---- */
 /* losses reduce as ddpl_reduction says (ddpl/types.h) */
@@ -278,6 +303,14 @@ ddpl_tensor *ddpl_max_pool2d(ddpl_tensor *x, const int kernel[2], const int stri
 ddpl_tensor *ddpl_avg_pool2d(ddpl_tensor *x, const int kernel[2], const int stride[2],
                              const int padding[2], bool count_include_pad);
 ddpl_tensor *ddpl_adaptive_avg_pool2d(ddpl_tensor *x, int out_h, int out_w);
+/* the pools with PyTorch's ceil_mode (round the output size up; the last window starts inside
+ * the input or the left padding) and avg_pool2d's divisor_override (0: none, else the divisor
+ * of every window) */
+ddpl_tensor *ddpl_max_pool2d_ex(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                                const int padding[2], bool ceil_mode);
+ddpl_tensor *ddpl_avg_pool2d_ex(ddpl_tensor *x, const int kernel[2], const int stride[2],
+                                const int padding[2], bool ceil_mode, bool count_include_pad,
+                                int divisor_override);
 /* x (N,C,*); running stats (C) may be NULL; in training they are updated in place with
  * momentum (unbiased variance), as PyTorch does */
 ddpl_tensor *ddpl_batch_norm(ddpl_tensor *x, ddpl_tensor *running_mean, ddpl_tensor *running_var,
@@ -299,6 +332,13 @@ ddpl_tensor *ddpl_cross_entropy(ddpl_tensor *logits, ddpl_tensor *target, ddpl_t
 ddpl_tensor *ddpl_nll_loss(ddpl_tensor *logp, ddpl_tensor *target, ddpl_tensor *weight,
                            ddpl_reduction reduction, int64_t ignore_index);
 ddpl_tensor *ddpl_mse_loss(ddpl_tensor *input, ddpl_tensor *target, ddpl_reduction reduction);
+/* CTC loss (ops/nn_ctc.c): log_probs (T,N,C) or unbatched (T,C) float32/float64; targets
+ * integers, padded (N,S) (unbatched (S)) or the N targets concatenated (1-D); input_lengths and
+ * target_lengths integer tensors of N elements; 'mean' divides each loss by its target length
+ * (at least 1), then averages; zero_infinity turns +inf losses (and their gradients) to 0 */
+ddpl_tensor *ddpl_ctc_loss(ddpl_tensor *log_probs, ddpl_tensor *targets, ddpl_tensor *input_lengths,
+                           ddpl_tensor *target_lengths, int64_t blank, ddpl_reduction reduction,
+                           bool zero_infinity);
 /* q (*,L,E), k (*,S,E), v (*,S,Ev); attn_mask bool (true = keep) or float (added), or NULL;
  * scale <= 0 means 1/sqrt(E) */
 ddpl_tensor *ddpl_scaled_dot_product_attention(ddpl_tensor *q, ddpl_tensor *k, ddpl_tensor *v,
@@ -318,6 +358,157 @@ ddpl_tensor *ddpl_lstm_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor 
                              ddpl_tensor *c0, bool reverse);
 ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *b_hh,
                             ddpl_tensor *h0, bool reverse);
+
+/* ---- scatter, index_add/copy/fill, masks, advanced indexing (issue 29, part 2: ops/scatter.c,
+ * ops/index_ops.c, ops/masked.c, ops/advanced_index.c). PyTorch 1.13 semantics; dims may be
+ * negative; index tensors int64 (index_* and advanced indexing also take int32); a bad index
+ * is an error naming the function (on CUDA at the next synchronisation). The in-place forms
+ * (trailing _) return 0 or -1 and leave x untouched on error. ---- */
+/* scatter: index of x's rank, src of x's dtype; reduce NULL, "add" or "multiply" (PyTorch's
+ * legacy reduce: not differentiable) */
+ddpl_tensor *ddpl_scatter(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *src,
+                          const char *reduce);
+ddpl_tensor *ddpl_scatter_value(ddpl_tensor *x, int dim, ddpl_tensor *index, double value,
+                                const char *reduce);
+int ddpl_scatter_(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *src,
+                  const char *reduce);
+int ddpl_scatter_value_(ddpl_tensor *x, int dim, ddpl_tensor *index, double value,
+                        const char *reduce);
+ddpl_tensor *ddpl_scatter_add(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *src);
+int ddpl_scatter_add_(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *src);
+/* reduce: "sum", "prod", "mean", "amax", "amin" */
+ddpl_tensor *ddpl_scatter_reduce(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *src,
+                                 const char *reduce, bool include_self);
+int ddpl_scatter_reduce_(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *src,
+                         const char *reduce, bool include_self);
+/* index 1-D (or 0-dim); source of x's dtype and shape except index's length along dim */
+ddpl_tensor *ddpl_index_add(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *source,
+                            double alpha);
+int ddpl_index_add_(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *source, double alpha);
+ddpl_tensor *ddpl_index_copy(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *source);
+int ddpl_index_copy_(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *source);
+ddpl_tensor *ddpl_index_fill(ddpl_tensor *x, int dim, ddpl_tensor *index, double value);
+int ddpl_index_fill_(ddpl_tensor *x, int dim, ddpl_tensor *index, double value);
+/* nonzero: int64 (n, ndim), row-major order; the tuple form fills outs[0 .. max(ndim, 1)) with
+ * 1-D int64 tensors and returns how many (or -1) */
+ddpl_tensor *ddpl_nonzero(ddpl_tensor *x);
+int ddpl_nonzero_tuple(ddpl_tensor *x, ddpl_tensor **outs);
+/* mask bool, broadcast with x; the result 1-D */
+ddpl_tensor *ddpl_masked_select(ddpl_tensor *x, ddpl_tensor *mask);
+/* x's shape; mask (bool) broadcasts to x; source's first count(mask) elements in order */
+ddpl_tensor *ddpl_masked_scatter(ddpl_tensor *x, ddpl_tensor *mask, ddpl_tensor *source);
+int ddpl_masked_scatter_(ddpl_tensor *x, ddpl_tensor *mask, ddpl_tensor *source);
+int ddpl_masked_fill_(ddpl_tensor *x, ddpl_tensor *mask, double value);
+/* take: x flattened, at index (any shape, negative counts from the end); take_along_dim:
+ * has_dim false takes along the flattened x */
+ddpl_tensor *ddpl_take(ddpl_tensor *x, ddpl_tensor *index);
+ddpl_tensor *ddpl_take_along_dim(ddpl_tensor *x, ddpl_tensor *indices, bool has_dim, int dim);
+/* x[i0, ..., i_{n-1}] as PyTorch: each entry NULL (a full slice), an int64/int32 index tensor
+ * (negative counts from the end) or a bool mask (k dims: its nonzero() over k dims of x);
+ * index tensors broadcast together; the result dims go where the first indexed dim is when the
+ * indexed dims are adjacent, else first. index_put writes values (broadcast to x[indices]'s
+ * shape, x's dtype) there, adding duplicates when accumulate. */
+ddpl_tensor *ddpl_index(ddpl_tensor *x, int n, ddpl_tensor *const *indices);
+ddpl_tensor *ddpl_index_put(ddpl_tensor *x, int n, ddpl_tensor *const *indices, ddpl_tensor *values,
+                            bool accumulate);
+int ddpl_index_put_(ddpl_tensor *x, int n, ddpl_tensor *const *indices, ddpl_tensor *values,
+                    bool accumulate);
+
+/* ---- shape functions (ops/shape_repeat.c, shape_flip.c, shape_misc.c, shape_diag.c) ----
+ * PyTorch's; all copies unless marked as views, all differentiable (compositions of the ops
+ * above, so every device works). */
+/* repeats: n >= x's rank (leading dims are new); tile: fewer dims are padded with 1 in front */
+ddpl_tensor *ddpl_repeat(ddpl_tensor *x, int n, const int64_t *repeats);
+ddpl_tensor *ddpl_tile(ddpl_tensor *x, int n, const int64_t *dims);
+/* each slice along dim (has_dim false: of the flattened x) repeated; output_size < 0: not given,
+ * else it must match. The tensor form takes int64/int32 counts (0-D, or 1-D of dim's size); x
+ * NULL gives the index of each repeated position (repeat_interleave(repeats)) */
+ddpl_tensor *ddpl_repeat_interleave(ddpl_tensor *x, int64_t repeats, bool has_dim, int dim,
+                                    int64_t output_size);
+ddpl_tensor *ddpl_repeat_interleave_tensor(ddpl_tensor *x, ddpl_tensor *repeats, bool has_dim,
+                                           int dim, int64_t output_size);
+ddpl_tensor *ddpl_flip(ddpl_tensor *x, int n, const int *dims);
+ddpl_tensor *ddpl_fliplr(ddpl_tensor *x); /* flip(1), x at least 2-D */
+ddpl_tensor *ddpl_flipud(ddpl_tensor *x); /* flip(0), x at least 1-D */
+/* n_dims 0: one shift of the flattened x */
+ddpl_tensor *ddpl_roll(ddpl_tensor *x, int n_shifts, const int64_t *shifts, int n_dims,
+                       const int *dims);
+ddpl_tensor *ddpl_rot90(ddpl_tensor *x, int64_t k, int dim0, int dim1);
+/* views */
+ddpl_tensor *ddpl_movedim(ddpl_tensor *x, int n, const int *source, const int *destination,
+                          int n_destination);
+ddpl_tensor *ddpl_unflatten(ddpl_tensor *x, int dim, int n, const int64_t *sizes); /* one -1 */
+/* outs: sections views (indices NULL), or n_indices + 1 views split at indices */
+int ddpl_tensor_split(ddpl_tensor *x, int64_t sections, int n_indices, const int64_t *indices,
+                      int dim, ddpl_tensor **outs);
+int ddpl_broadcast_tensors(int n, ddpl_tensor *const *xs, ddpl_tensor **outs);  /* n outs */
+int ddpl_meshgrid(int n, ddpl_tensor *const *xs, bool xy, ddpl_tensor **outs);  /* n outs */
+ddpl_tensor *ddpl_diagonal(ddpl_tensor *x, int64_t offset, int dim1, int dim2); /* a view */
+/* copies */
+ddpl_tensor *ddpl_cartesian_prod(int n, ddpl_tensor *const *xs);
+ddpl_tensor *ddpl_block_diag(int n, ddpl_tensor *const *xs);
+ddpl_tensor *ddpl_tril(ddpl_tensor *x, int64_t diagonal);
+ddpl_tensor *ddpl_triu(ddpl_tensor *x, int64_t diagonal);
+int ddpl_tril_(ddpl_tensor *x, int64_t diagonal);
+int ddpl_triu_(ddpl_tensor *x, int64_t diagonal);
+/* (2, N) coordinates of the triangle, row by row; dt int64 or int32 */
+ddpl_tensor *ddpl_tril_indices(int64_t row, int64_t col, int64_t offset, ddpl_dtype dt,
+                               ddpl_device dev);
+ddpl_tensor *ddpl_triu_indices(int64_t row, int64_t col, int64_t offset, ddpl_dtype dt,
+                               ddpl_device dev);
+ddpl_tensor *ddpl_diag_embed(ddpl_tensor *x, int64_t offset, int dim1, int dim2);
+ddpl_tensor *ddpl_diag(ddpl_tensor *x, int64_t diagonal); /* 1-D -> matrix, 2-D -> 1-D */
+ddpl_tensor *ddpl_trace(ddpl_tensor *x);                  /* 2-D; integers sum to int64 */
+
+/* ---- linear algebra, issue 29 (ops/linalg_products.c, einsum.c, linalg_decomp.c,
+ * linalg_spectral.c, linalg_norms.c) ---- */
+ddpl_tensor *ddpl_outer(ddpl_tensor *a, ddpl_tensor *b); /* 1-D, 1-D */
+ddpl_tensor *ddpl_dot(ddpl_tensor *a, ddpl_tensor *b);   /* 1-D, 1-D, same dtype */
+ddpl_tensor *ddpl_inner(ddpl_tensor *a, ddpl_tensor *b);
+/* a's dims_a[i] contracted with b's dims_b[i], i < n */
+ddpl_tensor *ddpl_tensordot(ddpl_tensor *a, ddpl_tensor *b, int n, const int *dims_a,
+                            const int *dims_b);
+ddpl_tensor *ddpl_kron(ddpl_tensor *a, ddpl_tensor *b);
+/* has_dim false: the first dim of size 3 (torch.cross); linalg names the error "linalg.cross" */
+ddpl_tensor *ddpl_cross(ddpl_tensor *a, ddpl_tensor *b, bool has_dim, int dim, bool linalg);
+ddpl_tensor *ddpl_einsum(const char *equation, int n, ddpl_tensor *const *operands);
+/* beta * input + alpha * product; beta 0 ignores input's values */
+ddpl_tensor *ddpl_baddbmm(ddpl_tensor *input, ddpl_tensor *b1, ddpl_tensor *b2, double beta,
+                          double alpha);
+ddpl_tensor *ddpl_addbmm(ddpl_tensor *input, ddpl_tensor *b1, ddpl_tensor *b2, double beta,
+                         double alpha);
+ddpl_tensor *ddpl_addmv(ddpl_tensor *input, ddpl_tensor *mat, ddpl_tensor *vec, double beta,
+                        double alpha);
+ddpl_tensor *ddpl_addr(ddpl_tensor *input, ddpl_tensor *v1, ddpl_tensor *v2, double beta,
+                       double alpha);
+ddpl_tensor *ddpl_cdist(ddpl_tensor *x1, ddpl_tensor *x2, double p);
+/* ndims 0: all dims; dtype DDPL_DTYPE_COUNT: x's */
+ddpl_tensor *ddpl_linalg_vector_norm(ddpl_tensor *x, double ord, int ndims, const int *dims,
+                                     bool keepdim, ddpl_dtype dtype);
+/* sord "fro" or "nuc", or NULL for the numeric ord (+-1, +-2, +-inf) */
+ddpl_tensor *ddpl_linalg_matrix_norm(ddpl_tensor *x, const char *sord, double ord, int dim0,
+                                     int dim1, bool keepdim);
+/* decompositions: float32/float64 (..., m, n), computed on the host in float64 */
+ddpl_tensor *ddpl_linalg_inv(ddpl_tensor *a);
+ddpl_tensor *ddpl_linalg_solve(ddpl_tensor *a, ddpl_tensor *b); /* AX = B; B a matrix or vector */
+ddpl_tensor *ddpl_linalg_det(ddpl_tensor *a);
+int ddpl_linalg_slogdet(ddpl_tensor *a, ddpl_tensor **sign, ddpl_tensor **logabsdet);
+ddpl_tensor *ddpl_linalg_cholesky(ddpl_tensor *a, bool upper);
+/* mode "reduced", "complete" or "r" (q is then an empty tensor) */
+int ddpl_linalg_qr(ddpl_tensor *a, const char *mode, ddpl_tensor **q, ddpl_tensor **r);
+int ddpl_linalg_svd(ddpl_tensor *a, bool full_matrices, ddpl_tensor **u, ddpl_tensor **s,
+                    ddpl_tensor **vh);
+ddpl_tensor *ddpl_linalg_svdvals(ddpl_tensor *a);
+/* uplo "L" or "U": the triangle read; eigenvalues ascending */
+int ddpl_linalg_eigh(ddpl_tensor *a, const char *uplo, ddpl_tensor **eigenvalues,
+                     ddpl_tensor **eigenvectors);
+ddpl_tensor *ddpl_linalg_eigvalsh(ddpl_tensor *a, const char *uplo);
+/* singular values above max(atol, rtol * the largest) count (has_*: given; rtol's default
+ * eps * max(m, n), 0 when atol > 0 is given); hermitian: from eigh */
+ddpl_tensor *ddpl_linalg_pinv(ddpl_tensor *a, double atol, double rtol, bool has_atol,
+                              bool has_rtol, bool hermitian);
+ddpl_tensor *ddpl_linalg_matrix_rank(ddpl_tensor *a, double atol, double rtol, bool has_atol,
+                                     bool has_rtol, bool hermitian); /* int64 */
 
 #pragma GCC visibility pop
 

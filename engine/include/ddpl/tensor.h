@@ -110,6 +110,10 @@ int64_t ddpl_tensor_size(const ddpl_tensor *t, int dim);   /* dim >= 0, < ndim *
 int64_t ddpl_tensor_stride(const ddpl_tensor *t, int dim); /* in elements */
 const int64_t *ddpl_tensor_sizes(const ddpl_tensor *t);
 const int64_t *ddpl_tensor_strides(const ddpl_tensor *t);
+/* PyTorch's _version: the writes into t's memory so far (shared by its views) */
+unsigned ddpl_tensor_version(const ddpl_tensor *t);
+/* Whether a view op made t from another tensor's memory (PyTorch's _is_view()) */
+bool ddpl_tensor_is_view(const ddpl_tensor *t);
 int64_t ddpl_tensor_numel(const ddpl_tensor *t);
 ddpl_dtype ddpl_tensor_dtype(const ddpl_tensor *t);
 ddpl_device ddpl_tensor_device(const ddpl_tensor *t);

@@ -5,21 +5,25 @@ local F = require 'ddplua.nn.functional'
 
 local ELU = Module:extend('ELU')
 
-function ELU:init(alpha)
-    if type(alpha) == 'table' then alpha = Module.options('ELU', alpha, {alpha = 1.0}).alpha end
+function ELU:init(alpha, inplace)
+    if type(alpha) == 'table' then
+        local o = Module.options('ELU', alpha, {alpha = 1.0, inplace = false})
+        alpha, inplace = o.alpha, o.inplace
+    end
     if alpha == nil then alpha = 1.0 end
     if type(alpha) ~= 'number' then
         error('ELU: alpha must be a number, got ' .. tostring(alpha), 2)
     end
     self.alpha = alpha
+    self.inplace = Module.inplace_option('ELU', inplace)
 end
 
 function ELU:forward(x)
-    return F.elu(x, self.alpha)
+    return F.elu(x, self.alpha, self.inplace)
 end
 
 function ELU:extra_repr()
-    return 'alpha=' .. Module.repr(self.alpha)
+    return 'alpha=' .. Module.repr(self.alpha) .. (self.inplace and ', inplace=True' or '')
 end
 
 return ELU

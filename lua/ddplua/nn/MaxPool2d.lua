@@ -2,8 +2,8 @@
 -- defines: MaxPool2d: the maximum over each window of (N, C, H, W) or (C, H, W) inputs.
 --
 -- Sizes are an int or an {h, w} pair, kept as given so that tostring reads like PyTorch's
--- ("kernel_size=2" or "kernel_size=(2, 2)"). dilation and ceil_mode are accepted at their
--- defaults only (F.max_pool2d raises for others).
+-- ("kernel_size=2" or "kernel_size=(2, 2)"). ceil_mode rounds the output size up (PyTorch's
+-- rule); dilation is accepted at its default only (F.max_pool2d raises for others).
 local Module = require 'ddplua.nn.Module'
 local F = require 'ddplua.nn.functional'
 

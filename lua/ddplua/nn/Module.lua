@@ -239,6 +239,17 @@ function Module.options(cls_name, opts, defaults, factory)
     return out
 end
 
+-- The inplace flag of an activation or dropout module: nn.ReLU(true) or nn.ReLU({inplace=true}),
+-- as PyTorch's positional and keyword forms; nil is false. Raises on anything else.
+function Module.inplace_option(cls_name, v)
+    if type(v) == 'table' then v = Module.options(cls_name, v, {inplace = false}).inplace end
+    if v == nil then return false end
+    if type(v) ~= 'boolean' then
+        error(string.format('%s: inplace must be a boolean, got %s', cls_name, tostring(v)), 3)
+    end
+    return v
+end
+
 -- A constructor's integer argument: raises "<cls>: <what> must be an integer >= min, got v".
 function Module.check_int(cls_name, v, what, min)
     -- math.tointeger: an integral float that fits 64 bits (not inf, not 2^70)

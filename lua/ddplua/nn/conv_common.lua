@@ -2,7 +2,8 @@
 -- defines: conv_common.sizes(cls, v, what, min, n) (an int or a list of n ints -> a list of n),
 --          conv_common.init(self, cls, n, in, out, kernel_size, opts, transposed) (options,
 --          checks, weight and bias, PyTorch's initialisation), conv_common.reset_parameters,
---          conv_common.extra_repr (PyTorch's _ConvNd text).
+--          conv_common.extra_repr (PyTorch's _ConvNd text), conv_common.padded(self, x) (the
+--          input padded explicitly for a padding_mode other than 'zeros').
 --
 -- Weight shapes are PyTorch's: (out, in/groups, k...) for a convolution, (in, out/groups, k...)
 -- for a transposed one. Initialisation is PyTorch's for both: kaiming_uniform_(a=sqrt(5)) on the
@@ -31,7 +32,8 @@ function conv_common.sizes(cls, v, what, min, n)
 end
 
 function conv_common.init(self, cls, n, in_channels, out_channels, kernel_size, opts, transposed)
-    local defaults = {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true}
+    local defaults = {stride = 1, padding = 0, dilation = 1, groups = 1, bias = true,
+                      padding_mode = 'zeros'}
     if transposed then defaults.output_padding = 0 end
     local o = Module.options(cls, opts, defaults, true)
     self.in_channels = Module.check_int(cls, in_channels, 'in_channels')
@@ -42,6 +44,18 @@ function conv_common.init(self, cls, n, in_channels, out_channels, kernel_size, 
                             .. 'divisible by groups (%d)', cls, self.in_channels,
                             self.out_channels, self.groups), 3)
     end
+    -- PyTorch's padding modes: 'zeros' pads inside the convolution, the others pad explicitly
+    -- with F.pad's mode of that name and convolve with padding 0 (conv_common.padded)
+    local PADDING_MODES = {zeros = true, reflect = true, replicate = true, circular = true}
+    if not PADDING_MODES[o.padding_mode] then
+        error(string.format("%s: padding_mode must be one of 'zeros', 'reflect', 'replicate' or "
+                            .. "'circular', got %s", cls, tostring(o.padding_mode)), 3)
+    end
+    if transposed and o.padding_mode ~= 'zeros' then
+        error(string.format("%s: only 'zeros' padding_mode is supported, got '%s'", cls,
+                            o.padding_mode), 3)
+    end
+    self.padding_mode = o.padding_mode
     local S = conv_common.sizes
     self.kernel_size = S(cls, kernel_size, 'kernel_size', 1, n)
     self.stride = S(cls, o.stride, 'stride', 1, n)
@@ -73,6 +87,38 @@ function conv_common.init(self, cls, n, in_channels, out_channels, kernel_size, 
         self:register_parameter('bias', nil)
     end
     self:reset_parameters()
+end
+
+-- F.pad's amounts for padding_mode (last dimension first, PyTorch's
+-- _reversed_padding_repeated_twice): p on both sides, or for 'same' the total d * (k - 1) split
+-- with the smaller half on the left, for 'valid' nothing.
+local function pad_amounts(self)
+    local n, p, out = #self.kernel_size, self.padding, {}
+    for i = n, 1, -1 do
+        local l, r
+        if p == 'valid' then
+            l, r = 0, 0
+        elseif p == 'same' then
+            local total = self.dilation[i] * (self.kernel_size[i] - 1)
+            l = total // 2
+            r = total - l
+        else
+            l, r = p[i], p[i]
+        end
+        out[#out + 1] = l
+        out[#out + 1] = r
+    end
+    return out
+end
+
+-- For padding_mode 'zeros': x and the module's padding, unchanged. Otherwise x padded with
+-- F.pad's mode of that name, and padding 0 (a list, or 0 for a 1-D convolution's int form).
+function conv_common.padded(self, x)
+    if self.padding_mode == 'zeros' then return x, self.padding end
+    local F = require 'ddplua.nn.functional'
+    local zeros = {}
+    for i = 1, #self.kernel_size do zeros[i] = 0 end
+    return F.pad(x, pad_amounts(self), {mode = self.padding_mode}), zeros
 end
 
 function conv_common.reset_parameters(self)
@@ -109,6 +155,7 @@ function conv_common.extra_repr(self)
     end
     if self.groups ~= 1 then s = s .. ', groups=' .. self.groups end
     if self.bias == nil then s = s .. ', bias=False' end
+    if self.padding_mode ~= 'zeros' then s = s .. ', padding_mode=' .. self.padding_mode end
     return s
 end
 

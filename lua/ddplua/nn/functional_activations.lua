@@ -14,20 +14,33 @@ local Args = require 'ddplua.nn.functional_args'
 
 local A = {}
 
--- leaky_relu(input [, negative_slope=0.01])
-function A.leaky_relu(...)
-    local a = Args.parse('leaky_relu', {{'input', 'ftensor'}, {'negative_slope', 'number', 0.01}},
-                         ...)
-    local x = a.input
-    return ddpl.where(x:gt(0), x, x * a.negative_slope)
+-- f(x), or with inplace its result written into x, which takes its history (a recorded copy_)
+-- and is returned, as PyTorch's leaky_relu_ returns its input. The composition may save its
+-- input for backward, and the write overwrites x: while autograd records, it reads a clone.
+local function apply(x, inplace, f)
+    if not inplace then return f(x) end
+    local recorded = ddpl.is_grad_enabled() and x.requires_grad
+    x:copy_(f(recorded and x:clone() or x))
+    return x
 end
 
--- elu(input [, alpha=1])
+-- leaky_relu(input [, negative_slope=0.01 [, inplace=false]])
+function A.leaky_relu(...)
+    local a = Args.parse('leaky_relu', {{'input', 'ftensor'}, {'negative_slope', 'number', 0.01},
+                                        {'inplace', 'boolean', false}}, ...)
+    return apply(a.input, a.inplace, function(x)
+        return ddpl.where(x:gt(0), x, x * a.negative_slope)
+    end)
+end
+
+-- elu(input [, alpha=1 [, inplace=false]])
 function A.elu(...)
-    local a = Args.parse('elu', {{'input', 'ftensor'}, {'alpha', 'number', 1.0}}, ...)
-    local x = a.input
-    local neg = (x:clamp(nil, 0):exp() - 1) * a.alpha
-    return ddpl.where(x:gt(0), x, neg)
+    local a = Args.parse('elu', {{'input', 'ftensor'}, {'alpha', 'number', 1.0},
+                                 {'inplace', 'boolean', false}}, ...)
+    return apply(a.input, a.inplace, function(x)
+        local neg = (x:clamp(nil, 0):exp() - 1) * a.alpha
+        return ddpl.where(x:gt(0), x, neg)
+    end)
 end
 
 -- softplus(input [, beta=1 [, threshold=20]])

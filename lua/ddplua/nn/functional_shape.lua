@@ -9,9 +9,10 @@
 -- back]] ...}, PyTorch's order (the last dimension first). Differentiable.
 --   'constant'  any number of dimensions; negative amounts crop. Built with narrow and cat.
 --   'reflect', 'replicate', 'circular'  the last 1, 2 or 3 dimensions of an input with one or
---   two more dimensions (PyTorch's (C, W)/(N, C, W) ... rule); reflect needs pad < size,
---   circular pad <= size; one index_select per padded dimension (its backward sums the
---   gradient of the repeated positions).
+--   two more dimensions (PyTorch's (C, W)/(N, C, W) ... rule; circular only with two);
+--   reflect needs pad < size, circular pad <= size; negative amounts crop (circular wraps what
+--   is kept); one index_select per padded dimension (its backward sums the gradient of the
+--   repeated positions).
 local ddpl = require 'ddplua'
 local Args = require 'ddplua.nn.functional_args'
 
@@ -116,25 +117,30 @@ end
 
 local function pad_indexed(fname, x, pairs_, mode, npad)
     local ndim = x:dim()
-    if npad > 3 or not (ndim == npad + 1 or ndim == npad + 2) then
+    -- PyTorch 1.13: reflect/replicate pad 1-3 dims of an input with one or two more (unbatched
+    -- or batched); circular only the batched form (N, C, *)
+    local ok = npad <= 3 and (ndim == npad + 2 or (mode ~= 'circular' and ndim == npad + 1))
+    if not ok then
         error(string.format("%s: mode '%s' pads the last 1, 2 or 3 dimensions of an input with "
-                            .. 'one or two more dimensions; got padding for %d dimension(s) of a '
-                            .. '%d-D input', fname, mode, npad, ndim), 3)
+                            .. '%s more dimensions; got padding for %d dimension(s) of a '
+                            .. '%d-D input', fname, mode,
+                            mode == 'circular' and 'two' or 'one or two', npad, ndim), 3)
     end
     local out = x
     for d, lr in pairs(pairs_) do
         local l, r, n = lr[1], lr[2], x:size(d)
-        if l < 0 or r < 0 then
-            error(string.format("%s: mode '%s' needs non-negative padding, got %d and %d for "
-                                .. 'dimension %d', fname, mode, l, r, d), 3)
-        end
+        -- negative amounts crop, as PyTorch's; reflect needs pad < size, circular pad <= size
         local limit = mode == 'reflect' and n - 1 or mode == 'circular' and n or math.huge
-        if l > limit or r > limit or n == 0 then
+        if l > limit or r > limit or n == 0 or n + l + r <= 0 or -l > n or -r > n then
             error(string.format("%s: padding (%d, %d) is too large for mode '%s' on dimension %d "
-                                .. 'of size %d (at most %s)', fname, l, r, mode, d, n,
-                                tostring(limit)), 3)
+                                .. 'of size %d (at most %s each, and a non-empty result)', fname,
+                                l, r, mode, d, n, tostring(limit)), 3)
         end
-        if l > 0 or r > 0 then
+        if mode == 'circular' then -- crop first: the wrapped values come from what is kept
+            if l < 0 then out, n, l = out:narrow(d, -l, n + l), n + l, 0 end
+            if r < 0 then out, n, r = out:narrow(d, 0, n + r), n + r, 0 end
+        end
+        if l ~= 0 or r ~= 0 then
             local idx = ddpl.tensor(source_index(mode, n, l, r), {dtype = 'int64'})
             if tostring(out.device) ~= 'cpu' then idx = idx:to(out.device) end
             out = out:index_select(d, idx)

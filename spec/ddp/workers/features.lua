@@ -71,17 +71,40 @@ elseif case == 'luahook' then
     ddpl.manual_seed(1)
     local model = nn.DDP(mlp(32), {bucket_cap_mb = 0.001})
     local state = {calls = 0, seen = {}}
-    model:register_comm_hook(function(st, bucket)
+    model:register_comm_hook(state, function(st, bucket)
         st.calls = st.calls + 1
-        st.seen[#st.seen + 1] = bucket:numel()
-        local t = bucket:clone()
-        dist.all_reduce(t)
-        return t / world + 1000 -- the marker shows that the returned tensor is used
-    end, state)
+        local buf = bucket:buffer()
+        st.seen[#st.seen + 1] = {index = bucket:index(), last = bucket:is_last(),
+            numel = buf:numel(), params = bucket:parameters(), grads = bucket:gradients()}
+        local t = buf:clone()
+        return dist.all_reduce(t, {async_op = true}):then_(function(work)
+            return work:value() / world + 1000 -- the marker shows that the result is used
+        end)
+    end)
     local x, y = batch(rank)
     F.cross_entropy(model(x), y):backward()
     local nb = #model:buckets()
     if state.calls ~= nb then fail('hook called %d times for %d buckets', state.calls, nb) end
+    -- the GradBucket: 0-based indices in order, the last one marked, parameters whose numels
+    -- add up to the buffer's and gradients shaped as them, every parameter in one bucket
+    local owned = {}
+    for b, seen in ipairs(state.seen) do
+        if seen.index ~= b - 1 then fail('bucket %d has index %d', b, seen.index) end
+        if seen.last ~= (b == nb) then fail('bucket %d: is_last() is %s', b, seen.last) end
+        local total = 0
+        for i, p in ipairs(seen.params) do
+            total = total + p:numel()
+            owned[p] = (owned[p] or 0) + 1
+            local g = seen.grads[i]
+            if table.concat(g:shape(), 'x') ~= table.concat(p:shape(), 'x') then
+                fail('bucket %d gradient %d has shape %s', b, i, table.concat(g:shape(), 'x'))
+            end
+        end
+        if total ~= seen.numel then fail('bucket %d: %d elements for %d', b, seen.numel, total) end
+    end
+    for i, p in ipairs(model:parameters()) do
+        if owned[p] ~= 1 then fail('parameter %d is in %s buckets', i, owned[p] or 0) end
+    end
     for i, p in ipairs(model:parameters()) do
         if p.grad:min():item() < 900 then fail('parameter %d does not hold the hook result', i) end
     end

@@ -61,10 +61,11 @@ local model = nn.DDP(net, {bucket_cap_mb = o.cap, gradient_as_bucket_view = o.vi
     find_unused_parameters = o.unused == 1, static_graph = o.static == 1,
     broadcast_buffers = o.nojoin ~= 1}) -- nojoin: the bucket allreduce meets the barrier
 if o.hook == 'lua' then
-    model:register_comm_hook(function(_, bucket)
-        dist.all_reduce(bucket)
-        return bucket:div(world)
-    end, {})
+    model:register_comm_hook({}, function(_, bucket) -- PyTorch's order and interface
+        return dist.all_reduce(bucket:buffer(), {async_op = true}):then_(function(work)
+            return work:value():div_(world)
+        end)
+    end)
 elseif o.hook ~= 'none' then
     model:register_comm_hook(o.hook)
 end

@@ -55,11 +55,18 @@ local net, feat = make(o.model)
 local model = nn.DDP(net, {bucket_cap_mb = o.cap, gradient_as_bucket_view = tostring(o.view) == '1',
     find_unused_parameters = tostring(o.unused) == '1'})
 if o.hook == 'lua' then
-    model:register_comm_hook(function(state, bucket)
+    model:register_comm_hook(function(state, bucket) -- a tensor returned, not a future
         state.calls = state.calls + 1
-        dist.all_reduce(bucket)
-        return bucket:div(world)
+        local t = bucket:buffer()
+        dist.all_reduce(t)
+        return t:div(world)
     end, {calls = 0})
+elseif o.hook == 'default' then -- PyTorch's allreduce_hook on the comm-hook interface
+    local default_hooks = require 'ddplua.distributed.algorithms.default_hooks'
+    model:register_comm_hook(nil, default_hooks.allreduce_hook)
+elseif o.hook == 'default_fp16' then
+    local default_hooks = require 'ddplua.distributed.algorithms.default_hooks'
+    model:register_comm_hook(nil, default_hooks.fp16_compress_hook)
 elseif o.hook ~= 'none' then
     model:register_comm_hook(o.hook)
 end

@@ -2,13 +2,14 @@
 -- DistributedDataParallel (Vogels, Karimireddy, Jaggi 2019, arXiv:1905.13727), as PyTorch's
 -- torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook.
 -- defines: PowerSGDState(opts) (the hyperparameters and the memory of the algorithm),
---          state:compression_stats(), hook(state, bucket, layout) (one bucket's averaged values).
+--          state:compression_stats(), hook(state, bucket) (PyTorch's comm-hook interface: bucket
+--          is a GradBucket; a completed future of its buffer, holding the averaged values).
 --
--- DistributedDataParallel:register_comm_hook('powersgd', opts_or_state) calls hook for every
--- bucket of a synchronised backward with layout = {shapes = per-parameter shapes in bucket
--- order, index = bucket number (1-based), last = whether it is the last bucket of the step}.
--- The bucket is flat (numel = the sum of the parameters' numels, no padding), holds this rank's
--- own gradients (not divided by the world size) and is overwritten with the result.
+-- DistributedDataParallel:register_comm_hook('powersgd', opts_or_state), or
+-- register_comm_hook(state, PowerSGD.hook), calls hook for every bucket of a synchronised
+-- backward. The bucket's buffer is flat (numel = the sum of the parameters' numels, no padding,
+-- in the order of bucket:parameters()), holds this rank's own gradients (not divided by the
+-- world size) and is overwritten with the result.
 --
 -- Per bucket, as PyTorch's powerSGD_hook:
 --   * the first start_powerSGD_iter steps are plain allreduce (divide by the world size, sum);
@@ -39,6 +40,7 @@
 local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
 local dist = ddpl.distributed
+local Future = require 'ddplua.distributed.future'
 
 local M = {}
 
@@ -165,8 +167,10 @@ local function end_of_bucket(state, layout)
     end
 end
 
--- hook(state, bucket, layout) -> bucket, holding the averaged (or approximated) gradients.
-function M.hook(state, bucket, layout)
+-- One bucket: the flat buffer and its layout = {shapes = per-parameter shapes in bucket order,
+-- index = bucket number (1-based), last = whether it is the last bucket of the step}; returns the
+-- buffer, holding the averaged (or approximated) gradients.
+local function hook_flat(state, bucket, layout)
     local world = dist.get_world_size(state.process_group)
     if state.iter < state.start_powerSGD_iter then
         -- PyTorch's allreduce hook: scaled first (no overflow in 16-bit types), then summed;
@@ -274,6 +278,12 @@ function M.hook(state, bucket, layout)
     end
     end_of_bucket(state, layout)
     return bucket
+end
+
+function M.hook(state, grad_bucket)
+    local layout = {index = grad_bucket:index() + 1, last = grad_bucket:is_last(), shapes = {}}
+    for i, p in ipairs(grad_bucket:parameters()) do layout.shapes[i] = p:shape() end
+    return Future.completed(hook_flat(state, grad_bucket:buffer(), layout))
 end
 
 return M

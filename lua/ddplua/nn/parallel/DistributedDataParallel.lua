@@ -5,8 +5,9 @@
 --          process_group}) (device_ids: lua/ddplua/nn/parallel/device_ids.lua),
 --          model(x) (the module's forward, with the reducer around it), model.module,
 --          model:no_sync(fn, ...), model:join([{divide_by_initial_world_size=true,
---          enable=true},] fn, ...), model:register_comm_hook(name_or_fn [, state]) ('powersgd':
---          lua/ddplua/distributed/algorithms/powersgd.lua),
+--          enable=true},] fn, ...), model:register_comm_hook(state, hook) (PyTorch's: hook(state,
+--          bucket) with a GradBucket, returning a work/future) or (name_or_fn [, state])
+--          ('powersgd': lua/ddplua/distributed/algorithms/powersgd.lua),
 --          model:state_dict() ('module.' prefix: the module is the child named 'module'),
 --          model:buckets() (parameter names per bucket, for tests and tuning).
 --
@@ -31,6 +32,8 @@ local C = require 'ddplua.core.ddp'
 local Cdist = require 'ddplua.core.dist'
 local devices = require 'ddplua.nn.parallel.device_ids'
 local PowerSGD = require 'ddplua.distributed.algorithms.powersgd'
+local GradBucket = require 'ddplua.distributed.grad_bucket'
+local Future = require 'ddplua.distributed.future'
 local dist = ddpl.distributed
 local timeline = require 'ddplua.nn.parallel.ddp_timeline'
 
@@ -333,47 +336,55 @@ function DDP:join(opts, fn, ...)
 end
 
 
--- The hook's view of bucket b (1-based): its parameters' shapes in bucket order (the layout of
--- the flat bucket), its number, and whether it is the last of the step.
-local function bucket_layout(s, b)
+-- The GradBucket (0-based index) a hook gets for bucket b (1-based) of the reducer's order.
+local function grad_bucket(s, buffer, b)
     local all = s.reducer:buckets()
-    local shapes = {}
-    for i, k in ipairs(all[b]) do shapes[i] = s.params[k]:shape() end
-    return {shapes = shapes, index = b, last = b == #all}
+    local params = {}
+    for i, k in ipairs(all[b]) do params[i] = s.params[k] end
+    return GradBucket.new(buffer, b - 1, params, b == #all)
 end
 
--- 'powersgd' with options or a PowerSGD.PowerSGDState: a Lua hook over the state, whose group
--- defaults to the model's.
-local function powersgd_hook(s, state)
+-- 'powersgd' with options or a PowerSGD.PowerSGDState: the state, whose group defaults to the
+-- model's.
+local function powersgd_state(s, state)
     if not PowerSGD.PowerSGDState.is_instance_of(state, PowerSGD.PowerSGDState) then
         state = PowerSGD.PowerSGDState(state)
     end
     state.process_group = state.process_group or s.pg
-    return function(st, bucket, b) return PowerSGD.hook(st, bucket, bucket_layout(s, b)) end,
-        state
+    return state
 end
 
--- register_comm_hook('allreduce' | 'fp16_compress' | 'bf16_compress' | 'powersgd' | fn
--- [, state]): fn(state, bucket) gets a bucket's flat gradient (summed neither across ranks nor
--- divided) and returns the tensor of averaged values (e.g. all_reduce then div by the world
--- size). 'powersgd' takes PowerSGD's options (lua/ddplua/distributed/algorithms/powersgd.lua)
--- or a PowerSGDState; the state is returned (iter, compression_stats(), last_step_bytes).
+-- register_comm_hook(state, hook) as PyTorch, or (name_or_fn [, state]): hook(state, bucket)
+-- gets a GradBucket (lua/ddplua/distributed/grad_bucket.lua: bucket:buffer() is the flat
+-- gradient, summed neither across ranks nor divided) and returns a work/future whose wait()
+-- gives the averaged values (dist.all_reduce(buf, {async_op=true}):then_(...)), or the tensor
+-- itself. The names 'allreduce', 'fp16_compress' and 'bf16_compress' run the reducer's own C
+-- paths (ddpl.distributed.algorithms.default_hooks has the same hooks written on this
+-- interface); 'powersgd' takes PowerSGD's options or a PowerSGDState (powersgd.lua) and
+-- returns the state (iter, compression_stats(), last_step_bytes).
 local BUILTIN_HOOKS = {allreduce = true, fp16_compress = true, bf16_compress = true,
     powersgd = true}
-function DDP:register_comm_hook(hook, state)
+function DDP:register_comm_hook(a, b)
     local s = self._ddp
+    local hook, state = a, b
+    if type(b) == 'function' and type(a) ~= 'function' and type(a) ~= 'string' then
+        hook, state = b, a -- PyTorch's order
+    end
     if type(hook) ~= 'function' and not BUILTIN_HOOKS[hook] then
         error("register_comm_hook: expected 'allreduce', 'fp16_compress', 'bf16_compress', "
             .. "'powersgd' or a function, got " .. (type(hook) == 'string' and "'" .. hook .. "'"
             or type(hook)), 2)
     end
     if hook == 'powersgd' then
-        local ok, fn, st = pcall(powersgd_hook, s, state)
-        if not ok then error('register_comm_hook: ' .. tostring(fn), 2) end
-        hook, state = fn, st
-    elseif type(hook) == 'function' then
+        local ok, st = pcall(powersgd_state, s, state)
+        if not ok then error('register_comm_hook: ' .. tostring(st), 2) end
+        hook, state = PowerSGD.hook, st
+    end
+    if type(hook) == 'function' then
         local f = hook
-        hook = function(st, bucket, _) return f(st, bucket) end
+        hook = function(st, buffer, idx)
+            return Future.resolve('register_comm_hook', f(st, grad_bucket(s, buffer, idx)))
+        end
     end
     local ok, err = pcall(s.reducer.set_comm_hook, s.reducer, hook, state)
     if not ok then error((tostring(err):gsub('^[^\n]-%.lua:%d+: ', '')), 2) end
