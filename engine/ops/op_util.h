@@ -64,6 +64,10 @@ typedef struct {
 static inline ddpl_tensor *op_temps_keep(op_temps *k, ddpl_tensor *t)
 {
     if (!t || k->n == (int)(sizeof k->t / sizeof k->t[0])) {
+        if (t) /* a formula's bug, not the user's: say so rather than fail without a message */
+            ddpl_error("internal error: a formula keeps more than %d temporaries (op_temps); "
+                       "split it into two sets",
+                       (int)(sizeof k->t / sizeof k->t[0]));
         ddpl_tensor_release(t);
         k->failed = true;
         return NULL;

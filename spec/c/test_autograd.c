@@ -4,6 +4,7 @@
  * the reducer asks through autograd/leaves.h (reachable leaves, replacing a sole-owner home). */
 #include "autograd/leaves.h"
 #include "check.h"
+#include "ops/op_util.h"
 
 static ddpl_tensor *leaf(double v)
 {
@@ -411,6 +412,18 @@ static void test_grad_home_replace(void)
     for (int i = 0; i < 6; i++) ddpl_tensor_release(ts[i]);
 }
 
+/* op_temps (ops/op_util.h): a formula that keeps more temporaries than the set has room for
+ * fails with a message naming the limit, and releases what it kept. */
+static void test_op_temps_limit(void)
+{
+    op_temps k = {0};
+    for (int i = 0; i < 32; i++) CHECK(OP_NUM(&k, 1.0) != NULL);
+    CHECK(OP_NUM(&k, 2.0) == NULL);
+    CHECK(strstr(ddpl_last_error(), "more than 32 temporaries") != NULL);
+    CHECK(k.failed);
+    op_temps_release(&k);
+}
+
 int main(void)
 {
     test_linear_weight_grad_layout();
@@ -424,6 +437,7 @@ int main(void)
     test_autograd_grad_and_versions();
     test_deep_chain();
     test_no_grad();
+    test_op_temps_limit();
     CHECK(ddpl_memory_allocated(DDPL_CPU) == 0);
     return check_finish();
 }
