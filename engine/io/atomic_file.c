@@ -125,12 +125,14 @@ int ddpl_atomic_commit(ddpl_atomic_file *f)
 {
     int rc = 0;
     if (fsync(f->fd) < 0) rc = ddpl_error("save: %s: fsync failed: %s", f->path, strerror(errno));
+    /* naming and rename back to back: the name exists for as short a time as can be (a writer
+     * killed in between leaves a whole temporary, which the next save of PATH removes) */
     if (rc == 0 && !f->named) rc = name_it(f);
+    if (rc == 0 && rename(f->tmp, f->path) < 0)
+        rc = ddpl_error("save: %s: cannot replace the file: %s", f->path, strerror(errno));
     if (close(f->fd) < 0 && rc == 0)
         rc = ddpl_error("save: %s: close failed: %s", f->path, strerror(errno));
     f->fd = -1;
-    if (rc == 0 && rename(f->tmp, f->path) < 0)
-        rc = ddpl_error("save: %s: cannot replace the file: %s", f->path, strerror(errno));
     if (rc < 0) {
         if (f->named) unlink(f->tmp);
         return -1;

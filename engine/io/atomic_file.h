@@ -5,7 +5,8 @@
  *
  * No debris either. Where the file system has O_TMPFILE the temporary has no name until the
  * very end (linked under PATH.tmp.* just before the rename), so a writer killed while writing
- * leaves nothing behind. Elsewhere it is named PATH.tmp.<host>.<pid>.<n> from the start, and
+ * leaves nothing behind; one killed in the instant between the link and the rename leaves a
+ * whole temporary, removed like the named ones below. Elsewhere it is named PATH.tmp.<host>.<pid>.<n> from the start, and
  * every open of the same PATH removes the ones whose writer, on this host, is no longer
  * running (a temporary of a live process, or of another host sharing the folder, is left
  * alone). DDPLUA_SAVE_NAMED_TEMP=1 names the temporary from the start everywhere. Errors read

@@ -494,8 +494,9 @@ describe('a failed save leaves the target unchanged', function()
     end)
 
     -- A writer killed (SIGKILL) at random moments of its saves: the file is always the old or
-    -- the new one whole, and no temporary outlives the next save; with O_TMPFILE none is left
-    -- even before it. Both ways of writing the temporary are killed.
+    -- the new one whole, and no temporary outlives the next save. With O_TMPFILE a temporary
+    -- has a name only from its link to its rename, back to back once it is whole: a kill can
+    -- land there (rarely), and what it leaves is then a whole file. Both ways are killed.
     for _, named in ipairs({false, true}) do
         it(('leaves no debris when the writer is killed mid-save (%s temporary)'):format(
             named and 'named' or 'unnamed'), function()
@@ -506,7 +507,14 @@ describe('a failed save leaves the target unchanged', function()
             local function debris()
                 local count = 0
                 for _, f in ipairs(list_dir()) do
-                    if f:find(p:match('[^/]+$') .. '.tmp.', 1, true) == 1 then count = count + 1 end
+                    if f:find(p:match('[^/]+$') .. '.tmp.', 1, true) == 1 then
+                        count = count + 1
+                        if not named then -- named only once whole: it loads, one save's value
+                            local w = ddpl.load(dir .. '/' .. f).w
+                            assert.are.equal(n, w:numel())
+                            assert.are.equal(w:min():item(), w:max():item(), f)
+                        end
+                    end
                 end
                 return count
             end
@@ -532,8 +540,8 @@ describe('a failed save leaves the target unchanged', function()
             end
             if named then
                 assert.is_true(left_before_next_save > 0, 'the kills never hit a named save')
-            else
-                assert.are.equal(0, left_before_next_save)
+            else -- a kill in the instant between link and rename: not more than now and then
+                assert.is_true(left_before_next_save <= 2, left_before_next_save .. ' of 12 kills')
             end
             -- the next save of the same file removes what dead writers of this host left
             if named then P.setenv('DDPLUA_SAVE_NAMED_TEMP', '1') end
