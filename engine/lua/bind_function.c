@@ -7,11 +7,10 @@
  * released when the node dies) through lb_backward_pcall, so a Lua error comes out of backward() as
  * it was raised, after the engine has cleaned up.
  *
- * A Function with several outputs gets one node per differentiable output, all with the same
- * input edges: node k calls the closure with output k's gradient, and the engine sums what the
- * nodes send to each input. backward being linear in its output gradients, this equals one call
- * with all of them (the others given as zeros), at the price of one call per output that
- * receives a gradient.
+ * A Function with several differentiable outputs is recorded by the Lua side as one node with
+ * the input edges, whose only output is a hidden 0-dim token, and one small node per output
+ * with an edge to the token: these hand their gradients to the Lua side and wake the main node
+ * (autograd_function.lua), which then calls backward once with all of them, as PyTorch does.
  *
  * Saved outputs (ctx:save_for_backward of a tensor forward returned) live in the nodes' saved
  * slots as history-free aliases, so the output -> node -> closure -> output cycle a Lua
@@ -103,12 +102,15 @@ static int tensor_list(lua_State *L, int idx, const char *what, ddpl_tensor ***o
     return n;
 }
 
-/* ddpl.autograd._record_function(name, closure, inputs, outputs, differentiable, saved):
+/* ddpl.autograd._record_function(name, closure, inputs, outputs, differentiable, saved [, kept]):
  * gives each outputs[k] with differentiable[k] a node "<name>Backward" with an edge per tensor of
- * inputs; saved lists the 1-based outputs saved for backward. Internal to autograd_function.lua,
- * which has checked everything a user could get wrong; the outputs have no history yet. */
+ * inputs; saved lists the 1-based outputs saved for backward; kept, other tensors each node
+ * saves as history-free aliases after them (the outputs of a Function with several, saved in
+ * the one node that runs its backward). Internal to autograd_function.lua, which has checked
+ * everything a user could get wrong; the outputs have no history yet. */
 static int f_record_function(lua_State *L)
 {
+    lua_settop(L, 7); /* tensor_list's buffers go above the arguments */
     size_t name_len;
     const char *name = luaL_checklstring(L, 1, &name_len);
     luaL_checktype(L, 2, LUA_TFUNCTION);
@@ -118,9 +120,11 @@ static int f_record_function(lua_State *L)
     luaL_checktype(L, 5, LUA_TTABLE);
     luaL_checktype(L, 6, LUA_TTABLE);
     int n_saved = (int)lua_rawlen(L, 6);
-    if (n_saved > DDPL_NODE_MAX_SAVED)
+    ddpl_tensor **kept = NULL;
+    int n_kept = lua_isnoneornil(L, 7) ? 0 : tensor_list(L, 7, "kept tensor", &kept);
+    if (n_saved + n_kept > DDPL_NODE_MAX_SAVED)
         return luaL_error(L, "%s: save_for_backward keeps at most %d of the outputs, got %d", name,
-                          DDPL_NODE_MAX_SAVED, n_saved);
+                          DDPL_NODE_MAX_SAVED, n_saved + n_kept);
     int saved[DDPL_NODE_MAX_SAVED];
     for (int j = 0; j < n_saved; j++) {
         lua_rawgeti(L, 6, j + 1);
@@ -154,6 +158,12 @@ static int f_record_function(lua_State *L)
                 ddpl_node_save(n, alias);
                 ddpl_tensor_release(alias);
             }
+        }
+        for (int j = 0; j < n_kept; j++) {
+            ddpl_tensor *o = kept[j];
+            ddpl_tensor *alias = ddpl_tensor_alias(o, o->ndim, o->sizes, o->strides, o->offset);
+            ddpl_node_save(n, alias);
+            ddpl_tensor_release(alias);
         }
         ddpl_set_history(outs[k], n);
     }

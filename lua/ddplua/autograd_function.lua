@@ -1,7 +1,8 @@
 -- lua/ddplua/autograd_function.lua: ddpl.autograd.Function, custom differentiable operations
 -- written in Lua (PyTorch's torch.autograd.Function; docs/internals/autograd-extend.md).
 -- defines: autograd.Function (Function:extend(name), Fn.apply(...)), the context's
---          save_for_backward, mark_non_differentiable, saved_tensors, needs_input_grad.
+--          save_for_backward, mark_non_differentiable, set_materialize_grads, saved_tensors,
+--          needs_input_grad.
 --
 --   local Square = ddpl.autograd.Function:extend('Square')
 --   function Square.forward(ctx, x) ctx:save_for_backward(x); return x * x end
@@ -45,6 +46,12 @@ function Context:mark_non_differentiable(...)
         marked[#marked + 1] = t
     end
     rawset(self, '_non_differentiable', marked)
+end
+
+-- ctx:set_materialize_grads(false): backward gets nil, not zeros, for the gradient of an
+-- output that received none (PyTorch's default, true, gives zeros)
+function Context:set_materialize_grads(value)
+    rawset(self, '_materialize_grads', value and true or false)
 end
 
 local Function = class.new('Function')
@@ -174,31 +181,73 @@ local function apply(cls, ...)
     end
     if n_differentiable == 0 then return table.unpack(results, 1, results.n) end
 
-    -- called by the node of output k with its gradient and the saved outputs it holds
-    local function backward(k, grad, saved_in_node)
-        local saved = {}
-        for i = 1, n_save do
-            local s = kept[i]
-            if s.slot then
-                if s.output ~= k and ddpl.is_grad_enabled() then
-                    error(('%s: double backward (create_graph) through a saved output of a '
-                        .. 'Function with several outputs is not supported'):format(name), 0)
-                end
-                saved[i] = saved_in_node[s.slot]
-            else
-                saved[i] = s.tensor
-            end
-        end
+    local materialize = rawget(ctx, '_materialize_grads') ~= false
+    -- backward's arguments: one gradient per result of forward, `given` (output index ->
+    -- gradient) placed, the other tensors' zeros (or nil without materialized grads)
+    local function call_backward(given, saved)
         rawset(ctx, 'saved_tensors', saved)
-        -- one gradient per result of forward: output k's, zeros for the other tensors
         local grads = {}
-        for r, z in pairs(zeros_for) do grads[r] = ddpl.zeros(z[1], z[2]) end
-        grads[out_pos[k]] = grad
+        if materialize then
+            for r, z in pairs(zeros_for) do grads[r] = ddpl.zeros(z[1], z[2]) end
+        end
+        for k, g in pairs(given) do grads[out_pos[k]] = g end
         local rets = table.pack(cls.backward(ctx, table.unpack(grads, 1, n_results)))
         rawset(ctx, 'saved_tensors', nil) -- set again by the next call (retain_graph)
         return checked_gradients(name, rets, args, tensor_pos)
     end
-    autograd._record_function(name, backward, tensor_ins, outs, differentiable, saved_outputs)
+    local function saved_list(saved_output)
+        local saved = {}
+        for i = 1, n_save do
+            local s = kept[i]
+            if s.slot then saved[i] = saved_output(s) else saved[i] = s.tensor end
+        end
+        return saved
+    end
+
+    if n_differentiable == 1 then -- one node: its backward is the Function's
+        local only
+        for k = 1, #outs do if differentiable[k] then only = k end end
+        autograd._record_function(name, function(_, grad, saved_in_node)
+            return call_backward({ [only] = grad },
+                saved_list(function(s) return saved_in_node[s.slot] end))
+        end, tensor_ins, outs, differentiable, saved_outputs)
+        return table.unpack(results, 1, results.n)
+    end
+
+    -- Several differentiable outputs: backward is called once with all their gradients, as in
+    -- PyTorch. The main node has the input edges and a hidden 0-dim token as its output; each
+    -- output's node takes the token as input, hands its gradient over in `pass` and sends the
+    -- token a zero, which wakes the main node once every output's node that got a gradient ran
+    -- (the engine's dependency count). The main node keeps the saved outputs as history-free
+    -- aliases; under create_graph a saved output must come with its history instead, which its
+    -- own node hands over when it runs.
+    local pass = { grads = {}, outputs = {} }
+    local token = ddpl.zeros({}, { dtype = 'float32' })
+    local aliases = {}
+    for j, k in ipairs(saved_outputs) do aliases[j] = outs[k] end
+    autograd._record_function(name, function(_, _, saved_in_node)
+        local given, unpacked = pass.grads, pass.outputs
+        pass.grads, pass.outputs = {}, {}
+        local recording = ddpl.is_grad_enabled()
+        return call_backward(given, saved_list(function(s)
+            if not recording then return saved_in_node[s.slot] end
+            return unpacked[s.output] or error(('%s: double backward (create_graph) through a '
+                .. 'saved output that received no gradient is not supported'):format(name), 0)
+        end))
+    end, tensor_ins, { token }, { true }, {}, aliases)
+    for k = 1, #outs do
+        if differentiable[k] then
+            local own_slot -- output k's node saves it (slot 1) when backward reads it
+            for _, o in ipairs(saved_outputs) do if o == k then own_slot = 1 end end
+            autograd._record_function(name, function(_, grad, saved_in_node)
+                pass.grads[k] = grad
+                if own_slot and ddpl.is_grad_enabled() then
+                    pass.outputs[k] = saved_in_node[own_slot]
+                end
+                return { ddpl.zeros({}, { dtype = 'float32' }) }
+            end, { token }, { outs[k] }, { true }, own_slot and { 1 } or {})
+        end
+    end
     return table.unpack(results, 1, results.n)
 end
 

@@ -101,12 +101,14 @@ describe('autograd.Function', function()
         H.assert_error(function() e:backward() end, 'MyExpBackward', 'second time')
     end)
 
-    it('handles several outputs: each gradient reaches backward, the rest as zeros', function()
+    it('handles several outputs: backward runs once with every gradient, the rest as zeros',
+       function()
         local Two = Function:extend('Two')
-        local calls = 0
+        local calls, seen = 0, nil
         function Two.forward(ctx, a, b) return a + b, a * b end
         function Two.backward(ctx, gs, gp)
             calls = calls + 1
+            seen = {gs:item(), gp:item()}
             ctx:save_for_backward() -- harmless in backward
             return gs + gp * 2, gs + gp * 3 -- as if a = 3, b = 2 (checked below)
         end
@@ -119,11 +121,77 @@ describe('autograd.Function', function()
         ;(s * 10 + p):sum():backward({retain_graph = true}) -- d/da = 10 + b, d/db = 10 + a
         H.assert_close(a.grad, {12}, 0, 0)
         H.assert_close(b.grad, {13}, 0, 0)
-        assert.are.equal(2, calls) -- once per output that received a gradient
+        assert.are.equal(1, calls) -- once, with both gradients, as PyTorch
+        assert.are.same({10, 1}, seen)
         a.grad, b.grad = nil, nil
         s:sum():backward() -- only s used: backward sees gp as zeros
         H.assert_close(a.grad, {1}, 0, 0)
         H.assert_close(b.grad, {1}, 0, 0)
+        assert.are.equal(2, calls)
+        assert.are.same({1, 0}, seen)
+    end)
+
+    it('passes nil for an output without gradient after ctx:set_materialize_grads(false)',
+       function()
+        local Two = Function:extend('TwoNil')
+        local got
+        function Two.forward(ctx, a)
+            ctx:set_materialize_grads(false)
+            return a * 2, a * 3
+        end
+        function Two.backward(ctx, g1, g2)
+            got = {g1 ~= nil, g2 ~= nil}
+            local g = nil
+            if g1 then g = g1 * 2 end
+            if g2 then g = (g or 0) + g2 * 3 end
+            return g
+        end
+        local a = leaf({1, 2})
+        local y1, y2 = Two.apply(a)
+        y2:sum():backward()
+        assert.are.same({false, true}, got)
+        H.assert_close(a.grad, {3, 3}, 0, 0)
+        -- one output alone: the same rule
+        local One = Function:extend('OneNil')
+        function One.forward(ctx, x) ctx:set_materialize_grads(false); return x * 2, x:argmax() end
+        function One.backward(ctx, g, gi) got = {g ~= nil, gi ~= nil}; return g * 2 end
+        local z = One.apply(a)
+        z:sum():backward()
+        assert.are.same({true, false}, got)
+    end)
+
+    it('differentiates twice through a saved output of a Function with several outputs',
+       function()
+        -- y1 = exp(x), y2 = 2x, backward from the saved output: d2/dx2 of sum(y1^2 ... )
+        local ExpTwo = Function:extend('ExpTwo')
+        function ExpTwo.forward(ctx, x)
+            local e = x:exp()
+            ctx:save_for_backward(e)
+            return e, x * 2
+        end
+        function ExpTwo.backward(ctx, g1, g2)
+            local e = table.unpack(ctx.saved_tensors)
+            return g1 * e + g2 * 2
+        end
+        local x = leaf({0.5, -1.0, 2.0})
+        local y1, y2 = ExpTwo.apply(x)
+        local loss = (y1 * y1):sum() + (y2 * y2 * y2):sum()
+        local g = ddpl.autograd.grad(loss, {x}, {create_graph = true})[1]
+        -- d/dx = 2 e^{2x} + 24 x^2; d2/dx2 = 4 e^{2x} + 48 x
+        local xs = {0.5, -1.0, 2.0}
+        local want1, want2 = {}, {}
+        for i, v in ipairs(xs) do
+            want1[i] = 2 * math.exp(2 * v) + 24 * v * v
+            want2[i] = 4 * math.exp(2 * v) + 48 * v
+        end
+        H.assert_close(g, want1, 1e-5, 1e-5)
+        g:sum():backward()
+        H.assert_close(x.grad, want2, 1e-5, 1e-5)
+        -- a saved output whose own output got no gradient cannot be differentiated through
+        local z1, z2 = ExpTwo.apply(x)
+        H.assert_error(function()
+            ddpl.autograd.grad((z2 * z2):sum(), {x}, {create_graph = true})
+        end, 'ExpTwo', 'saved output that received no gradient')
     end)
 
     it('mark_non_differentiable leaves an output without history', function()
