@@ -115,4 +115,4 @@ def render():
 
 
 if __name__ == '__main__':
-    fixture_main(__doc__, 'tools/gen_module_hook_fixtures.py', render)
+    sys.exit(fixture_main(__doc__, 'tools/gen_module_hook_fixtures.py', render))
