@@ -10,8 +10,8 @@
 #   - each fuzz target for DDPL_FUZZ_SECONDS (60 by default) from its seeds;
 #   - a third build with ThreadSanitizer, running the C tests of the engine's threads.
 # Left out under the sanitizers (SANITIZE_SKIP; each still runs in the main build):
-#   - the multi-process trainings and gangs (ddp*, dist*, elastic, zero, sync_batch_norm, spawn,
-#     launcher, data_workers, train) as whole specs: minutes each under ASan on 2 cores, and
+#   - the multi-process trainings and gangs (ddp*, dist*, elastic, zero, fsdp, sync_batch_norm,
+#     spawn, launcher, data_workers, train) as whole specs: minutes each under ASan on 2 cores, and
 #     timing-bound; a few 2-rank cases of the collectives, object collectives, DDP and the
 #     DataLoader's workers run instead (the *_2ranks tests, cmake/specs.cmake), and the engine
 #     code runs under ASan in the C tests (test_pg*, test_store*, test_reducer) and the fuzzers;
@@ -28,7 +28,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build-sanitize}
 seconds=${DDPL_FUZZ_SECONDS:-60}
 
-SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_collectives_spec|dist_mismatch_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_redundancy_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|models_train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|tensor_memory_spec|host_alloc_spec|embed_install|embed_build_tree|cuemu_kernel_coverage)$'
+SANITIZE_SKIP='^(ddp_spec|ddp_join_spec|ddp_powersgd_spec|dist_collectives_spec|dist_mismatch_spec|dist_objects_spec|dist_groups_spec|elastic_spec|zero_redundancy_spec|fsdp_spec|sync_batch_norm_spec|spawn_spec|launcher_spec|data_workers_spec|models_train_spec|cuda_libs_cmake_spec|package_spec|luarocks_spec|check_layers|check_file_refs|gpu_check_spec|tensor_memory_spec|host_alloc_spec|embed_install|embed_build_tree|cuemu_kernel_coverage)$'
 
 CC=${CC:-clang} CXX=${CXX:-clang++} cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DDDPL_CUDA_EMU=ON -DDDPL_SANITIZE=ON -DDDPL_FUZZ=ON -DDDPL_FUZZ_SECONDS="$seconds" >/dev/null

@@ -66,6 +66,76 @@ static ddpl_node *heap_pop(node_vec *h)
 
 static atomic_ullong visit_generation = 1;
 
+/* Passes running on this thread, innermost first. A backward may start another from inside a
+ * node (a Lua Function's backward that recomputes a checkpointed segment and runs backward
+ * through it: PyTorch's reentrant checkpoint). The inner pass's graph is new except for the
+ * leaves' AccumulateGrad nodes it shares with the outer one, whose scratch (dependency count,
+ * pending gradient) the outer pass still needs: the inner walk sets it aside and execute puts
+ * it back when the inner pass ends. */
+typedef struct pass_frame {
+    uint64_t gen;
+    struct pass_frame *outer;
+} pass_frame;
+static _Thread_local pass_frame *running_pass;
+
+/* A node's scratch of an outer pass, kept while an inner pass uses the node. */
+typedef struct {
+    ddpl_node *node;
+    uint64_t visit_gen;
+    int dependencies;
+    ddpl_tensor *grad_buffer;
+    ddpl_node *producer;
+    int producer_input;
+    ddpl_tensor *dest;
+    int dest_input;
+} scratch_saved;
+
+typedef struct {
+    scratch_saved *items;
+    size_t n, cap;
+} scratch_vec;
+
+static bool in_running_pass(const ddpl_node *n)
+{
+    for (const pass_frame *f = running_pass; f; f = f->outer)
+        if (f->gen == n->visit_gen) return true;
+    return false;
+}
+
+/* Sets n's scratch aside when an outer pass is using it, leaving it empty. */
+static void set_aside(ddpl_node *n, scratch_vec *kept)
+{
+    if (!kept || !in_running_pass(n)) return;
+    if (kept->n == kept->cap) {
+        kept->cap = kept->cap ? 2 * kept->cap : 16;
+        kept->items = realloc(kept->items, kept->cap * sizeof *kept->items);
+        if (!kept->items) abort();
+    }
+    kept->items[kept->n++] = (scratch_saved){n,           n->visit_gen,    n->dependencies,
+                                             n->grad_buffer, n->producer, n->producer_input,
+                                             n->dest,     n->dest_input};
+    n->grad_buffer = NULL;
+    n->dest = NULL;
+}
+
+/* Puts back what set_aside kept (after the inner pass released its own buffers). */
+static void put_back(scratch_vec *kept)
+{
+    for (size_t i = kept->n; i-- > 0;) {
+        scratch_saved *k = &kept->items[i];
+        ddpl_node *n = k->node;
+        n->visit_gen = k->visit_gen;
+        n->dependencies = k->dependencies;
+        n->grad_buffer = k->grad_buffer;
+        n->producer = k->producer;
+        n->producer_input = k->producer_input;
+        n->dest = k->dest;
+        n->dest_input = k->dest_input;
+    }
+    free(kept->items);
+    *kept = (scratch_vec){0};
+}
+
 /* Adds grad into the node's buffer (takes the reference). */
 static int buffer_add(ddpl_node *n, ddpl_tensor *grad)
 {
@@ -260,13 +330,15 @@ fail:
 }
 
 /* Counts dependencies of every node reachable from roots; fills all. Returns the visit
- * generation: a node is reachable iff its visit_gen equals it. */
-static uint64_t collect(ddpl_node **roots, int n_roots, node_vec *all)
+ * generation: a node is reachable iff its visit_gen equals it. Nodes a running pass uses have
+ * their scratch set aside into kept (put_back restores it). */
+static uint64_t collect(ddpl_node **roots, int n_roots, node_vec *all, scratch_vec *kept)
 {
     uint64_t gen = atomic_fetch_add(&visit_generation, 1);
     node_vec stack = {0};
     for (int i = 0; i < n_roots; i++) {
         if (!roots[i] || roots[i]->visit_gen == gen) continue;
+        set_aside(roots[i], kept);
         roots[i]->visit_gen = gen;
         roots[i]->dependencies = 0;
         roots[i]->producer = NULL;
@@ -279,6 +351,7 @@ static uint64_t collect(ddpl_node **roots, int n_roots, node_vec *all)
             ddpl_node *next = n->edges[i].node;
             if (!next) continue;
             if (next->visit_gen != gen) {
+                set_aside(next, kept);
                 next->visit_gen = gen;
                 next->dependencies = 0;
                 next->producer = NULL;
@@ -357,12 +430,14 @@ void ddpl_leaves_reached(int n_roots, ddpl_tensor *const *roots, int n_leaves,
 {
     ddpl_node **nodes = ddpl_xcalloc((size_t)n_roots + 1, sizeof *nodes);
     node_vec all = {0};
+    scratch_vec kept = {0};
     for (int i = 0; i < n_roots; i++) nodes[i] = start_node(roots[i]);
-    uint64_t gen = collect(nodes, n_roots, &all);
+    uint64_t gen = collect(nodes, n_roots, &all, &kept);
     for (int i = 0; i < n_leaves; i++) {
         ddpl_node *acc = leaves[i]->autograd ? leaves[i]->autograd->grad_accumulator : NULL;
         reached[i] = acc && acc->visit_gen == gen;
     }
+    put_back(&kept);
     for (int i = 0; i < n_roots; i++) ddpl_node_release(nodes[i]);
     free(nodes);
     free(all.items);
@@ -378,6 +453,9 @@ static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *r
     bool prev_mode = ddpl_grad_mode_set(create_graph);
     retain_graph = retain_graph || create_graph; /* the new graph refers to the old one */
 
+    scratch_vec kept = {0};
+    pass_frame frame = {0, running_pass};
+    bool nested = running_pass != NULL;
     for (int i = 0; i < n_roots; i++) nodes[i] = NULL;
     for (int i = 0; i < n_roots; i++) {
         /* a leaf root: its gradient goes straight into its accumulator */
@@ -389,7 +467,8 @@ static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *r
             goto done;
         }
     }
-    collect(nodes, n_roots, &all);
+    frame.gen = collect(nodes, n_roots, &all, &kept);
+    running_pass = &frame;
 
     for (int i = 0; i < n_roots; i++) {
         ddpl_tensor *r = roots[i], *g = root_grads ? root_grads[i] : NULL;
@@ -419,8 +498,9 @@ static int execute(int n_roots, ddpl_tensor *const *roots, ddpl_tensor *const *r
             goto done;
         }
     }
-    /* autograd.grad leaves .grad alone; create_graph's gradients are new tensors with history */
-    if (!cap && !create_graph) plan_homes(&all);
+    /* autograd.grad leaves .grad alone; create_graph's gradients are new tensors with history;
+     * an inner pass leaves the homes to the outer one, which may have planned them already */
+    if (!cap && !create_graph && !nested) plan_homes(&all);
     for (size_t i = 0; i < all.n; i++)
         if (all.items[i]->dependencies == 0) heap_push(&ready, all.items[i]);
 
@@ -449,6 +529,8 @@ done:
         ddpl_tensor_release(all.items[i]->dest); /* nodes that never ran */
         all.items[i]->dest = NULL;
     }
+    if (frame.gen) running_pass = frame.outer;
+    put_back(&kept);
     for (int i = 0; i < n_roots; i++) ddpl_node_release(nodes[i]);
     if (nodes != stack_nodes) free(nodes);
     free(all.items);

@@ -226,6 +226,13 @@ ddpl_tensor *ddpl_node_saved(ddpl_node *n, int slot)
         modified_error(n, s);
         return NULL;
     }
+    if (s->t && ddpl_storage_released(s->t->storage)) {
+        ddpl_error("%s: a tensor saved for backward has had its memory released (a parameter "
+                   "of a FULL_SHARD or SHARD_GRAD_OP FSDP unit whose backward already ran, or "
+                   "was not gathered again)",
+                   n->name);
+        return NULL;
+    }
     if (!s->t || !s->is_output || grad_disabled) return s->t;
     if (!s->unpacked) {
         ddpl_tensor *t = s->t;

@@ -4,6 +4,7 @@
  *          ddpl_memory_allocated, ddpl_memory_max_allocated, ddpl_memory_reset_peak,
  *          ddpl_host_scratch_alloc/free, ddpl_set_oom_hook, ddpl_run_oom_hook. */
 #include <pthread.h>
+#include <stdlib.h>
 
 #include "alloc.h"
 
@@ -121,10 +122,43 @@ const ddpl_allocator *ddpl_allocator_for(ddpl_device dev)
     return NULL;
 }
 
+/* DDPLUA_MEMORY_LIMIT_MB: a cap on this process's host tensor memory in MiB (0 or unset: none),
+ * the allocator limit a per-rank memory budget is tested with (bench/fsdp, spec/ddp/fsdp_spec).
+ * Read once, at the first host allocation. */
+static long long host_limit_bytes(void)
+{
+    static atomic_llong limit = -1;
+    long long v = atomic_load(&limit);
+    if (v >= 0) return v;
+    const char *s = getenv("DDPLUA_MEMORY_LIMIT_MB");
+    char *end = NULL;
+    long long mb = s ? strtoll(s, &end, 10) : 0;
+    v = (s && end != s && *end == '\0' && mb > 0 && mb < (1LL << 40)) ? mb << 20 : 0;
+    atomic_store(&limit, v);
+    return v;
+}
+
+/* Whether nbytes more host memory stays within the limit (after one collection by the
+ * out-of-memory hook); sets the error when not. */
+static bool within_host_limit(size_t nbytes)
+{
+    long long limit = host_limit_bytes();
+    if (limit == 0) return true;
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (atomic_load(&bytes_allocated[DDPL_CPU]) + (long long)nbytes <= limit) return true;
+        if (attempt == 0 && !ddpl_run_oom_hook()) break;
+    }
+    ddpl_error("out of memory: %zu bytes more would pass the host memory limit of %lld MiB "
+               "(DDPLUA_MEMORY_LIMIT_MB), with %lld bytes in use",
+               nbytes, limit >> 20, (long long)atomic_load(&bytes_allocated[DDPL_CPU]));
+    return false;
+}
+
 void *ddpl_device_alloc(size_t nbytes, ddpl_device dev)
 {
     const ddpl_allocator *a = ddpl_allocator_for(dev);
     if (!a) return NULL;
+    if (dev.type == DDPL_CPU && !within_host_limit(nbytes)) return NULL;
     void *p = a->alloc(nbytes, dev);
     if (p) ddpl_memory_account(dev.type, (int64_t)nbytes);
     return p;

@@ -4,6 +4,7 @@
  *          ddpl_memory_account, ddpl_device_copy, ddpl_set_oom_hook, ddpl_run_oom_hook,
  *          the host caching allocator (DDPL_HOST_LARGE_BLOCK, ddpl_host_cache_alloc/free,
  *          ddpl_host_empty_cache, ddpl_host_cache_stats, ddpl_host_cache_get_stats,
+ *          ddpl_host_cache_reset_peak,
  *          ddpl_host_cache_class_size), ddpl_host_scratch_alloc/free.
  *
  * The host provider lives here (64-byte aligned host memory); every other device type's comes
@@ -79,6 +80,8 @@ typedef struct ddpl_host_cache_stats {
     int64_t pressure_releases;   /* times the cache was emptied as memory ran low */
 } ddpl_host_cache_stats;
 void ddpl_host_cache_get_stats(ddpl_host_cache_stats *out);
+/* The reserved peak starts again from the current reservation. */
+void ddpl_host_cache_reset_peak(void);
 
 /* Scratch host memory for kernels (packing buffers, workspaces): 64-byte aligned, from the
  * cache when large, not counted as tensor storage. NULL with an error set when out of memory;

@@ -90,6 +90,18 @@ void ddpl_storage_swap_memory(ddpl_storage *a, ddpl_storage *b);
  * gets a new storage object over the original memory (with its deleter). t must cover its whole
  * storage; CPU only. Nothing is copied when t is alone already. */
 int ddpl_tensor_take_memory(ddpl_tensor *t);
+/* Frees a storage's memory while its tensors live on (PyTorch's storage.resize_(0) in FSDP:
+ * the full parameters that saved tensors of the graph view, between a unit's forward and its
+ * backward). The bytes are gone until ddpl_storage_restore_memory gives the storage new memory
+ * of its size (uninitialised: the caller refills it), without moving its version, so the saved
+ * views stay valid. Meanwhile the Lua binding and saved-tensor unpacking refuse the tensors
+ * (ddpl_storage_released). Memory the storage does not own (from_blob) cannot be released. */
+int ddpl_storage_release_memory(ddpl_storage *s);
+int ddpl_storage_restore_memory(ddpl_storage *s);
+static inline bool ddpl_storage_released(const ddpl_storage *s)
+{
+    return s->data == NULL && s->nbytes > 0;
+}
 
 /* ---- tensor headers ---- */
 /* New contiguous tensor header with fresh storage (values uninitialised). */

@@ -1,6 +1,6 @@
 /* core/host_cache.c: the host caching allocator behind large host blocks.
  * defines: ddpl_host_cache_alloc, ddpl_host_cache_free, ddpl_host_empty_cache,
- *          ddpl_host_cache_get_stats, ddpl_host_cache_class_size.
+ *          ddpl_host_cache_get_stats, ddpl_host_cache_reset_peak, ddpl_host_cache_class_size.
  *
  * Why: a first touch of a fresh page costs a minor fault (~12 us on the 2-vCPU VM), and glibc
  * hands big blocks back to the kernel on free (its mmap threshold, its heap trim), so a training
@@ -323,5 +323,12 @@ void ddpl_host_cache_get_stats(ddpl_host_cache_stats *out)
 {
     pthread_mutex_lock(&lock);
     *out = stats;
+    pthread_mutex_unlock(&lock);
+}
+
+void ddpl_host_cache_reset_peak(void)
+{
+    pthread_mutex_lock(&lock);
+    stats.peak_reserved_bytes = stats.reserved_bytes;
     pthread_mutex_unlock(&lock);
 }

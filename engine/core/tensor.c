@@ -59,6 +59,25 @@ void ddpl_storage_swap_memory(ddpl_storage *a, ddpl_storage *b)
     b->deleter_ctx = ctx;
 }
 
+int ddpl_storage_release_memory(ddpl_storage *s)
+{
+    if (s->deleter)
+        return ddpl_error("internal error: cannot release memory the storage does not own");
+    if (ddpl_storage_released(s) || s->nbytes == 0) return 0;
+    ddpl_device_free(s->data, s->nbytes, s->device);
+    s->data = NULL;
+    return 0;
+}
+
+int ddpl_storage_restore_memory(ddpl_storage *s)
+{
+    if (!ddpl_storage_released(s)) return 0;
+    void *data = ddpl_device_alloc(s->nbytes, s->device);
+    if (!data) return -1;
+    s->data = data;
+    return 0;
+}
+
 int ddpl_tensor_take_memory(ddpl_tensor *t)
 {
     ddpl_storage *s = t->storage;

@@ -72,7 +72,7 @@ void lb_check_operand(lua_State *L, int idx, const char *fname)
     if (lua_type(L, idx) == LUA_TNUMBER) return;
     lb_box *b = lb_testbox(L, idx);
     if (!b) lb_argerror(L, idx, fname, "a tensor or number");
-    if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
+    lb_check_box(L, b, fname);
 }
 
 ddpl_tensor *lb_operand(lua_State *L, int idx, bool *owned)
@@ -287,7 +287,7 @@ int lb_tensor_list(lua_State *L, int idx, const char *fname, ddpl_tensor ***out)
         if (!b)
             luaL_error(L, "%s: expected a list of tensors, got %s at position %I", fname,
                        type_of(L, -1), i + 1);
-        if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
+        lb_check_box(L, b, fname);
         lua_pop(L, 1);
     }
     ddpl_tensor **ts = lua_newuserdatauv(L, (size_t)(n ? n : 1) * sizeof *ts, 0);

@@ -216,5 +216,6 @@ const luaL_Reg lb_autograd_functions[] = {
 
 const luaL_Reg lb_autograd_table[] = {
     {"grad", f_grad},
+    {"_queue_callback", lb_queue_callback},
     {NULL, NULL},
 };

@@ -1,5 +1,6 @@
 /* lua/bind_hooks.c: Lua functions as tensor hooks, and the backward-pass bracket around them.
- * defines: lb_hooks_open, lb_backward_begin, lb_backward_end, lb_ref_new, lb_ref_free,
+ * defines: lb_hooks_open, lb_backward_begin, lb_backward_end, lb_queue_callback, lb_ref_new,
+ *          lb_ref_free,
  *          lb_backward_pcall, lb_hook_methods (register_hook), the ddplua.HookHandle type
  *          (handle:remove()).
  *
@@ -43,7 +44,7 @@ typedef struct hook_handle {
     lua_hook *key;  /* identifies the hook to ddpl_tensor_remove_hooks */
 } hook_handle;
 
-static char state_key, error_key;
+static char state_key, error_key, callbacks_key;
 static _Thread_local lua_State *active_L;
 static _Thread_local hook_state *active_st;
 
@@ -175,6 +176,22 @@ void lb_backward_end(lua_State *L, lb_active prev, int rc)
 {
     active_L = prev.L;
     active_st = prev.st;
+    if (!prev.L) { /* the outermost pass ended: its queued callbacks run now, fn(succeeded) */
+        if (lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key) == LUA_TTABLE) {
+            lua_pushnil(L);
+            lua_rawsetp(L, LUA_REGISTRYINDEX, &callbacks_key);
+            lua_Integer n = (lua_Integer)lua_rawlen(L, -1);
+            for (lua_Integer i = 1; i <= n; i++) {
+                lua_rawgeti(L, -1, i);
+                lua_pushboolean(L, rc >= 0);
+                if (rc >= 0)
+                    lua_call(L, 1, 0);
+                else if (lua_pcall(L, 1, 0, 0) != LUA_OK) /* the pass's own error wins */
+                    lua_pop(L, 1);
+            }
+        }
+        lua_pop(L, 1);
+    }
     if (rc >= 0) return;
     if (lua_rawgetp(L, LUA_REGISTRYINDEX, &error_key) != LUA_TNIL) {
         lua_pushnil(L);
@@ -182,6 +199,26 @@ void lb_backward_end(lua_State *L, lb_active prev, int rc)
         lua_error(L); /* the hook's own error value */
     }
     lb_error(L);
+}
+
+/* ddpl.autograd._queue_callback(fn): fn(succeeded) runs once the outermost backward pass
+ * running now has finished, in the order queued (PyTorch's queue_callback; FSDP waits for its
+ * reductions there). Only during backward. After a failed pass fn(false) still runs (to wait
+ * for what it started), its errors ignored, and the pass's error is raised. */
+int lb_queue_callback(lua_State *L)
+{
+    luaL_checktype(L, 1, LUA_TFUNCTION);
+    if (!active_L)
+        return luaL_error(L, "_queue_callback: callbacks can only be queued during backward");
+    if (lua_rawgetp(L, LUA_REGISTRYINDEX, &callbacks_key) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_rawsetp(L, LUA_REGISTRYINDEX, &callbacks_key);
+    }
+    lua_pushvalue(L, 1);
+    lua_rawseti(L, -2, (lua_Integer)lua_rawlen(L, -2) + 1);
+    return 0;
 }
 
 lb_ref *lb_ref_new(lua_State *L, int idx)

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "binding.h"
+#include "core/core.h" /* ddpl_storage_released */
 
 /* What a key selects: x with its integers and slices applied, and the index entries (NULL for
  * a kept dim) that remain for ddpl_index. */
@@ -66,9 +67,9 @@ static ddpl_tensor *index_tensor(lua_State *L, key_plan *p, int idx, const char 
 {
     lb_box *b = lb_testbox(L, idx);
     if (!b) return NULL;
-    if (!b->t) {
+    if (!b->t || ddpl_storage_released(b->t->storage)) {
         plan_free(p);
-        luaL_error(L, "%s: attempt to use a closed tensor", fname);
+        lb_check_box(L, b, fname);
     }
     ddpl_dtype dt = ddpl_tensor_dtype(b->t);
     if (dt != DDPL_INT64 && dt != DDPL_INT32 && dt != DDPL_BOOL && dt != DDPL_UINT8) {

@@ -226,6 +226,7 @@ static void write_value(lua_State *L, save_ctx *c, int idx, int depth)
                        "numbers, strings, booleans and tables of them",
                        luaL_typename(L, idx), where(c));
         if (!b->t) luaL_error(L, "save: the tensor at '%s' is closed", where(c));
+        lb_check_box(L, b, "save");
         if (c->name.len == 0) luaL_error(L, "save: expected a table, got a tensor");
         ddpl_buf_puts(&c->tree, "{\"$tensor\":");
         ddpl_buf_json_string(&c->tree, where(c), c->name.len);

@@ -272,7 +272,7 @@ static double fill_value(lua_State *L, int idx, const char *fname, ddpl_dtype dt
     if (lua_type(L, idx) == LUA_TBOOLEAN) return lua_toboolean(L, idx);
     lb_box *b = lb_testbox(L, idx);
     if (!b) lb_argerror(L, idx, fname, "a number");
-    if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
+    lb_check_box(L, b, fname);
     double v;
     if (ddpl_tensor_item(b->t, &v) < 0) lb_error_in(L, fname);
     lb_check_number_fits(L, fname, false, 0, v, dt);
@@ -296,6 +296,7 @@ static void where_number_fits(lua_State *L, int num, int other)
 {
     lb_box *b = lb_testbox(L, other);
     if (!b || !b->t) return;
+    lb_check_box(L, b, "where");
     ddpl_dtype dt = ddpl_tensor_dtype(b->t);
     if (lua_isinteger(L, num) || ddpl_dtype_is_floating(dt))
         lb_check_value_fits(L, num, "where", dt);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "binding.h"
+#include "core/core.h" /* ddpl_storage_released */
 
 /* ---- GC pacing ----
  * Lua sees a tensor as a pointer-sized userdata, so without help it would let gigabytes of dead
@@ -78,11 +79,20 @@ lb_box *lb_testbox(lua_State *L, int idx)
     return same ? b : NULL;
 }
 
+void lb_check_box(lua_State *L, const lb_box *b, const char *fname)
+{
+    if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
+    if (ddpl_storage_released(b->t->storage))
+        luaL_error(L, "%s: the tensor's memory was released (a full parameter of an FSDP unit, "
+                   "used outside the unit's forward and backward; utils.checkpoint must call "
+                   "the unit itself)", fname);
+}
+
 ddpl_tensor *lb_check(lua_State *L, int idx, const char *fname)
 {
     lb_box *b = lb_testbox(L, idx);
     if (!b) lb_argerror(L, idx, fname, "a tensor");
-    if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
+    lb_check_box(L, b, fname);
     return b->t;
 }
 
@@ -152,6 +162,10 @@ ddpl_tensor *ddpl_lua_test_tensor(lua_State *L, int idx)
 {
     lb_box *b = luaL_testudata(L, idx, LB_TENSOR_MT);
     if (b && !b->t) luaL_error(L, "attempt to use a closed tensor");
+    if (b && ddpl_storage_released(b->t->storage))
+        luaL_error(L, "the tensor's memory was released (a full parameter of an FSDP unit, used "
+                      "outside the unit's forward and backward; utils.checkpoint must call the "
+                      "unit itself)");
     return b ? b->t : NULL;
 }
 

@@ -1,6 +1,6 @@
 /* lua/bind_util.c: utilities of the ddpl table and the ddpl.cuda queries.
  * defines: lb_util_functions (time set_num_threads get_num_threads config memory_allocated
- *          memory_stats empty_cache),
+ *          memory_stats reset_peak_memory_stats empty_cache),
  *          lb_cuda_functions (is_available device_count synchronize memory_allocated
  *          max_memory_allocated memory_reserved max_memory_reserved reset_peak_memory_stats
  *          set_device current_device empty_cache), lb_cuda_install_oom_hook. */
@@ -9,6 +9,7 @@
 #include "binding.h"
 #include "ops/nn_common.h"
 #include "core/alloc.h"
+#include "core/core.h"
 
 /* Monotonic seconds with nanosecond resolution: Lua's os.clock is CPU time (it adds up all
  * threads of a parallel kernel) and os.time has whole seconds. */
@@ -89,26 +90,53 @@ static int f_memory_allocated(lua_State *L)
     return 1;
 }
 
-/* ddpl.memory_stats(): the host allocator's figures as a table of integers (byte counts and
+/* Sets the integer fields of the table on top. */
+typedef struct {
+    const char *key;
+    int64_t value;
+} stat_field;
+
+static void set_fields(lua_State *L, const stat_field *fields, int n)
+{
+    for (int i = 0; i < n; i++) {
+        lua_pushinteger(L, (lua_Integer)fields[i].value);
+        lua_setfield(L, -2, fields[i].key);
+    }
+}
+
+/* ddpl.memory_stats([device]): the allocator's figures as a table of integers (byte counts and
  * block counts; docs/internals/allocators.md). Names follow PyTorch's memory_stats where it has one
- * (allocated, reserved, num_alloc_retries), flattened: Lua tables read badly with dotted keys. */
+ * (allocated, reserved, num_alloc_retries), flattened: Lua tables read badly with dotted keys.
+ * PyTorch's own dotted keys for the current and peak tensor bytes are there too
+ * ("allocated_bytes.current", ".peak"), for the host (default) or a CUDA device. */
 static int f_memory_stats(lua_State *L)
 {
     ddpl_device d = ddpl_cpu();
     if (!lua_isnoneornil(L, 1)) d = lb_device(L, 1, "memory_stats");
-    if (d.type != DDPL_CPU) {
-        char buf[32];
-        return luaL_error(L,
-                          "memory_stats: the host allocator's figures are for device 'cpu', "
-                          "got '%s' (CUDA's are in ddpl.cuda.memory_allocated and friends)",
-                          ddpl_device_str(d, buf, sizeof buf));
+    if (d.type == DDPL_CUDA) {
+        if (d.index >= ddpl_cuda_device_count()) {
+            char buf[32];
+            return luaL_error(L, "memory_stats: device '%s' does not exist (%d CUDA devices)",
+                              ddpl_device_str(d, buf, sizeof buf), ddpl_cuda_device_count());
+        }
+        int i = d.index;
+        stat_field fields[] = {
+            {"allocated_bytes.current", ddpl_cuda_memory_allocated(i)},
+            {"allocated_bytes.peak", ddpl_cuda_max_memory_allocated(i)},
+            {"allocated_bytes", ddpl_cuda_memory_allocated(i)},
+            {"peak_allocated_bytes", ddpl_cuda_max_memory_allocated(i)},
+            {"reserved_bytes", ddpl_cuda_memory_reserved(i)},
+            {"peak_reserved_bytes", ddpl_cuda_max_memory_reserved(i)},
+        };
+        lua_createtable(L, 0, (int)(sizeof fields / sizeof fields[0]));
+        set_fields(L, fields, (int)(sizeof fields / sizeof fields[0]));
+        return 1;
     }
     ddpl_host_cache_stats s;
     ddpl_host_cache_get_stats(&s);
-    struct {
-        const char *key;
-        int64_t value;
-    } fields[] = {
+    stat_field fields[] = {
+        {"allocated_bytes.current", ddpl_memory_allocated(DDPL_CPU)},
+        {"allocated_bytes.peak", ddpl_memory_max_allocated(DDPL_CPU)},
         {"allocated_bytes", ddpl_memory_allocated(DDPL_CPU)},
         {"peak_allocated_bytes", ddpl_memory_max_allocated(DDPL_CPU)},
         {"reserved_bytes", s.reserved_bytes},
@@ -124,11 +152,68 @@ static int f_memory_stats(lua_State *L)
     };
     int n = (int)(sizeof fields / sizeof fields[0]);
     lua_createtable(L, 0, n);
-    for (int i = 0; i < n; i++) {
-        lua_pushinteger(L, (lua_Integer)fields[i].value);
-        lua_setfield(L, -2, fields[i].key);
-    }
+    set_fields(L, fields, n);
     return 1;
+}
+
+/* ddpl.reset_peak_memory_stats([device]): the peaks of memory_stats start again from the
+ * current figures (the host's by default; a CUDA device's when given) */
+static int f_reset_peak_memory_stats(lua_State *L)
+{
+    ddpl_device d = ddpl_cpu();
+    if (!lua_isnoneornil(L, 1)) d = lb_device(L, 1, "reset_peak_memory_stats");
+    if (d.type == DDPL_CUDA) {
+        if (d.index >= ddpl_cuda_device_count()) {
+            char buf[32];
+            return luaL_error(L, "reset_peak_memory_stats: device '%s' does not exist",
+                              ddpl_device_str(d, buf, sizeof buf));
+        }
+        ddpl_cuda_reset_peak_memory_stats(d.index);
+    } else {
+        ddpl_memory_reset_peak(DDPL_CPU);
+        ddpl_host_cache_reset_peak();
+    }
+    return 0;
+}
+
+/* ddpl._release_memory(t) and ddpl._restore_memory(t): FSDP's storage release and refill
+ * (core.h, ddpl_storage_release_memory); internal to lua/ddplua/nn/parallel/fsdp_unit.lua. The
+ * tensor is taken without lb_check, which refuses a released one. */
+static ddpl_tensor *memory_arg(lua_State *L, const char *fname)
+{
+    lb_box *b = luaL_testudata(L, 1, LB_TENSOR_MT);
+    if (!b || !b->t) return luaL_error(L, "%s: expected a live tensor", fname), NULL;
+    if (b->t->storage->deleter)
+        luaL_error(L, "%s: the tensor's memory is not the engine's (from_blob)", fname);
+    return b->t;
+}
+
+static int f_release_memory(lua_State *L)
+{
+    if (ddpl_storage_release_memory(memory_arg(L, "_release_memory")->storage) < 0) lb_error(L);
+    return 0;
+}
+
+/* _restore_memory(t [, src]): new memory for t's storage, filled with src's bytes when given
+ * (src: contiguous, of t's dtype and device, as many bytes as the storage). The storage's
+ * version does not move: the graph's saved views of it stay valid, as after PyTorch's
+ * storage.resize_ and copy in FSDP. */
+static int f_restore_memory(lua_State *L)
+{
+    ddpl_tensor *t = memory_arg(L, "_restore_memory");
+    ddpl_tensor *src = lua_isnoneornil(L, 2) ? NULL : lb_check(L, 2, "_restore_memory");
+    ddpl_storage *s = t->storage;
+    if (src && (src->dtype != t->dtype || !ddpl_tensor_is_contiguous(src) ||
+                src->device.type != s->device.type || src->device.index != s->device.index ||
+                (size_t)ddpl_tensor_numel(src) * ddpl_dtype_size((ddpl_dtype)src->dtype) !=
+                    s->nbytes))
+        return luaL_error(L, "_restore_memory: the source must be a contiguous tensor of the "
+                             "storage's dtype, device and size");
+    if (ddpl_storage_restore_memory(s) < 0) lb_error_in(L, "_restore_memory");
+    if (src && ddpl_device_copy(s->data, s->device, ddpl_tensor_data(src), src->device,
+                                s->nbytes) < 0)
+        lb_error_in(L, "_restore_memory");
+    return 0;
 }
 
 /* ddpl.empty_cache(): gives the host allocator's cached blocks back to the system. Tensors not
@@ -162,11 +247,11 @@ static int oom_sentinel_gc(lua_State *L)
 }
 
 /* Registers this state's full GC as the engine's out-of-memory hook (engine/core/alloc.h), so a
- * device allocation that fails collects unreferenced tensors and retries. Installed when the
- * module opens (bind_module.c); the hook runs on this thread only. */
+ * device allocation that fails, or a host one that would pass DDPLUA_MEMORY_LIMIT_MB, collects
+ * unreferenced tensors and retries. Installed when the module opens (bind_module.c), in every
+ * build; the hook runs on this thread only. */
 LB_HIDDEN void lb_cuda_install_oom_hook(lua_State *L)
 {
-    if (!DDPL_HAVE_CUDA) return;
     lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
     lua_State *main = lua_tothread(L, -1);
     lua_pop(L, 1);
@@ -288,6 +373,9 @@ const luaL_Reg lb_util_functions[] = {
     {"config", f_config},
     {"memory_allocated", f_memory_allocated},
     {"memory_stats", f_memory_stats},
+    {"reset_peak_memory_stats", f_reset_peak_memory_stats},
+    {"_release_memory", f_release_memory},
+    {"_restore_memory", f_restore_memory},
     {"empty_cache", f_empty_cache},
     {"_sdpa_cpu_fused_min_bytes", f_sdpa_cpu_fused_min_bytes},
     {NULL, NULL},

@@ -37,6 +37,8 @@ typedef struct lb_box {
 LB_HIDDEN lb_box *lb_testbox(lua_State *L, int idx);
 /* The open tensor at idx, or an error: "fname: expected a tensor as argument N, got T". */
 LB_HIDDEN ddpl_tensor *lb_check(lua_State *L, int idx, const char *fname);
+/* Raises naming fname when the box's tensor is closed, or its memory released (FSDP). */
+LB_HIDDEN void lb_check_box(lua_State *L, const lb_box *b, const char *fname);
 /* NULL for nil/none (or idx 0: an absent lb_arg), else as lb_check. */
 LB_HIDDEN ddpl_tensor *lb_opt(lua_State *L, int idx, const char *fname);
 /* Pushes an empty box (metatable set from the upvalue) to be filled by the caller. */
@@ -146,6 +148,8 @@ typedef struct lb_active {
 LB_HIDDEN lb_active lb_backward_begin(lua_State *L);
 /* Ends the pass; on failure (rc < 0) raises the hook's error, or the engine's. */
 LB_HIDDEN void lb_backward_end(lua_State *L, lb_active prev, int rc);
+/* ddpl.autograd._queue_callback(fn): fn runs when the outermost running backward ends. */
+LB_HIDDEN int lb_queue_callback(lua_State *L);
 /* A Lua value (a function) kept for a C object that may die outside any Lua call (a hook, a
  * graph node): lb_ref_free only queues the registry slot, released on the next backward or
  * registration. lb_ref_new raises on failure. */

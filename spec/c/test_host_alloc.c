@@ -33,7 +33,9 @@ static bool fake_read_meminfo(uint64_t *available, uint64_t *total)
 #define ddpl_host_empty_cache      test_empty_cache
 #define ddpl_host_cache_get_stats  test_cache_get_stats
 #define ddpl_host_cache_class_size test_class_size
+#define ddpl_host_cache_reset_peak test_cache_reset_peak
 #include "core/host_cache.c"
+#undef ddpl_host_cache_reset_peak
 #undef ddpl_host_cache_alloc
 #undef ddpl_host_cache_free
 #undef ddpl_host_empty_cache

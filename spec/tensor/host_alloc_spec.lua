@@ -13,7 +13,8 @@ local ROOT = S.src
 local MiB = 2 ^ 20
 local KEYS = { 'allocated_bytes', 'peak_allocated_bytes', 'reserved_bytes', 'peak_reserved_bytes',
     'cached_bytes', 'blocks_mapped', 'blocks_reused', 'blocks_released', 'page_faults_avoided',
-    'num_alloc_retries', 'num_pressure_releases', 'large_block_bytes' }
+    'num_alloc_retries', 'num_pressure_releases', 'large_block_bytes',
+    'allocated_bytes.current', 'allocated_bytes.peak' }
 
 -- Prelude of every child: ddplua, minflt() and rss_mib(), report(key, value).
 local PRELUDE = [[
@@ -64,11 +65,35 @@ describe('ddpl.memory_stats', function()
     keep = nil
   end)
 
-  it('rejects a device that is not the host, naming the function', function()
-    local ok, err = pcall(ddpl.memory_stats, 'cuda')
-    assert.is_false(ok)
-    assert.matches('memory_stats', err, 1, true)
-    assert.matches("got 'cuda", err, 1, true)
+  it("has PyTorch's dotted keys, whose peak reset_peak_memory_stats starts again", function()
+    collectgarbage()
+    collectgarbage()
+    do
+      local big <close> = ddpl.empty(2048, 1024) -- 8 MiB, freed at once
+    end
+    local s = ddpl.memory_stats()
+    assert.are.equal(s.allocated_bytes, s['allocated_bytes.current'])
+    assert.are.equal(s.peak_allocated_bytes, s['allocated_bytes.peak'])
+    assert.is_true(s['allocated_bytes.peak'] >= s['allocated_bytes.current'] + 8 * MiB)
+    ddpl.reset_peak_memory_stats()
+    local r = ddpl.memory_stats()
+    assert.are.equal(r['allocated_bytes.current'], r['allocated_bytes.peak'])
+    assert.are.equal(r.reserved_bytes, r.peak_reserved_bytes)
+    do
+      local small <close> = ddpl.empty(256, 1024) -- 1 MiB: the new peak
+    end
+    local t = ddpl.memory_stats()
+    assert.are.equal(r['allocated_bytes.current'] + MiB, t['allocated_bytes.peak'])
+  end)
+
+  it('rejects a device this build does not have, naming the function', function()
+    if ddpl.cuda.is_available() then return end -- spec/cuda/cuda_runtime_spec.lua covers CUDA
+    for _, f in ipairs({'memory_stats', 'reset_peak_memory_stats'}) do
+      local ok, err = pcall(ddpl[f], 'cuda')
+      assert.is_false(ok)
+      assert.matches(f, err, 1, true)
+      assert.matches('cuda', err, 1, true)
+    end
   end)
 end)
 

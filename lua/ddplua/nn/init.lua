@@ -5,7 +5,8 @@
 --
 -- A few names live in a file of another name: nn.init is init_functions.lua (init.lua is this
 -- file, the package itself), BatchNorm1d and BatchNorm2d share BatchNorm.lua, nn.DDP is
--- nn.parallel.DistributedDataParallel (lua/ddplua/nn/parallel/). Names of API.md whose file does
+-- nn.parallel.DistributedDataParallel and nn.FSDP nn.parallel.FullyShardedDataParallel
+-- (lua/ddplua/nn/parallel/). Names of API.md whose file does
 -- not exist yet raise "ddplua.nn.X is not available yet".
 local nn = { functional = require 'ddplua.nn.functional' }
 
@@ -14,7 +15,7 @@ local api_names = {}
 for name in ([[Module Parameter Linear Conv2d MaxPool2d AvgPool2d AdaptiveAvgPool2d BatchNorm1d
     BatchNorm2d SyncBatchNorm LayerNorm Embedding Dropout ReLU GELU SiLU Tanh Sigmoid Flatten
     Identity Sequential ModuleList CrossEntropyLoss MSELoss NLLLoss utils init parallel
-    DDP]]):gmatch('%S+') do
+    DDP FSDP]]):gmatch('%S+') do
     api_names[name] = true
 end
 
@@ -25,6 +26,7 @@ local elsewhere = {
     BatchNorm2d = {'ddplua.nn.BatchNorm', 'BatchNorm2d'},
     parallel = {'ddplua.nn.parallel'},
     DDP = {'ddplua.nn.parallel', 'DistributedDataParallel'},
+    FSDP = {'ddplua.nn.parallel', 'FullyShardedDataParallel'},
 }
 
 return setmetatable(nn, {

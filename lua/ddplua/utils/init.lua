@@ -1,8 +1,9 @@
 -- lua/ddplua/utils/init.lua: ddpl.utils (also require 'ddplua.utils'): what a training script
 -- needs around the training itself.
 -- defines: utils.tensorboard (SummaryWriter), utils.progress(n [, opts]) (a progress bar),
---          utils.Progress (its class), utils.MetricsLogger(path [, opts]) (JSON lines); each
---          loaded on first use.
+--          utils.Progress (its class), utils.MetricsLogger(path [, opts]) (JSON lines),
+--          utils.checkpoint(fn, ...) and utils.checkpoint_sequential(seq, segments, x)
+--          (activation checkpointing); each loaded on first use.
 --
 -- All three write once per distributed job by default: on rank 0 only (lua/ddplua/utils/rank.lua),
 -- {all_ranks = true} to write on every rank. docs/internals/utils.md has the formats.
@@ -14,6 +15,8 @@ local fields = {
     progress = {'ddplua.utils.progress', 'progress'},
     Progress = {'ddplua.utils.progress', 'Progress'},
     MetricsLogger = {'ddplua.utils.metrics_logger', 'MetricsLogger'},
+    checkpoint = {'ddplua.utils.checkpoint', 'checkpoint'},
+    checkpoint_sequential = {'ddplua.utils.checkpoint', 'checkpoint_sequential'},
 }
 
 return setmetatable(utils, {

@@ -1,0 +1,288 @@
+-- lua/ddplua/nn/parallel/fsdp_unit.lua: one unit of FullyShardedDataParallel: a module's own
+-- parameters flattened into one buffer of world * shard_size elements (zero-padded at the end),
+-- this rank's shard of it as the one parameter the optimizer sees, and what runs around the
+-- module's forward and backward.
+-- defines: Unit.new(module, path, params, cfg), unit.shard (nn.Parameter, registered on the
+--          module as 'flat_param'), unit:pre_forward(), unit:post_forward(call, results),
+--          unit:gather_full() (the whole flat buffer, this rank's copy), unit.slots (name ->
+--          range, for state dicts), unit:assign(flat), unit:clear(), unit:write_flat(flat),
+--          unit.no_sync.
+--
+-- Forward (FULL_SHARD, SHARD_GRAD_OP): the shards are all-gathered into a temporary full buffer;
+-- an identity Function (FSDPUnshard) from the shard to that buffer gives the full buffer a
+-- history, and each parameter slot of the module gets a view of its range, so the module runs
+-- unchanged and autograd sums every use of a parameter into the buffer's gradient. That
+-- Function's backward starts the reduce-scatter of the buffer's gradient (sum over ranks) and
+-- frees the buffer; when the outermost backward pass ends, each reduction is waited for,
+-- divided by the world size (the average DDP computes) and added into its shard's gradient.
+-- After the forward the slots get placeholders without memory (using one outside the unit's
+-- forward and backward is refused with a message), and
+-- with FULL_SHARD the buffer's memory is released at once (core.h, ddpl_storage_release_memory)
+-- while the graph's saved views keep pointing at it; a hook on each result gathers it again, into
+-- the same memory, when the first gradient reaches the unit in backward. SHARD_GRAD_OP keeps it
+-- from forward to backward (ZeRO-2). NO_SHARD keeps the whole buffer as the "shard" on every rank
+-- and all-reduces its gradient: DDP with one bucket per unit.
+-- no_sync: the buffer's gradient is kept (summed) instead of reduced, and added to the next
+-- synchronised one (a reduce-scatter of the sum is the sum of the reduce-scatters).
+local ddpl = require 'ddplua'
+local Parameter = require 'ddplua.nn.Parameter'
+local Function = require 'ddplua.autograd_function'
+local dist = ddpl.distributed
+
+local Unit = {}
+Unit.__index = Unit
+
+local function fail(fmt, ...) error('FullyShardedDataParallel: ' .. fmt:format(...), 0) end
+
+-- The slot table of module m's registered parameters (State's registry, module_state.lua).
+local function param_values(m) return rawget(m, '__params').vals end
+
+-- Gives every slot a view of its range of flat.
+function Unit.assign(unit, flat)
+    for _, s in ipairs(unit.slots) do
+        param_values(s.module)[s.name] = flat:narrow(0, s.offset, s.numel):view(s.shape)
+    end
+end
+
+function Unit.clear(unit)
+    for _, s in ipairs(unit.slots) do param_values(s.module)[s.name] = s.placeholder end
+end
+
+-- Unit.new(module, path, params, cfg): params is a list of {module, name, tensor} (the same
+-- tensor may fill several slots: tied weights); cfg = {group, rank, world, strategy,
+-- param_dtype, reduce_dtype}.
+function Unit.new(module, path, params, cfg)
+    local self = setmetatable({module = module, path = path, cfg = cfg, slots = {},
+                               calls = {}, no_sync = false}, Unit)
+    local ranges, order, numel, dtype, device = {}, {}, 0, nil, nil
+    for _, p in ipairs(params) do
+        local t = p[3]
+        if not ranges[t] then
+            dtype, device = dtype or t.dtype, device or t.device
+            if t.dtype ~= dtype or t.device ~= device then
+                fail('the parameters of unit %s mix %s on %s with %s on %s (one flat buffer '
+                    .. 'per unit needs one dtype and device)', path == '' and '(root)' or path,
+                    dtype, device, t.dtype, t.device)
+            end
+            ranges[t] = {offset = numel, numel = t:numel(), shape = t:shape()}
+            order[#order + 1] = t
+            numel = numel + t:numel()
+        end
+        local r = ranges[t]
+        self.slots[#self.slots + 1] = {module = p[1], name = p[2], key = p[4],
+                                       offset = r.offset, numel = r.numel, shape = r.shape}
+    end
+    local world = cfg.world
+    self.numel, self.dtype, self.device = numel, dtype, device
+    self.sharded = cfg.strategy ~= 'NO_SHARD'
+    self.shard_size = self.sharded and (numel + world - 1) // world or numel
+    local flat = ddpl.zeros({self.sharded and self.shard_size * world or numel},
+                            {dtype = dtype, device = device})
+    ddpl.no_grad(function()
+        for _, t in ipairs(order) do
+            local r = ranges[t]
+            flat:narrow(0, r.offset, r.numel):copy_(t:reshape(-1))
+        end
+    end)
+    local mine = self.sharded and flat:narrow(0, cfg.rank * self.shard_size, self.shard_size)
+        or flat
+    self.shard = Parameter(mine:clone())
+    -- outside forward each slot holds a tensor of its shape without memory: any use of it is
+    -- refused with a message, where nil would make the module fail obscurely
+    for _, s in ipairs(self.slots) do
+        s.placeholder = ddpl.empty(s.shape, {dtype = dtype, device = device})
+        ddpl._release_memory(s.placeholder)
+    end
+    self:clear()
+    module:register_parameter('flat_param', self.shard)
+    return self
+end
+
+-- The whole flat buffer of this rank's copy (no history): gathered, or the shard itself.
+function Unit:gather_full()
+    local shard = self.shard:detach()
+    if not self.sharded then return shard end
+    local full = ddpl.empty({self.shard_size * self.cfg.world}, {dtype = self.dtype,
+                                                                   device = self.device})
+    dist.all_gather_into_tensor(full, shard, {group = self.cfg.group})
+    return full
+end
+
+-- Copies a whole unpadded flat buffer of numel values into this rank's shard.
+function Unit:write_flat(flat)
+    ddpl.no_grad(function()
+        if self.sharded then
+            local lo = self.cfg.rank * self.shard_size
+            local n = math.max(0, math.min(self.shard_size, self.numel - lo))
+            self.shard:zero_()
+            if n > 0 then self.shard:narrow(0, 0, n):copy_(flat:narrow(0, lo, n)) end
+        else
+            self.shard:copy_(flat)
+        end
+    end)
+end
+
+-- the full buffer in the compute dtype (mixed_precision.param_dtype)
+local function compute_copy(unit, full)
+    local pd = unit.cfg.param_dtype
+    if pd and pd ~= full.dtype then return full:to(pd) end
+    return full
+end
+
+-- Closes boxes (Lua's <close>): the memory of a temporary goes when its last reference does,
+-- not when the collector gets to the box (a whole unit's worth per box).
+local function close_all(list)
+    for i = #list, 1, -1 do
+        local _ <close> = list[i]
+    end
+end
+
+-- Reductions started in this backward pass and not yet waited for: {unit, out, work, temps}.
+-- The first one queues finish_reductions to run when the outermost backward pass ends
+-- (ddpl.autograd._queue_callback), so each unit's reduction overlaps the backward of the units
+-- before it, as DDP's buckets do.
+local inflight
+
+-- Waits for every reduction in flight and adds its average into its shard's gradient (after a
+-- failed backward pass only waits: the gradients stay as they were).
+local function finish_reductions(succeeded)
+    local list = inflight
+    inflight = nil
+    for _, r in ipairs(list) do
+        r.work:wait()
+        close_all(r.temps) -- the full gradient the reduction read
+    end
+    if not succeeded then return end
+    for _, r in ipairs(list) do
+        local unit, out = r.unit, r.out
+        out:div_(unit.cfg.world)
+        if out.dtype ~= unit.dtype then
+            local wide = out:to(unit.dtype)
+            local _ <close> = out
+            out = wide
+        end
+        local p = unit.shard
+        if p.grad then
+            ddpl.no_grad(function() p.grad:add_(out) end)
+            local _ <close> = out
+        else
+            p.grad = out
+        end
+    end
+end
+
+-- Starts the reduction of the full buffer's gradient g into the shard's (nothing under
+-- no_sync, which keeps g for the next synchronised pass instead).
+function Unit:reduce(g)
+    local temps = {g} -- the engine's gradient: its box is ours to drop once read
+    local function temp(t)
+        temps[#temps + 1] = t
+        return t
+    end
+    g = temp(g:contiguous())
+    if self.no_sync then
+        local old = self.pending
+        self.pending = old and old + g or g:clone()
+        if old then temp(old) end
+        close_all(temps)
+        return
+    end
+    if self.pending then
+        g = temp(g + temp(self.pending))
+        self.pending = nil
+    end
+    local cfg = self.cfg
+    local rd = cfg.reduce_dtype or g.dtype
+    if g.dtype ~= rd then g = temp(g:to(rd)) end
+    local out, work
+    if self.sharded then
+        out = ddpl.empty({self.shard_size}, {dtype = rd, device = self.device})
+        work = dist.reduce_scatter_tensor(out, g, {group = cfg.group, async_op = true})
+    else
+        out = g:clone() -- the engine's gradient is not ours to overwrite
+        work = dist.all_reduce(out, {group = cfg.group, async_op = true})
+    end
+    if not inflight then
+        inflight = {}
+        ddpl.autograd._queue_callback(finish_reductions)
+    end
+    inflight[#inflight + 1] = {unit = self, out = out, work = work, temps = temps}
+end
+
+-- FSDPUnshard: shard -> the full buffer (forward: the buffer as it is; backward: the reduction)
+local Unshard = Function:extend('FSDPUnshard')
+
+function Unshard.forward(ctx, call, _, full)
+    ctx.call = call
+    return full
+end
+
+function Unshard.backward(ctx, g)
+    local call = ctx.call
+    call.unit:reduce(g) -- the shard's gradient arrives when the backward pass ends
+    if call.unit.sharded then ddpl._release_memory(call.full) end -- its users have all run
+    call.done = true
+    return nil, nil, nil
+end
+
+-- Before the module's forward: the full parameters in the slots. Returns this call's state.
+function Unit:pre_forward()
+    local call = {unit = self}
+    call.full = compute_copy(self, self:gather_full())
+    local flat = call.full
+    if ddpl.is_grad_enabled() and self.shard.requires_grad then
+        flat = Unshard.apply(call, self.shard, call.full)
+        call.recorded = true
+    end
+    self:assign(flat)
+    return call
+end
+
+-- Gathers the shards again into a call's released buffer (FULL_SHARD, before its backward).
+local function regather(call)
+    if call.gathered_again or call.done then return end
+    call.gathered_again = true
+    -- gathered into new memory, then moved into the released storage under the saved views
+    -- without a version change (a copy_ would make them look modified in place)
+    local gathered <close> = call.unit:gather_full()
+    local cast <close> = compute_copy(call.unit, gathered)
+    local src <close> = cast:contiguous()
+    ddpl._restore_memory(call.full, src)
+end
+
+-- The tensors among a forward's results (one level of tables: LSTM's {h, c}).
+local function result_tensors(results, out)
+    for i = 1, results.n or #results do
+        local v = results[i]
+        if ddpl.is_tensor(v) then
+            out[#out + 1] = v
+        elseif type(v) == 'table' and getmetatable(v) == nil then
+            result_tensors(v, out)
+        end
+    end
+    return out
+end
+
+-- After the module's forward: empty the slots; with FULL_SHARD release the buffer and hook the
+-- results so that the first gradient reaching them gathers it again.
+function Unit:post_forward(call, results)
+    self:clear()
+    if not self.sharded then return end
+    if not call.recorded then
+        ddpl._release_memory(call.full)
+        return
+    end
+    if self.cfg.strategy ~= 'FULL_SHARD' then return end
+    local hooked = false
+    for _, t in ipairs(result_tensors(results, {})) do
+        if t.requires_grad then
+            t:register_hook(function() regather(call) end)
+            hooked = true
+        end
+    end
+    -- no result carries the graph back here: nothing will need the buffer again
+    ddpl._release_memory(call.full)
+    if not hooked then call.done = true end
+end
+
+return Unit
