@@ -43,6 +43,42 @@ describe('utils.checkpoint', function()
         for i = 1, #gp0 do H.assert_close(gp1[i], gp0[i], 1e-6, 1e-6, 'parameter ' .. i) end
     end)
 
+    it('gives a GPT (models/gpt.lua) the gradients of the plain run, blocks checkpointed',
+       function()
+        local gpt = dofile((os.getenv('DDPLUA_SOURCE_DIR') or '.') .. '/models/gpt.lua')
+        local function run(checkpointed)
+            ddpl.manual_seed(21)
+            local net = gpt({vocab_size = 37, block_size = 8, n_layer = 2, n_head = 2,
+                             n_embd = 16, dropout = 0.1})
+            if checkpointed then
+                local Ckpt = nn.Module:extend('CheckpointedBlockForSpec')
+                function Ckpt:init(b) self.block = b end
+                function Ckpt:forward(x) return utils.checkpoint(self.block, x) end
+                local wrapped = {}
+                for i, b in ipairs(net.h:children()) do wrapped[i] = Ckpt(b) end
+                net.h = nn.ModuleList(wrapped)
+            end
+            ddpl.manual_seed(22)
+            local idx, tgt = ddpl.randint(0, 37, {3, 8}), ddpl.randint(0, 37, {3, 8})
+            local _, loss = net(idx, tgt)
+            loss:backward()
+            local grads = {}
+            for _, np in ipairs(net:named_parameters()) do
+                grads[np[1]:gsub('%.block', '')] = np[2].grad
+            end
+            return loss, grads
+        end
+        local l0, g0 = run(false)
+        local l1, g1 = run(true)
+        H.assert_close(l1, l0, 0, 0, 'loss')
+        local n = 0
+        for name, g in pairs(g0) do
+            H.assert_close(g1[name], g, 1e-6, 1e-6, name)
+            n = n + 1
+        end
+        assert.is_true(n > 10)
+    end)
+
     it('reaches the parameters inside when no argument requires grad', function()
         ddpl.manual_seed(3)
         local m = nn.Linear(4, 2)

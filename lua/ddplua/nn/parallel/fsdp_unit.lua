@@ -137,38 +137,40 @@ local function close_all(list)
     end
 end
 
--- Reductions started in this backward pass and not yet waited for: {unit, out, work, temps}.
--- The first one queues finish_reductions to run when the outermost backward pass ends
--- (ddpl.autograd._queue_callback), so each unit's reduction overlaps the backward of the units
--- before it, as DDP's buckets do.
+-- Reductions started in this backward pass and not yet finished: {unit, out, work, temps}, in
+-- the order started. The first one queues finish_all to run when the outermost backward pass
+-- ends (ddpl.autograd._queue_callback), so each unit's reduction overlaps the backward of the
+-- units before it, as DDP's buckets do; at most MAX_INFLIGHT stay in flight, since each holds a
+-- whole unit's gradient (all of them in flight at once would cost the model's full gradient).
+local MAX_INFLIGHT = 2
 local inflight
 
--- Waits for every reduction in flight and adds its average into its shard's gradient (after a
--- failed backward pass only waits: the gradients stay as they were).
-local function finish_reductions(succeeded)
-    local list = inflight
-    inflight = nil
-    for _, r in ipairs(list) do
-        r.work:wait()
-        close_all(r.temps) -- the full gradient the reduction read
-    end
+-- Waits for the oldest reduction and adds its average into its shard's gradient (only waits
+-- after a failed backward pass: the gradients stay as they were).
+local function finish_oldest(succeeded)
+    local r = table.remove(inflight, 1)
+    r.work:wait()
+    close_all(r.temps) -- the full gradient the reduction read
     if not succeeded then return end
-    for _, r in ipairs(list) do
-        local unit, out = r.unit, r.out
-        out:div_(unit.cfg.world)
-        if out.dtype ~= unit.dtype then
-            local wide = out:to(unit.dtype)
-            local _ <close> = out
-            out = wide
-        end
-        local p = unit.shard
-        if p.grad then
-            ddpl.no_grad(function() p.grad:add_(out) end)
-            local _ <close> = out
-        else
-            p.grad = out
-        end
+    local unit, out = r.unit, r.out
+    out:div_(unit.cfg.world)
+    if out.dtype ~= unit.dtype then
+        local wide = out:to(unit.dtype)
+        local _ <close> = out
+        out = wide
     end
+    local p = unit.shard
+    if p.grad then
+        ddpl.no_grad(function() p.grad:add_(out) end)
+        local _ <close> = out
+    else
+        p.grad = out
+    end
+end
+
+local function finish_all(succeeded)
+    while #inflight > 0 do finish_oldest(succeeded) end
+    inflight = nil
 end
 
 -- Starts the reduction of the full buffer's gradient g into the shard's (nothing under
@@ -204,9 +206,10 @@ function Unit:reduce(g)
     end
     if not inflight then
         inflight = {}
-        ddpl.autograd._queue_callback(finish_reductions)
+        ddpl.autograd._queue_callback(finish_all)
     end
     inflight[#inflight + 1] = {unit = self, out = out, work = work, temps = temps}
+    while #inflight > MAX_INFLIGHT do finish_oldest(true) end
 end
 
 -- FSDPUnshard: shard -> the full buffer (forward: the buffer as it is; backward: the reduction)
