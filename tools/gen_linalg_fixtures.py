@@ -298,9 +298,21 @@ def decomposition_cases():
     return c
 
 
+def solve_right_cases():
+    """left=False (XA = B); drawn after every other case, so that adding them moved no value"""
+    c = []
+    c.append(make_case('solve/right', 'solve', [well(3, F64, (2,)), rnd(2, 4, 3, dtype=F64)],
+                       lambda a, b: torch.linalg.solve(a, b, left=False), diff=(0, 1),
+                       opts={'left': False}))
+    c.append(make_case('solve/right_broadcast', 'solve', [well(3, F32), rnd(2, 2, 3, dtype=F32)],
+                       lambda a, b: torch.linalg.solve(a, b, left=False), diff=(0, 1),
+                       opts={'left': False}))
+    return c
+
+
 def render():
     cases = (product_cases() + einsum_cases() + cdist_cases() + norm_cases() + solve_cases() +
-             decomposition_cases())
+             decomposition_cases() + solve_right_cases())
     return write_fixture('linalg_ext', cases, 'products, einsum, cdist, linalg norms and '
                          'decompositions (tools/gen_linalg_fixtures.py)')
 

@@ -362,7 +362,19 @@ static int l_svdvals(lua_State *L)
 
 static const char *const solve_opts[] = {"left", NULL};
 
-/* solve(A, B [, {left=true}]) */
+/* B for left=false is a vector as PyTorch decides it (1-D, or A's shape without its last dim):
+ * XA = B has no solution shape for one, and PyTorch says so */
+static bool solve_vector_case(ddpl_tensor *a, ddpl_tensor *b)
+{
+    int an = ddpl_tensor_ndim(a), bn = ddpl_tensor_ndim(b);
+    if (bn == 1) return true;
+    if (bn != an - 1) return false;
+    for (int d = 0; d < bn; d++)
+        if (ddpl_tensor_size(b, d) != ddpl_tensor_size(a, d)) return false;
+    return true;
+}
+
+/* solve(A, B [, {left=true}]): AX = B, or with left=false XA = B, solved as A^T X^T = B^T */
 static int l_solve(lua_State *L)
 {
     const char *f = "linalg.solve";
@@ -370,10 +382,30 @@ static int l_solve(lua_State *L)
     lb_check_opts(L, a.opts, f, solve_opts);
     ddpl_tensor *x = lb_check(L, 1, f), *y = lb_check(L, 2, f);
     if (a.n > 2) lb_check_no_more_args(L, 2, f);
-    if (!lb_bool(L, lb_arg(L, &a, 0, "left"), f, "left", true))
-        return luaL_error(L, "%s: left=false is not supported", f);
+    bool left = lb_bool(L, lb_arg(L, &a, 0, "left"), f, "left", true);
     lb_box *box = lb_newbox(L);
-    box->t = ddpl_linalg_solve(x, y);
+    if (left) {
+        box->t = ddpl_linalg_solve(x, y);
+        return lb_finish_in(L, box, f);
+    }
+    if (ddpl_tensor_ndim(x) >= 2 && solve_vector_case(x, y)) {
+        int64_t n = ddpl_tensor_size(x, ddpl_tensor_ndim(x) - 1);
+        return luaL_error(L,
+                          "%s: Incompatible shapes of A and B for the equation XA = B (%Ix%I and "
+                          "%Ix1)",
+                          f, (lua_Integer)ddpl_tensor_size(x, ddpl_tensor_ndim(x) - 2),
+                          (lua_Integer)n, (lua_Integer)ddpl_tensor_size(y, ddpl_tensor_ndim(y) - 1));
+    }
+    if (ddpl_tensor_ndim(x) < 2) { /* the plain solve's message for such an A */
+        box->t = ddpl_linalg_solve(x, y);
+        return lb_finish_in(L, box, f);
+    }
+    ddpl_tensor *at = ddpl_transpose(x, -2, -1), *bt = ddpl_transpose(y, -2, -1);
+    ddpl_tensor *xt = at && bt ? ddpl_linalg_solve(at, bt) : NULL;
+    box->t = xt ? ddpl_transpose(xt, -2, -1) : NULL;
+    ddpl_tensor_release(at);
+    ddpl_tensor_release(bt);
+    ddpl_tensor_release(xt);
     return lb_finish_in(L, box, f);
 }
 

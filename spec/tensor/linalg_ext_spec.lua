@@ -40,7 +40,7 @@ local runners = {
     matrix_norm = function(i, o) return L.matrix_norm(i[1], o.ord, o.dim, o.keepdim) end,
     norm = function(i, o) return L.norm(i[1], o.ord, o.dim, o.keepdim) end,
     inv = function(i) return L.inv(i[1]) end,
-    solve = function(i) return L.solve(i[1], i[2]) end,
+    solve = function(i, o) return L.solve(i[1], i[2], {left = o.left}) end,
     det = function(i) return L.det(i[1]) end,
     slogdet = function(i)
         local sign, logabs = L.slogdet(i[1])
@@ -235,6 +235,11 @@ describe('linear algebra errors', function()
                        'linalg.svd', 'Low precision')
         H.assert_error(function() L.solve(ddpl.eye(3), ddpl.ones(4)) end, 'linalg.solve',
                        'Incompatible shapes')
+        -- left=false with a vector B, as PyTorch: XA = B has no shape for it
+        H.assert_error(function() L.solve(ddpl.eye(3), ddpl.ones(3), {left = false}) end,
+                       'linalg.solve', 'equation XA = B (3x3 and 3x1)')
+        H.assert_error(function() L.solve(ddpl.eye(3), ddpl.ones(2, 4), {left = false}) end,
+                       'linalg.solve', 'Incompatible shapes')
         H.assert_error(function() L.qr(ddpl.eye(3), 'bad') end, 'linalg.qr', "mode 'bad'")
         H.assert_error(function() L.eigh(ddpl.eye(3), 'X') end, 'linalg.eigh', 'UPLO')
         H.assert_error(function() L.matrix_norm(ddpl.eye(3), 3) end, 'linalg.matrix_norm',
