@@ -13,8 +13,8 @@
 -- holding what is left). Each unit's parameters become one flat buffer sharded across the group
 -- (fsdp_unit.lua says how forward and backward gather and reduce it). The optimizer gets the
 -- shards: fsdp:parameters() lists one 'flat_param' per unit, registered on the unit's module.
--- backward_prefetch is accepted and has no effect yet (each unit gathers when its backward
--- starts); cpu_offload on a CPU module changes nothing (the shards are in host memory already)
+-- backward_prefetch starts the gather of the next unit in backward order while one unit
+-- computes; cpu_offload on a CPU module changes nothing (the shards are in host memory already)
 -- and is refused on CUDA for now. docs/internals/fsdp.md has the design and the checks.
 local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
@@ -147,7 +147,7 @@ function FSDP:init(module, opts)
 
     local cfg = {group = group, rank = self.rank, world = self.world,
                  strategy = o.sharding_strategy, param_dtype = mp.param_dtype,
-                 reduce_dtype = mp.reduce_dtype}
+                 reduce_dtype = mp.reduce_dtype, prefetch = o.backward_prefetch and true}
     local is_unit = plan_units(module, o.auto_wrap)
     local order = {{module, ''}}
     for _, pm in ipairs(module:named_modules()) do

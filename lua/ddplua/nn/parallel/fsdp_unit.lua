@@ -5,24 +5,24 @@
 -- defines: Unit.new(module, path, params, cfg), unit.shard (nn.Parameter, registered on the
 --          module as 'flat_param'), unit:pre_forward(), unit:post_forward(call, results),
 --          unit:gather_full() (the whole flat buffer, this rank's copy), unit.slots (name ->
---          range, for state dicts), unit:assign(flat), unit:clear(), unit:write_flat(flat),
---          unit.no_sync.
+--          range, for state dicts), unit:assign(flat), unit:assign_views(views),
+--          unit:clear(), unit:write_flat(flat), unit.no_sync.
 --
--- Forward (FULL_SHARD, SHARD_GRAD_OP): the shards are all-gathered into a temporary full buffer;
--- an identity Function (FSDPUnshard) from the shard to that buffer gives the full buffer a
--- history, and each parameter slot of the module gets a view of its range, so the module runs
--- unchanged and autograd sums every use of a parameter into the buffer's gradient. That
--- Function's backward starts the reduce-scatter of the buffer's gradient (sum over ranks) and
--- frees the buffer; when the outermost backward pass ends, each reduction is waited for,
--- divided by the world size (the average DDP computes) and added into its shard's gradient.
--- After the forward the slots get placeholders without memory (using one outside the unit's
--- forward and backward is refused with a message), and
--- with FULL_SHARD the buffer's memory is released at once (core.h, ddpl_storage_release_memory)
--- while the graph's saved views keep pointing at it; a hook on each result gathers it again, into
--- the same memory, when the first gradient reaches the unit in backward. SHARD_GRAD_OP keeps it
--- from forward to backward (ZeRO-2). NO_SHARD keeps the whole buffer as the "shard" on every rank
--- and all-reduces its gradient: DDP with one bucket per unit.
--- no_sync: the buffer's gradient is kept (summed) instead of reduced, and added to the next
+-- Forward (FULL_SHARD, SHARD_GRAD_OP): the shards are all-gathered into a temporary full
+-- buffer; a Function (FSDPUnshard) from the shard to one view of that buffer per parameter
+-- fills the module's parameter slots, so the module runs unchanged. Its backward gets every
+-- parameter's gradient at once, writes them into one flat gradient, starts the reduce-scatter
+-- of that (a sum over ranks) and frees the buffer; when the outermost backward pass ends, each
+-- reduction is waited for, divided by the world size (the average DDP computes) and added into
+-- its shard's gradient. After the forward the slots get placeholders without memory (using one
+-- outside the unit's forward and backward is refused with a message), and with FULL_SHARD the
+-- buffer's memory is released at once (core.h, ddpl_storage_release_memory) while the graph's
+-- saved views keep pointing at it; a hook on each result gathers it again, into the same
+-- memory, when the first gradient reaches the unit in backward (and starts gathering the unit
+-- before it: backward_prefetch). SHARD_GRAD_OP keeps it from forward to backward (ZeRO-2).
+-- NO_SHARD keeps the whole buffer as the "shard" on every rank and all-reduces its gradient:
+-- DDP with one bucket per unit.
+-- no_sync: the flat gradient is kept (summed) instead of reduced, and added to the next
 -- synchronised one (a reduce-scatter of the sum is the sum of the reduce-scatters).
 local ddpl = require 'ddplua'
 local Parameter = require 'ddplua.nn.Parameter'
@@ -42,6 +42,11 @@ function Unit.assign(unit, flat)
     for _, s in ipairs(unit.slots) do
         param_values(s.module)[s.name] = flat:narrow(0, s.offset, s.numel):view(s.shape)
     end
+end
+
+-- Gives every slot its parameter's tensor from views (one per range, in flat order).
+function Unit.assign_views(unit, views)
+    for _, s in ipairs(unit.slots) do param_values(s.module)[s.name] = views[s.range] end
 end
 
 function Unit.clear(unit)
@@ -64,14 +69,17 @@ function Unit.new(module, path, params, cfg)
                     .. 'per unit needs one dtype and device)', path == '' and '(root)' or path,
                     dtype, device, t.dtype, t.device)
             end
-            ranges[t] = {offset = numel, numel = t:numel(), shape = t:shape()}
+            ranges[t] = {offset = numel, numel = t:numel(), shape = t:shape(),
+                         index = #order + 1}
             order[#order + 1] = t
             numel = numel + t:numel()
         end
         local r = ranges[t]
-        self.slots[#self.slots + 1] = {module = p[1], name = p[2], key = p[4],
+        self.slots[#self.slots + 1] = {module = p[1], name = p[2], key = p[4], range = r.index,
                                        offset = r.offset, numel = r.numel, shape = r.shape}
     end
+    self.ranges = {} -- one per parameter tensor, in flat order
+    for i, t in ipairs(order) do self.ranges[i] = ranges[t] end
     local world = cfg.world
     self.numel, self.dtype, self.device = numel, dtype, device
     self.sharded = cfg.strategy ~= 'NO_SHARD'
@@ -212,43 +220,97 @@ function Unit:reduce(g)
     while #inflight > MAX_INFLIGHT do finish_oldest(true) end
 end
 
--- FSDPUnshard: shard -> the full buffer (forward: the buffer as it is; backward: the reduction)
+-- FSDPUnshard: shard -> every parameter of the unit, as views of the full buffer. One node
+-- with an output per parameter (autograd.Function calls backward once with all their
+-- gradients), which writes them into one flat gradient: the same as views taken with history
+-- from the buffer, whose backward would give each parameter's gradient as a zero-filled
+-- buffer-sized tensor, summed one by one (1.45x DDP's step on 1 rank that way).
 local Unshard = Function:extend('FSDPUnshard')
 
 function Unshard.forward(ctx, call, _, full)
+    ctx:set_materialize_grads(false) -- a parameter that got no gradient: zeros written below
     ctx.call = call
-    return full
+    local views = {}
+    for i, r in ipairs(call.unit.ranges) do
+        views[i] = full:narrow(0, r.offset, r.numel):view(r.shape)
+    end
+    return table.unpack(views)
 end
 
-function Unshard.backward(ctx, g)
+function Unshard.backward(ctx, ...)
     local call = ctx.call
-    call.unit:reduce(g) -- the shard's gradient arrives when the backward pass ends
-    if call.unit.sharded then ddpl._release_memory(call.full) end -- its users have all run
+    local unit = call.unit
+    local g = ddpl.empty({call.full:numel()}, {dtype = call.full.dtype, device = unit.device})
+    ddpl.no_grad(function(...)
+        for i, r in ipairs(unit.ranges) do
+            local gi = select(i, ...)
+            local dst = g:narrow(0, r.offset, r.numel)
+            if gi then dst:copy_(gi:reshape(-1)) else dst:zero_() end
+        end
+        local pad = g:numel() - unit.numel
+        if pad > 0 then g:narrow(0, unit.numel, pad):zero_() end
+    end, ...)
+    unit:reduce(g) -- the shard's gradient arrives when the backward pass ends
+    if unit.sharded then ddpl._release_memory(call.full) end -- its users have all run
     call.done = true
     return nil, nil, nil
 end
 
 -- Before the module's forward: the full parameters in the slots. Returns this call's state.
+-- The recorded call made just before the next one (weak: a graph that dies takes its calls): in
+-- backward the units run in the reverse order of their forwards, so a call's predecessor is the
+-- next to gather again, and its gather can start while this one computes (backward_prefetch).
+local last_recorded = setmetatable({}, {__mode = 'v'})
+
 function Unit:pre_forward()
     local call = {unit = self}
     call.full = compute_copy(self, self:gather_full())
-    local flat = call.full
     if ddpl.is_grad_enabled() and self.shard.requires_grad then
-        flat = Unshard.apply(call, self.shard, call.full)
+        self:assign_views(table.pack(Unshard.apply(call, self.shard, call.full)))
         call.recorded = true
+        if self.cfg.strategy == 'FULL_SHARD' then
+            call.before = setmetatable({last_recorded[1]}, {__mode = 'v'})
+            last_recorded[1] = call
+        end
+    else
+        self:assign(call.full)
     end
-    self:assign(flat)
     return call
 end
 
--- Gathers the shards again into a call's released buffer (FULL_SHARD, before its backward).
+-- Starts gathering a call's shards into new memory, without waiting.
+local function start_gather(call)
+    local unit = call.unit
+    local buf = ddpl.empty({unit.shard_size * unit.cfg.world}, {dtype = unit.dtype,
+                                                                device = unit.device})
+    local work = dist.all_gather_into_tensor(buf, unit.shard:detach(),
+                                             {group = unit.cfg.group, async_op = true})
+    call.prefetched = {buf = buf, work = work}
+end
+
+-- Gathers the shards again into a call's released buffer (FULL_SHARD, before its backward),
+-- from the prefetch when one was started, and starts the prefetch of the call before it.
 local function regather(call)
     if call.gathered_again or call.done then return end
     call.gathered_again = true
-    -- gathered into new memory, then moved into the released storage under the saved views
-    -- without a version change (a copy_ would make them look modified in place)
-    local gathered <close> = call.unit:gather_full()
-    local cast <close> = compute_copy(call.unit, gathered)
+    local unit = call.unit
+    local gathered
+    if call.prefetched then
+        call.prefetched.work:wait()
+        gathered = call.prefetched.buf
+        call.prefetched = nil
+    else
+        gathered = unit:gather_full()
+    end
+    local before = call.before and call.before[1]
+    if unit.cfg.prefetch and before and not before.gathered_again and not before.done and
+        not before.prefetched then
+        start_gather(before)
+    end
+    -- moved into the released storage under the saved views without a version change (a copy_
+    -- would make them look modified in place)
+    local g <close> = gathered
+    local cast <close> = compute_copy(unit, gathered)
     local src <close> = cast:contiguous()
     ddpl._restore_memory(call.full, src)
 end
