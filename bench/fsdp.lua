@@ -31,11 +31,8 @@ local net = gpt({vocab_size = o.vocab, block_size = o.seq, n_layer = o.layers,
                  n_head = 4, n_embd = o.width})
 local block_class = getmetatable(net.h:children()[1]).__class
 if o.ckpt == 1 then -- every block called through utils.checkpoint, from outside the block
-    local Ckpt = nn.Module:extend('CheckpointedBlock')
-    function Ckpt:init(block) self.block = block end
-    function Ckpt:forward(x) return utils.checkpoint(self.block, x) end
     local wrapped = {}
-    for i, b in ipairs(net.h:children()) do wrapped[i] = Ckpt(b) end
+    for i, b in ipairs(net.h:children()) do wrapped[i] = utils.checkpoint_wrapper(b) end
     net.h = nn.ModuleList(wrapped)
 end
 

@@ -50,12 +50,9 @@ describe('utils.checkpoint', function()
             ddpl.manual_seed(21)
             local net = gpt({vocab_size = 37, block_size = 8, n_layer = 2, n_head = 2,
                              n_embd = 16, dropout = 0.1})
-            if checkpointed then
-                local Ckpt = nn.Module:extend('CheckpointedBlockForSpec')
-                function Ckpt:init(b) self.block = b end
-                function Ckpt:forward(x) return utils.checkpoint(self.block, x) end
+            if checkpointed then -- each block behind utils.checkpoint_wrapper
                 local wrapped = {}
-                for i, b in ipairs(net.h:children()) do wrapped[i] = Ckpt(b) end
+                for i, b in ipairs(net.h:children()) do wrapped[i] = utils.checkpoint_wrapper(b) end
                 net.h = nn.ModuleList(wrapped)
             end
             ddpl.manual_seed(22)
@@ -64,7 +61,7 @@ describe('utils.checkpoint', function()
             loss:backward()
             local grads = {}
             for _, np in ipairs(net:named_parameters()) do
-                grads[np[1]:gsub('%.block', '')] = np[2].grad
+                grads[np[1]:gsub('%.module', '')] = np[2].grad
             end
             return loss, grads
         end
@@ -161,6 +158,8 @@ describe('utils.checkpoint', function()
     it('names what is wrong', function()
         H.assert_error(function() utils.checkpoint(42, ddpl.ones(1)) end,
                        'checkpoint', 'expected a function')
+        H.assert_error(function() utils.checkpoint_wrapper(print) end,
+                       'checkpoint_wrapper', 'expected a module')
         H.assert_error(function() utils.checkpoint_sequential(nn.Sequential(nn.ReLU()), 0,
                                                               ddpl.ones(1)) end,
                        'checkpoint_sequential', 'segments must be a positive integer')

@@ -2,7 +2,8 @@
 -- torch.utils.checkpoint): trade compute for memory by recomputing a segment in backward
 -- instead of keeping its intermediate activations.
 -- defines: checkpoint.checkpoint(fn, ...) -> fn(...)'s results;
---          checkpoint.checkpoint_sequential(seq, segments, x) -> seq(x).
+--          checkpoint.checkpoint_sequential(seq, segments, x) -> seq(x);
+--          checkpoint.checkpoint_wrapper(module) -> a module running module under checkpoint.
 --
 -- checkpoint runs fn under no_grad (nothing it computes inside is kept), remembering its
 -- arguments and the RNG state. In backward it restores that RNG state (dropout draws the same
@@ -86,6 +87,22 @@ function M.checkpoint(fn, ...)
     local always = ddpl.zeros({}, { dtype = 'float32' })
     always.requires_grad = true
     return Checkpoint.apply(fn, always, ...)
+end
+
+-- checkpoint_wrapper(module): a module whose forward is checkpoint(module, ...) (PyTorch's
+-- checkpoint_wrapper); wrapping FSDP units this way checkpoints them from outside, as FSDP needs
+local CheckpointWrapper
+function M.checkpoint_wrapper(module)
+    local Module = require 'ddplua.nn.Module'
+    if not Module.is(module) then
+        error(('checkpoint_wrapper: expected a module, got %s'):format(type(module)), 2)
+    end
+    if not CheckpointWrapper then
+        CheckpointWrapper = Module:extend('CheckpointWrapper')
+        function CheckpointWrapper:init(m) self.module = m end
+        function CheckpointWrapper:forward(...) return M.checkpoint(self.module, ...) end
+    end
+    return CheckpointWrapper(module)
 end
 
 -- checkpoint_sequential(seq, segments, x): seq(x) with seq's modules in `segments` runs of

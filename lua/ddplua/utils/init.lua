@@ -2,8 +2,8 @@
 -- needs around the training itself.
 -- defines: utils.tensorboard (SummaryWriter), utils.progress(n [, opts]) (a progress bar),
 --          utils.Progress (its class), utils.MetricsLogger(path [, opts]) (JSON lines),
---          utils.checkpoint(fn, ...) and utils.checkpoint_sequential(seq, segments, x)
---          (activation checkpointing); each loaded on first use.
+--          utils.checkpoint(fn, ...), utils.checkpoint_sequential(seq, segments, x) and
+--          utils.checkpoint_wrapper(module) (activation checkpointing); each loaded on first use.
 --
 -- All three write once per distributed job by default: on rank 0 only (lua/ddplua/utils/rank.lua),
 -- {all_ranks = true} to write on every rank. docs/internals/utils.md has the formats.
@@ -17,6 +17,7 @@ local fields = {
     MetricsLogger = {'ddplua.utils.metrics_logger', 'MetricsLogger'},
     checkpoint = {'ddplua.utils.checkpoint', 'checkpoint'},
     checkpoint_sequential = {'ddplua.utils.checkpoint', 'checkpoint_sequential'},
+    checkpoint_wrapper = {'ddplua.utils.checkpoint', 'checkpoint_wrapper'},
 }
 
 return setmetatable(utils, {
