@@ -210,8 +210,9 @@ static int cuda_clamp(ddpl_tensor **o, ddpl_tensor **i, const void *params)
     s.d1 = p->has_max ? p->max : INFINITY;
     s.f0 = (float)s.d0;
     s.f1 = (float)s.d1;
-    s.i0 = p->has_min ? (p->min <= -9.2e18 ? INT64_MIN : (int64_t)p->min) : INT64_MIN;
-    s.i1 = p->has_max ? (p->max >= 9.2e18 ? INT64_MAX : (int64_t)p->max) : INT64_MAX;
+    /* saturating, as cpu_clamp: a float tensor's bound may be +-inf or NaN (min = inf) */
+    s.i0 = p->has_min ? ddpl_f64_to_i64(p->min) : INT64_MIN;
+    s.i1 = p->has_max ? ddpl_f64_to_i64(p->max) : INT64_MAX;
     return unary("clamp", CUDA_PW_CLAMP, o, i, &s);
 }
 

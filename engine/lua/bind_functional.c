@@ -63,6 +63,16 @@ static int f_linear(lua_State *L)
     RETURN_RESULT(L, "linear", ddpl_linear(x, w, b));
 }
 
+/* groups: an int for the engine; a value past int is named, not truncated (2^63 - 1 gave -1) */
+static int groups_arg(lua_State *L, int idx, const char *fname)
+{
+    int64_t g = lb_int(L, idx, fname, "groups", 1);
+    if (g < 1 || g > INT32_MAX)
+        luaL_error(L, "%s: groups must be >= 1 and at most 2147483647, got %I", fname,
+                   (lua_Integer)g);
+    return (int)g;
+}
+
 static const char *const conv_opts[] = {"bias", "stride", "padding", "dilation", "groups", NULL};
 
 static int f_conv2d(lua_State *L)
@@ -75,7 +85,7 @@ static int f_conv2d(lua_State *L)
     int stride[2], padding[2], dilation[2];
     lb_pair(L, lb_arg(L, &a, 4, "stride"), "conv2d", "stride", 1, stride);
     lb_pair(L, lb_arg(L, &a, 6, "dilation"), "conv2d", "dilation", 1, dilation);
-    int groups = (int)lb_int(L, lb_arg(L, &a, 7, "groups"), "conv2d", "groups", 1);
+    int groups = groups_arg(L, lb_arg(L, &a, 7, "groups"), "conv2d");
     int pi = lb_arg(L, &a, 5, "padding");
     if (pi && lua_type(L, pi) == LUA_TSTRING) {
         /* 'valid' is no padding; 'same' keeps the size at stride 1, when it can be symmetric */
@@ -118,7 +128,7 @@ static int f_conv_transpose2d(lua_State *L)
     lb_pair(L, lb_arg(L, &a, 4, "stride"), fname, "stride", 1, stride);
     lb_pair(L, lb_arg(L, &a, 5, "padding"), fname, "padding", 0, padding);
     lb_pair(L, lb_arg(L, &a, 6, "output_padding"), fname, "output_padding", 0, output_padding);
-    int groups = (int)lb_int(L, lb_arg(L, &a, 7, "groups"), fname, "groups", 1);
+    int groups = groups_arg(L, lb_arg(L, &a, 7, "groups"), fname);
     lb_pair(L, lb_arg(L, &a, 8, "dilation"), fname, "dilation", 1, dilation);
     RETURN_RESULT(
         L, fname,

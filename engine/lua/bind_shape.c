@@ -88,8 +88,9 @@ static int m_repeat_interleave(lua_State *L)
     int ri = lb_arg(L, &a, 2, "repeats");
     int di = lb_arg(L, &a, 3, "dim");
     int dim = int_arg(L, di, fname, "dim", 0);
-    int64_t output_size = lb_int(L, lb_arg(L, &a, 0, "output_size"), fname, "output_size", -1);
-    if (output_size < -1)
+    int oi = lb_arg(L, &a, 0, "output_size");
+    int64_t output_size = lb_int(L, oi, fname, "output_size", -1);
+    if (output_size < -1 || (oi && output_size < 0)) /* -1 is "not given" only when absent */
         return luaL_error(L, "%s: output_size must be non-negative, got %I", fname,
                           (lua_Integer)output_size);
     ddpl_tensor *rt = ri && lua_type(L, ri) != LUA_TNUMBER ? lb_check(L, ri, fname) : NULL;

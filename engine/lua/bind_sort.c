@@ -149,6 +149,19 @@ static ddpl_tensor *search_values(lua_State *L, int idx, const char *fname, bool
     return v;
 }
 
+/* A number given as the values is a 0-dim tensor on the sequence's device (PyTorch's Scalar
+ * overload): on the CPU it met a CUDA sequence as a device mismatch. */
+static ddpl_tensor *on_device_of(lua_State *L, ddpl_tensor *v, bool *owned, ddpl_tensor *seq,
+                                 const char *fname)
+{
+    ddpl_device d = ddpl_tensor_device(seq);
+    if (!*owned || ddpl_tensor_device(v).type == d.type) return v;
+    ddpl_tensor *m = ddpl_to(v, ddpl_tensor_dtype(v), d);
+    ddpl_tensor_release(v);
+    if (!m) lb_error_in(L, fname);
+    return m;
+}
+
 /* ddpl.searchsorted(sorted_sequence, values [, {right, side, out_int32}]),
  * ddpl.bucketize(input, boundaries [, {right, out_int32}]) */
 static int search(lua_State *L, const char *fname, bool is_bucketize)
@@ -176,7 +189,7 @@ static int search(lua_State *L, const char *fname, bool is_bucketize)
         right = is_right;
     }
     bool owned;
-    ddpl_tensor *v = search_values(L, vi, fname, &owned);
+    ddpl_tensor *v = on_device_of(L, search_values(L, vi, fname, &owned), &owned, seq, fname);
     lb_box *box = lb_newbox(L);
     box->t = is_bucketize ? ddpl_bucketize(v, seq, right, out_int32)
                           : ddpl_searchsorted(seq, v, right, out_int32);

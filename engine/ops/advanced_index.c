@@ -197,7 +197,7 @@ ddpl_tensor *ddpl_index(ddpl_tensor *x, int n, ddpl_tensor *const *indices)
         r = ddpl_view(x, x->ndim, x->sizes);
         goto out;
     }
-    int perm[DDPL_MAX_DIMS], rp[DDPL_MAX_DIMS], rest_n;
+    int perm[DDPL_MAX_DIMS], rp[DDPL_MAX_DIMS], rest_n = 0;
     op_temps k = {0};
     ddpl_tensor *xr = OP_T(&k, indexed_first(x, &p, perm, &rest_n));
     ddpl_tensor *sel = xr ? OP_T(&k, ddpl_index_select(xr, 0, p.linear)) : NULL;

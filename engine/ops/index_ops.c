@@ -13,6 +13,8 @@
  * is handled as a 1-D view of one element. */
 #include "scatter.h"
 
+#include <math.h>
+
 typedef struct {
     int dim;
     double alpha;
@@ -117,8 +119,9 @@ static int index_add_into(ddpl_tensor *out, int d, ddpl_tensor *ix, ddpl_tensor 
 
 static int check_alpha(const char *op, ddpl_tensor *x, double alpha)
 {
+    /* fabs(alpha) < 2^63 first: converting NaN, inf or a larger double to int64 is undefined */
     if ((ddpl_dtype_is_integral((ddpl_dtype)x->dtype) || x->dtype == DDPL_BOOL) &&
-        alpha != (double)(int64_t)alpha)
+        (!(fabs(alpha) < 0x1p63) || alpha != (double)(int64_t)alpha))
         return ddpl_error("%s: for integral input tensors, argument alpha must not be a floating "
                           "point number (got %g)",
                           op, alpha);

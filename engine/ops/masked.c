@@ -315,7 +315,12 @@ ddpl_tensor *ddpl_take_along_dim(ddpl_tensor *x, ddpl_tensor *indices, bool has_
     if (!has_dim) {
         ddpl_tensor *xf = OP_T(&k, ddpl_reshape(x, 1, &minus1));
         ddpl_tensor *inf = OP_T(&k, ddpl_reshape(indices, 1, &minus1));
-        ddpl_tensor *r = xf && inf ? OP_T(&k, ddpl_gather(xf, 0, inf)) : NULL;
+        /* CUDA: checked on the device first, so the asynchronous report names take_along_dim
+         * (the gather's own check would name gather; on the CPU its error is wrapped) */
+        if (xf && inf && x->device.type != DDPL_CPU &&
+            ddpl_check_index_range(op, inf, 0, xf->sizes[0]) < 0)
+            k.failed = true;
+        ddpl_tensor *r = xf && inf && !k.failed ? OP_T(&k, ddpl_gather(xf, 0, inf)) : NULL;
         return op_temps_result(&k, r);
     }
     int d = ddpl_wrap_dim(op, dim, x->ndim);
@@ -340,6 +345,9 @@ ddpl_tensor *ddpl_take_along_dim(ddpl_tensor *x, ddpl_tensor *indices, bool has_
         return NULL;
     ddpl_tensor *ib = OP_T(&k, ddpl_expand(indices, n1, s1));
     ddpl_tensor *xb = OP_T(&k, ddpl_expand(x, n2, s2));
-    ddpl_tensor *r = ib && xb ? OP_T(&k, ddpl_gather(xb, d, ib)) : NULL;
+    if (ib && xb && x->device.type != DDPL_CPU && x->ndim &&
+        ddpl_check_index_range(op, ib, d, xb->sizes[d]) < 0) /* as above */
+        k.failed = true;
+    ddpl_tensor *r = ib && xb && !k.failed ? OP_T(&k, ddpl_gather(xb, d, ib)) : NULL;
     return op_temps_result(&k, r);
 }

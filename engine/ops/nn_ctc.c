@@ -95,7 +95,9 @@ static int ctc_read(ctc_host *h, ddpl_tensor *targets, ddpl_tensor *il, ddpl_ten
         if (h->tl[b] < 0)
             return ddpl_error("ctc_loss: target_lengths must be >= 0, got %lld for sample %lld",
                               (long long)h->tl[b], (long long)b);
-        total += h->tl[b];
+        if (ddpl_add_overflow(total, h->tl[b], &total))
+            return ddpl_error("ctc_loss: target_lengths add up past 2^63 (sample %lld has %lld)",
+                              (long long)b, (long long)h->tl[b]);
         if (h->tl[b] > longest) longest = h->tl[b];
     }
     bool padded = targets->ndim == 2 || (!batched && targets->ndim == 1);

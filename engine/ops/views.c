@@ -429,7 +429,7 @@ ddpl_tensor *ddpl_slice(ddpl_tensor *x, int dim, int64_t start, int64_t end, int
     int64_t sizes[DDPL_MAX_DIMS], strides[DDPL_MAX_DIMS];
     memcpy(sizes, x->sizes, sizeof sizes);
     memcpy(strides, x->strides, sizeof strides);
-    sizes[d] = (end - start + step - 1) / step;
+    sizes[d] = end == start ? 0 : (end - start - 1) / step + 1; /* no end - start + step: wraps */
     /* with two or more elements step < size, so |stride| * step stays inside the storage */
     if (sizes[d] > 1) strides[d] = x->strides[d] * step;
     ddpl_node *n;

@@ -98,21 +98,15 @@ local function pad_constant(fname, x, pairs_, value)
     return out
 end
 
--- source index of each output position along one dimension of size n
-local function source_index(mode, n, l, r)
-    local idx = {}
-    for o = -l, n + r - 1 do
-        local i
-        if mode == 'replicate' then
-            i = math.min(math.max(o, 0), n - 1)
-        elseif mode == 'circular' then
-            i = o % n
-        else -- reflect: mirror without repeating the edge
-            i = o < 0 and -o or (o >= n and 2 * (n - 1) - o or o)
-        end
-        idx[#idx + 1] = i
-    end
-    return idx
+-- source index of each output position along one dimension of size n, as an int64 tensor
+-- (built with tensor ops: a Lua list of a huge padding's positions filled memory for minutes)
+local function source_index(fname, mode, n, l, r, device)
+    local ok, o = pcall(ddpl.arange, -l, n + r, {dtype = 'int64', device = device})
+    if not ok then error(fname .. ': ' .. tostring(o), 4) end -- e.g. out of memory
+    if mode == 'replicate' then return o:clamp(0, n - 1) end
+    if mode == 'circular' then return o % n end
+    -- reflect (|pad| < n): mirror without repeating the edge, -o before 0, 2 (n - 1) - o past n - 1
+    return ((o:abs() - (n - 1)):abs() - (n - 1)):neg()
 end
 
 local function pad_indexed(fname, x, pairs_, mode, npad)
@@ -136,14 +130,17 @@ local function pad_indexed(fname, x, pairs_, mode, npad)
                                 .. 'of size %d (at most %s each, and a non-empty result)', fname,
                                 l, r, mode, d, n, tostring(limit)), 3)
         end
+        -- n + l + r in floats: in integers a huge padding wraps (maxinteger twice gave size 2)
+        if n + 0.0 + l + r > 2.0 ^ 62 then
+            error(string.format("%s: padding (%d, %d) on dimension %d of size %d gives a size "
+                                .. 'past the limit of 2^62 elements', fname, l, r, d, n), 3)
+        end
         if mode == 'circular' then -- crop first: the wrapped values come from what is kept
             if l < 0 then out, n, l = out:narrow(d, -l, n + l), n + l, 0 end
             if r < 0 then out, n, r = out:narrow(d, 0, n + r), n + r, 0 end
         end
         if l ~= 0 or r ~= 0 then
-            local idx = ddpl.tensor(source_index(mode, n, l, r), {dtype = 'int64'})
-            if tostring(out.device) ~= 'cpu' then idx = idx:to(out.device) end
-            out = out:index_select(d, idx)
+            out = out:index_select(d, source_index(fname, mode, n, l, r, out.device))
         end
     end
     return out
