@@ -74,6 +74,17 @@ local function worker(argv)
     end
     return function() local r = f() end
   end
+  -- every result of a multi-result op freed at once, as producing() does for one (one <close>
+  -- per local; a nil is skipped)
+  local function all_closed(f)
+    if not closable then return function() local a, b, c = f() end end
+    return function()
+      local a, b, c = f()
+      local ca <close> = a
+      local cb <close> = b
+      local cc <close> = c
+    end
+  end
 
   for _, mkn in ipairs({{1024, 1024, 1024}, {64, 784, 256}}) do
     local m, k, n = mkn[1], mkn[2], mkn[3]
@@ -124,15 +135,6 @@ local function worker(argv)
   do
     local v, m = ddpl.randn(1 << 20), ddpl.randn(1024, 1024)
     local u = ddpl.randint(0, 100000, {1 << 20})
-    -- every result freed at once, as producing() does for one (one <close> per local)
-    local function all_closed(f)
-      return function()
-        local a, b, c = f()
-        local ca <close> = a
-        local cb <close> = b
-        local cc <close> = c
-      end
-    end
     local sorts = {
       {'sort_1m', all_closed(function() return v:sort() end)},
       {'sort_rows', all_closed(function() return m:sort() end)},
@@ -143,6 +145,59 @@ local function worker(argv)
       end)},
     }
     for _, c in ipairs(sorts) do
+      result(c[1], function() return time_per_call(c[2]) * 1e3, 'ms' end)
+    end
+  end
+
+  -- ---- the reductions, selections and index ops of issue 29, in ms per call (same workloads
+  -- in bench/ops_torch.py; keys in SELECT_KEYS): v 1M float32, m 1024x1024 along the rows
+  -- (dim -1 or 1) or the columns (dim 0), m4 4096x1024, big 16M; u 1M int64 in [0, 1000) (the
+  -- bins of bincount and the index of scatter_add/index_add into 1000 slots), a bool mask of v
+  -- about half true, 1000 sorted boundaries for searchsorted.
+  do
+    local v, m, m4 = ddpl.randn(1 << 20), ddpl.randn(1024, 1024), ddpl.randn(4096, 1024)
+    local big = ddpl.randn(N_ELEM)
+    local q3 = ddpl.tensor({0.25, 0.5, 0.75})
+    local u, z = ddpl.randint(0, 1000, {1 << 20}), ddpl.zeros(1000)
+    local gi = ddpl.randint(0, 1024, {1024, 1024})
+    local mask = v:gt(0)
+    local bounds = ddpl.linspace(-3, 3, 1000)
+    local cases = {
+      {'median_1m', producing(function() return v:median() end)},
+      {'median_rows', all_closed(function() return m:median(-1) end)},
+      {'quantile_rows', producing(function() return ddpl.quantile(m, 0.5, -1) end)},
+      {'quantile3_rows', producing(function() return ddpl.quantile(m, q3, -1) end)},
+      {'kthvalue_rows', all_closed(function() return m:kthvalue(256, -1) end)},
+      {'topk_rows', all_closed(function() return m:topk(10, -1) end)},
+      {'topk_rows_small', all_closed(function() return m:topk(10, -1, {largest = false}) end)},
+      {'cumprod_1m', producing(function() return v:cumprod(0) end)},
+      {'cummax_1m', all_closed(function() return v:cummax(0) end)},
+      {'logsumexp_rows', producing(function() return m:logsumexp(1) end)},
+      {'std_rows', producing(function() return m:std(1) end)}, -- correction 1, as torch's
+      {'var_cols', producing(function() return m:var(0) end)},
+      {'norm2_rows', producing(function() return m:norm(2, 1) end)},
+      {'norm1_rows', producing(function() return m:norm(1, 1) end)},
+      {'prod_cols', producing(function() return m4:prod(0) end)},
+      {'sum_cols', producing(function() return m4:sum(0) end)},
+      {'max_rows', all_closed(function() return m4:max(1) end)},
+      {'count_nonzero', producing(function() return m4:count_nonzero() end)},
+      {'aminmax', all_closed(function() return m4:aminmax() end)},
+      {'nansum', producing(function() return m4:nansum() end)},
+      {'bincount_1m', producing(function() return u:bincount() end)},
+      {'histc_1m', producing(function() return v:histc({bins = 100, min = -3, max = 3}) end)},
+      {'searchsorted_1m', producing(function() return ddpl.searchsorted(bounds, v) end)},
+      {'scatter_add_1m', producing(function() return z:scatter_add(0, u, v) end)},
+      {'index_add_1m', producing(function() return z:index_add(0, u, v) end)},
+      {'gather_rows', producing(function() return m:gather(1, gi) end)},
+      {'masked_select_1m', producing(function() return v:masked_select(mask) end)},
+      {'nonzero_1m', producing(function() return mask:nonzero() end)},
+      {'remainder_16m', producing(function() return big % 1.5 end)},
+      {'fmod_16m', producing(function() return big:fmod(1.5) end)},
+      {'roll_rows', producing(function() return m4:roll(7, 0) end)},
+      {'roll_cols', producing(function() return m4:roll(7, 1) end)},
+      {'repeat_interleave_1m', producing(function() return v:repeat_interleave(2) end)},
+    }
+    for _, c in ipairs(cases) do
       result(c[1], function() return time_per_call(c[2]) * 1e3, 'ms' end)
     end
   end
@@ -190,6 +245,45 @@ local METRICS = {
   {key = 'unique_1m', label = 'unique 1M i64', unit = 'ms'},
   {key = 'unique_1m_inv', label = 'unique 1M inv+counts', unit = 'ms'},
 }
+
+-- the reductions, selections and index ops of issue 29 (ms per call: lower is better), each
+-- checked against torch in the targets table
+local SELECT_METRICS = {
+  {'median_1m', 'median 1M f32'},
+  {'median_rows', 'median 1024^2 dim -1'},
+  {'quantile_rows', 'quantile .5 1024^2 -1'},
+  {'quantile3_rows', 'quantile 3q 1024^2 -1'},
+  {'kthvalue_rows', 'kthvalue 1024^2 -1'},
+  {'topk_rows', 'topk 10 1024^2 -1'},
+  {'topk_rows_small', 'topk 10 smallest'},
+  {'cumprod_1m', 'cumprod 1M f32'},
+  {'cummax_1m', 'cummax 1M f32'},
+  {'logsumexp_rows', 'logsumexp 1024^2 1'},
+  {'std_rows', 'std 1024^2 dim 1'},
+  {'var_cols', 'var 1024^2 dim 0'},
+  {'norm2_rows', 'norm p=2 1024^2 dim 1'},
+  {'norm1_rows', 'norm p=1 1024^2 dim 1'},
+  {'prod_cols', 'prod 4096x1024 dim 0'},
+  {'sum_cols', 'sum 4096x1024 dim 0'},
+  {'max_rows', 'max+idx 4096x1024 1'},
+  {'count_nonzero', 'count_nonzero 4M f32'},
+  {'aminmax', 'aminmax 4M f32'},
+  {'nansum', 'nansum 4M f32'},
+  {'bincount_1m', 'bincount 1M i64'},
+  {'histc_1m', 'histc 1M f32'},
+  {'searchsorted_1m', 'searchsorted 1M/1000'},
+  {'scatter_add_1m', 'scatter_add 1M->1000'},
+  {'index_add_1m', 'index_add 1M->1000'},
+  {'gather_rows', 'gather 1024^2 dim 1'},
+  {'masked_select_1m', 'masked_select 1M'},
+  {'nonzero_1m', 'nonzero 1M bool'},
+  {'remainder_16m', 'remainder 16M f32'},
+  {'fmod_16m', 'fmod 16M f32'},
+  {'roll_rows', 'roll 4096x1024 dim 0'},
+  {'roll_cols', 'roll 4096x1024 dim 1'},
+  {'repeat_interleave_1m', 'repeat_interleave 1M'},
+}
+for _, s in ipairs(SELECT_METRICS) do METRICS[#METRICS + 1] = {key = s[1], label = s[2], unit = 'ms'} end
 
 
 -- Runs one worker; returns {metric = value}, {info lines}, {error lines}.
@@ -381,11 +475,15 @@ local function driver(argv)
              pad('-', 8), pad(fmt(t), 9), pad('-', 8), pad('< 1 us', 9),
              d and (d < 1 and 'ok' or 'ABOVE') or 'n/a', '\n')
   end
-  -- sorting at least as fast as PyTorch (ratio = torch ms / ddplua ms)
+  -- sorting and the issue-29 reductions at least as fast as PyTorch (ratio = torch ms / ddplua
+  -- ms)
+  local vs_torch = {'sort_1m', 'sort_rows', 'argsort_1m'}
+  for _, s in ipairs(SELECT_METRICS) do vs_torch[#vs_torch + 1] = s[1] end
   for _, T in ipairs(threads) do
-    for _, k in ipairs({'sort_1m', 'sort_rows', 'argsort_1m'}) do
+    for _, k in ipairs(vs_torch) do
       local d, t = med(T, 'ddplua', k), best_torch(T, k, false)
-      io.write(pad(k .. ' vs torch', 24), pad(tostring(T), 3), pad('torch ' .. fmt(t), 14),
+      io.write(pad(#k <= 14 and k .. ' vs torch' or k, 24), pad(tostring(T), 3),
+               pad('torch ' .. fmt(t), 14),
                pad(fmt(d), 9), pad(ratio(t, d), 8), pad(fmt(t), 9), pad('-', 8),
                pad('>= 1', 9), d and t and (t / d >= 1 and 'ok' or 'BELOW') or 'n/a', '\n')
     end

@@ -113,6 +113,54 @@ def main():
         result(name, time_per_call(body, mt, reps) * 1e3, "ms")
     del v, m, u
 
+    # ---- the reductions, selections and index ops of issue 29 (same workloads as
+    # bench/ops.lua), ms per call
+    v, m, m4 = torch.randn(1 << 20), torch.randn(1024, 1024), torch.randn(4096, 1024)
+    big = torch.randn(N_ELEM)
+    q3 = torch.tensor([0.25, 0.5, 0.75])
+    u, z = torch.randint(0, 1000, (1 << 20,)), torch.zeros(1000)
+    gi = torch.randint(0, 1024, (1024, 1024))
+    mask = v.gt(0)
+    bounds = torch.linspace(-3, 3, 1000)
+    cases = (
+        ("median_1m", lambda: v.median()),
+        ("median_rows", lambda: m.median(-1)),
+        ("quantile_rows", lambda: torch.quantile(m, 0.5, dim=-1)),
+        ("quantile3_rows", lambda: torch.quantile(m, q3, dim=-1)),
+        ("kthvalue_rows", lambda: m.kthvalue(256, -1)),
+        ("topk_rows", lambda: m.topk(10, -1)),
+        ("topk_rows_small", lambda: m.topk(10, -1, largest=False)),
+        ("cumprod_1m", lambda: v.cumprod(0)),
+        ("cummax_1m", lambda: v.cummax(0)),
+        ("logsumexp_rows", lambda: m.logsumexp(1)),
+        ("std_rows", lambda: m.std(1)),  # correction 1
+        ("var_cols", lambda: m.var(0)),
+        ("norm2_rows", lambda: m.norm(2, 1)),
+        ("norm1_rows", lambda: m.norm(1, 1)),
+        ("prod_cols", lambda: m4.prod(0)),
+        ("sum_cols", lambda: m4.sum(0)),
+        ("max_rows", lambda: m4.max(1)),
+        ("count_nonzero", lambda: torch.count_nonzero(m4)),
+        ("aminmax", lambda: torch.aminmax(m4)),
+        ("nansum", lambda: torch.nansum(m4)),
+        ("bincount_1m", lambda: u.bincount()),
+        ("histc_1m", lambda: torch.histc(v, bins=100, min=-3, max=3)),
+        ("searchsorted_1m", lambda: torch.searchsorted(bounds, v)),
+        ("scatter_add_1m", lambda: z.scatter_add(0, u, v)),
+        ("index_add_1m", lambda: z.index_add(0, u, v)),
+        ("gather_rows", lambda: m.gather(1, gi)),
+        ("masked_select_1m", lambda: v.masked_select(mask)),
+        ("nonzero_1m", lambda: mask.nonzero()),
+        ("remainder_16m", lambda: big % 1.5),
+        ("fmod_16m", lambda: big.fmod(1.5)),
+        ("roll_rows", lambda: m4.roll(7, 0)),
+        ("roll_cols", lambda: m4.roll(7, 1)),
+        ("repeat_interleave_1m", lambda: v.repeat_interleave(2)),
+    )
+    for name, body in cases:
+        result(name, time_per_call(body, mt, reps) * 1e3, "ms")
+    del v, m, m4, big, u, z, gi, mask, bounds
+
     # tiny op: 1-element add, loop of N calls minus an empty loop of N
     t1, t2 = torch.ones(1), torch.ones(1)
     n = args.tiny_calls

@@ -66,7 +66,9 @@ DDPL_CPU_KERNEL(cpu_index_select);
 DDPL_CPU_KERNEL(cpu_index_add);
 DDPL_CPU_KERNEL(cpu_gather);
 DDPL_CPU_KERNEL(cpu_scatter_add);
-DDPL_CPU_KERNEL(cpu_topk);
+DDPL_CPU_KERNEL(cpu_topk);         /* cpu_sort.c */
+DDPL_CPU_KERNEL(cpu_kthvalue);     /* cpu_sort.c */
+DDPL_CPU_KERNEL(cpu_sum_squares);  /* cpu_reduce.c */
 DDPL_CPU_KERNEL(cpu_scatter);      /* cpu_scatter.c */
 DDPL_CPU_KERNEL(cpu_nonzero);      /* cpu_scatter.c */
 DDPL_CPU_KERNEL(cpu_sort);         /* cpu_sort.c */

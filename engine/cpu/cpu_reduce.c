@@ -1,6 +1,6 @@
 /* cpu/cpu_reduce.c: reduction CPU kernels: sum, prod, amax, amin over a set of dims, and
  * max/min with indices along one dim.
- * defines: cpu_sum, cpu_prod, cpu_amax, cpu_amin, cpu_max_dim, cpu_min_dim.
+ * defines: cpu_sum, cpu_prod, cpu_amax, cpu_amin, cpu_sum_squares, cpu_max_dim, cpu_min_dim.
  *
  * out has in's rank with the reduced dims of size 1 (ops.def). The dims are split into kept
  * dims (which index the outputs) and reduced dims, each group coalesced where memory allows,
@@ -22,7 +22,11 @@
 #include "kernel_abi/kernel_params.h"
 #include "core/reduce_geom.h"
 
-typedef enum { RED_SUM, RED_PROD, RED_MAX, RED_MIN } red_kind;
+/* RED_SUMSQ: the sum of squares (norm p=2), each square rounded to the dtype as the separate
+ * x * x it replaces was, then accumulated like a sum, so the result bits are unchanged. */
+typedef enum { RED_SUM, RED_PROD, RED_MAX, RED_MIN, RED_SUMSQ } red_kind;
+/* Keeps a float64 square and the add after it two roundings (no fma), as x * x then sum. */
+#define NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
 
 typedef ddpl_reduce_geom reduce_geom;
 
@@ -41,6 +45,8 @@ static inline double fcombine(red_kind k, double a, double b)
         return a * b;
     case RED_MAX:
         return (a != a || a > b) ? a : b; /* NaN wins, as in PyTorch */
+    case RED_SUMSQ:
+        return a + b * b; /* generic dtypes only: the ops layer sends float32/float64 */
     default:
         return (a != a || a < b) ? a : b;
     }
@@ -55,6 +61,8 @@ static inline int64_t icombine(red_kind k, int64_t a, int64_t b)
         return (int64_t)((uint64_t)a * (uint64_t)b);
     case RED_MAX:
         return a > b ? a : b;
+    case RED_SUMSQ:
+        return (int64_t)((uint64_t)a + (uint64_t)b * (uint64_t)b);
     default:
         return a < b ? a : b;
     }
@@ -64,49 +72,63 @@ static acc_t identity(red_kind k, bool integral)
 {
     acc_t a;
     if (integral)
-        a.i = k == RED_SUM ? 0 : k == RED_PROD ? 1 : k == RED_MAX ? INT64_MIN : INT64_MAX;
+        a.i = k == RED_SUM || k == RED_SUMSQ ? 0
+              : k == RED_PROD                ? 1
+              : k == RED_MAX                 ? INT64_MIN
+                                             : INT64_MAX;
     else
-        a.f = k == RED_SUM ? 0.0 : k == RED_PROD ? 1.0 : k == RED_MAX ? -INFINITY : INFINITY;
+        a.f = k == RED_SUM || k == RED_SUMSQ ? 0.0
+              : k == RED_PROD                ? 1.0
+              : k == RED_MAX                 ? -INFINITY
+                                             : INFINITY;
     return a;
 }
 
-/* Typed rows: combines init with the n elements at p (element stride s). Eight lanes of
- * double, starting from the identity ID, so the loop vectorises (float32 converts four at a
- * time) and the dependency chains stay short. */
-#define ROW_FN(NAME, T, OP, ID)                                                                    \
-    static double NAME(const char *p_, int64_t n, int64_t s, double init)                          \
+/* Typed rows: combines init with the n elements at p (element stride s). LANES lanes of
+ * double, starting from the identity ID, so the loop vectorises and the dependency chains stay
+ * short: float32 takes 32 (eight vectors of four), since each vector add waits ~4 cycles on its
+ * own chain and the float -> double conversion feeds one vector a cycle; with 8 lanes a float32
+ * sum ran at 0.56x torch's speed on 4M elements in cache. Compiled for AVX-512 too
+ * (CPU_LOOP_CLONES): eight conversions an instruction. */
+#define ROW_FN(NAME, T, OP, ID, LANES, LOAD)                                                       \
+    NO_FP_CONTRACT CPU_LOOP_CLONES static double NAME(const char *p_, int64_t n, int64_t s,        \
+                                                      double init)                                 \
     {                                                                                              \
         const T *p = (const T *)p_;                                                                \
-        double lane[8];                                                                            \
-        for (int j = 0; j < 8; j++) lane[j] = ID;                                                  \
+        double lane[LANES];                                                                        \
+        for (int j = 0; j < LANES; j++) lane[j] = ID;                                              \
         int64_t i = 0;                                                                             \
         if (s == 1) {                                                                              \
-            for (; i + 8 <= n; i += 8)                                                             \
-                for (int j = 0; j < 8; j++) {                                                      \
-                    double a = lane[j], b = (double)p[i + j];                                      \
+            for (; i + LANES <= n; i += LANES)                                                     \
+                for (int j = 0; j < LANES; j++) {                                                  \
+                    double a = lane[j], b = LOAD(p[i + j]);                                        \
                     lane[j] = OP(a, b);                                                            \
                 }                                                                                  \
         }                                                                                          \
         double r = init;                                                                           \
         for (; i < n; i++) {                                                                       \
-            double a = r, b = (double)p[i * s];                                                    \
+            double a = r, b = LOAD(p[i * s]);                                                      \
             r = OP(a, b);                                                                          \
         }                                                                                          \
-        for (int j = 0; j < 8; j++) {                                                              \
+        for (int j = 0; j < LANES; j++) {                                                          \
             double a = r, b = lane[j];                                                             \
             r = OP(a, b);                                                                          \
         }                                                                                          \
         return r;                                                                                  \
     }
-#define OP_SUM(a, b)  ((a) + (b))
-#define OP_PROD(a, b) ((a) * (b))
-#define OP_MAX(a, b)  (((a) != (a) || (a) > (b)) ? (a) : (b))
-#define OP_MIN(a, b)  (((a) != (a) || (a) < (b)) ? (a) : (b))
-ROW_FN(row_sum_f32, float, OP_SUM, 0.0)
-ROW_FN(row_sum_f64, double, OP_SUM, 0.0)
-ROW_FN(row_prod_f32, float, OP_PROD, 1.0)
-ROW_FN(row_prod_f64, double, OP_PROD, 1.0)
-/* max/min rows in two 32-byte vectors of T itself (the result is one of the elements: no
+#define OP_SUM(a, b)   ((a) + (b))
+#define OP_PROD(a, b)  ((a) * (b))
+#define OP_MAX(a, b)   (((a) != (a) || (a) > (b)) ? (a) : (b))
+#define OP_MIN(a, b)   (((a) != (a) || (a) < (b)) ? (a) : (b))
+#define LOAD_PLAIN(v)  ((double)(v))
+#define LOAD_SQUARE(v) ((double)((v) * (v))) /* squared in the dtype, as x * x */
+ROW_FN(row_sum_f32, float, OP_SUM, 0.0, 32, LOAD_PLAIN)
+ROW_FN(row_sum_f64, double, OP_SUM, 0.0, 8, LOAD_PLAIN)
+ROW_FN(row_prod_f32, float, OP_PROD, 1.0, 32, LOAD_PLAIN)
+ROW_FN(row_prod_f64, double, OP_PROD, 1.0, 8, LOAD_PLAIN)
+ROW_FN(row_sumsq_f32, float, OP_SUM, 0.0, 32, LOAD_SQUARE)
+ROW_FN(row_sumsq_f64, double, OP_SUM, 0.0, 8, LOAD_SQUARE)
+/* max/min rows in four 32-byte vectors of T itself (the result is one of the elements: no
  * conversion), GCC vector extensions: each lane keeps b where b CMP lane, a compare and a blend,
  * which leaves the lane alone for a NaN b; a mask of NaNs seen restores PyTorch's rule that NaN
  * wins. Written with scalars, the NaN test inside the select kept GCC from vectorising and amax
@@ -116,29 +138,28 @@ ROW_FN(row_prod_f64, double, OP_PROD, 1.0)
     {                                                                                              \
         typedef T vec __attribute__((vector_size(32)));                                            \
         typedef IT mask __attribute__((vector_size(32)));                                          \
-        enum { W = 32 / sizeof(T) };                                                               \
+        enum { W = 32 / sizeof(T), V = 4 }; /* V vectors: four blend chains in flight */           \
         const T *p = (const T *)p_;                                                                \
-        vec l0, l1;                                                                                \
-        for (int j = 0; j < W; j++) l0[j] = (T)ID;                                                 \
-        l1 = l0;                                                                                   \
+        vec l[V];                                                                                  \
+        for (int j = 0; j < W; j++) l[0][j] = (T)ID;                                               \
+        for (int v = 1; v < V; v++) l[v] = l[0];                                                   \
         mask nan = {0};                                                                            \
         int64_t i = 0;                                                                             \
         if (s == 1) {                                                                              \
-            for (; i + 2 * W <= n; i += 2 * W) {                                                   \
-                vec b0, b1;                                                                        \
-                memcpy(&b0, p + i, sizeof b0);                                                     \
-                memcpy(&b1, p + i + W, sizeof b1);                                                 \
-                mask m0 = b0 CMP l0, m1 = b1 CMP l1;                                               \
-                l0 = (vec)((m0 & (mask)b0) | (~m0 & (mask)l0));                                    \
-                l1 = (vec)((m1 & (mask)b1) | (~m1 & (mask)l1));                                    \
-                nan |= (b0 != b0) | (b1 != b1);                                                    \
+            for (; i + V * W <= n; i += V * W) {                                                   \
+                for (int v = 0; v < V; v++) {                                                      \
+                    vec b;                                                                         \
+                    memcpy(&b, p + i + v * W, sizeof b);                                           \
+                    mask m = b CMP l[v];                                                           \
+                    l[v] = (vec)((m & (mask)b) | (~m & (mask)l[v]));                               \
+                    nan |= b != b;                                                                 \
+                }                                                                                  \
             }                                                                                      \
         }                                                                                          \
         double r = init;                                                                           \
         for (int j = 0; j < W; j++) {                                                              \
             if (nan[j]) return (double)NAN;                                                        \
-            r = OP(r, (double)l0[j]);                                                              \
-            r = OP(r, (double)l1[j]);                                                              \
+            for (int v = 0; v < V; v++) r = OP(r, (double)l[v][j]);                                \
         }                                                                                          \
         for (; i < n; i++) {                                                                       \
             double a = r, b = (double)p[i * s];                                                    \
@@ -151,9 +172,52 @@ ROW_MINMAX(row_max_f64, double, int64_t, >, OP_MAX, -INFINITY)
 ROW_MINMAX(row_min_f32, float, int32_t, <, OP_MIN, INFINITY)
 ROW_MINMAX(row_min_f64, double, int64_t, <, OP_MIN, INFINITY)
 
+/* Integer sums of contiguous rows in uint64 (wrap-around, as icombine). count_nonzero sums a
+ * bool mask: through ddpl_load_i64 per element that took 8 ms for 4M bytes (6x torch); typed,
+ * GCC widens and vectorises the loop. Bytes go through a uint32 lane sum per block of 2^24
+ * (no overflow: 255 * 2^24 < 2^32). */
+static int64_t row_isum(const char *p_, int64_t n, ddpl_dtype dt)
+{
+    uint64_t acc = 0;
+    if (dt == DDPL_BOOL || dt == DDPL_UINT8) {
+        const uint8_t *p = (const uint8_t *)p_;
+        for (int64_t b = 0; b < n; b += 1 << 24) {
+            int64_t e = n - b < (1 << 24) ? n : b + (1 << 24);
+            uint32_t part = 0;
+            for (int64_t i = b; i < e; i++) part += p[i];
+            acc += part;
+        }
+    } else if (dt == DDPL_INT32) {
+        const int32_t *p = (const int32_t *)p_;
+        for (int64_t i = 0; i < n; i++) acc += (uint64_t)(int64_t)p[i];
+    } else {
+        const int64_t *p = (const int64_t *)p_;
+        for (int64_t i = 0; i < n; i++) acc += (uint64_t)p[i];
+    }
+    return (int64_t)acc;
+}
+
+static bool has_isum_row(ddpl_dtype dt)
+{
+    return dt == DDPL_BOOL || dt == DDPL_UINT8 || dt == DDPL_INT32 || dt == DDPL_INT64;
+}
+
+/* int64 max/min of a contiguous row from acc (bincount's range check reads min and max of
+ * its 1M values: through the generic loads they cost 4x torch's whole bincount). */
+static int64_t row_iext(const int64_t *p, int64_t n, bool is_max, int64_t acc)
+{
+    if (is_max)
+        for (int64_t i = 0; i < n; i++) acc = p[i] > acc ? p[i] : acc;
+    else
+        for (int64_t i = 0; i < n; i++) acc = p[i] < acc ? p[i] : acc;
+    return acc;
+}
+
 typedef double (*row_fn)(const char *p, int64_t n, int64_t s, double init);
-static const row_fn rows_f32[4] = {row_sum_f32, row_prod_f32, row_max_f32, row_min_f32};
-static const row_fn rows_f64[4] = {row_sum_f64, row_prod_f64, row_max_f64, row_min_f64};
+static const row_fn rows_f32[5] = {row_sum_f32, row_prod_f32, row_max_f32, row_min_f32,
+                                   row_sumsq_f32};
+static const row_fn rows_f64[5] = {row_sum_f64, row_prod_f64, row_max_f64, row_min_f64,
+                                   row_sumsq_f64};
 
 typedef struct {
     const ddpl_tensor *in, *out;
@@ -181,12 +245,18 @@ static acc_t reduce_one(const reduce_job *j, const char *base, int64_t rsize0)
     row_fn rf = j->dt == DDPL_FLOAT32   ? rows_f32[j->kind]
                 : j->dt == DDPL_FLOAT64 ? rows_f64[j->kind]
                                         : NULL;
+    bool isum = j->kind == RED_SUM && s == 1 && has_isum_row(j->dt);
+    bool iext = (j->kind == RED_MAX || j->kind == RED_MIN) && s == 1 && j->dt == DDPL_INT64;
     for (int64_t r = 0; r < nrows; r++) {
         int64_t off = 0;
         for (int d = 0; d < nr - 1; d++) off += idx[d] * g->rin[d];
         const char *p = base + off * (int64_t)esz;
         if (rf) {
             acc.f = rf(p, inner, s, acc.f);
+        } else if (isum) {
+            acc.i = icombine(RED_SUM, acc.i, row_isum(p, inner, j->dt));
+        } else if (iext) {
+            acc.i = row_iext((const int64_t *)p, inner, j->kind == RED_MAX, acc.i);
         } else if (j->integral) {
             for (int64_t i = 0; i < inner; i++)
                 acc.i = icombine(j->kind, acc.i, ddpl_load_i64(p + i * s * (int64_t)esz, j->dt));
@@ -260,11 +330,12 @@ static void reduce_single(const reduce_job *j)
     parts = (n0 + sj.chunk - 1) / sj.chunk;
     cpu_parallel_for(parts, 1, split_range, &sj);
     acc_t a = sj.part[0];
+    red_kind k = j->kind == RED_SUMSQ ? RED_SUM : j->kind; /* parts are sums already */
     for (int64_t c = 1; c < parts; c++) /* fixed order: the result does not depend on timing */
         if (j->integral)
-            a.i = icombine(j->kind, a.i, sj.part[c].i);
+            a.i = icombine(k, a.i, sj.part[c].i);
         else
-            a.f = fcombine(j->kind, a.f, sj.part[c].f);
+            a.f = fcombine(k, a.f, sj.part[c].f);
     int64_t io, oo;
     ddpl_reduce_geom_offsets(j->g, 0, &io, &oo);
     store_acc(
@@ -292,6 +363,9 @@ typedef struct {
         case RED_PROD:                                                                             \
             for (int64_t c = 0; c < nc; c++) acc[c] *= (double)row[c];                             \
             break;                                                                                 \
+        case RED_SUMSQ:                                                                            \
+            for (int64_t c = 0; c < nc; c++) acc[c] += (double)(row[c] * row[c]);                  \
+            break;                                                                                 \
         case RED_MAX:                                                                              \
             for (int64_t c = 0; c < nc; c++) {                                                     \
                 double v = (double)row[c];                                                         \
@@ -307,10 +381,23 @@ typedef struct {
         }                                                                                          \
     } while (0)
 
+/* Four rows at a time (byte stride RS between rows) into the accumulators, sum or product. */
+#define COL_ACCUMULATE4(T, KIND, RS)                                                               \
+    do {                                                                                           \
+        const T *r0 = (const T *)p, *r1 = (const T *)(p + (RS)), *r2 = (const T *)(p + 2 * (RS)),  \
+                *r3 = (const T *)(p + 3 * (RS));                                                   \
+        if ((KIND) == RED_SUM)                                                                     \
+            for (int64_t c = 0; c < nc; c++)                                                       \
+                acc[c] = acc[c] + (double)r0[c] + (double)r1[c] + (double)r2[c] + (double)r3[c];   \
+        else                                                                                       \
+            for (int64_t c = 0; c < nc; c++)                                                       \
+                acc[c] = acc[c] * (double)r0[c] * (double)r1[c] * (double)r2[c] * (double)r3[c];   \
+    } while (0)
+
 /* Compiled for AVX-512 too (CPU_LOOP_CLONES): the float -> double column accumulation is a
  * bias gradient's whole cost (Linear's bias: sum over the batch rows, 4 per GPT block), and an
  * amax/amin over dim 0 of a row-major matrix reads memory in order this way. */
-CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end, void *ctx)
+NO_FP_CONTRACT CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end, void *ctx)
 {
     const col_job *cj = ctx;
     const reduce_job *j = cj->j;
@@ -327,8 +414,22 @@ CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end, void *ctx)
         const char *base = (const char *)ddpl_data_ptr(j->in) + io * (int64_t)ie;
         double init = identity(j->kind, false).f;
         for (int64_t c = 0; c < nc; c++) acc[c] = init;
-        int64_t idx[DDPL_MAX_DIMS] = {0};
-        for (int64_t r = 0; r < g->nred; r++) {
+        int64_t idx[DDPL_MAX_DIMS] = {0}, r = 0;
+        if (nr == 1 && (j->kind == RED_SUM || j->kind == RED_PROD)) {
+            /* one reduced dim: four rows per pass over the accumulators, each still combined
+             * in row order (acc + r0 + r1 + ... as the one-row loop), so results are unchanged
+             * and the accumulators are loaded and stored a quarter as often */
+            int64_t rs = g->rin[0] * (int64_t)ie;
+            for (; r + 4 <= g->nred; r += 4) {
+                const char *p = base + r * rs;
+                if (j->dt == DDPL_FLOAT32)
+                    COL_ACCUMULATE4(float, j->kind, rs);
+                else
+                    COL_ACCUMULATE4(double, j->kind, rs);
+            }
+            idx[0] = r;
+        }
+        for (; r < g->nred; r++) {
             int64_t off = 0;
             for (int d = 0; d < nr; d++) off += idx[d] * g->rin[d];
             const char *p = base + off * (int64_t)ie;
@@ -395,6 +496,11 @@ int cpu_amin(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     return run_reduce(out, in, params, RED_MIN);
 }
 
+int cpu_sum_squares(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_reduce(out, in, params, RED_SUMSQ);
+}
+
 /* ---- max/min along one dim with the index of the first occurrence; a NaN counts as the
  * extreme, and the first NaN wins (PyTorch). values and indices have in's keepdim shape, each
  * with its own strides, so offsets are computed from the original dims (no coalescing). ---- */
@@ -413,6 +519,9 @@ static void arg_range(int64_t begin, int64_t end, void *ctx)
     int64_t esz = (int64_t)ddpl_dtype_size(dt);
     int64_t n = x->sizes[aj->dim], s = x->strides[aj->dim] * esz;
     const char *in = ddpl_data_ptr(x);
+    row_fn row = dt == DDPL_FLOAT32   ? rows_f32[aj->is_max ? RED_MAX : RED_MIN]
+                 : dt == DDPL_FLOAT64 ? rows_f64[aj->is_max ? RED_MAX : RED_MIN]
+                                      : NULL;
     char *vals = ddpl_data_ptr(aj->values);
     int64_t *idxs = (int64_t *)ddpl_data_ptr(aj->indices);
     for (int64_t o = begin; o < end; o++) {
@@ -427,7 +536,27 @@ static void arg_range(int64_t begin, int64_t end, void *ctx)
         }
         const char *p = in + xo * esz;
         int64_t best_i = 0;
-        if (integral) {
+        if (row && s == esz) {
+            /* contiguous float row: the vectorised amax/amin row (NaN when the row has one),
+             * then the first element equal to it (or the first NaN); the value stored is that
+             * element's own bits, as the scalar loop below stores (-0.0 and 0.0 tie). Two passes
+             * over a row in cache: 6x faster than the scalar loop on 1024-element rows. */
+            double best = row(p, n, 1, aj->is_max ? -INFINITY : INFINITY);
+            if (dt == DDPL_FLOAT32) {
+                const float *f = (const float *)p;
+                if (best != best)
+                    while (f[best_i] == f[best_i]) best_i++;
+                else
+                    while ((double)f[best_i] != best) best_i++;
+            } else {
+                const double *f = (const double *)p;
+                if (best != best)
+                    while (f[best_i] == f[best_i]) best_i++;
+                else
+                    while (f[best_i] != best) best_i++;
+            }
+            memcpy(vals + vo * esz, p + best_i * esz, (size_t)esz);
+        } else if (integral) {
             int64_t best = ddpl_load_i64(p, dt);
             for (int64_t i = 1; i < n; i++) {
                 int64_t v = ddpl_load_i64(p + i * s, dt);

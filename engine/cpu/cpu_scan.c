@@ -134,6 +134,32 @@ static void generic_range(int64_t begin, int64_t end, void *ctx)
     for (int64_t s = begin; s < end; s++) {
         int64_t xo, oo, io;
         slice_offsets(j, s, &xo, &oo, &io);
+        if (j->kind >= SCAN_MAX && (dt == DDPL_FLOAT32 || dt == DDPL_FLOAT64)) {
+            /* cummax/cummin of floats, typed: the generic loads cost 5x torch's time on 1M
+             * float32. The branch is taken only when the extreme moves (rarely, on most
+             * data), so it predicts well. */
+#define SCAN_EXTREME(T)                                                                            \
+    do {                                                                                           \
+        const T *a = (const T *)xp + xo;                                                           \
+        T *b = (T *)op + oo, best = 0;                                                             \
+        int64_t *ix = ip + io;                                                                     \
+        for (int64_t k = 0; k < j->n; k++) {                                                       \
+            int64_t i = j->reverse ? j->n - 1 - k : k;                                             \
+            T v = a[i * xs];                                                                       \
+            if (k == 0 || v != v || (best == best && (is_max ? v >= best : v <= best)))            \
+                best = v, best_i = i;                                                              \
+            b[i * os] = best;                                                                      \
+            ix[i * is] = best_i;                                                                   \
+        }                                                                                          \
+    } while (0)
+            int64_t best_i = 0;
+            if (dt == DDPL_FLOAT32)
+                SCAN_EXTREME(float);
+            else
+                SCAN_EXTREME(double);
+#undef SCAN_EXTREME
+            continue;
+        }
         double facc = j->kind == SCAN_PROD ? 1.0 : 0.0;
         int64_t iacc = j->kind == SCAN_PROD ? 1 : 0, best_i = 0;
         for (int64_t k = 0; k < j->n; k++) {

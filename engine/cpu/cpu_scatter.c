@@ -99,6 +99,12 @@ static inline float f_minf(float a, float b)
             for (int64_t i = 0; i < (n); i++) row[i] = op(row[i], sr[i]);                          \
         else                                                                                       \
             for (int64_t i = 0; i < (n); i++) row[i * ol] = op(row[i * ol], sr[i * sl]);           \
+    } else if (il == 1 && sl == 1 && ol == 0) {                                                    \
+        /* a 1-D scatter (bincount-like: scatter_add of values into bins), plain addressing */     \
+        elem_t *ob = o + (ooff);                                                                   \
+        const int64_t *ir = ix + (ioff);                                                           \
+        const elem_t *sr = s + (soff);                                                             \
+        for (int64_t i = 0; i < (n); i++) ob[ir[i] * od] = op(ob[ir[i] * od], sr[i]);              \
     } else {                                                                                       \
         for (int64_t i = 0; i < (n); i++) {                                                        \
             elem_t *t = o + (ooff) + i * ol + ix[(ioff) + i * il] * od;                            \
@@ -187,10 +193,18 @@ int cpu_scatter(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     bool found = false;
     /* an index constant along the run (stride 0) is checked once per run */
     int64_t run = g.is[g.nd - 1] == 0 ? 1 : g.sizes[g.nd - 1];
+    /* an OR of unsigned compares (a negative index is a huge unsigned one) vectorises; the
+     * search for the bad value runs only in a run that has one (with a branch per element the
+     * check took a third of scatter_add's time) */
 #define CHECK_INNER(ioff, soff, ooff, n)                                                           \
-    for (int64_t i = 0; i < (n) && i < run && !found; i++) {                                       \
-        int64_t v = g.idx[(ioff) + i * g.is[g.nd - 1]];                                            \
-        if (v < 0 || v >= g.bound) found = true, bad_value = v;                                    \
+    if (!found) {                                                                                  \
+        int64_t m_ = (n) < run ? (n) : run, st_ = g.is[g.nd - 1];                                  \
+        const int64_t *ix_ = g.idx + (ioff);                                                       \
+        uint64_t any_ = 0;                                                                         \
+        for (int64_t i = 0; i < m_; i++) any_ |= (uint64_t)ix_[i * st_] >= (uint64_t)g.bound;      \
+        for (int64_t i = 0; any_ && i < m_ && !found; i++)                                         \
+            if (ix_[i * st_] < 0 || ix_[i * st_] >= g.bound)                                       \
+                found = true, bad_value = ix_[i * st_];                                            \
         (void)(soff), (void)(ooff);                                                                \
     }
     SCATTER_WALK(&g, CHECK_INNER);

@@ -112,6 +112,21 @@ typedef struct ddpl_sort_params {
     bool descending;
 } ddpl_sort_params;
 
+/* kthvalue (ops/sort.c, ops/reduce_median.c): which rank each slice selects, in the stable
+ * ascending order (NaN last); the kernel writes the selected elements' positions along dim */
+typedef enum {
+    DDPL_SELECT_KTH,       /* rank k */
+    DDPL_SELECT_MEDIAN,    /* (n - 1) / 2, or the first NaN's rank n - nans */
+    DDPL_SELECT_NANMEDIAN, /* max(n - nans - 1, 0) / 2 */
+    DDPL_SELECT_RANKS      /* the int64 ranks of in[1] */
+} ddpl_select_mode;
+
+typedef struct ddpl_kthvalue_params {
+    int dim;   /* wrapped; in[0] has at least one dim */
+    int mode;  /* ddpl_select_mode */
+    int64_t k; /* DDPL_SELECT_KTH: the 0-based rank */
+} ddpl_kthvalue_params;
+
 typedef struct ddpl_searchsorted_params {
     bool right;      /* first index with seq[i] > v (else seq[i] >= v) */
     int64_t per_row; /* values per row of the sequence (0: one 1-D sequence for all values) */

@@ -1,6 +1,7 @@
 /* ops/reduce.h: helpers shared by the reduction op files (reduce.c, reduce_stats.c).
  * defines: reduce_ctx, red_mask_dims, red_mask_all, red_forward, red_expand_back,
- *          red_keep_view, red_drop_reduced, red_count, red_scale_, red_amax_keep.
+ *          red_keep_view, red_drop_reduced, red_count, red_scale_, red_amax_keep,
+ *          ddpl_select_positions, ddpl_select_ranks (ops/sort.c).
  *
  * A reduction is described by a bit mask of input dims (bit d: dim d is reduced) and keepdim.
  * The kernels write a keepdim-shaped output; without keepdim the op returns a view of it with
@@ -46,5 +47,14 @@ ddpl_tensor *red_keep_view(ddpl_tensor *t, int ndim, const int64_t *sizes, uint3
 ddpl_tensor *red_drop_reduced(ddpl_tensor *t, uint32_t mask);
 /* t <- kop(t, s) in place (DIV: t / s), without autograd (t is a fresh result). */
 int red_scale_(ddpl_tensor *t, ddpl_op kop, double s);
+
+/* Selection by rank through the KTHVALUE kernel (ops/sort.c; callers check that the backend
+ * has it): the int64 positions (M, x's sizes with dim of size 1) of the ranks p names (ranks of
+ * that shape for DDPL_SELECT_RANKS), and the values and indices of a single rank, gathered
+ * from x (differentiable), keepdim as asked. Errors are named for op. */
+ddpl_tensor *ddpl_select_positions(const char *op, ddpl_tensor *x, const ddpl_kthvalue_params *p,
+                                   ddpl_tensor *ranks);
+int ddpl_select_ranks(const char *op, ddpl_tensor *x, int d, const ddpl_kthvalue_params *p,
+                      bool keepdim, ddpl_tensor **values, ddpl_tensor **indices);
 
 #endif

@@ -276,7 +276,15 @@ ddpl_tensor *ddpl_norm(ddpl_tensor *x, double p, bool all_dims, int dim, bool ke
     ddpl_dtype dt = (ddpl_dtype)x->dtype;
     bool prev = ddpl_grad_mode_set(false);
     ddpl_tensor *t = NULL, *out = NULL;
-    if (p == 2) {
+    if (p == 2 && (dt == DDPL_FLOAT32 || dt == DDPL_FLOAT64) && ddpl_tensor_is_contiguous(x) &&
+        ddpl_backend_supports(x->device, DDPL_OP_SUM_SQUARES)) {
+        /* one pass, the same bits: x * x and its sum fused (the product tensor cost 2x
+         * torch's time on 1024x1024 rows). Contiguous x only: x * x of a strided view is laid
+         * out anew, which changes the order of the sum and so the last bits */
+        ddpl_tensor *s = red_forward("norm", DDPL_OP_SUM_SQUARES, x, mask, keepdim, dt);
+        out = s ? pw_unary_forward(DDPL_OP_SQRT, s, dt, NULL) : NULL;
+        ddpl_tensor_release(s);
+    } else if (p == 2) {
         t = ddpl_mul(x, x);
         ddpl_tensor *s = t ? red_forward("norm", DDPL_OP_SUM, t, mask, keepdim, dt) : NULL;
         out = s ? pw_unary_forward(DDPL_OP_SQRT, s, dt, NULL) : NULL;

@@ -1,13 +1,16 @@
 /* ops/sort.c: ordering along one dim and searching sorted rows, with sort's gradient.
- * defines: ddpl_sort, ddpl_argsort, ddpl_kthvalue, ddpl_searchsorted, ddpl_bucketize.
+ * defines: ddpl_sort, ddpl_argsort, ddpl_kthvalue, ddpl_select_positions, ddpl_select_ranks,
+ *          ddpl_searchsorted, ddpl_bucketize.
  *
  * sort is always stable (equal elements keep their input order: PyTorch's stable=true), so ties
  * and results are deterministic on every device; NaN sorts as the largest value, as in PyTorch.
  * Its gradient scatter-adds the incoming gradient back to the positions the indices name
  * (a permutation, so every input element gets exactly one gradient element). kthvalue is the
- * k-th (1-based, as in PyTorch) element of the stable ascending sort, taken with select, so its
- * gradient flows through sort's. */
-#include "op_util.h"
+ * k-th (1-based, as in PyTorch) element of the stable ascending sort: where the backend has the
+ * KTHVALUE kernel it is selected without sorting (O(n) a slice, not O(n log n)) and gathered
+ * from x, else taken from the full sort with select; the gradient reaches the selected element
+ * either way. */
+#include "reduce.h"
 
 typedef struct {
     int dim;
@@ -86,6 +89,10 @@ int ddpl_kthvalue(ddpl_tensor *x, int64_t k, int dim, bool keepdim, ddpl_tensor 
                           "1-based: expected 1 to %lld)",
                           (long long)k, d, ddpl_shape_str(x, sa, sizeof sa), (long long)size);
     }
+    if (x->ndim > 0 && ddpl_backend_supports(x->device, DDPL_OP_KTHVALUE)) {
+        ddpl_kthvalue_params p = {d, DDPL_SELECT_KTH, k - 1};
+        return ddpl_select_ranks("kthvalue", x, d, &p, keepdim, values, indices);
+    }
     ddpl_tensor *sv, *si;
     if (ddpl_sort(x, d, false, &sv, &si) < 0) return -1;
     ddpl_tensor *v, *i;
@@ -117,6 +124,55 @@ int ddpl_kthvalue(ddpl_tensor *x, int64_t k, int dim, bool keepdim, ddpl_tensor 
     }
     *values = v;
     *indices = i;
+    return 0;
+}
+
+/* The positions (int64, (M, x's sizes with dim of size 1)) of the ranks p selects along dim of
+ * x (ndim >= 1), from the KTHVALUE kernel: ranks (that shape) for DDPL_SELECT_RANKS, else M is
+ * 1. Not differentiable. */
+ddpl_tensor *ddpl_select_positions(const char *op, ddpl_tensor *x, const ddpl_kthvalue_params *p,
+                                   ddpl_tensor *ranks)
+{
+    int64_t sizes[DDPL_MAX_DIMS + 1];
+    sizes[0] = ranks ? ranks->sizes[0] : 1;
+    for (int i = 0; i < x->ndim; i++) sizes[i + 1] = i == p->dim ? 1 : x->sizes[i];
+    ddpl_tensor *pos = ddpl_tensor_new(x->ndim + 1, sizes, DDPL_INT64, x->device);
+    ddpl_tensor *ins[2] = {x, ranks};
+    if (pos && ddpl_run_kernel(DDPL_OP_KTHVALUE, x->device, &pos, ins, p) < 0) {
+        ddpl_tensor_release(pos);
+        pos = NULL;
+    }
+    if (!pos) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", ddpl_last_error());
+        if (strncmp(msg, "kthvalue:", 9) == 0 && strcmp(op, "kthvalue") != 0)
+            ddpl_error("%s:%s", op, msg + 9);
+    }
+    return pos;
+}
+
+/* values (gathered from x, so the gradient reaches the selected element) and indices of the
+ * one rank p selects along dim d of x (ndim >= 1), keepdim as asked: kthvalue and median
+ * without a full sort. */
+int ddpl_select_ranks(const char *op, ddpl_tensor *x, int d, const ddpl_kthvalue_params *p,
+                      bool keepdim, ddpl_tensor **values, ddpl_tensor **indices)
+{
+    *values = *indices = NULL;
+    op_temps k = {0};
+    ddpl_tensor *pos = OP_T(&k, ddpl_select_positions(op, x, p, NULL));
+    ddpl_tensor *i = pos ? OP_T(&k, ddpl_squeeze(pos, 0)) : NULL;
+    ddpl_tensor *v = i ? OP_T(&k, ddpl_gather(x, d, i)) : NULL;
+    if (v && !keepdim) {
+        v = OP_T(&k, ddpl_squeeze(v, d));
+        i = v ? OP_T(&k, ddpl_squeeze(i, d)) : NULL;
+    }
+    if (!i || k.failed) {
+        op_temps_release(&k);
+        return -1;
+    }
+    *values = ddpl_tensor_retain(v);
+    *indices = ddpl_tensor_retain(i);
+    op_temps_release(&k);
     return 0;
 }
 
