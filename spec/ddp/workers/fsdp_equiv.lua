@@ -4,7 +4,9 @@
 --       (auto_wrap: none, the model's block class, or {min_num_params=200}), steps=K,
 --       accum=0|1 (two micro-batches per step, the first under no_sync), clip=0|1
 --       (clip_grad_norm_(0.5) before each step), ckpt=0|1 (the blocks under
---       utils.checkpoint), opt=adam|sgd.
+--       utils.checkpoint), opt=adam|sgd, device=cpu|cuda (cuda: the models on GPU LOCAL_RANK
+--       and backend nccl; the reference on rank 0's GPU too), offload=0|1 (cpu_offload: then
+--       every shard and its gradient must be in host memory).
 -- Every rank trains the FSDP model on its slice of each global batch; rank 0 also trains a
 -- plain copy on the whole global batch. After every step the full state dict (gathered to rank
 -- 0) must equal the plain model's parameters to 1e-5 (relative, float32). Each rank checks that
@@ -15,13 +17,19 @@ local nn, F, dist, optim, utils = ddpl.nn, ddpl.nn.functional, ddpl.distributed,
     ddpl.utils
 
 local o = {strategy = 'FULL_SHARD', model = 'mlp', wrap = 'none', steps = 4, accum = 0,
-    clip = 0, ckpt = 0, opt = 'adam', batch = 4}
+    clip = 0, ckpt = 0, opt = 'adam', batch = 4, device = 'cpu', offload = 0}
 for _, a in ipairs(arg) do
     local k, v = a:match('^(%w+)=(.*)$')
     if k then o[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
 end
 
-dist.init_process_group({backend = 'gloo', timeout = 60})
+local dev = 'cpu'
+if o.device == 'cuda' then
+    local local_rank = math.tointeger(tonumber(os.getenv('LOCAL_RANK') or '0'))
+    ddpl.cuda.set_device(local_rank)
+    dev = 'cuda:' .. local_rank
+end
+dist.init_process_group({backend = o.device == 'cuda' and 'nccl' or 'gloo', timeout = 60})
 local rank, world = dist.get_rank(), dist.get_world_size()
 
 -- a block of the models: the class auto_wrap={Block} wraps
@@ -49,7 +57,7 @@ function Tiny:forward(idx)
     return self.head(self.ln(h))
 end
 
-local function make()
+local function make_cpu()
     ddpl.manual_seed(1234)
     if o.model == 'mlp' then
         return nn.Sequential(nn.Linear(12, 24), nn.Tanh(), Block(24), Block(24),
@@ -60,6 +68,7 @@ local function make()
     end
     return Tiny()
 end
+local function make() return make_cpu():to(dev) end
 
 -- the global batch of step s (every rank draws the same), and this rank's slice of it
 local function global_batch(s)
@@ -83,7 +92,8 @@ local function make_opt(params)
 end
 
 local wrap = ({none = false, classes = {Block}, size = {min_num_params = 200}})[o.wrap]
-local fsdp = nn.FSDP(make(), {sharding_strategy = o.strategy, auto_wrap = wrap})
+local fsdp = nn.FSDP(make(), {sharding_strategy = o.strategy, auto_wrap = wrap,
+                              cpu_offload = o.offload == 1})
 local opt = make_opt(fsdp:parameters())
 local plain, plain_opt
 if rank == 0 then
@@ -97,7 +107,12 @@ for _, u in ipairs(fsdp:units()) do
     total_elems = total_elems + u.numel
 end
 local own = 0
-for _, p in ipairs(fsdp:parameters()) do own = own + p:numel() end
+local shard_device = o.offload == 1 and 'cpu' or dev
+for _, p in ipairs(fsdp:parameters()) do
+    own = own + p:numel()
+    assert(p.device == shard_device, ('a shard is on %s, expected %s'):format(p.device,
+                                                                             shard_device))
+end
 assert(own == shard_elems, ('rank %d holds %d elements, its shards %d'):format(rank, own,
                                                                             shard_elems))
 if o.strategy ~= 'NO_SHARD' then
@@ -129,6 +144,7 @@ compare(0)
 for step = 1, o.steps do
     local x, y = global_batch(step)
     local lo = rank * o.batch
+    x, y = x:to(dev), y:to(dev)
     local xs, ys = x:narrow(0, lo, o.batch), y:narrow(0, lo, o.batch)
     opt:zero_grad()
     if o.accum == 1 then
@@ -140,6 +156,12 @@ for step = 1, o.steps do
             :div(2):backward()
     else
         loss_of(fsdp, xs, ys):backward()
+    end
+    for _, p in ipairs(fsdp:parameters()) do
+        assert(p.grad and p.grad.device == shard_device and p.grad.dtype == p.dtype,
+               ('step %d: a shard\'s gradient is %s, expected %s %s'):format(step,
+                p.grad and (p.grad.dtype .. ' on ' .. p.grad.device) or 'missing', p.dtype,
+                shard_device))
     end
     local norm
     if o.clip == 1 then norm = fsdp:clip_grad_norm_(0.5):item() end

@@ -14,8 +14,9 @@
 -- (fsdp_unit.lua says how forward and backward gather and reduce it). The optimizer gets the
 -- shards: fsdp:parameters() lists one 'flat_param' per unit, registered on the unit's module.
 -- backward_prefetch starts the gather of the next unit in backward order while one unit
--- computes; cpu_offload on a CPU module changes nothing (the shards are in host memory already)
--- and is refused on CUDA for now. docs/internals/fsdp.md has the design and the checks.
+-- computes; cpu_offload keeps a CUDA module's shards and their gradients in host memory (the
+-- optimizer steps there; on a CPU module it changes nothing). docs/internals/fsdp.md has the
+-- design and the checks.
 local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
 local State = require 'ddplua.nn.module_state'
@@ -127,9 +128,6 @@ function FSDP:init(module, opts)
     end
     local params = module:parameters()
     if #params == 0 then fail('the module has no parameters to shard') end
-    if o.cpu_offload and params[1].device ~= 'cpu' then
-        fail('cpu_offload of a CUDA module is not supported yet')
-    end
     self:add_module('module', module)
     self.strategy, self.group = o.sharding_strategy, group
     self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
@@ -147,7 +145,8 @@ function FSDP:init(module, opts)
 
     local cfg = {group = group, rank = self.rank, world = self.world,
                  strategy = o.sharding_strategy, param_dtype = mp.param_dtype,
-                 reduce_dtype = mp.reduce_dtype, prefetch = o.backward_prefetch and true}
+                 reduce_dtype = mp.reduce_dtype, prefetch = o.backward_prefetch and true,
+                 cpu_offload = o.cpu_offload and true}
     local is_unit = plan_units(module, o.auto_wrap)
     local order = {{module, ''}}
     for _, pm in ipairs(module:named_modules()) do
@@ -257,7 +256,9 @@ function FSDP:clip_grad_norm_(max_norm, norm_type)
             end
         end
     end
-    local t = ddpl.tensor({sharded}, {dtype = 'float64', device = grads[1] and grads[1].device})
+    -- on the units' compute device: an nccl group takes CUDA tensors only (offloaded shards'
+    -- gradients are on the host)
+    local t = ddpl.tensor({sharded}, {dtype = 'float64', device = self._fsdp_units[1].device})
     dist.all_reduce(t, {op = inf and dist.ReduceOp.MAX or dist.ReduceOp.SUM, group = self.group})
     local total
     if inf then

@@ -55,7 +55,11 @@ end
 
 -- Unit.new(module, path, params, cfg): params is a list of {module, name, tensor} (the same
 -- tensor may fill several slots: tied weights); cfg = {group, rank, world, strategy,
--- param_dtype, reduce_dtype}.
+-- param_dtype, reduce_dtype, cpu_offload}. unit.device is where the module computes and the
+-- collectives run; with cpu_offload on a CUDA module the shard and its gradient live in host
+-- memory instead (unit.offload), as PyTorch's CPUOffload(offload_params=True): the optimizer
+-- steps there, each gather copies the shard to the device first, and each reduced gradient
+-- shard comes back.
 function Unit.new(module, path, params, cfg)
     local self = setmetatable({module = module, path = path, cfg = cfg, slots = {},
                                calls = {}, no_sync = false}, Unit)
@@ -94,7 +98,8 @@ function Unit.new(module, path, params, cfg)
     end)
     local mine = self.sharded and flat:narrow(0, cfg.rank * self.shard_size, self.shard_size)
         or flat
-    self.shard = Parameter(mine:clone())
+    self.offload = cfg.cpu_offload and device ~= 'cpu' or false
+    self.shard = Parameter(self.offload and mine:to('cpu') or mine:clone())
     -- outside forward each slot holds a tensor of its shape without memory: any use of it is
     -- refused with a message, where nil would make the module fail obscurely
     for _, s in ipairs(self.slots) do
@@ -106,13 +111,20 @@ function Unit.new(module, path, params, cfg)
     return self
 end
 
+-- This rank's shard on the compute device, without history (a copy when offloaded).
+function Unit:device_shard()
+    local shard = self.shard:detach()
+    if self.offload then return shard:to(self.device) end
+    return shard
+end
+
 -- The whole flat buffer of this rank's copy (no history): gathered, or the shard itself.
 function Unit:gather_full()
-    local shard = self.shard:detach()
-    if not self.sharded then return shard end
+    if not self.sharded then return self:device_shard() end
     local full = ddpl.empty({self.shard_size * self.cfg.world}, {dtype = self.dtype,
                                                                    device = self.device})
-    dist.all_gather_into_tensor(full, shard, {group = self.cfg.group})
+    local copy <close> = self.offload and self:device_shard() or nil
+    dist.all_gather_into_tensor(full, copy or self.shard:detach(), {group = self.cfg.group})
     return full
 end
 
@@ -166,6 +178,11 @@ local function finish_oldest(succeeded)
         local wide = out:to(unit.dtype)
         local _ <close> = out
         out = wide
+    end
+    if unit.offload then -- the gradient shard goes where the shard is: host memory
+        local host = out:to('cpu')
+        local _ <close> = out
+        out = host
     end
     local p = unit.shard
     if p.grad then
@@ -283,9 +300,9 @@ local function start_gather(call)
     local unit = call.unit
     local buf = ddpl.empty({unit.shard_size * unit.cfg.world}, {dtype = unit.dtype,
                                                                 device = unit.device})
-    local work = dist.all_gather_into_tensor(buf, unit.shard:detach(),
-                                             {group = unit.cfg.group, async_op = true})
-    call.prefetched = {buf = buf, work = work}
+    local src = unit:device_shard() -- kept until the gather is waited for
+    local work = dist.all_gather_into_tensor(buf, src, {group = unit.cfg.group, async_op = true})
+    call.prefetched = {buf = buf, work = work, src = src}
 end
 
 -- Gathers the shards again into a call's released buffer (FULL_SHARD, before its backward),
@@ -298,6 +315,9 @@ local function regather(call)
     if call.prefetched then
         call.prefetched.work:wait()
         gathered = call.prefetched.buf
+        if unit.offload then
+            local _ <close> = call.prefetched.src
+        end
         call.prefetched = nil
     else
         gathered = unit:gather_full()
