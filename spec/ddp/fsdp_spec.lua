@@ -5,7 +5,8 @@
 -- checkpointing of whole units, and on 2, 3 and 4 ranks; each rank holds only its shards.
 -- Sharded state dicts saved on 4 (and 3) ranks load on 2 by resharding, and full ones into
 -- FSDP and plain modules; under a per-rank allocator cap (DDPLUA_MEMORY_LIMIT_MB) that refuses
--- DDP, FULL_SHARD on 4 ranks trains; every error names what was wrong. The checks run inside the ranks
+-- DDP, FULL_SHARD on 4 ranks trains; mixed_precision equals DDP under the same casts; every
+-- error names what was wrong. The checks run inside the ranks
 -- (spec/ddp/workers/fsdp_*.lua); here we start them and count the ranks that passed.
 local S = require 'shell_util'
 local src = S.src
@@ -44,6 +45,30 @@ describe('FSDP', function()
                 else
                     assert.is_true(shard * c[1] >= total and shard * c[1] < total + 8 * c[1], out)
                 end
+            end)
+        end
+    end)
+
+    -- mixed_precision against DDP under the same casts (spec/ddp/workers/fsdp_mixed.lua). Where
+    -- both reduce in the same dtype they differ only in where the division by the world size
+    -- falls against the rounding to 16 bits (exact but in float16's subnormal range: 1.5e-6
+    -- measured on 4 ranks, 0 for bfloat16); one rounding of the gradients to another dtype, which
+    -- a reduction in the wrong dtype makes, moves the parameters by 3e-5 to 3e-4 (lr 0.1). 1e-5
+    -- lies between.
+    describe('mixed_precision matches DDP under the same casts', function()
+        local cases = {
+            {2, 'pd=bfloat16'},
+            {2, 'pd=bfloat16 rd=float32 bd=bfloat16'},
+            {2, 'pd=float16 rd=float16 bd=float16 strategy=SHARD_GRAD_OP'},
+            {2, 'pd=bfloat16 strategy=NO_SHARD'},
+            {2, 'pd=float16 rd=bfloat16'},
+            {4, 'pd=bfloat16 bd=bfloat16'},
+            {4, 'pd=float16 bd=float16'},
+        }
+        for _, c in ipairs(cases) do
+            it(('%d ranks, %s'):format(c[1], c[2]), function()
+                run_ok(src .. '/spec/ddp/workers/fsdp_mixed.lua', c[1], 'tol=1e-5 ' .. c[2],
+                       'MIXED_OK')
             end)
         end
     end)

@@ -132,12 +132,17 @@ function FSDP:init(module, opts)
     self.strategy, self.group = o.sharding_strategy, group
     self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
     if o.sync_module_states then broadcast_states(module, group) end
+    -- buffers live in buffer_dtype; state dicts give them in their own dtype (PyTorch saves
+    -- full precision): the name of each cast buffer -> its dtype
+    self._fsdp_buffer_dtypes = {}
     if mp.buffer_dtype then
         for _, pm in ipairs(module:named_modules()) do
             for _, e in ipairs(State.entries(pm[2], 'buffers')) do
                 local b = e[2]
                 if b ~= nil and b:is_floating_point() and b.dtype ~= mp.buffer_dtype then
                     pm[2]:register_buffer(e[1], b:to(mp.buffer_dtype))
+                    self._fsdp_buffer_dtypes[(pm[1] == '' and '' or pm[1] .. '.') .. e[1]] =
+                        b.dtype
                 end
             end
         end
@@ -146,7 +151,8 @@ function FSDP:init(module, opts)
     local cfg = {group = group, rank = self.rank, world = self.world,
                  strategy = o.sharding_strategy, param_dtype = mp.param_dtype,
                  reduce_dtype = mp.reduce_dtype, prefetch = o.backward_prefetch and true,
-                 cpu_offload = o.cpu_offload and true}
+                 cpu_offload = o.cpu_offload and true, backend = dist.get_backend(group)}
+    self._fsdp_cfg = cfg
     local is_unit = plan_units(module, o.auto_wrap)
     local order = {{module, ''}}
     for _, pm in ipairs(module:named_modules()) do
@@ -187,7 +193,28 @@ function FSDP:init(module, opts)
     self._fsdp_units = units
 end
 
-function FSDP:forward(...) return self.module(...) end
+-- Floating-point tensors among a forward's arguments (and in plain tables of them) in dtype:
+-- PyTorch's FSDP casts the root's inputs to mixed_precision.param_dtype.
+local function cast_inputs(dtype, v)
+    if ddpl.is_tensor(v) then
+        if v:is_floating_point() and v.dtype ~= dtype then return v:to(dtype) end
+        return v
+    end
+    if type(v) == 'table' and getmetatable(v) == nil then
+        local out = {}
+        for k, x in pairs(v) do out[k] = cast_inputs(dtype, x) end
+        return out
+    end
+    return v
+end
+
+function FSDP:forward(...)
+    local pd = self._fsdp_cfg.param_dtype
+    if not pd then return self.module(...) end
+    local args = table.pack(...)
+    for i = 1, args.n do args[i] = cast_inputs(pd, args[i]) end
+    return self.module(table.unpack(args, 1, args.n))
+end
 
 -- fsdp:named_parameters([prefix]) and fsdp:parameters(): the units' shards only (the slots of
 -- the wrapped modules hold views or placeholders, never parameters of their own)
@@ -313,7 +340,8 @@ function FSDP:state_dict(opts)
         for k, v in pairs(sd) do
             if not flat_keys[k] then
                 out_keys[#out_keys + 1] = k
-                out[k] = v:clone()
+                local dt = self._fsdp_buffer_dtypes[k]
+                out[k] = dt and v:to(dt) or v:clone()
             end
         end
         if self.rank ~= 0 then return {} end
@@ -331,7 +359,10 @@ function FSDP:state_dict(opts)
             out[key] = u.shard:detach():clone()
             out._fsdp.units[i] = {key = key, numel = u.numel, shard_size = u.shard_size}
         end
-        for _, nb in ipairs(self.module:named_buffers()) do out[nb[1]] = nb[2]:clone() end
+        for _, nb in ipairs(self.module:named_buffers()) do
+            local dt = self._fsdp_buffer_dtypes[nb[1]]
+            out[nb[1]] = dt and nb[2]:to(dt) or nb[2]:clone()
+        end
         return out
     end
     fail("state_dict: type must be 'full' or 'sharded', got %s", tostring(kind))

@@ -111,20 +111,34 @@ function Unit.new(module, path, params, cfg)
     return self
 end
 
--- This rank's shard on the compute device, without history (a copy when offloaded).
-function Unit:device_shard()
+-- This rank's shard on the compute device in dtype (default the shard's), without history: a
+-- copy when offloaded or cast, else the shard's own memory. Returns it and whether it is a copy.
+function Unit:device_shard(dtype)
     local shard = self.shard:detach()
-    if self.offload then return shard:to(self.device) end
-    return shard
+    local out = self.offload and shard:to(self.device) or shard
+    if dtype and dtype ~= out.dtype then
+        local cast = out:to(dtype)
+        if not rawequal(out, shard) then
+            local _ <close> = out
+        end
+        out = cast
+    end
+    return out, not rawequal(out, shard)
 end
 
--- The whole flat buffer of this rank's copy (no history): gathered, or the shard itself.
-function Unit:gather_full()
-    if not self.sharded then return self:device_shard() end
-    local full = ddpl.empty({self.shard_size * self.cfg.world}, {dtype = self.dtype,
+-- The whole flat buffer of this rank's copy (no history) in dtype (default the shard's; the
+-- forward and backward ask for mixed_precision.param_dtype: as in PyTorch's FSDP the shard is
+-- cast before the gather, which so moves half the bytes for 16-bit types and gives the same
+-- values as casting after it): gathered, or the shard itself.
+function Unit:gather_full(dtype)
+    if not self.sharded then return (self:device_shard(dtype)) end
+    local src, copied = self:device_shard(dtype)
+    local full = ddpl.empty({self.shard_size * self.cfg.world}, {dtype = src.dtype,
                                                                    device = self.device})
-    local copy <close> = self.offload and self:device_shard() or nil
-    dist.all_gather_into_tensor(full, copy or self.shard:detach(), {group = self.cfg.group})
+    dist.all_gather_into_tensor(full, src, {group = self.cfg.group})
+    if copied then
+        local _ <close> = src
+    end
     return full
 end
 
@@ -173,6 +187,11 @@ local function finish_oldest(succeeded)
     close_all(r.temps) -- the full gradient the reduction read
     if not succeeded then return end
     local unit, out = r.unit, r.out
+    if r.round then -- the sum as a reduction in the 16-bit type gives it (Unit:reduce)
+        local rounded = out:to(r.round)
+        local _ <close> = out
+        out = rounded
+    end
     out:div_(unit.cfg.world)
     if out.dtype ~= unit.dtype then
         local wide = out:to(unit.dtype)
@@ -221,9 +240,17 @@ function Unit:reduce(g)
     local cfg = self.cfg
     local rd = cfg.reduce_dtype or g.dtype
     if g.dtype ~= rd then g = temp(g:to(rd)) end
+    -- A host group (gloo, shared memory) reduces float32/float64/int64 only: a 16-bit reduction
+    -- sums the ranks' rounded values in float32 and rounds the sum once (finish_oldest), as the
+    -- DDP reducer's fp16/bf16 hooks do on such a group; nccl reduces in the 16-bit type itself.
+    local round
+    if (rd == 'bfloat16' or rd == 'float16') and cfg.backend ~= 'nccl' then
+        round = rd
+        g = temp(g:float())
+    end
     local out, work
     if self.sharded then
-        out = ddpl.empty({self.shard_size}, {dtype = rd, device = self.device})
+        out = ddpl.empty({self.shard_size}, {dtype = g.dtype, device = self.device})
         work = dist.reduce_scatter_tensor(out, g, {group = cfg.group, async_op = true})
     else
         out = g:clone() -- the engine's gradient is not ours to overwrite
@@ -233,7 +260,8 @@ function Unit:reduce(g)
         inflight = {}
         ddpl.autograd._queue_callback(finish_all)
     end
-    inflight[#inflight + 1] = {unit = self, out = out, work = work, temps = temps}
+    inflight[#inflight + 1] = {unit = self, out = out, work = work, temps = temps,
+                               round = round}
     while #inflight > MAX_INFLIGHT do finish_oldest(true) end
 end
 
@@ -281,7 +309,7 @@ local last_recorded = setmetatable({}, {__mode = 'v'})
 
 function Unit:pre_forward()
     local call = {unit = self}
-    call.full = compute_copy(self, self:gather_full())
+    call.full = compute_copy(self, self:gather_full(self.cfg.param_dtype))
     if ddpl.is_grad_enabled() and self.shard.requires_grad then
         self:assign_views(table.pack(Unshard.apply(call, self.shard, call.full)))
         call.recorded = true
@@ -298,11 +326,11 @@ end
 -- Starts gathering a call's shards into new memory, without waiting.
 local function start_gather(call)
     local unit = call.unit
-    local buf = ddpl.empty({unit.shard_size * unit.cfg.world}, {dtype = unit.dtype,
+    local src, copied = unit:device_shard(unit.cfg.param_dtype) -- kept until waited for
+    local buf = ddpl.empty({unit.shard_size * unit.cfg.world}, {dtype = src.dtype,
                                                                 device = unit.device})
-    local src = unit:device_shard() -- kept until the gather is waited for
     local work = dist.all_gather_into_tensor(buf, src, {group = unit.cfg.group, async_op = true})
-    call.prefetched = {buf = buf, work = work, src = src}
+    call.prefetched = {buf = buf, work = work, src = src, copied = copied}
 end
 
 -- Gathers the shards again into a call's released buffer (FULL_SHARD, before its backward),
@@ -315,12 +343,12 @@ local function regather(call)
     if call.prefetched then
         call.prefetched.work:wait()
         gathered = call.prefetched.buf
-        if unit.offload then
+        if call.prefetched.copied then
             local _ <close> = call.prefetched.src
         end
         call.prefetched = nil
     else
-        gathered = unit:gather_full()
+        gathered = unit:gather_full(unit.cfg.param_dtype)
     end
     local before = call.before and call.before[1]
     if unit.cfg.prefetch and before and not before.gathered_again and not before.done and
