@@ -22,6 +22,7 @@ local cases = {
     {2, 'strategy=SHARD_GRAD_OP model=mlp wrap=size accum=1 offload=1'},
     {2, 'strategy=NO_SHARD model=mlp clip=1 offload=1'},
     {4, 'strategy=FULL_SHARD model=mlp wrap=classes accum=1 offload=1'},
+    {2, 'strategy=FULL_SHARD model=gpt wrap=classes fprefetch=1 offload=1'},
 }
 
 -- mixed_precision on nccl against DDP under the same casts (spec/ddp/fsdp_spec.lua says why

@@ -2,7 +2,8 @@
 -- processes (`ddplua script --nproc N`, every run under `timeout`): each strategy, auto_wrap form
 -- and model trains to the parameters of one process on the global batch (1e-5, float32), also
 -- with gradient accumulation under no_sync, clip_grad_norm_ against nn.utils', activation
--- checkpointing of whole units, and on 2, 3 and 4 ranks; each rank holds only its shards.
+-- checkpointing of whole units, forward_prefetch (bit-identical to the same run without it), and
+-- on 2, 3 and 4 ranks; each rank holds only its shards.
 -- Sharded state dicts saved on 4 (and 3) ranks load on 2 by resharding, and full ones into
 -- FSDP and plain modules; under a per-rank allocator cap (DDPLUA_MEMORY_LIMIT_MB) that refuses
 -- DDP, FULL_SHARD on 4 ranks trains; mixed_precision equals DDP under the same casts; every
@@ -33,6 +34,10 @@ describe('FSDP', function()
             {3, 'strategy=FULL_SHARD model=gpt wrap=size'},
             {4, 'strategy=FULL_SHARD model=gpt wrap=classes'},
             {4, 'strategy=SHARD_GRAD_OP model=cnn clip=1'},
+            -- forward_prefetch: also bit-identical to a twin without it
+            {2, 'strategy=FULL_SHARD model=gpt wrap=classes fprefetch=1'},
+            {2, 'strategy=SHARD_GRAD_OP model=mlp wrap=classes fprefetch=1 accum=1 clip=1'},
+            {3, 'strategy=FULL_SHARD model=gpt wrap=classes fprefetch=1 ckpt=1'},
         }
         for _, c in ipairs(cases) do
             it(('%d ranks, %s'):format(c[1], c[2]), function()

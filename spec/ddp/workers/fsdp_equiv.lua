@@ -6,7 +6,9 @@
 --       (clip_grad_norm_(0.5) before each step), ckpt=0|1 (the blocks under
 --       utils.checkpoint), opt=adam|sgd, device=cpu|cuda (cuda: the models on GPU LOCAL_RANK
 --       and backend nccl; the reference on rank 0's GPU too), offload=0|1 (cpu_offload: then
---       every shard and its gradient must be in host memory).
+--       every shard and its gradient must be in host memory), fprefetch=0|1 (forward_prefetch;
+--       then a twin FSDP without it trains alongside and must stay bit-identical, unless
+--       twin=0: a DDPLUA_FSDP_TIMELINE run traces one model).
 -- Every rank trains the FSDP model on its slice of each global batch; rank 0 also trains a
 -- plain copy on the whole global batch. After every step the full state dict (gathered to rank
 -- 0) must equal the plain model's parameters to 1e-5 (relative, float32). Each rank checks that
@@ -17,7 +19,8 @@ local nn, F, dist, optim, utils = ddpl.nn, ddpl.nn.functional, ddpl.distributed,
     ddpl.utils
 
 local o = {strategy = 'FULL_SHARD', model = 'mlp', wrap = 'none', steps = 4, accum = 0,
-    clip = 0, ckpt = 0, opt = 'adam', batch = 4, device = 'cpu', offload = 0}
+    clip = 0, ckpt = 0, opt = 'adam', batch = 4, device = 'cpu', offload = 0, fprefetch = 0,
+    twin = 1}
 for _, a in ipairs(arg) do
     local k, v = a:match('^(%w+)=(.*)$')
     if k then o[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
@@ -92,9 +95,17 @@ local function make_opt(params)
 end
 
 local wrap = ({none = false, classes = {Block}, size = {min_num_params = 200}})[o.wrap]
-local fsdp = nn.FSDP(make(), {sharding_strategy = o.strategy, auto_wrap = wrap,
-                              cpu_offload = o.offload == 1})
+local function make_fsdp(fprefetch)
+    return nn.FSDP(make(), {sharding_strategy = o.strategy, auto_wrap = wrap,
+                            cpu_offload = o.offload == 1, forward_prefetch = fprefetch})
+end
+local fsdp = make_fsdp(o.fprefetch == 1)
 local opt = make_opt(fsdp:parameters())
+local twin, twin_opt
+if o.fprefetch == 1 and o.twin == 1 then
+    twin = make_fsdp(false)
+    twin_opt = make_opt(twin:parameters())
+end
 local plain, plain_opt
 if rank == 0 then
     plain = make()
@@ -123,7 +134,14 @@ end
 
 local function compare(step)
     local sd = fsdp:state_dict({type = 'full'})
+    local twin_sd = twin and twin:state_dict({type = 'full'})
     if rank ~= 0 then return end
+    if twin then -- forward_prefetch changes when gathers run, never a value
+        for k, v in pairs(twin_sd) do
+            assert(sd[k] and sd[k]:equal(v), ('step %d: %s differs with forward_prefetch')
+                :format(step, k))
+        end
+    end
     local want = plain:state_dict()
     local n = 0
     for k, v in pairs(want) do
@@ -146,17 +164,25 @@ for step = 1, o.steps do
     local lo = rank * o.batch
     x, y = x:to(dev), y:to(dev)
     local xs, ys = x:narrow(0, lo, o.batch), y:narrow(0, lo, o.batch)
-    opt:zero_grad()
-    if o.accum == 1 then
-        local half = o.batch // 2
-        fsdp:no_sync(function()
-            loss_of(fsdp, xs:narrow(0, 0, half), ys:narrow(0, 0, half)):div(2):backward()
-        end)
-        loss_of(fsdp, xs:narrow(0, half, o.batch - half), ys:narrow(0, half, o.batch - half))
-            :div(2):backward()
-    else
-        loss_of(fsdp, xs, ys):backward()
+    local function backward(model, optimizer)
+        optimizer:zero_grad()
+        if o.accum == 1 then
+            local half = o.batch // 2
+            model:no_sync(function()
+                loss_of(model, xs:narrow(0, 0, half), ys:narrow(0, 0, half)):div(2):backward()
+            end)
+            loss_of(model, xs:narrow(0, half, o.batch - half), ys:narrow(0, half, o.batch - half))
+                :div(2):backward()
+        else
+            loss_of(model, xs, ys):backward()
+        end
     end
+    if twin then
+        backward(twin, twin_opt)
+        if o.clip == 1 then twin:clip_grad_norm_(0.5) end
+        twin_opt:step()
+    end
+    backward(fsdp, opt)
     for _, p in ipairs(fsdp:parameters()) do
         assert(p.grad and p.grad.device == shard_device and p.grad.dtype == p.dtype,
                ('step %d: a shard\'s gradient is %s, expected %s %s'):format(step,

@@ -2,10 +2,12 @@
 -- (nn.FSDP), PyTorch's FSDP (ZeRO-3 and ZeRO-2) for ddplua.
 -- defines: FSDP(module, {sharding_strategy='FULL_SHARD'|'SHARD_GRAD_OP'|'NO_SHARD', auto_wrap,
 --          process_group, mixed_precision={param_dtype, reduce_dtype, buffer_dtype},
---          backward_prefetch=true, cpu_offload=false, sync_module_states=true}),
+--          backward_prefetch=true, forward_prefetch=false, cpu_offload=false,
+--          sync_module_states=true}),
 --          fsdp(...) (the module's forward), fsdp.module, fsdp:parameters() (the shards),
 --          fsdp:no_sync(fn, ...), fsdp:clip_grad_norm_(max_norm [, norm_type]),
---          fsdp:state_dict([{type='full'|'sharded'}]), fsdp:load_state_dict(sd), fsdp:units().
+--          fsdp:state_dict([{type='full'|'sharded'}]), fsdp:load_state_dict(sd), fsdp:units(),
+--          fsdp:write_timeline() (DDPLUA_FSDP_TIMELINE=file: fsdp_timeline.lua).
 --
 -- The module is cut into units (auto_wrap: a list of module classes, each instance a unit, or
 -- {min_num_params=N}, PyTorch's size_based_auto_wrap_policy: a subtree becomes a unit once the
@@ -21,14 +23,15 @@ local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
 local State = require 'ddplua.nn.module_state'
 local Unit = require 'ddplua.nn.parallel.fsdp_unit'
+local timeline = require 'ddplua.nn.parallel.fsdp_timeline'
 local dist = ddpl.distributed
 
 local FSDP = Module:extend('FullyShardedDataParallel')
 
 local NAME = 'FullyShardedDataParallel'
 local defaults = {sharding_strategy = 'FULL_SHARD', auto_wrap = false, process_group = false,
-    mixed_precision = false, backward_prefetch = true, cpu_offload = false,
-    sync_module_states = true}
+    mixed_precision = false, backward_prefetch = true, forward_prefetch = false,
+    cpu_offload = false, sync_module_states = true}
 local STRATEGIES = {FULL_SHARD = true, SHARD_GRAD_OP = true, NO_SHARD = true}
 
 local function fail(fmt, ...) error(NAME .. ': ' .. fmt:format(...), 0) end
@@ -151,7 +154,13 @@ function FSDP:init(module, opts)
     local cfg = {group = group, rank = self.rank, world = self.world,
                  strategy = o.sharding_strategy, param_dtype = mp.param_dtype,
                  reduce_dtype = mp.reduce_dtype, prefetch = o.backward_prefetch and true,
-                 cpu_offload = o.cpu_offload and true, backend = dist.get_backend(group)}
+                 cpu_offload = o.cpu_offload and true, backend = dist.get_backend(group),
+                 forward_prefetch = o.forward_prefetch and true,
+                 fwd = {order = {}, seen = {}, frozen = false, active = false}}
+    local trace = os.getenv('DDPLUA_FSDP_TIMELINE')
+    if trace and trace ~= '' and self.rank == 0 then
+        cfg.timeline = timeline.new(trace, self.world, dist.get_backend(group))
+    end
     self._fsdp_cfg = cfg
     local is_unit = plan_units(module, o.auto_wrap)
     local order = {{module, ''}}
@@ -208,12 +217,27 @@ local function cast_inputs(dtype, v)
     return v
 end
 
+-- The module's forward, bracketed for forward_prefetch (the units' gather order, recorded in
+-- the first forward) and the timeline.
 function FSDP:forward(...)
-    local pd = self._fsdp_cfg.param_dtype
-    if not pd then return self.module(...) end
+    local cfg = self._fsdp_cfg
     local args = table.pack(...)
-    for i = 1, args.n do args[i] = cast_inputs(pd, args[i]) end
-    return self.module(table.unpack(args, 1, args.n))
+    if cfg.param_dtype then
+        for i = 1, args.n do args[i] = cast_inputs(cfg.param_dtype, args[i]) end
+    end
+    if cfg.timeline then cfg.timeline:forward_begins() end
+    cfg.fwd.active = true
+    local res = table.pack(pcall(self.module, table.unpack(args, 1, args.n)))
+    cfg.fwd.active = false
+    Unit.forward_done(cfg.fwd, res[1])
+    if cfg.timeline then cfg.timeline:forward_ends() end
+    if not res[1] then error(res[2], 0) end
+    return table.unpack(res, 2, res.n)
+end
+
+-- Writes the DDPLUA_FSDP_TIMELINE trace now (it is also written every 50 steps and at exit).
+function FSDP:write_timeline()
+    if self._fsdp_cfg.timeline then self._fsdp_cfg.timeline:write() end
 end
 
 -- fsdp:named_parameters([prefix]) and fsdp:parameters(): the units' shards only (the slots of

@@ -179,11 +179,22 @@ end
 local MAX_INFLIGHT = 2
 local inflight
 
+-- The unit's name in the timeline and in messages.
+local function label(unit) return unit.path == '' and '(root)' or unit.path end
+
+-- A span on the FSDP timeline (fsdp_timeline.lua), when there is one: tid 0 compute, 1
+-- gathers, 2 reductions; bytes: what the collective moved into this rank's buffer.
+local function trace(unit, name, tid, t1, t2, args)
+    local tl = unit.cfg.timeline
+    if tl then tl:span(name .. ' ' .. label(unit), tid, t1, t2, args) end
+end
+
 -- Waits for the oldest reduction and adds its average into its shard's gradient (only waits
 -- after a failed backward pass: the gradients stay as they were).
 local function finish_oldest(succeeded)
     local r = table.remove(inflight, 1)
     r.work:wait()
+    trace(r.unit, r.kind, 2, r.t, ddpl.time(), {bytes = r.bytes})
     close_all(r.temps) -- the full gradient the reduction read
     if not succeeded then return end
     local unit, out = r.unit, r.out
@@ -213,7 +224,9 @@ local function finish_oldest(succeeded)
 end
 
 local function finish_all(succeeded)
+    local t = ddpl.time()
     while #inflight > 0 do finish_oldest(succeeded) end
+    if inflight.timeline then inflight.timeline:backward_done(t, ddpl.time()) end
     inflight = nil
 end
 
@@ -249,6 +262,7 @@ function Unit:reduce(g)
         g = temp(g:float())
     end
     local out, work
+    local t = ddpl.time()
     if self.sharded then
         out = ddpl.empty({self.shard_size}, {dtype = g.dtype, device = self.device})
         work = dist.reduce_scatter_tensor(out, g, {group = cfg.group, async_op = true})
@@ -257,11 +271,14 @@ function Unit:reduce(g)
         work = dist.all_reduce(out, {group = cfg.group, async_op = true})
     end
     if not inflight then
-        inflight = {}
+        inflight = {timeline = cfg.timeline}
         ddpl.autograd._queue_callback(finish_all)
     end
+    if cfg.timeline then cfg.timeline:backward_event(t) end
     inflight[#inflight + 1] = {unit = self, out = out, work = work, temps = temps,
-                               round = round}
+                               round = round, t = t,
+                               kind = self.sharded and 'reduce_scatter' or 'all_reduce',
+                               bytes = out:numel() * out:element_size()}
     while #inflight > MAX_INFLIGHT do finish_oldest(true) end
 end
 
@@ -307,9 +324,93 @@ end
 -- next to gather again, and its gather can start while this one computes (backward_prefetch).
 local last_recorded = setmetatable({}, {__mode = 'v'})
 
+-- Starts gathering a unit's shards (in the compute dtype) into new memory, without waiting:
+-- {buf, work, src, copied, t}.
+local function start_gather(unit)
+    local src, copied = unit:device_shard(unit.cfg.param_dtype) -- kept until waited for
+    local buf = ddpl.empty({unit.shard_size * unit.cfg.world}, {dtype = src.dtype,
+                                                                device = unit.device})
+    local t = ddpl.time()
+    local work = dist.all_gather_into_tensor(buf, src, {group = unit.cfg.group, async_op = true})
+    return {buf = buf, work = work, src = src, copied = copied, t = t}
+end
+
+-- Waits for a gather start_gather began; returns its buffer.
+local function finish_gather(unit, g, phase)
+    g.work:wait()
+    trace(unit, 'all_gather', 1, g.t, ddpl.time(), {bytes = g.buf:numel() * g.buf:element_size(),
+                                                     prefetch = 1, phase = phase})
+    if g.copied then
+        local _ <close> = g.src
+    end
+    return g.buf
+end
+
+-- The gathered flat buffer for a forward: from the forward prefetch when one was started.
+local function forward_full(unit)
+    local pre = unit.fwd_prefetched
+    if pre then
+        unit.fwd_prefetched = nil
+        return finish_gather(unit, pre, 'forward')
+    end
+    local t = ddpl.time()
+    local full = unit:gather_full(unit.cfg.param_dtype)
+    if unit.sharded then
+        trace(unit, 'all_gather', 1, t, ddpl.time(), {bytes = full:numel() * full:element_size(),
+                                                       prefetch = 0, phase = 'forward'})
+    end
+    return full
+end
+
+-- Forward prefetch (PyTorch's forward_prefetch): the first forward of the root (cfg.fwd.active,
+-- set by FullyShardedDataParallel:forward) records the order in which the units gather; from
+-- the second on, each unit, once its own shards are gathered, starts gathering the next unit's
+-- in that order, so the gather runs while this unit computes. Every rank follows the same
+-- order, so the collectives stay matched.
+local function forward_order(unit)
+    local fwd = unit.cfg.fwd
+    if not fwd.active then return end -- a recomputation in backward (checkpoint) or a bare call
+    if not fwd.frozen then
+        if not fwd.seen[unit] then
+            fwd.seen[unit] = true
+            fwd.order[#fwd.order + 1] = unit
+        end
+    elseif unit.cfg.forward_prefetch then
+        local nxt = unit.fwd_next
+        if nxt and nxt.sharded and not nxt.fwd_prefetched then
+            nxt.fwd_prefetched = start_gather(nxt)
+        end
+    end
+end
+
+-- After the root's forward: the order is kept from the first one, and a prefetch the forward
+-- did not use (a unit it skipped) is dropped: the optimizer may change the shards before the
+-- next forward. A first forward that failed records nothing.
+function Unit.forward_done(fwd, succeeded)
+    if not fwd.frozen and not succeeded then
+        fwd.order, fwd.seen = {}, {}
+    elseif not fwd.frozen then
+        fwd.frozen = true
+        for i, u in ipairs(fwd.order) do u.fwd_next = fwd.order[i + 1] end
+    end
+    for _, u in ipairs(fwd.order) do
+        local pre = u.fwd_prefetched
+        if pre then
+            u.fwd_prefetched = nil
+            pre.work:wait()
+            local _ <close> = pre.buf
+            if pre.copied then
+                local _ <close> = pre.src
+            end
+        end
+    end
+end
+
 function Unit:pre_forward()
     local call = {unit = self}
-    call.full = compute_copy(self, self:gather_full(self.cfg.param_dtype))
+    local full = forward_full(self)
+    forward_order(self)
+    call.full = compute_copy(self, full)
     if ddpl.is_grad_enabled() and self.shard.requires_grad then
         self:assign_views(table.pack(Unshard.apply(call, self.shard, call.full)))
         call.recorded = true
@@ -320,17 +421,8 @@ function Unit:pre_forward()
     else
         self:assign(call.full)
     end
+    call.t_forward = ddpl.time()
     return call
-end
-
--- Starts gathering a call's shards into new memory, without waiting.
-local function start_gather(call)
-    local unit = call.unit
-    local src, copied = unit:device_shard(unit.cfg.param_dtype) -- kept until waited for
-    local buf = ddpl.empty({unit.shard_size * unit.cfg.world}, {dtype = src.dtype,
-                                                                device = unit.device})
-    local work = dist.all_gather_into_tensor(buf, src, {group = unit.cfg.group, async_op = true})
-    call.prefetched = {buf = buf, work = work, src = src, copied = copied}
 end
 
 -- Gathers the shards again into a call's released buffer (FULL_SHARD, before its backward),
@@ -339,21 +431,22 @@ local function regather(call)
     if call.gathered_again or call.done then return end
     call.gathered_again = true
     local unit = call.unit
+    local tl = unit.cfg.timeline
+    if tl then tl:backward_event(ddpl.time()) end
     local gathered
     if call.prefetched then
-        call.prefetched.work:wait()
-        gathered = call.prefetched.buf
-        if call.prefetched.copied then
-            local _ <close> = call.prefetched.src
-        end
+        gathered = finish_gather(unit, call.prefetched, 'backward')
         call.prefetched = nil
     else
+        local t = ddpl.time()
         gathered = unit:gather_full(unit.cfg.param_dtype)
+        trace(unit, 'all_gather', 1, t, ddpl.time(), {bytes = gathered:numel() *
+            gathered:element_size(), prefetch = 0, phase = 'backward'})
     end
     local before = call.before and call.before[1]
     if unit.cfg.prefetch and before and not before.gathered_again and not before.done and
         not before.prefetched then
-        start_gather(before)
+        before.prefetched = start_gather(before.unit)
     end
     -- moved into the released storage under the saved views without a version change (a copy_
     -- would make them look modified in place)
@@ -379,6 +472,7 @@ end
 -- After the module's forward: empty the slots; with FULL_SHARD release the buffer and hook the
 -- results so that the first gradient reaching them gathers it again.
 function Unit:post_forward(call, results)
+    trace(self, 'forward', 0, call.t_forward, ddpl.time())
     self:clear()
     if not self.sharded then return end
     if not call.recorded then
