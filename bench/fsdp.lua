@@ -2,7 +2,8 @@
 -- a few steps under DDP, ZeRO-1 (ZeroRedundancyOptimizer over DDP), FSDP SHARD_GRAD_OP or FSDP
 -- FULL_SHARD (each block a unit), with or without activation checkpointing of every block.
 -- Run as `ddplua bench/fsdp.lua --nproc N -- mode=ddp|zero1|sgo|full ckpt=0|1 layers=L
--- width=C steps=K batch=B seq=T`; rank 0 prints one line
+-- width=C steps=K batch=B seq=T fprefetch=0|1` (fprefetch: FSDP's forward_prefetch); rank 0
+-- prints one line
 --   RESULT mode=.. ckpt=.. world=.. step_ms=<median> state_mb=<max over ranks> peak_mb=<max>
 --          rss_mb=<max> act_mb=<max>
 -- state_mb: parameters the optimizer holds + their gradients + the optimizer's state tensors,
@@ -16,7 +17,7 @@ local ddpl = require 'ddplua'
 local nn, dist, optim, utils = ddpl.nn, ddpl.distributed, ddpl.optim, ddpl.utils
 
 local o = {mode = 'full', ckpt = 0, layers = 4, width = 256, steps = 5, batch = 4, seq = 64,
-    vocab = 512, warmup = 2}
+    vocab = 512, warmup = 2, fprefetch = 0}
 for _, a in ipairs(arg) do
     local k, v = a:match('^([%w_]+)=(.*)$')
     if k then o[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
@@ -47,7 +48,7 @@ if o.mode == 'ddp' or o.mode == 'zero1' then
     end
 else
     model = nn.FSDP(net, {sharding_strategy = o.mode == 'sgo' and 'SHARD_GRAD_OP' or 'FULL_SHARD',
-                          auto_wrap = {block_class}})
+                          auto_wrap = {block_class}, forward_prefetch = o.fprefetch == 1})
     opt = optim.Adam(model:parameters(), {lr = 1e-3})
 end
 
