@@ -19,7 +19,7 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-external=(lua.c liolib.c lapi.c LossNLL.cpp cublas_v2.h cudnn.h nccl.h cuda_runtime.h script.lua
+external=(lua.c liolib.c lapi.c LossNLL.cpp MemoryOverlap.cpp cublas_v2.h cudnn.h nccl.h cuda_runtime.h script.lua
           file.lua)
 
 # every path in the tree (tracked or new), with each of its tails after a '/'; a generated

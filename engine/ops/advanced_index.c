@@ -297,7 +297,9 @@ int ddpl_index_put_(ddpl_tensor *x, int n, ddpl_tensor *const *indices, ddpl_ten
 {
     const char *op = "index_put_";
     int rec = ddpl_inplace_recorded(op, x, 1, &values);
-    if (rec < 0 || ddpl_check_no_internal_overlap(op, x) < 0 || check_values(op, x, values) < 0)
+    if (rec < 0 || ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, 1, &values) < 0 ||
+        ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, n, indices) < 0 ||
+        check_values(op, x, values) < 0)
         return -1;
     if (!rec && ddpl_check_inplace(op, x) < 0) return -1;
     /* the result is computed out of place and then written (x untouched on error) */

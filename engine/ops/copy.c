@@ -100,7 +100,8 @@ ddpl_tensor *ddpl_to(ddpl_tensor *x, ddpl_dtype dt, ddpl_device dev)
 int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
 {
     int recorded = ddpl_inplace_recorded("copy_", dst, 1, &src);
-    if (recorded < 0 || ddpl_check_no_internal_overlap("copy_", dst) < 0) return -1;
+    if (recorded < 0 || ddpl_check_write("copy_", dst, DDPL_WRITE_ELEMENTWISE, 1, &src) < 0)
+        return -1;
     int nd;
     int64_t sizes[DDPL_MAX_DIMS];
     if (ddpl_broadcast_shape("copy_", dst->ndim, dst->sizes, src->ndim, src->sizes, &nd, sizes) < 0)
@@ -124,7 +125,8 @@ int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src)
     } else {
         ddpl_tensor_retain(s);
     }
-    /* copying a tensor onto memory it overlaps would read values already overwritten */
+    /* copying a tensor onto memory it overlaps (the same elements, or a layout PyTorch does not
+     * decide) would read values already overwritten */
     int rc;
     if (s->storage == dst->storage) {
         ddpl_tensor *tmp = ddpl_tensor_new(s->ndim, s->sizes, (ddpl_dtype)s->dtype, s->device);

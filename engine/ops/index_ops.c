@@ -162,7 +162,7 @@ int ddpl_index_add_(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *so
     int d;
     ddpl_tensor *ix;
     int rec = ddpl_inplace_recorded(op, x, 1, &source);
-    if (rec < 0 || ddpl_check_no_internal_overlap(op, x) < 0 ||
+    if (rec < 0 || ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, 2, OP_INPUTS(index, source)) < 0 ||
         check_index_op(op, x, dim, index, source, &d, &ix) < 0)
         return -1;
     int rc = check_alpha(op, x, alpha);

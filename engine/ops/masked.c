@@ -229,8 +229,11 @@ static int masked_in_place(const char *op, const char *node, ddpl_tensor *x, ddp
                            ddpl_tensor *source, double value)
 {
     int rec = ddpl_inplace_recorded(op, x, 1, &source);
-    if (rec < 0 || ddpl_check_no_internal_overlap(op, x) < 0 || check_mask(op, x, mask) < 0 ||
-        check_mask_fits(op, x, mask) < 0)
+    /* PyTorch checks the mask of masked_fill_ (partial overlap) and neither for masked_scatter_,
+     * which reads its source in order of the mask's true elements */
+    ddpl_tensor *read = source ? NULL : mask;
+    if (rec < 0 || ddpl_check_write(op, x, DDPL_WRITE_ELEMENTWISE, 1, &read) < 0 ||
+        check_mask(op, x, mask) < 0 || check_mask_fits(op, x, mask) < 0)
         return -1;
     if (!rec && ddpl_check_inplace(op, x) < 0) return -1;
     bool prev = rec ? true : ddpl_grad_mode_set(false);

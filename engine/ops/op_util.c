@@ -1,5 +1,5 @@
 /* ops/op_util.c: see op_util.h.
- * defines: ddpl_check_* (in place, internal overlap, device, floating), ddpl_as_dtype,
+ * defines: ddpl_check_* (in place, device, floating), ddpl_as_dtype,
  * ddpl_to_dtype, ddpl_sum_to, ddpl_mark_not_differentiable. */
 #include "op_util.h"
 
@@ -13,20 +13,6 @@ int ddpl_check_inplace(const char *op, const ddpl_tensor *x)
     return ddpl_error("%s: in-place operations on tensors that require grad are not supported "
                       "(the tensor has history %s); use the out-of-place form",
                       op, ddpl_grad_fn(x)->name);
-}
-
-int ddpl_check_no_internal_overlap(const char *op, const ddpl_tensor *x)
-{
-    char a[160], b[160];
-    for (int d = 0; d < x->ndim; d++)
-        if (x->strides[d] == 0 && x->sizes[d] > 1)
-            return ddpl_error("%s: unsupported operation: more than one element of the "
-                              "written-to tensor (shape %s, strides %s) refers to a single memory "
-                              "location. Please clone() the tensor before performing the "
-                              "operation.",
-                              op, ddpl_shape_str(x, a, sizeof a),
-                              ddpl_sizes_str(x->ndim, x->strides, b, sizeof b));
-    return 0;
 }
 
 int ddpl_check_same_device(const char *op, const ddpl_tensor *a, const ddpl_tensor *b)

@@ -1,6 +1,7 @@
 /* ops/op_util.h: checks and small helpers shared by the op implementations.
  * defines: ddpl_check_inplace, ddpl_inplace_recorded, ddpl_inplace_source,
- * ddpl_inplace_commit, ddpl_inplace_written, ddpl_alias_view, ddpl_check_no_internal_overlap,
+ * ddpl_inplace_commit, ddpl_inplace_written, ddpl_alias_view, ddpl_overlap_status,
+ * ddpl_check_no_internal_overlap, ddpl_check_write,
  * ddpl_check_same_device, ddpl_check_floating, ddpl_as_dtype, ddpl_tensor_host_copy,
  * ddpl_mark_not_differentiable, op_temps (OP_T, OP_NUM, OP_U, OP_B, op_temps_result), OP_INPUTS. */
 #ifndef DDPL_OP_UTIL_H
@@ -31,10 +32,29 @@ int ddpl_inplace_commit(const char *op, const char *fill_name, ddpl_tensor *x, d
 /* After a recorded op that wrote x itself with values that depend on nothing requiring grad
  * (fill_, normal_): x gets a node named fill_name that passes no gradient. */
 void ddpl_inplace_written(ddpl_tensor *x, const char *fill_name);
+/* Memory overlap, PyTorch's rules (ops/mem_overlap.c). How a tensor an op reads lies in memory
+ * against the tensor it writes: FULL (the same elements in the same layout), PARTIAL (both dense,
+ * sharing some bytes otherwise), TOO_HARD (one is not dense: undecided) or NO. */
+typedef enum {
+    DDPL_OVERLAP_NO,
+    DDPL_OVERLAP_FULL,
+    DDPL_OVERLAP_PARTIAL,
+    DDPL_OVERLAP_TOO_HARD
+} ddpl_overlap;
+ddpl_overlap ddpl_overlap_status(const ddpl_tensor *a, const ddpl_tensor *b);
 /* An error unless every element of x, the tensor an op writes, has a memory location of its
  * own: PyTorch's internal-overlap rule, which refuses a stride of 0 in a dimension of size > 1
  * (an expanded view) and lets other layouts through. */
 int ddpl_check_no_internal_overlap(const char *op, const ddpl_tensor *x);
+/* How an op reads what it writes x with: element by element at the same positions (add_,
+ * copy_: an operand that is x itself, or FULL, is fine), or at other positions (index_add_,
+ * scatter_, index_put_: any overlap is refused). */
+typedef enum { DDPL_WRITE_ELEMENTWISE, DDPL_WRITE_SCATTERED } ddpl_write_kind;
+/* The checks every in-place entry point runs before it writes x, reading ins (n of them, NULL
+ * entries skipped): no internal overlap in x, and no operand overlapping x in a way PyTorch
+ * refuses for that kind; -1 with PyTorch's message naming op, else 0. */
+int ddpl_check_write(const char *op, const ddpl_tensor *x, ddpl_write_kind kind, int n,
+                     ddpl_tensor *const *ins);
 int ddpl_check_same_device(const char *op, const ddpl_tensor *a, const ddpl_tensor *b);
 int ddpl_check_floating(const char *op, const ddpl_tensor *x);
 /* An alias of x that knows the tensor it views (core.h: view_base), as every view op makes its

@@ -5,8 +5,9 @@
  *
  * Rules, as PyTorch: only the right operand broadcasts (to x's shape); the result dtype must be
  * castable to x's dtype (no float result into an integer tensor); x may have any strides but
- * not several elements on one memory location; an operand sharing memory with x is copied
- * first unless it is exactly x; the storage version is bumped so autograd notices; on any
+ * not several elements on one memory location; an operand that overlaps x in memory is refused
+ * as PyTorch refuses it (ops/mem_overlap.c), and one whose overlap PyTorch does not decide (a
+ * strided view) is copied first; the storage version is bumped so autograd notices; on any
  * error x is left untouched. Autograd records them as ops/inplace.c describes: computed by the
  * out-of-place op, then written into x, which takes its history. */
 #include "pointwise.h"
@@ -17,7 +18,8 @@ static int check_target(const char *op, ddpl_tensor *x, ddpl_tensor *y, ddpl_dty
 {
     char a[128], b[128];
     int recorded = ddpl_inplace_recorded(op, x, 1, &y);
-    if (recorded < 0) return -1;
+    /* memory first, as PyTorch's TensorIterator: x:add_(x[0]:view(1, 3)) names the overlap */
+    if (recorded < 0 || ddpl_check_write(op, x, DDPL_WRITE_ELEMENTWISE, 1, &y) < 0) return -1;
     if (y) {
         ddpl_device dev;
         if (pw_pick_device(op, 2, OP_INPUTS(x, y), &dev) < 0) return -1;
@@ -34,7 +36,6 @@ static int check_target(const char *op, ddpl_tensor *x, ddpl_tensor *y, ddpl_dty
                               ddpl_shape_str(x, a, sizeof a),
                               ddpl_sizes_str(nd, sizes, b, sizeof b));
     }
-    if (ddpl_check_no_internal_overlap(op, x) < 0) return -1;
     if (!pw_can_cast(result, (ddpl_dtype)x->dtype))
         return ddpl_error("%s: result type %s can't be cast to the desired output type %s", op,
                           ddpl_dtype_name(result), ddpl_dtype_name((ddpl_dtype)x->dtype));
@@ -106,8 +107,8 @@ static int inplace_binary(const char *op, ddpl_op kop, ddpl_tensor *x, ddpl_tens
     if (kin_prepare(&ky, y, compute, x->device, x->ndim, x->sizes) < 0) return -1;
     ddpl_tensor *copy = NULL;
     if (ky.hdr.storage == x->storage && !same_elements(x, &ky.hdr)) {
-        /* y overlaps x in some other arrangement: the kernel would read values it already
-         * overwrote */
+        /* y overlaps x in a layout PyTorch lets through undecided (not dense): the kernel would
+         * read values it already overwrote */
         kin_release(&ky);
         bool prev = ddpl_grad_mode_set(false);
         copy = ddpl_clone(y);

@@ -402,7 +402,8 @@ static int scatter_in_place(const char *op, ddpl_tensor *x, int d, ddpl_tensor *
                             const scatter_kind *kind)
 {
     int rec = ddpl_inplace_recorded(op, x, 1, &src_grad);
-    if (rec < 0 || ddpl_check_no_internal_overlap(op, x) < 0) return -1;
+    if (rec < 0 || ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, 2, OP_INPUTS(index, src)) < 0)
+        return -1;
     if (rec) {
         ddpl_tensor *xs = ddpl_inplace_source(x, kind->fn == scatter_reduce_backward);
         ddpl_tensor *r =
