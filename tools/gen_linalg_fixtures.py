@@ -310,9 +310,28 @@ def solve_right_cases():
     return c
 
 
+def nan_cases():
+    """NaN inputs, fixed values (drawn nothing, listed last): cdist with p=0 counts coordinates
+    that differ as PyTorch's kernel does, min(ceil(|d|), 1), so a NaN gives NaN (norm(0) would
+    count it as 1); cholesky lets a NaN pivot through as NaN (Debian's torch, OpenBLAS's potrf)
+    rather than calling the matrix not positive-definite. Values only: no gradients of NaN."""
+    nan = float('nan')
+    c = []
+    x = torch.tensor([[nan, 1.0, 2.0], [0.0, 1.0, 2.0], [0.5, nan, -1.0]], dtype=F64)
+    y = torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, 0.0]], dtype=F64)
+    for p in (0.0, 1.0, 2.0):
+        c.append(make_case('cdist/nan_p%s' % p, 'cdist', [x, y],
+                           lambda a, b, p=p: torch.cdist(a, b, p=p), opts={'p': p}))
+    for name, m in (('pivot', [[nan, 0.0], [0.0, 1.0]]), ('last', [[4.0, 2.0], [2.0, nan]]),
+                    ('off_diagonal', [[1.0, nan], [nan, 1.0]])):
+        c.append(make_case('cholesky/nan_' + name, 'cholesky', [torch.tensor(m, dtype=F64)],
+                           torch.linalg.cholesky))
+    return c
+
+
 def render():
     cases = (product_cases() + einsum_cases() + cdist_cases() + norm_cases() + solve_cases() +
-             decomposition_cases() + solve_right_cases())
+             decomposition_cases() + solve_right_cases() + nan_cases())
     return write_fixture('linalg_ext', cases, 'products, einsum, cdist, linalg norms and '
                          'decompositions (tools/gen_linalg_fixtures.py)')
 

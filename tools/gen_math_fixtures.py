@@ -285,6 +285,28 @@ def gen_norm(cases):
                                opts={'p': 1, 'dim': 0, 'keepdim': True}))
 
 
+def gen_div_(cases):
+    """div_ with a rounding mode (drawn after every other case, so no other value moved): the
+    in-place form of div's rounded modes, on a clone so the gradients (zero) reach the leaves;
+    integer tensors stay integer, with a tensor or a number divisor."""
+    ia = torch.tensor([7, -7, 7, -7, 0, 9], dtype=I64)
+    ib = torch.tensor([2, 2, -2, -2, 5, -4], dtype=I64)
+    for mode in ('floor', 'trunc'):
+        x = rnd(3, 4, dtype=F32, lo=-9, hi=9)
+        y = divisor(F32, (4,))  # broadcast over the rows
+        cases.append(make_case('div_/%s/f32' % mode, 'div_', [x, y],
+                               lambda a, b, m=mode: a.clone().div_(b, rounding_mode=m),
+                               diff=(0, 1), opts={'rounding_mode': mode}))
+        cases.append(make_case('div_/%s/i64' % mode, 'div_', [ia, ib],
+                               lambda a, b, m=mode: a.clone().div_(b, rounding_mode=m),
+                               opts={'rounding_mode': mode}))
+        cases.append(make_case('div_/%s/i64_number' % mode, 'div_', [ia, -3],
+                               lambda a, b, m=mode: a.clone().div_(b, rounding_mode=m),
+                               opts={'rounding_mode': mode}))
+    cases.append(make_case('div_/none/f64', 'div_', [rnd(5, dtype=F64), divisor(F64, (5,))],
+                           lambda a, b: a.clone().div_(b), diff=(0, 1)))
+
+
 def gen():
     cases = []
     gen_unary(cases)
@@ -292,6 +314,7 @@ def gen():
     gen_compose(cases)
     gen_compare_create(cases)
     gen_norm(cases)
+    gen_div_(cases)
     return write_fixture('math', cases, 'the pointwise functions and norm '
                          '(tools/gen_math_fixtures.py)')
 

@@ -203,8 +203,25 @@ def gen_reductions():
     return cases
 
 
+def gen_double_backward():
+    """Second derivatives of cummax/cummin (drawn after every other case, so no other value
+    moved): op '<op>_backward' is the first derivative as a function of (x, grad), recorded
+    (create_graph); its gradient with respect to grad is the double backward (a gather of the
+    incoming gradient: cummaxmin_backward is a scatter_add). Ties: the last index wins."""
+    cases = []
+    for op, fn in (('cummax', torch.cummax), ('cummin', torch.cummin)):
+        for d in (1, 0):
+            def first(x, g, fn=fn, d=d):
+                x = x.detach().requires_grad_()
+                return torch.autograd.grad(fn(x, d)[0], x, g, create_graph=True)[0]
+            cases.append(make_case('%s_backward/f64/dim%d' % (op, d), op + '_backward',
+                                   [ties(F64), rnd(3, 5, dtype=F64)], first, diff=[1],
+                                   opts={'dim': d}))
+    return cases
+
+
 def render():
-    return write_fixture('scan', gen_scans() + gen_reductions(),
+    return write_fixture('scan', gen_scans() + gen_reductions() + gen_double_backward(),
                          'scans and reductions (tools/gen_scan_fixtures.py)')
 
 

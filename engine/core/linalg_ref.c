@@ -71,7 +71,9 @@ int ddpl_ref_cholesky(int64_t n, double *a)
     for (int64_t j = 0; j < n; j++) {
         double d = a[j * n + j];
         for (int64_t k = 0; k < j; k++) d -= a[j * n + k] * a[j * n + k];
-        if (!(d > 0.0)) return (int)(j + 1); /* also NaN */
+        /* a NaN pivot is not a verdict on definiteness: it propagates, as PyTorch's (OpenBLAS's
+         * potrf) does, and the caller sees NaN in the factor */
+        if (d <= 0.0) return (int)(j + 1);
         d = sqrt(d);
         a[j * n + j] = d;
         for (int64_t i = j + 1; i < n; i++) {

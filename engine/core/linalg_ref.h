@@ -23,7 +23,7 @@ int ddpl_ref_lu(int64_t n, double *a, int64_t *piv, int *sign);
 void ddpl_ref_lu_solve(int64_t n, const double *lu, const int64_t *piv, int64_t nrhs, double *b);
 /* In place lower Cholesky factor of the symmetric n x n a (its lower triangle is read); the
  * strict upper triangle is zeroed. Returns 0, or the order of the first leading minor that is
- * not positive-definite. */
+ * not positive-definite (a pivot <= 0; a NaN pivot gives NaN in the factor, not an error). */
 int ddpl_ref_cholesky(int64_t n, double *a);
 /* Householder QR of the m x n a (overwritten as scratch). q: m x qc with qc = min(m,n)
  * (reduced) or m (complete), may be NULL; r: rr x n with rr = qc, upper triangular. Returns 0,

@@ -41,14 +41,19 @@ static const char *sizes_str(int n, const int64_t *sizes, char *buf, size_t cap)
     return buf;
 }
 
+/* reduction='mean' | 'sum' | 'none'; another string is named in the error (PyTorch: "avg is not
+ * a valid value for reduction"), another type by its type */
 static ddpl_reduction reduction(lua_State *L, int idx, const char *fname)
 {
     if (!idx) return DDPL_REDUCTION_MEAN;
-    const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : "";
+    if (lua_type(L, idx) != LUA_TSTRING)
+        lb_opterror(L, idx, fname, "reduction", "'mean', 'sum' or 'none'");
+    const char *s = lua_tostring(L, idx);
     if (strcmp(s, "mean") == 0) return DDPL_REDUCTION_MEAN;
     if (strcmp(s, "sum") == 0) return DDPL_REDUCTION_SUM;
     if (strcmp(s, "none") == 0) return DDPL_REDUCTION_NONE;
-    lb_opterror(L, idx, fname, "reduction", "'mean', 'sum' or 'none'");
+    luaL_error(L, "%s: expected 'mean', 'sum' or 'none' for 'reduction', got '%s'", fname, s);
+    __builtin_unreachable();
 }
 
 static const char *const linear_opts[] = {"input", "weight", "bias", NULL};

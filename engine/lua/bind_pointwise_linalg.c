@@ -453,9 +453,26 @@ static int m_mul_(lua_State *L)
 {
     return inplace_binary(L, "mul_", ddpl_mul_, 1.0);
 }
+/* x:div_(y [, {rounding_mode = 'floor' | 'trunc'}]), div's options */
 static int m_div_(lua_State *L)
 {
-    return inplace_binary(L, "div_", ddpl_div_, 1.0);
+    const char *fname = "div_";
+    lb_args a = lb_parse_args(L);
+    lb_check_opts(L, a.opts, fname, div_opts);
+    ddpl_tensor *x = lb_check(L, 1, fname);
+    lb_check_operand(L, 2, fname);
+    lb_check_no_more_args(L, a.opts ? a.opts : 2, fname);
+    if (a.opts && a.opts != 3)
+        return luaL_error(L, "div_: expected the options table as argument 3");
+    int mi = a.opts ? lb_arg(L, &a, 0, "rounding_mode") : 0;
+    if (mi && lua_type(L, mi) != LUA_TSTRING)
+        return lb_opterror(L, mi, fname, "rounding_mode", "'floor', 'trunc' or nil");
+    bool owned;
+    ddpl_tensor *y = lb_operand(L, 2, &owned);
+    if (!y) lb_error_in(L, fname);
+    int rc = ddpl_div_rounded_(x, y, mi ? lua_tostring(L, mi) : NULL);
+    if (owned) ddpl_tensor_release(y);
+    return done_inplace(L, rc, fname);
 }
 
 static int m_clamp_(lua_State *L)

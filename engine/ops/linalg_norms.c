@@ -162,6 +162,19 @@ static ddpl_tensor *euclid_mm(op_temps *k, ddpl_tensor *x1, ddpl_tensor *x2)
     return s ? OP_T(k, ddpl_sqrt(OP_T(k, ddpl_clamp(s, true, 0.0, false, 0.0)))) : NULL;
 }
 
+/* p = 0, the number of coordinates that differ, as PyTorch's kernel counts them:
+ * sum(min(ceil(|x1_i - x2_j|), 1)), so a NaN coordinate makes the distance NaN where norm(0)
+ * would count it as one that differs. The gradient is zero (ceil's), as PyTorch's. a (..., P, M)
+ * and b (..., R, M) with nd batch dims. */
+static ddpl_tensor *cdist_zero(op_temps *k, ddpl_tensor *a, ddpl_tensor *b, int nd)
+{
+    ddpl_tensor *diff =
+        OP_B(k, ddpl_sub, OP_T(k, ddpl_unsqueeze(a, nd + 1)), OP_T(k, ddpl_unsqueeze(b, nd)));
+    ddpl_tensor *up = OP_U(k, ddpl_ceil, OP_U(k, ddpl_abs, diff));
+    ddpl_tensor *ind = OP_B(k, ddpl_minimum, up, OP_NUM(k, 1.0));
+    return ind ? OP_T(k, ddpl_sum_dim(ind, -1, false)) : NULL;
+}
+
 ddpl_tensor *ddpl_cdist(ddpl_tensor *x1, ddpl_tensor *x2, double p)
 {
     if (x1->ndim < 2 || x2->ndim < 2)
@@ -201,6 +214,7 @@ ddpl_tensor *ddpl_cdist(ddpl_tensor *x1, ddpl_tensor *x2, double p)
     ddpl_tensor *a = OP_T(&k, ddpl_expand(x1, nd + 2, s1));
     ddpl_tensor *b = k.failed ? NULL : OP_T(&k, ddpl_expand(x2, nd + 2, s2));
     if (k.failed) return op_temps_result(&k, NULL);
+    if (p == 0.0) return op_temps_result(&k, cdist_zero(&k, a, b, nd));
     if (p != 2.0) { /* |x1_i - x2_j| over a (..., P, R, M) difference: norm's gradient */
         ddpl_tensor *diff = OP_B(&k, ddpl_sub, OP_T(&k, ddpl_unsqueeze(a, nd + 1)),
                                  OP_T(&k, ddpl_unsqueeze(b, nd)));

@@ -193,6 +193,9 @@ static ddpl_tensor *ctc_reduce(ddpl_tensor *y, const ctc_host *h, ddpl_reduction
         ddpl_tensor *d64 =
             div ? OP_T(&k, ddpl_from_data(1, ns, DDPL_FLOAT64, div, y->device)) : NULL;
         free(div);
+        if (!div && !k.failed)
+            ddpl_error("ctc_loss: out of memory for the %lld target lengths of the mean",
+                       (long long)h->N);
         if (!d64) k.failed = true;
         ddpl_tensor *d = d64 ? OP_T(&k, ddpl_as_dtype(d64, (ddpl_dtype)y->dtype)) : NULL;
         r = OP_U(&k, ddpl_mean, OP_B(&k, ddpl_div, r, d));

@@ -1,7 +1,7 @@
 /* ops/pointwise_inplace.c: the in-place arithmetic ops (optimizer updates, gradient
  * accumulation).
- * defines: ddpl_add_, ddpl_mul_, ddpl_div_, ddpl_clamp_, ddpl_relu_, ddpl_sigmoid_, ddpl_tanh_,
- *          ddpl_silu_, ddpl_mul_out.
+ * defines: ddpl_add_, ddpl_mul_, ddpl_div_, ddpl_div_rounded_, ddpl_clamp_, ddpl_relu_,
+ *          ddpl_sigmoid_, ddpl_tanh_, ddpl_silu_, ddpl_mul_out.
  *
  * Rules, as PyTorch: only the right operand broadcasts (to x's shape); the result dtype must be
  * castable to x's dtype (no float result into an integer tensor); x may have any strides but
@@ -166,6 +166,34 @@ int ddpl_div_(ddpl_tensor *x, ddpl_tensor *y)
     if (!ddpl_dtype_is_floating(dt)) dt = ddpl_default_float_dtype(); /* true division */
     return inplace_binary("div_", DDPL_OP_DIV, x, y, dt, NULL,
                           (recorded_form){div_form, ddpl_requires_grad(y)});
+}
+
+/* x <- div(x, y, rounding_mode) for "floor" or "trunc" (NULL: true division, div_): integer x
+ * stays integer, as PyTorch's div_(y, rounding_mode=...). Computed out of place and written in
+ * (the rounded divisions have their own checks, an integer division by zero among them, which
+ * run before x is touched); recorded by autograd as the others are, with div's zero gradient. */
+int ddpl_div_rounded_(ddpl_tensor *x, ddpl_tensor *y, const char *rounding_mode)
+{
+    if (!rounding_mode) return ddpl_div_(x, y);
+    if (strcmp(rounding_mode, "floor") != 0 && strcmp(rounding_mode, "trunc") != 0)
+        return ddpl_error("div_: expected rounding_mode to be nil, 'floor' or 'trunc', got '%s'",
+                          rounding_mode);
+    int recorded = check_target("div_", x, y, ddpl_result_type(2, OP_INPUTS(x, y)));
+    if (recorded < 0) return -1;
+    if (recorded) {
+        /* the rounded division saves its operands (div_rounded), though its gradient is zero */
+        ddpl_tensor *src = ddpl_inplace_source(x, true);
+        ddpl_tensor *r = src ? ddpl_div_rounded(src, y, rounding_mode) : NULL;
+        ddpl_tensor_release(src);
+        return ddpl_inplace_commit("div_", NULL, x, r);
+    }
+    bool prev = ddpl_grad_mode_set(false);
+    ddpl_tensor *r = ddpl_div_rounded(x, y, rounding_mode);
+    ddpl_grad_mode_set(prev);
+    int rc = r ? ddpl_run_kernel(DDPL_OP_COPY, x->device, &x, &r, NULL) : -1;
+    ddpl_tensor_release(r);
+    if (rc == 0) ddpl_storage_bump_version(x->storage);
+    return rc;
 }
 
 int ddpl_clamp_(ddpl_tensor *x, bool has_min, double min, bool has_max, double max)

@@ -176,9 +176,9 @@ static const char *node_name(int fn)
         return "XlogyBackward0";
     case DDPL_BFN_COPYSIGN:
         return "CopysignBackward0";
-    case DDPL_BFN_FLOOR_DIVIDE: /* only through div(rounding_mode=) */
+    case DDPL_BFN_FLOOR_DIVIDE: /* only through div(rounding_mode=): PyTorch's div.Tensor_mode */
     case DDPL_BFN_TRUNC_DIVIDE:
-        return "DivBackward0";
+        return "DivBackward2";
     default:
         return NULL; /* integer-only functions: nothing to differentiate */
     }
@@ -227,10 +227,27 @@ BINARY_FN_OP(bitwise_xor, BITWISE_XOR)
 BINARY_FN_OP(bitwise_left_shift, LEFT_SHIFT)
 BINARY_FN_OP(bitwise_right_shift, RIGHT_SHIFT)
 
-/* Python's a // b; not differentiable (PyTorch has no derivative for it either) */
+/* Backward of floor_divide: PyTorch 1.13 defines none (its grad_fn is "NotImplemented"), so
+ * a backward that reaches it fails rather than treating the result as a constant. */
+static int floor_divide_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    DDPL_UNUSED(n);
+    DDPL_UNUSED(grad);
+    DDPL_UNUSED(gi);
+    return ddpl_error("floor_divide: the derivative for floor_divide is not implemented (as in "
+                      "PyTorch); div(a, b, {rounding_mode='floor'}) computes the same values with "
+                      "a zero gradient");
+}
+
+/* Python's a // b. Not differentiable, as in PyTorch: a floating result of operands that
+ * require grad requires grad too, and backward through it is an error. */
 ddpl_tensor *ddpl_floor_divide(ddpl_tensor *a, ddpl_tensor *b)
 {
-    return binary_fn(DDPL_BFN_FLOOR_DIVIDE, a, b, false);
+    ddpl_tensor *out = binary_fn(DDPL_BFN_FLOOR_DIVIDE, a, b, false);
+    ddpl_tensor *ins[2] = {a, b};
+    if (out && ddpl_dtype_is_floating((ddpl_dtype)out->dtype) && ddpl_grad_needed(2, ins))
+        ddpl_set_history(out, ddpl_node_new("NotImplemented", floor_divide_backward, 2, ins));
+    return out;
 }
 
 /* div(a, b, rounding_mode): NULL is true division; "floor" and "trunc" keep integer dtypes

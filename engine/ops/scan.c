@@ -190,8 +190,10 @@ ddpl_tensor *ddpl_cumprod(ddpl_tensor *x, int dim, ddpl_dtype dt)
 /* ---- cummax / cummin ---- */
 
 /* The gradient of each output goes to the element its index names: scatter_add into zeros of
- * the input's shape (several outputs may name one element). A native kernel, so a second
- * derivative through it is refused. saved: the indices. */
+ * the input's shape (several outputs may name one element), PyTorch's cummaxmin_backward. When
+ * the backward pass records itself (create_graph) it is the scatter_add op, whose own gradient
+ * (a gather of the incoming one) makes second derivatives work; else the kernel alone. The
+ * indices are constants, so nothing flows back to the input. saved: the indices. */
 static int cumext_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
 {
     ddpl_edge *e = &n->edges[0];
@@ -202,15 +204,20 @@ static int cumext_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
         return 0;
     }
     ddpl_tensor *z = ddpl_zeros(e->ndim, e->sizes, (ddpl_dtype)grad->dtype, grad->device);
-    ddpl_dim_params p = {DDPL_NODE_CTX(n, scan_ctx)->dim};
+    int dim = DDPL_NODE_CTX(n, scan_ctx)->dim;
+    if (z && ddpl_is_grad_enabled()) {
+        gi[0] = ddpl_scatter_add(z, dim, idx, grad);
+        ddpl_tensor_release(z);
+        return gi[0] ? 0 : -1;
+    }
+    ddpl_dim_params p = {dim};
     ddpl_tensor *ins[2] = {idx, grad};
     if (!z || ddpl_run_kernel(DDPL_OP_SCATTER_ADD, z->device, &z, ins, &p) < 0) {
         ddpl_tensor_release(z);
         return -1;
     }
     gi[0] = z;
-    return ddpl_mark_not_differentiable(n->name[4] == 'a' ? "cummax" : "cummin", n, grad, 1, gi,
-                                        false);
+    return 0;
 }
 
 static int cum_extreme(const char *op, ddpl_op kop, const char *node, ddpl_tensor *x, int dim,

@@ -914,6 +914,15 @@ cases('pooling, convolution padding, pad and CTC lengths', {
      err = {'ctc_loss', 'float32'}},
     {'ctc_loss no classes', function(D) return F.ctc_loss(D.zeros(2, 1, 0), D.L{{1}}, {2}, {1}) end,
      err = {'ctc_loss', 'no classes'}},
+    -- torch F.ctc_loss(..., reduction='avg'): "avg is not a valid value for reduction"
+    {'ctc_loss reduction avg', function(D)
+        return F.ctc_loss(lp(D, 2, 1, 3), D.L{{1}}, {2}, {1}, {reduction = 'avg'}) end,
+     err = {'ctc_loss', 'reduction', "'avg'"}},
+    {'ctc_loss reduction 1', function(D)
+        return F.ctc_loss(lp(D, 2, 1, 3), D.L{{1}}, {2}, {1}, {reduction = 1}) end,
+     err = {'ctc_loss', 'reduction', 'number'}},
+    {'CTCLoss reduction avg', function() return ddpl.nn.CTCLoss({reduction = 'avg'}) end,
+     err = {'CTCLoss', 'reduction', "'avg'"}},
     -- torch F.ctc_loss(torch.full((2, 1, 3), -inf), torch.tensor([[1]]), [2], [1]) -> inf
     {'ctc_loss -inf log-probabilities', function(D)
         return F.ctc_loss(ddpl.full({2, 1, 3}, -INF, {device = D.dev}), D.L{{1}}, {2}, {1}) end,
@@ -988,18 +997,37 @@ cases('comm-hook classes without a process group', {
      err = {'PowerSGDState', 'orthogonalization_epsilon', 'inf'}},
     {'PowerSGDState an unknown option', function() return PS.PowerSGDState({foo = 1}) end,
      err = {'PowerSGDState', "'foo'"}},
+    -- errors name the hook the user registered, not get_world_size or a method of nil: a hook
+    -- fails inside backward, far from the line that registered it
     {'PowerSGD hook without a process group', function(D)
         local st = PS.PowerSGDState({start_powerSGD_iter = 2})
         st.iter = 5
         return PS.hook(st, bucket(D, 4, {D.ones(2, 2)}))
-    end, err = {'get_world_size', 'not initialized'}},
+    end, err = {'powerSGD_hook', 'not initialized'}},
+    {'PowerSGD hook without a state', function(D) return PS.powerSGD_hook(nil, bucket(D, 2)) end,
+     err = {'powerSGD_hook', 'PowerSGDState', 'nil'}},
+    {'PowerSGD hook given a tensor for the bucket', function(D)
+        return PS.hook(PS.PowerSGDState(), D.ones(2)) end,
+     err = {'powerSGD_hook', 'GradBucket', 'a tensor'}},
     {'allreduce_hook without a process group', function(D) return hooks.allreduce_hook(nil, bucket(D, 2)) end,
-     err = {'get_world_size', 'not initialized'}},
+     err = {'allreduce_hook', 'not initialized'}},
+    {'allreduce_hook given a tensor for the bucket', function(D)
+        return hooks.allreduce_hook(nil, D.ones(2)) end, err = {'allreduce_hook', 'GradBucket'}},
     {'fp16_compress_hook without a process group', function(D)
         return hooks.fp16_compress_hook(nil, bucket(D, 2)) end,
-     err = {'get_world_size', 'not initialized'}},
+     err = {'fp16_compress_hook', 'not initialized'}},
+    {'bf16_compress_hook given nothing for the bucket', function()
+        return hooks.bf16_compress_hook(nil, nil) end, err = {'bf16_compress_hook', 'GradBucket', 'nil'}},
     {'GradBucket set_buffer of another size', function(D) return bucket(D, 2):set_buffer(D.ones(3)) end,
-     err = {'set_buffer', '2 elements', '3 elements'}},
+     err = {'GradBucket.set_buffer', '2 elements', '3 elements'}},
+    {'GradBucket method called with a dot', function(D)
+        local b = bucket(D, 2)
+        return b.buffer()
+    end, err = {'GradBucket.buffer', 'bucket:buffer()'}},
+    {'orthogonalize a 1-D tensor', function(D) return PS.orthogonalize(D.ones(3), 0) end,
+     err = {'orthogonalize', '2-D', '1-D'}},
+    {'orthogonalize without epsilon', function(D) return PS.orthogonalize(D.ones(3, 2)) end,
+     err = {'orthogonalize', 'epsilon', 'nil'}},
     -- Gram-Schmidt leaves a zero column at 0 (PyTorch's epsilon = 0 gives NaN: the documented
     -- difference, powersgd.lua)
     {'orthogonalize zero columns', function(D)

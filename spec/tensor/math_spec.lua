@@ -1,6 +1,6 @@
 -- spec/tensor/math_spec.lua: the pointwise functions against PyTorch
 -- (spec/fixtures/math.lua, tools/gen_math_fixtures.py): rounding, the rest of libm, remainder,
--- fmod, floor_divide and div's rounding modes, atan2, hypot, fmax/fmin, logaddexp, xlogy,
+-- fmod, floor_divide and div's rounding modes (div_'s too), atan2, hypot, fmax/fmin, logaddexp, xlogy,
 -- copysign, the bitwise and logical functions, isnan/isinf/isfinite, nan_to_num and norm's
 -- PyTorch signature; values, dtypes and gradients, as methods, as ddpl functions and through
 -- the Lua operators // % & | ~ << >>. The same cases run on CUDA (the emulation in CI).
@@ -41,6 +41,12 @@ functions.nan_to_num = function(ins, o) return ddpl.nan_to_num(ins[1], o.nan, o.
 methods.div = function(ins, o) return ins[1]:div(ins[2], {rounding_mode = o.rounding_mode}) end
 functions.div = function(ins, o)
     return ddpl.div(ins[1], ins[2], {rounding_mode = o.rounding_mode})
+end
+-- div_ (a method only, as in PyTorch) on a clone, so the gradients reach the case's leaves
+methods.div_ = function(ins, o)
+    local x = ins[1]:clone()
+    if o.rounding_mode then return x:div_(ins[2], {rounding_mode = o.rounding_mode}) end
+    return x:div_(ins[2])
 end
 methods.lerp = function(ins) return ins[1]:lerp(ins[2], ins[3]) end
 functions.lerp = function(ins) return ddpl.lerp(ins[1], ins[2], ins[3]) end
@@ -100,8 +106,10 @@ describe('pointwise functions match PyTorch', function()
         if type(case.inputs[1]) == 'table' then -- a tensor: the method form applies
             it(case.name, function() H.check_case(case, methods[case.op]) end)
         end
-        it(case.name .. ' (ddpl.' .. case.op .. ')',
-           function() H.check_case(case, functions[case.op]) end)
+        if functions[case.op] or not methods[case.op] then -- (a method-only op has none)
+            it(case.name .. ' (ddpl.' .. case.op .. ')',
+               function() H.check_case(case, functions[case.op]) end)
+        end
         if operators[case.op] then
             it(case.name .. ' (operator)', function() H.check_case(case, operators[case.op]) end)
         end
@@ -112,7 +120,7 @@ describe('pointwise functions on cuda match PyTorch', function()
     for _, case in ipairs(cases) do
         it(case.name, function()
             if not ddpl.cuda.is_available() then return pending('no CUDA device') end
-            H.check_case(case, on_cuda(functions[case.op]))
+            H.check_case(case, on_cuda(functions[case.op] or methods[case.op]))
         end)
     end
 end)
@@ -129,6 +137,29 @@ describe('pointwise functions', function()
         -- 7/2 with floor is 3, not 3.5
         H.assert_close(x:div(2, {rounding_mode = 'floor'}), {3, -4})
         H.assert_close(x:div(2), {3.5, -3.5})
+    end)
+
+    it('div_ takes div\'s rounding_mode and refuses what PyTorch refuses', function()
+        local x = ddpl.tensor({7.0, -7.0})
+        H.assert_error(function() return x:div_(2, {foo = 1}) end, 'div_', "unknown option 'foo'")
+        H.assert_error(function() return x:div_(2, {rounding_mode = 'round'}) end, 'div_',
+                       "'floor'", "'trunc'", 'round')
+        H.assert_error(function() return x:div_(2, {rounding_mode = true}) end, 'div_',
+                       'rounding_mode')
+        H.assert_close(x, {7, -7}) -- untouched by the refusals
+        -- torch.tensor([7, -7]).div_(2.5, rounding_mode='floor'): "result type Float can't be
+        -- cast to the desired output type Long"; div_(2) without a mode likewise
+        local i = ddpl.tensor({7, -7})
+        H.assert_error(function() return i:div_(2.5, {rounding_mode = 'floor'}) end, 'div_',
+                       "can't be cast", 'int64')
+        H.assert_error(function() return i:div_(2) end, 'div_', "can't be cast")
+        H.assert_error(function() return i:div_(0, {rounding_mode = 'trunc'}) end,
+                       'division by zero')
+        assert.are.same({7, -7}, i:tolist())
+        local version = i._version -- the refusals left it as it was, the write bumps it
+        assert.are.equal(i, i:div_(-2, {rounding_mode = 'floor'})) -- returns x itself
+        assert.are.same({-4, 3}, i:tolist())
+        assert.are.equal(version + 1, i._version)
     end)
 
     it('norm takes a first number as p, not as a dimension (PyTorch)', function()
@@ -184,11 +215,28 @@ describe('pointwise functions', function()
     end)
 
     it('floor_divide is not differentiable; div with a rounding mode has zero gradients', function()
+        -- as torch 1.13: (x // 2).requires_grad is True, grad_fn NotImplemented, and backward
+        -- raises "derivative for aten::floor_divide is not implemented"
         local x = ddpl.tensor({3.5, -1.5}, {requires_grad = true})
-        assert.is_false((x // 2).requires_grad)
+        local q = x // 2
+        assert.is_true(q.requires_grad)
+        assert.are.equal('NotImplemented', q.grad_fn)
+        H.assert_error(function() (x + q):sum():backward() end, 'floor_divide',
+                       'derivative', 'not implemented')
+        assert.is_nil(x.grad)
+        assert.is_false((ddpl.tensor({7}) // 2).requires_grad) -- integers: no autograd
+        assert.is_false(ddpl.no_grad(function() return x // 2 end).requires_grad)
         local y = x:div(2, {rounding_mode = 'floor'})
         assert.is_true(y.requires_grad)
+        assert.are.equal('DivBackward2', y.grad_fn)
         y:sum():backward()
+        H.assert_close(x.grad, {0, 0})
+        -- in place, recorded on a non-leaf: the gradient is zero too
+        local z = x * 1
+        z:div_(2, {rounding_mode = 'trunc'})
+        assert.are.equal('DivBackward2', z.grad_fn)
+        x.grad = nil
+        z:sum():backward()
         H.assert_close(x.grad, {0, 0})
     end)
 

@@ -3,7 +3,8 @@
 -- Values, dtypes, shapes and gradients come from spec/fixtures/scan.lua
 -- (tools/gen_scan_fixtures.py); the same cases run again on CUDA when there is a device (also
 -- in the emulation build, where they launch every kernel of engine/cuda/cuda_scan.cu). Then
--- what fixtures cannot hold: empty tensors, errors, options, grad_fn names, second derivatives,
+-- what fixtures cannot hold: empty tensors, errors, options, grad_fn names, second derivatives
+-- (cummax/cummin's double backward is in the fixtures too),
 -- finite-difference checks of cumprod through zeros and of amax through ties.
 local H = require 'helpers'
 local ddpl = H.ddpl
@@ -15,6 +16,14 @@ local function by_dims(name)
     return function(a, o) return a[1][name](a[1], o.dim, o.keepdim) end
 end
 
+-- d/dx of x:op(dim) for the incoming gradient a[2], with create_graph (x is a[1], detached)
+local function first_derivative(op, a, o)
+    local x = a[1]:detach()
+    x.requires_grad = true
+    local values = x[op](x, o.dim)
+    return ddpl.autograd.grad({values}, {x}, {a[2]}, {create_graph = true})[1]
+end
+
 local runners = {
     cumsum = function(a, o)
         if o.dtype then return a[1]:cumsum(o.dim, {dtype = o.dtype}) end
@@ -23,6 +32,9 @@ local runners = {
     cumprod = function(a, o) return a[1]:cumprod(o.dim) end,
     cummax = function(a, o) return a[1]:cummax(o.dim) end,
     cummin = function(a, o) return a[1]:cummin(o.dim) end,
+    -- the first derivative as a function of (x, grad), recorded: its gradient is the second
+    cummax_backward = function(a, o) return first_derivative('cummax', a, o) end,
+    cummin_backward = function(a, o) return first_derivative('cummin', a, o) end,
     any = by_dims('any'),
     all = by_dims('all'),
     count_nonzero = function(a, o) return a[1]:count_nonzero(o.dim) end,

@@ -170,6 +170,8 @@ int ddpl_copy_(ddpl_tensor *dst, ddpl_tensor *src); /* src broadcasts to dst; co
 int ddpl_add_(ddpl_tensor *x, ddpl_tensor *y, double alpha); /* x += alpha*y */
 int ddpl_mul_(ddpl_tensor *x, ddpl_tensor *y);
 int ddpl_div_(ddpl_tensor *x, ddpl_tensor *y);
+/* x <- div(x, y, rounding_mode): "floor", "trunc" or NULL (div_); integer x stays integer */
+int ddpl_div_rounded_(ddpl_tensor *x, ddpl_tensor *y, const char *rounding_mode);
 /* out <- x * y in one pass: x and y broadcast to out's shape (out is not resized; PyTorch's
  * torch.mul(x, y, out=out)); neither may overlap out other than element for element. */
 int ddpl_mul_out(ddpl_tensor *out, ddpl_tensor *x, ddpl_tensor *y);

@@ -14,7 +14,8 @@ function CTCLoss:init(opts)
                                                zero_infinity = false})
     if not REDUCTIONS[o.reduction] then
         error(string.format("CTCLoss: reduction must be 'mean', 'sum' or 'none', got %s",
-                            tostring(o.reduction)), 2)
+                            type(o.reduction) == 'string' and "'" .. o.reduction .. "'"
+                            or tostring(o.reduction)), 2)
     end
     self.blank = Module.check_int('CTCLoss', o.blank, 'blank', 0)
     self.reduction, self.zero_infinity = o.reduction, o.zero_infinity

@@ -9,6 +9,7 @@
 -- the same reductions in the reducer's C code without a Lua call per bucket; these are the
 -- reference the specs compare it with, and a starting point for hooks of one's own.
 local ddpl = require 'ddplua'
+local args = require 'ddplua.distributed.algorithms.hook_args'
 local dist = ddpl.distributed
 
 local M = {}
@@ -19,7 +20,8 @@ end
 
 -- The buffer divided by the world size, then summed across ranks.
 function M.allreduce_hook(process_group, bucket)
-    local t = bucket:buffer():div_(dist.get_world_size(process_group))
+    args.check_bucket('allreduce_hook', bucket)
+    local t = bucket:buffer():div_(args.world_size('allreduce_hook', process_group))
     return dist.all_reduce(t, group_opts(process_group)):get_future()
 end
 
@@ -27,10 +29,11 @@ end
 -- reducer's C path sums it: the ranks' compressed contributions are all-gathered (half the bytes
 -- of each), added in the buffer's dtype and the sum rounded to the compressed one, which is what
 -- PyTorch's all_reduce in that dtype gives; the Gloo transport here has no 16-bit sum.
-local function compress_hook(dtype)
+local function compress_hook(fname, dtype)
     return function(process_group, bucket)
+        args.check_bucket(fname, bucket)
         local buffer = bucket:buffer()
-        local world, n = dist.get_world_size(process_group), buffer:numel()
+        local world, n = args.world_size(fname, process_group), buffer:numel()
         local c = buffer:to(dtype):div_(world)
         local gathered = ddpl.empty({n * world}, {dtype = dtype, device = buffer.device})
         local work = dist.all_gather_into_tensor(gathered, c, group_opts(process_group))
@@ -41,7 +44,7 @@ local function compress_hook(dtype)
     end
 end
 
-M.fp16_compress_hook = compress_hook('float16')
-M.bf16_compress_hook = compress_hook('bfloat16')
+M.fp16_compress_hook = compress_hook('fp16_compress_hook', 'float16')
+M.bf16_compress_hook = compress_hook('bf16_compress_hook', 'bfloat16')
 
 return M

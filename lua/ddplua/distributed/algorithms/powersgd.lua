@@ -2,8 +2,9 @@
 -- DistributedDataParallel (Vogels, Karimireddy, Jaggi 2019, arXiv:1905.13727), as PyTorch's
 -- torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook.
 -- defines: PowerSGDState(opts) (the hyperparameters and the memory of the algorithm),
---          state:compression_stats(), hook(state, bucket) (PyTorch's comm-hook interface: bucket
---          is a GradBucket; a completed future of its buffer, holding the averaged values).
+--          state:compression_stats(), hook(state, bucket), also named powerSGD_hook as in
+--          PyTorch (the comm-hook interface: bucket is a GradBucket; a completed future of its
+--          buffer, holding the averaged values), orthogonalize(mat, epsilon).
 --
 -- DistributedDataParallel:register_comm_hook('powersgd', opts_or_state), or
 -- register_comm_hook(state, PowerSGD.hook), calls hook for every bucket of a synchronised
@@ -41,6 +42,7 @@ local ddpl = require 'ddplua'
 local class = require 'ddplua.class'
 local dist = ddpl.distributed
 local Future = require 'ddplua.distributed.future'
+local args = require 'ddplua.distributed.algorithms.hook_args'
 
 local M = {}
 
@@ -140,6 +142,14 @@ end
 -- Gram-Schmidt on the columns of a (k x r) matrix, in place: each column is normalised (divided
 -- by its norm + epsilon; a zero column stays zero) and removed from the columns after it.
 local function orthogonalize(mat, epsilon)
+    if not ddpl.is_tensor(mat) or mat:dim() ~= 2 or not mat:is_floating_point() then
+        error(('orthogonalize: expected a 2-D floating-point tensor (k x r), got %s'):format(
+            ddpl.is_tensor(mat) and mat:dim() .. '-D ' .. tostring(mat.dtype) or type(mat)), 2)
+    end
+    if type(epsilon) ~= 'number' or not (epsilon >= 0) then
+        error(('orthogonalize: expected a number >= 0 as epsilon, got %s'):format(
+            tostring(epsilon)), 2)
+    end
     local r = mat:size(1)
     for i = 0, r - 1 do
         local col = mat:narrow(1, i, 1) -- (k, 1)
@@ -171,7 +181,7 @@ end
 -- index = bucket number (1-based), last = whether it is the last bucket of the step}; returns the
 -- buffer, holding the averaged (or approximated) gradients.
 local function hook_flat(state, bucket, layout)
-    local world = dist.get_world_size(state.process_group)
+    local world = args.world_size('powerSGD_hook', state.process_group)
     if state.iter < state.start_powerSGD_iter then
         -- PyTorch's allreduce hook: scaled first (no overflow in 16-bit types), then summed;
         -- by 1 / world as the reducer's own allreduce, so the results are the same bit for bit
@@ -182,7 +192,7 @@ local function hook_flat(state, bucket, layout)
     end
     local b, total = layout.index, bucket:numel()
     if state.numel_dict[b] and state.numel_dict[b] ~= total then
-        error(('PowerSGD: bucket %d holds %d elements but held %d when PowerSGD started (the '
+        error(('powerSGD_hook: bucket %d holds %d elements but held %d when PowerSGD started (the '
             .. 'buckets were rebuilt after start_powerSGD_iter = %d)'):format(b, total,
             state.numel_dict[b], state.start_powerSGD_iter), 0)
     end
@@ -281,9 +291,15 @@ local function hook_flat(state, bucket, layout)
 end
 
 function M.hook(state, grad_bucket)
+    if not (type(state) == 'table' and PowerSGDState.is_instance_of(state, PowerSGDState)) then
+        error(('powerSGD_hook: expected a PowerSGDState as argument 1 (hook(state, bucket)), '
+            .. 'got %s'):format(type(state)), 2)
+    end
+    args.check_bucket('powerSGD_hook', grad_bucket)
     local layout = {index = grad_bucket:index() + 1, last = grad_bucket:is_last(), shapes = {}}
     for i, p in ipairs(grad_bucket:parameters()) do layout.shapes[i] = p:shape() end
     return Future.completed(hook_flat(state, grad_bucket:buffer(), layout))
 end
+M.powerSGD_hook = M.hook
 
 return M
