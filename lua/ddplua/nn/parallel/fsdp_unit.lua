@@ -4,9 +4,10 @@
 -- module's forward and backward.
 -- defines: Unit.new(module, path, params, cfg), unit.shard (nn.Parameter, registered on the
 --          module as 'flat_param'), unit:pre_forward(), unit:post_forward(call, results),
---          unit:gather_full() (the whole flat buffer, this rank's copy), unit.slots (name ->
---          range, for state dicts), unit:assign(flat), unit:assign_views(views),
---          unit:clear(), unit:write_flat(flat), unit.no_sync.
+--          unit:gather_full([dtype]) (the whole flat buffer, this rank's copy),
+--          unit:device_shard([dtype]), unit.slots (name -> range, for state dicts),
+--          unit:assign(flat), unit:assign_views(views), unit:clear(), unit:write_flat(flat),
+--          unit.no_sync, Unit.forward_done(fwd, succeeded) (forward_prefetch's bookkeeping).
 --
 -- Forward (FULL_SHARD, SHARD_GRAD_OP): the shards are all-gathered into a temporary full
 -- buffer; a Function (FSDPUnshard) from the shard to one view of that buffer per parameter
@@ -24,6 +25,10 @@
 -- DDP with one bucket per unit.
 -- no_sync: the flat gradient is kept (summed) instead of reduced, and added to the next
 -- synchronised one (a reduce-scatter of the sum is the sum of the reduce-scatters).
+-- forward_prefetch starts the next unit's gather (in the order the first forward recorded) as
+-- soon as this unit's shards are in; cpu_offload keeps the shard and its gradient in host
+-- memory; with DDPLUA_FSDP_TIMELINE each gather, reduction and unit forward is traced
+-- (fsdp_timeline.lua).
 local ddpl = require 'ddplua'
 local Parameter = require 'ddplua.nn.Parameter'
 local Function = require 'ddplua.autograd_function'
