@@ -38,7 +38,7 @@ end
 ---------------------------------------------------------------------------------------------------
 local function worker(argv)
     local o = parse_args(argv, { worker = false, threads = 1, steps = 20, warmup = 5, batch = 4,
-        seq = 256, seed = 0, root = '.' })
+        seq = 256, seed = 0, root = '.', dtype = 'float32' })
     if o.steps <= o.warmup then error('bench/gpt: --steps must exceed --warmup', 0) end
     local ddpl = require 'ddplua'
     ddpl.set_num_threads(o.threads)
@@ -58,7 +58,12 @@ local function worker(argv)
         if step == o.warmup + 1 then faults0 = minor_faults() end
         local b = batches[(step - 1) % #batches + 1]
         local t0 = ddpl.time()
-        local _, l = model(b[1], b[2])
+        local l
+        if o.dtype == 'float32' then
+            l = select(2, model(b[1], b[2]))
+        else -- forward and loss under autocast, as PyTorch's recipe (float32 master weights)
+            ddpl.autocast('cpu', { dtype = o.dtype }, function() l = select(2, model(b[1], b[2])) end)
+        end
         local t1 = ddpl.time()
         opt:zero_grad()
         l:backward()

@@ -107,6 +107,7 @@ def main():
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     a = p.parse_args()
     if a.steps <= a.warmup:
         p.error("--steps must exceed --warmup")
@@ -127,7 +128,11 @@ def main():
             faults0 = minor_faults()
         idx, targets = batches[step % len(batches)]
         t0 = time.perf_counter()
-        _, loss = model(idx, targets)
+        if a.dtype == "float32":
+            _, loss = model(idx, targets)
+        else:  # forward and loss under autocast, float32 master weights
+            with torch.autocast("cpu", dtype=getattr(torch, a.dtype)):
+                _, loss = model(idx, targets)
         t1 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -5,6 +5,7 @@
 --       [--momentum 0.9] [--seed 0] [--threads T] [--checkpoint PATH] [--resume PATH]
 --       [--metrics PATH] [--train-size N] [--test-size N] [--eval-batch 1000]
 --       [--progress auto|on|off] [--tensorboard DIR] [--log-every 50] [--device cpu|cuda]
+--       [--dtype float32|bfloat16|float16]
 --
 -- The settings of the PyTorch reference runs (shared/reference/torch/train_ref.py): images scaled
 -- to [0, 1] then normalised with mean 0.2860 and std 0.3530, SGD with momentum 0.9, lr 0.05 for
@@ -27,6 +28,10 @@
 --     one replica), so a resumed run follows the same path as an uninterrupted one.
 --   * Device (--device): cpu, or cuda (the current GPU, ddpl.cuda.set_device to choose; the
 --     batches come from pinned host memory and are copied without blocking the host).
+--   * Precision (--dtype): float32, or bfloat16/float16 mixed precision: forward and loss under
+--     ddpl.autocast(device, {dtype}) with float32 weights, gradients and optimizer state, as
+--     PyTorch's autocast recipe (float16 also scales the loss with amp.GradScaler; bfloat16
+--     has float32's range and needs no scaling). Evaluation runs under the same autocast.
 -- The data is read from --data DIR, else $FASHION_MNIST_DIR or Debian's dataset-fashion-mnist
 -- package (fashion-mnist), $CIFAR10_DIR (cifar10: the binary version, data_batch_*.bin). CIFAR-10
 -- trains with the usual augmentation, RandomCrop(32, {padding=4}) and RandomHorizontalFlip, then
@@ -51,7 +56,7 @@ local defaults = {
     threads = false, checkpoint = false, resume = false, metrics = false, ['train-size'] = false,
     ['test-size'] = false, progress = 'auto', ['eval-batch'] = 1000,
     tensorboard = false, ['log-every'] = 50, dataset = 'fashion-mnist', data = false,
-    device = 'cpu',
+    device = 'cpu', dtype = 'float32',
 }
 local numeric = { epochs = true, ['batch-size'] = true, lr = true, momentum = true, seed = true,
     threads = true, ['train-size'] = true, ['test-size'] = true, ['eval-batch'] = true,
@@ -65,7 +70,7 @@ local function usage(msg) -- msg nil: --help
         '[--batch-size N] [--lr X] [--momentum X] [--seed N] ',
         '[--threads N] [--checkpoint PATH] [--resume PATH] [--metrics PATH] [--train-size N] ',
         '[--test-size N] [--eval-batch N] [--progress auto|on|off] [--tensorboard DIR] ',
-        '[--log-every N] [--device cpu|cuda]\n')
+        '[--log-every N] [--device cpu|cuda] [--dtype float32|bfloat16|float16]\n')
     os.exit(msg and 2 or 0)
 end
 
@@ -87,6 +92,14 @@ if opt.device == 'cuda' and not ddpl.cuda.is_available() then
     usage('--device cuda: no CUDA device (ddpl.config().cuda says whether this build has CUDA)')
 end
 local device = opt.device
+if opt.dtype ~= 'float32' and opt.dtype ~= 'bfloat16' and opt.dtype ~= 'float16' then
+    usage('--dtype must be float32, bfloat16 or float16, got ' .. tostring(opt.dtype))
+end
+-- fn's results, computed under autocast when --dtype is a 16-bit one
+local function autocast(fn)
+    if opt.dtype == 'float32' then return fn() end
+    return ddpl.autocast(device, { dtype = opt.dtype }, fn)
+end
 -- a batch on the training device: from pinned memory the copy does not block the host
 local function to_device(t)
     return device == 'cpu' and t or t:to(device, { non_blocking = true })
@@ -165,6 +178,8 @@ local test_loader = data.DataLoader(test_set, { batch_size = opt['eval-batch'], 
 
 local model = load_model_file(spec.file)(dataset.model_opts):to(device)
 local optimizer = optim.SGD(model:parameters(), { lr = lr, momentum = opt.momentum })
+-- float16 needs loss scaling (its range ends at 65504); bfloat16 has float32's exponent
+local scaler = opt.dtype == 'float16' and ddpl.amp.GradScaler() or nil
 local first_epoch = 1
 
 local function save_checkpoint(path, epoch)
@@ -207,6 +222,7 @@ print(('model %s: %d parameters; %d training and %d test images (loaded in %.2f 
     n_train, #test_set, t_load, batch, lr, opt.momentum, ddpl.get_num_threads(), metrics_path))
 local start = { event = 'start', model = opt.model, params = n_params, epochs = opt.epochs,
     batch_size = batch, lr = lr, momentum = opt.momentum, seed = opt.seed, device = device,
+    dtype = opt.dtype,
     threads = ddpl.get_num_threads(), train_size = n_train, test_size = #test_set,
     first_epoch = first_epoch, time = os.date('!%Y-%m-%dT%H:%M:%SZ') }
 metrics:log(start)
@@ -222,8 +238,11 @@ local function evaluate()
     ddpl.no_grad(function()
         for x, y in test_loader:iter() do
             x, y = to_device(x), to_device(y)
-            local out = model(x)
-            loss_sum = loss_sum + F.cross_entropy(out, y, { reduction = 'sum' }):item()
+            local out, l = autocast(function()
+                local o = model(x)
+                return o, F.cross_entropy(o, y, { reduction = 'sum' })
+            end)
+            loss_sum = loss_sum + l:item()
             correct = correct + out:argmax(1):eq(y):sum():item()
         end
     end)
@@ -243,10 +262,16 @@ for epoch = first_epoch, opt.epochs do
     local window = { loss = 0, n = 0, t = t0 } -- the steps since the last "step" record
     for x, y in train_loader:iter() do
         x, y = to_device(x), to_device(y)
-        local loss = F.cross_entropy(model(x), y)
+        local loss = autocast(function() return F.cross_entropy(model(x), y) end)
         optimizer:zero_grad()
-        loss:backward()
-        optimizer:step()
+        if scaler then
+            scaler:scale(loss):backward()
+            scaler:step(optimizer)
+            scaler:update()
+        else
+            loss:backward()
+            optimizer:step()
+        end
         local n, l = x:size(0), loss:item()
         loss_sum, seen, step = loss_sum + l * n, seen + n, step + 1
         window.loss, window.n = window.loss + l * n, window.n + n

@@ -148,7 +148,17 @@ static inline float ddpl_bf16_to_float(uint16_t b)
     } v = {.u = (uint32_t)b << 16};
     return v.f;
 }
-uint16_t ddpl_float_to_bf16(float f); /* round to nearest even */
+/* Round to nearest even; a NaN stays a quiet NaN. Inline: the conversion loops vectorise it. */
+static inline uint16_t ddpl_float_to_bf16(float f)
+{
+    union {
+        float f;
+        uint32_t u;
+    } v = {.f = f};
+    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40);
+    uint32_t rounding = 0x7fff + ((v.u >> 16) & 1);
+    return (uint16_t)((v.u + rounding) >> 16);
+}
 double ddpl_load_f64(const void *p, ddpl_dtype dt);
 void ddpl_store_f64(void *p, ddpl_dtype dt, double v);
 int64_t ddpl_load_i64(const void *p, ddpl_dtype dt);

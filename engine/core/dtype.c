@@ -1,7 +1,7 @@
 /* core/dtype.c: dtype names and sizes, half/bfloat16 conversion, element load/store, promotion.
  * defines: ddpl_dtype_* (ddpl_dtype_int_range: the integer dtypes' bounds),
  * ddpl_value_overflows (whether a user's number fits a dtype), ddpl_half_to_float,
- * ddpl_float_to_half, ddpl_float_to_bf16, ddpl_load_f64, ddpl_store_f64, ddpl_load_i64,
+ * ddpl_float_to_half, ddpl_load_f64, ddpl_store_f64, ddpl_load_i64,
  * ddpl_store_i64, ddpl_promote_types, ddpl_result_type. */
 #include <float.h>
 #include <math.h>
@@ -168,17 +168,6 @@ uint16_t ddpl_float_to_half(float f)
     uint32_t h = r >> 13, rem = r & 0x1fff;
     if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
     return (uint16_t)(sign | h);
-}
-
-uint16_t ddpl_float_to_bf16(float f)
-{
-    union {
-        float f;
-        uint32_t u;
-    } v = {.f = f};
-    if ((v.u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((v.u >> 16) | 0x40); /* quiet NaN */
-    uint32_t rounding = 0x7fff + ((v.u >> 16) & 1);
-    return (uint16_t)((v.u + rounding) >> 16);
 }
 
 double ddpl_load_f64(const void *p, ddpl_dtype dt)

@@ -5,13 +5,15 @@
  * strides: out (B,M,N), in0 (B,M,K), in1 (B,K,N); a batch stride of 0 broadcasts a matrix.
  * A matrix that has a unit stride in one of its two dims is handed to BLAS in place (a
  * transposed view becomes CblasTrans, never a copy); any other layout is packed into a
- * contiguous scratch buffer first. float16/bfloat16 compute in float32 through sgemm; integer
- * dtypes use a plain loop with int64 accumulation (wrapping as PyTorch's does). */
+ * contiguous scratch buffer first. bfloat16 runs on the CPU's bf16 dot-product units where it
+ * has them (cpu_gemm_bf16.c); float16, and bfloat16 elsewhere, compute in float32 through
+ * sgemm; integer dtypes use a plain loop with int64 accumulation (wrapping as PyTorch's does). */
 #include <cblas.h>
 #include <limits.h>
 
 #include "core/alloc.h"
 #include "cpu_blas.h"
+#include "cpu_gemm_bf16.h"
 #include "cpu_kernels.h"
 #include "kernel_abi/gemm_layout.h"
 #include "kernel_abi/kernel_params.h"
@@ -300,6 +302,23 @@ static void gemm_integer(const gemm_job *j, int64_t batches)
     }
 }
 
+/* bfloat16 on AVX512-BF16: one cpu_bf16_gemm per batch (it reads any strides itself). */
+static void bf16_batches(int64_t begin, int64_t end, int part, int thread, void *ctx)
+{
+    DDPL_UNUSED(part);
+    DDPL_UNUSED(thread);
+    gemm_job *j = ctx;
+    for (int64_t b = begin; b < end; b++) {
+        cpu_bf16_matrix A = {(const uint16_t *)(j->a.base + b * j->a.bstride), j->a.rs, j->a.cs};
+        cpu_bf16_matrix B = {(const uint16_t *)(j->b.base + b * j->b.bstride), j->b.rs, j->b.cs};
+        if (cpu_bf16_gemm(j->M, j->N, j->K, (float)j->alpha, A, B, (float)j->beta,
+                          j->c.base + b * j->c.bstride, DDPL_BFLOAT16, j->c.rs, j->c.cs) < 0) {
+            atomic_store(&j->out_of_memory, 1);
+            return;
+        }
+    }
+}
+
 /* K == 0: the product is zero, so out = beta*out. */
 static void scale_output(const gemm_job *j, int64_t batches)
 {
@@ -341,8 +360,13 @@ int cpu_gemm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     case DDPL_FLOAT64:
         j.compute = j.dt;
         break;
-    case DDPL_FLOAT16:
     case DDPL_BFLOAT16:
+        if (cpu_bf16_gemm_available()) {
+            j.compute = DDPL_BFLOAT16;
+            break;
+        }
+        __attribute__((fallthrough)); /* no bf16 units: widen to float32 */
+    case DDPL_FLOAT16:
         j.compute = DDPL_FLOAT32;
         break;
     default:
@@ -352,10 +376,12 @@ int cpu_gemm(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     /* OpenBLAS splits one GEMM over threads only above about 2^18 multiply-adds; below that,
      * or with many batches, splitting over the batch is what keeps every core busy */
     double mnk = (double)j.M * (double)j.N * (double)j.K;
+    void (*run)(int64_t, int64_t, int, int, void *) =
+        j.compute == DDPL_BFLOAT16 ? bf16_batches : gemm_batches;
     if (batches >= 2 && (mnk <= 1048576.0 || batches >= 2 * cpu_blas_max_threads()))
-        cpu_blas_parallel_for(batches, 0, gemm_batches, &j);
+        cpu_blas_parallel_for(batches, 0, run, &j);
     else
-        gemm_batches(0, batches, 0, 0, &j);
+        run(0, batches, 0, 0, &j);
     if (atomic_load(&j.out_of_memory))
         return ddpl_error("matmul: out of memory for the scratch copy of a strided operand");
     return 0;

@@ -13,6 +13,82 @@
 #include "cpu_loops.h"
 #include "kernel_abi/kernel_params.h"
 
+/* ---- 16-bit floats through the float32 loops ----
+ * A float16/bfloat16 op computes in float32 and rounds once, as PyTorch's CPU kernels do. The
+ * typed float32 loop does that arithmetic; this adapter feeds it blocks of WIDEN_BLOCK elements
+ * widened into stack buffers (a broadcast scalar stays one element, stride 0, so the loop's
+ * scalar paths still apply) and rounds its float32 results into a 16-bit output. Operands of
+ * other dtypes (a bool condition, a bool or int64 output) pass through untouched. Same values
+ * as the generic loop (float arithmetic, one rounding), vectorised. */
+enum { WIDEN_BLOCK = 256 };
+
+typedef struct {
+    cpu_loop_ctx base; /* first: the float32 loop reads its context as a cpu_loop_ctx */
+    cpu_loop_fn f32;
+    int nops;
+    ddpl_dtype dt[CPU_ITER_MAX_OPS]; /* each operand's dtype, output first */
+} widen_ctx;
+
+static bool is_16bit_float(ddpl_dtype dt)
+{
+    return dt == DDPL_FLOAT16 || dt == DDPL_BFLOAT16;
+}
+
+static void widen_block(float *restrict dst, const char *src, int64_t stride, int64_t n,
+                        ddpl_dtype dt)
+{
+    if (dt == DDPL_BFLOAT16 && stride == 2) {
+        const uint16_t *restrict s = (const uint16_t *)src;
+        for (int64_t i = 0; i < n; i++) dst[i] = ddpl_bf16_to_float(s[i]);
+    } else if (dt == DDPL_BFLOAT16) {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = ddpl_bf16_to_float(*(const uint16_t *)(src + i * stride));
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            dst[i] = ddpl_half_to_float(*(const uint16_t *)(src + i * stride));
+    }
+}
+
+static void narrow_block(char *dst, int64_t stride, const float *restrict src, int64_t n,
+                         ddpl_dtype dt)
+{
+    if (dt == DDPL_BFLOAT16 && stride == 2) {
+        uint16_t *restrict d = (uint16_t *)dst;
+        for (int64_t i = 0; i < n; i++) d[i] = ddpl_float_to_bf16(src[i]);
+    } else if (dt == DDPL_BFLOAT16) {
+        for (int64_t i = 0; i < n; i++)
+            *(uint16_t *)(dst + i * stride) = ddpl_float_to_bf16(src[i]);
+    } else {
+        for (int64_t i = 0; i < n; i++)
+            *(uint16_t *)(dst + i * stride) = ddpl_float_to_half(src[i]);
+    }
+}
+
+static void widened_loop(char **d, const int64_t *s, int64_t n, void *ctx_)
+{
+    widen_ctx *w = ctx_;
+    float buf[CPU_ITER_MAX_OPS][WIDEN_BLOCK];
+    char *dd[CPU_ITER_MAX_OPS];
+    int64_t ss[CPU_ITER_MAX_OPS];
+    bool narrow_out = is_16bit_float(w->dt[0]);
+    for (int64_t i0 = 0; i0 < n; i0 += WIDEN_BLOCK) {
+        int64_t m = n - i0 < WIDEN_BLOCK ? n - i0 : WIDEN_BLOCK;
+        for (int k = 0; k < w->nops; k++) {
+            bool wide = k == 0 ? narrow_out : is_16bit_float(w->dt[k]);
+            if (!wide) {
+                dd[k] = d[k] + i0 * s[k];
+                ss[k] = s[k];
+            } else {
+                dd[k] = (char *)buf[k];
+                ss[k] = k > 0 && s[k] == 0 ? 0 : (int64_t)sizeof(float);
+                if (k > 0) widen_block(buf[k], d[k] + i0 * s[k], s[k], ss[k] ? m : 1, w->dt[k]);
+            }
+        }
+        w->f32(dd, ss, m, &w->base);
+        if (narrow_out) narrow_block(d[0] + i0 * s[0], s[0], buf[0], m, w->dt[0]);
+    }
+}
+
 int cpu_run_pointwise(const char *op, const cpu_loop_set *set, ddpl_tensor **out, int nin,
                       ddpl_tensor **in, cpu_loop_ctx *ctx)
 {
@@ -28,6 +104,15 @@ int cpu_run_pointwise(const char *op, const cpu_loop_set *set, ddpl_tensor **out
     ctx->out_dt = (ddpl_dtype)out[0]->dtype;
     ddpl_tensor *ops[CPU_ITER_MAX_OPS] = {out[0]};
     for (int k = 0; k < nin; k++) ops[k + 1] = in[k];
+    widen_ctx w;
+    if (is_16bit_float(dt) && set->f32) {
+        w.base = *ctx;
+        w.f32 = set->f32;
+        w.nops = nin + 1;
+        for (int k = 0; k <= nin; k++) w.dt[k] = (ddpl_dtype)ops[k]->dtype;
+        fn = widened_loop;
+        ctx = &w.base;
+    }
     cpu_iter it;
     cpu_iter_init(&it, nin + 1, ops);
     cpu_iter_run(&it, fn, ctx);

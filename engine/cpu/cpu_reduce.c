@@ -128,6 +128,12 @@ ROW_FN(row_prod_f32, float, OP_PROD, 1.0, 32, LOAD_PLAIN)
 ROW_FN(row_prod_f64, double, OP_PROD, 1.0, 8, LOAD_PLAIN)
 ROW_FN(row_sumsq_f32, float, OP_SUM, 0.0, 32, LOAD_SQUARE)
 ROW_FN(row_sumsq_f64, double, OP_SUM, 0.0, 8, LOAD_SQUARE)
+/* bfloat16 (autocast's bias gradients and losses): widened exactly, then as float32 */
+#define LOAD_BF16(v) ((double)ddpl_bf16_to_float(v))
+ROW_FN(row_sum_bf16, uint16_t, OP_SUM, 0.0, 32, LOAD_BF16)
+ROW_FN(row_prod_bf16, uint16_t, OP_PROD, 1.0, 32, LOAD_BF16)
+ROW_FN(row_max_bf16, uint16_t, OP_MAX, -INFINITY, 32, LOAD_BF16)
+ROW_FN(row_min_bf16, uint16_t, OP_MIN, INFINITY, 32, LOAD_BF16)
 /* max/min rows in four 32-byte vectors of T itself (the result is one of the elements: no
  * conversion), GCC vector extensions: each lane keeps b where b CMP lane, a compare and a blend,
  * which leaves the lane alone for a NaN b; a mask of NaNs seen restores PyTorch's rule that NaN
@@ -218,6 +224,8 @@ static const row_fn rows_f32[5] = {row_sum_f32, row_prod_f32, row_max_f32, row_m
                                    row_sumsq_f32};
 static const row_fn rows_f64[5] = {row_sum_f64, row_prod_f64, row_max_f64, row_min_f64,
                                    row_sumsq_f64};
+/* no sum of squares: each square is rounded to bfloat16 first (the generic loop) */
+static const row_fn rows_bf16[5] = {row_sum_bf16, row_prod_bf16, row_max_bf16, row_min_bf16, NULL};
 
 typedef struct {
     const ddpl_tensor *in, *out;
@@ -242,9 +250,10 @@ static acc_t reduce_one(const reduce_job *j, const char *base, int64_t rsize0)
     for (int d = 0; d < nr - 1; d++) nrows *= sizes[d];
     if (inner == 0) nrows = 0;
     acc_t acc = identity(j->kind, j->integral);
-    row_fn rf = j->dt == DDPL_FLOAT32   ? rows_f32[j->kind]
-                : j->dt == DDPL_FLOAT64 ? rows_f64[j->kind]
-                                        : NULL;
+    row_fn rf = j->dt == DDPL_FLOAT32    ? rows_f32[j->kind]
+                : j->dt == DDPL_FLOAT64  ? rows_f64[j->kind]
+                : j->dt == DDPL_BFLOAT16 ? rows_bf16[j->kind]
+                                         : NULL;
     bool isum = j->kind == RED_SUM && s == 1 && has_isum_row(j->dt);
     bool iext = (j->kind == RED_MAX || j->kind == RED_MIN) && s == 1 && j->dt == DDPL_INT64;
     for (int64_t r = 0; r < nrows; r++) {
@@ -353,28 +362,28 @@ typedef struct {
 
 /* One row of inputs into the row of accumulators, for each kind; max/min keep a NaN once seen
  * (v != v), as PyTorch's amax/amin, in a form the compiler turns into blends. */
-#define COL_ACCUMULATE(T, KIND)                                                                    \
+#define COL_ACCUMULATE(T, KIND, LD)                                                                \
     do {                                                                                           \
         const T *row = (const T *)p;                                                               \
         switch (KIND) {                                                                            \
         case RED_SUM:                                                                              \
-            for (int64_t c = 0; c < nc; c++) acc[c] += (double)row[c];                             \
+            for (int64_t c = 0; c < nc; c++) acc[c] += LD(row[c]);                                 \
             break;                                                                                 \
         case RED_PROD:                                                                             \
-            for (int64_t c = 0; c < nc; c++) acc[c] *= (double)row[c];                             \
+            for (int64_t c = 0; c < nc; c++) acc[c] *= LD(row[c]);                                 \
             break;                                                                                 \
         case RED_SUMSQ:                                                                            \
             for (int64_t c = 0; c < nc; c++) acc[c] += (double)(row[c] * row[c]);                  \
             break;                                                                                 \
         case RED_MAX:                                                                              \
             for (int64_t c = 0; c < nc; c++) {                                                     \
-                double v = (double)row[c];                                                         \
+                double v = LD(row[c]);                                                             \
                 acc[c] = v > acc[c] || v != v ? v : acc[c];                                        \
             }                                                                                      \
             break;                                                                                 \
         case RED_MIN:                                                                              \
             for (int64_t c = 0; c < nc; c++) {                                                     \
-                double v = (double)row[c];                                                         \
+                double v = LD(row[c]);                                                             \
                 acc[c] = v < acc[c] || v != v ? v : acc[c];                                        \
             }                                                                                      \
             break;                                                                                 \
@@ -382,16 +391,16 @@ typedef struct {
     } while (0)
 
 /* Four rows at a time (byte stride RS between rows) into the accumulators, sum or product. */
-#define COL_ACCUMULATE4(T, KIND, RS)                                                               \
+#define COL_ACCUMULATE4(T, KIND, RS, LD)                                                           \
     do {                                                                                           \
         const T *r0 = (const T *)p, *r1 = (const T *)(p + (RS)), *r2 = (const T *)(p + 2 * (RS)),  \
                 *r3 = (const T *)(p + 3 * (RS));                                                   \
         if ((KIND) == RED_SUM)                                                                     \
             for (int64_t c = 0; c < nc; c++)                                                       \
-                acc[c] = acc[c] + (double)r0[c] + (double)r1[c] + (double)r2[c] + (double)r3[c];   \
+                acc[c] = acc[c] + LD(r0[c]) + LD(r1[c]) + LD(r2[c]) + LD(r3[c]);                   \
         else                                                                                       \
             for (int64_t c = 0; c < nc; c++)                                                       \
-                acc[c] = acc[c] * (double)r0[c] * (double)r1[c] * (double)r2[c] * (double)r3[c];   \
+                acc[c] = acc[c] * LD(r0[c]) * LD(r1[c]) * LD(r2[c]) * LD(r3[c]);                   \
     } while (0)
 
 /* Compiled for AVX-512 too (CPU_LOOP_CLONES): the float -> double column accumulation is a
@@ -423,9 +432,11 @@ NO_FP_CONTRACT CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end,
             for (; r + 4 <= g->nred; r += 4) {
                 const char *p = base + r * rs;
                 if (j->dt == DDPL_FLOAT32)
-                    COL_ACCUMULATE4(float, j->kind, rs);
+                    COL_ACCUMULATE4(float, j->kind, rs, LOAD_PLAIN);
+                else if (j->dt == DDPL_BFLOAT16)
+                    COL_ACCUMULATE4(uint16_t, j->kind, rs, LOAD_BF16);
                 else
-                    COL_ACCUMULATE4(double, j->kind, rs);
+                    COL_ACCUMULATE4(double, j->kind, rs, LOAD_PLAIN);
             }
             idx[0] = r;
         }
@@ -434,9 +445,11 @@ NO_FP_CONTRACT CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end,
             for (int d = 0; d < nr; d++) off += idx[d] * g->rin[d];
             const char *p = base + off * (int64_t)ie;
             if (j->dt == DDPL_FLOAT32)
-                COL_ACCUMULATE(float, j->kind);
+                COL_ACCUMULATE(float, j->kind, LOAD_PLAIN);
+            else if (j->dt == DDPL_BFLOAT16)
+                COL_ACCUMULATE(uint16_t, j->kind, LOAD_BF16);
             else
-                COL_ACCUMULATE(double, j->kind);
+                COL_ACCUMULATE(double, j->kind, LOAD_PLAIN);
             for (int d = nr - 1; d >= 0; d--) {
                 if (++idx[d] < g->rsize[d]) break;
                 idx[d] = 0;
@@ -461,8 +474,9 @@ static int run_reduce(ddpl_tensor **out, ddpl_tensor **in, const void *params, r
                     kind,
                     (ddpl_dtype)in[0]->dtype,
                     ddpl_dtype_is_integral((ddpl_dtype)in[0]->dtype)};
-    bool columns = (j.dt == DDPL_FLOAT32 || j.dt == DDPL_FLOAT64) && g.nk > 0 &&
-                   g.kin[g.nk - 1] == 1 && g.nred > 1;
+    bool typed = j.dt == DDPL_FLOAT32 || j.dt == DDPL_FLOAT64 ||
+                 (j.dt == DDPL_BFLOAT16 && kind != RED_SUMSQ);
+    bool columns = typed && g.nk > 0 && g.kin[g.nk - 1] == 1 && g.nred > 1;
     if (columns) {
         col_job cj = {&j, (g.ksize[g.nk - 1] + COL_BLOCK - 1) / COL_BLOCK};
         int64_t tasks = g.nout / g.ksize[g.nk - 1] * cj.blocks;

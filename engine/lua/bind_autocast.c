@@ -4,10 +4,11 @@
  *
  * ddpl.autocast(device_type [, opts], fn, ...) runs fn(...) with autocast set for
  * device_type ('cuda' or 'cpu'; opts.dtype 'bfloat16' (default) or 'float16', on both),
- * opts.enabled=false switches it off inside fn, as PyTorch's enabled=False) and returns fn's
- * results. The previous state is restored by a guard in a to-be-closed slot of the C frame, so
- * it comes back even when fn raises (and after the message handler has seen the error, as in
- * no_grad). */
+ * opts.enabled=false switches it off inside fn, as PyTorch's enabled=False; opts.cache_enabled
+ * (default true) reuses one cast of each parameter within the outermost region, ops/autocast.h)
+ * and returns fn's results. The previous state is restored by a guard in a to-be-closed slot of the
+ * C frame, so it comes back even when fn raises (and after the message handler has seen the error,
+ * as in no_grad). */
 #include "binding.h"
 #include "core/matmul_precision.h"
 #include "ops/autocast.h"
@@ -17,12 +18,14 @@
 typedef struct {
     ddpl_device_type type;
     ddpl_autocast_state prev;
+    bool prev_cache_enabled;
 } autocast_guard;
 
 static int guard_close(lua_State *L)
 {
     autocast_guard *g = luaL_checkudata(L, 1, GUARD_MT);
-    ddpl_autocast_set(g->type, g->prev, NULL); /* prev was valid when saved: cannot fail */
+    ddpl_autocast_set(g->type, g->prev, NULL);  /* prev was valid when saved: cannot fail */
+    ddpl_autocast_leave(g->prev_cache_enabled); /* the outermost region empties the cast cache */
     return 0;
 }
 
@@ -56,6 +59,7 @@ static int f_autocast(lua_State *L)
         lua_pop(L, 1);
     }
     ddpl_autocast_state s = {true, DDPL_BFLOAT16};
+    bool cache_enabled = true;
     if (lua_istable(L, 2)) {
         lb_check_opts(L, 2, fname, autocast_opts);
         lua_getfield(L, 2, "dtype");
@@ -63,6 +67,10 @@ static int f_autocast(lua_State *L)
         lua_pop(L, 1);
         lua_getfield(L, 2, "enabled");
         if (!lua_isnil(L, -1)) s.enabled = lb_bool(L, lua_gettop(L), fname, "enabled", true);
+        lua_pop(L, 1);
+        lua_getfield(L, 2, "cache_enabled");
+        if (!lua_isnil(L, -1))
+            cache_enabled = lb_bool(L, lua_gettop(L), fname, "cache_enabled", true);
         lua_pop(L, 1);
     }
     ddpl_autocast_state prev;
@@ -72,6 +80,7 @@ static int f_autocast(lua_State *L)
     autocast_guard *g = lua_newuserdatauv(L, sizeof *g, 0);
     g->type = type;
     g->prev = prev;
+    g->prev_cache_enabled = ddpl_autocast_enter(cache_enabled);
     if (luaL_newmetatable(L, GUARD_MT)) {
         lua_pushcfunction(L, guard_close);
         lua_setfield(L, -2, "__close");

@@ -10,6 +10,7 @@
 #include "ops/nn_common.h"
 #include "core/alloc.h"
 #include "core/core.h"
+#include "cpu/cpu_gemm_bf16.h"
 
 /* Monotonic seconds with nanosecond resolution: Lua's os.clock is CPU time (it adds up all
  * threads of a parallel kernel) and os.time has whole seconds. */
@@ -50,10 +51,12 @@ static void set_version(lua_State *L, const char *key, int v, bool cuda_style)
 
 /* ddpl.config(): what this build contains, for bug reports. cuDNN and NCCL are optional parts of
  * a CUDA build (cmake/cuda_libs.cmake); their versions are read from the libraries.
- * cuda_emulated: the CUDA backend runs on the CPU emulation (cmake/cuemu.cmake). */
+ * cuda_emulated: the CUDA backend runs on the CPU emulation (cmake/cuemu.cmake). cpu_bf16_gemm:
+ * how a bfloat16 product runs on this CPU, 'avx512_bf16' (cpu/cpu_gemm_bf16.c) or 'widened'
+ * (float32 sgemm on widened copies). */
 static int f_config(lua_State *L)
 {
-    lua_createtable(L, 0, 14);
+    lua_createtable(L, 0, 15);
     lua_pushstring(L, DDPL_VERSION);
     lua_setfield(L, -2, "version");
     lua_pushboolean(L, DDPL_HAVE_CUDA);
@@ -68,6 +71,8 @@ static int f_config(lua_State *L)
     lua_setfield(L, -2, "gloo");
     lua_pushstring(L, "openblas");
     lua_setfield(L, -2, "blas");
+    lua_pushstring(L, cpu_bf16_gemm_available() ? "avx512_bf16" : "widened");
+    lua_setfield(L, -2, "cpu_bf16_gemm");
     lua_pushstring(L, LUA_RELEASE);
     lua_setfield(L, -2, "lua");
     lua_pushinteger(L, ddpl_get_num_threads());
@@ -203,15 +208,15 @@ static int f_restore_memory(lua_State *L)
     ddpl_tensor *t = memory_arg(L, "_restore_memory");
     ddpl_tensor *src = lua_isnoneornil(L, 2) ? NULL : lb_check(L, 2, "_restore_memory");
     ddpl_storage *s = t->storage;
-    if (src && (src->dtype != t->dtype || !ddpl_tensor_is_contiguous(src) ||
-                src->device.type != s->device.type || src->device.index != s->device.index ||
-                (size_t)ddpl_tensor_numel(src) * ddpl_dtype_size((ddpl_dtype)src->dtype) !=
-                    s->nbytes))
+    if (src &&
+        (src->dtype != t->dtype || !ddpl_tensor_is_contiguous(src) ||
+         src->device.type != s->device.type || src->device.index != s->device.index ||
+         (size_t)ddpl_tensor_numel(src) * ddpl_dtype_size((ddpl_dtype)src->dtype) != s->nbytes))
         return luaL_error(L, "_restore_memory: the source must be a contiguous tensor of the "
                              "storage's dtype, device and size");
     if (ddpl_storage_restore_memory(s) < 0) lb_error_in(L, "_restore_memory");
-    if (src && ddpl_device_copy(s->data, s->device, ddpl_tensor_data(src), src->device,
-                                s->nbytes) < 0)
+    if (src &&
+        ddpl_device_copy(s->data, s->device, ddpl_tensor_data(src), src->device, s->nbytes) < 0)
         lb_error_in(L, "_restore_memory");
     return 0;
 }

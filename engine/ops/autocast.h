@@ -2,14 +2,22 @@
  * matmul precision switch is core/matmul_precision.h).
  * defines: ddpl_autocast_state, ddpl_autocast_set, ddpl_autocast_enabled,
  *          ddpl_autocast_dtype, ddpl_autocast_lower, ddpl_autocast_upcast,
- *          ddpl_autocast_lower_n, ddpl_autocast_upcast_n, ddpl_autocast_release_n.
+ *          ddpl_autocast_lower_n, ddpl_autocast_upcast_n, ddpl_autocast_release_n,
+ *          ddpl_autocast_enter, ddpl_autocast_leave, ddpl_autocast_cache_size.
  *
  * Autocast follows PyTorch's op lists: the "lower precision" ops (matmul, mm, bmm, addmm,
  * linear, conv2d, scaled_dot_product_attention) cast their floating inputs other than float64
  * to the autocast dtype; the "float32" ops (softmax, log_softmax, layer_norm, batch_norm,
  * cross_entropy, nll_loss) cast 16-bit inputs up to float32 and return float32. The casts go
  * through ddpl_to_dtype, so autograd records them: gradients reach float32 leaves in float32.
- * The state is thread-local, one entry per device type, as PyTorch's. */
+ * The state is thread-local, one entry per device type, as PyTorch's.
+ *
+ * The cast cache (PyTorch's cache_enabled): inside an autocast region the lower-precision copy
+ * of a float32 leaf that requires grad (a parameter) is made once and reused, so a weight used
+ * by several ops of a step (an RNN's gates at every time step, a tied embedding) is cast once
+ * per forward, not once per use. An entry remembers the storage version it was cast at: a
+ * parameter written in place inside the region (an optimizer step) is cast again. The cache
+ * is emptied when the outermost region ends (ddpl_autocast_leave). */
 #ifndef DDPL_AUTOCAST_H
 #define DDPL_AUTOCAST_H
 
@@ -38,5 +46,14 @@ ddpl_tensor *ddpl_autocast_upcast(ddpl_tensor *x);
 int ddpl_autocast_lower_n(int n, ddpl_tensor *const *in, ddpl_tensor **out);
 int ddpl_autocast_upcast_n(int n, ddpl_tensor *const *in, ddpl_tensor **out);
 void ddpl_autocast_release_n(int n, ddpl_tensor **t);
+
+/* Region bookkeeping for the cast cache (the Lua binding's autocast calls both): enter counts
+ * one more region on this thread, with the cache on or off inside it (PyTorch's
+ * cache_enabled), and returns the previous cache setting; leave restores it and, when the
+ * outermost region ends, empties the cache. */
+bool ddpl_autocast_enter(bool cache_enabled);
+void ddpl_autocast_leave(bool prev_cache_enabled);
+/* Casts held by this thread's cache (for tests). */
+int ddpl_autocast_cache_size(void);
 
 #endif

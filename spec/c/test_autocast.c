@@ -67,6 +67,69 @@ static void test_policies(void)
     RELEASE(loss, f32, f64, i64, h16);
 }
 
+/* The cast cache: inside a region a float32 leaf parameter is cast once (the same tensor comes
+ * back), cast again after an in-place write, never cached outside a region, for non-leaves, with
+ * the cache off or under no_grad; the outermost region's end empties it; and the gradient of a
+ * parameter used twice through one cached cast is the sum of both uses. */
+static void test_cast_cache(void)
+{
+    int64_t s[2] = {3, 4};
+    ddpl_tensor *w = t_rand(2, s, DDPL_FLOAT32), *x = t_rand(2, s, DDPL_FLOAT32);
+    ddpl_tensor_set_requires_grad(w, true);
+    ddpl_tensor *nonleaf = ddpl_mul(w, x);
+    ddpl_autocast_state prev;
+    CHECK(ddpl_autocast_set(DDPL_CPU, (ddpl_autocast_state){true, DDPL_BFLOAT16}, &prev) == 0);
+
+    /* enabled state alone (no region: the C API without the binding) caches nothing */
+    ddpl_tensor *a = ddpl_autocast_lower(w), *b = ddpl_autocast_lower(w);
+    CHECK(a != b && ddpl_autocast_cache_size() == 0);
+    RELEASE(a, b);
+
+    bool outer = ddpl_autocast_enter(true);
+    a = ddpl_autocast_lower(w);
+    b = ddpl_autocast_lower(w);
+    CHECK(a == b && ddpl_autocast_cache_size() == 1);
+    ddpl_tensor *c = ddpl_autocast_lower(nonleaf), *d = ddpl_autocast_lower(x);
+    CHECK(ddpl_autocast_cache_size() == 1); /* a non-leaf, and a tensor without grad: not kept */
+    RELEASE(c, d);
+    bool grad = ddpl_set_grad_enabled(false);
+    c = ddpl_autocast_lower(w);
+    CHECK(c != a && ddpl_autocast_cache_size() == 1);
+    ddpl_tensor_release(c);
+    ddpl_set_grad_enabled(grad);
+
+    /* a nested region with the cache off casts anew and keeps the outer entries */
+    bool inner = ddpl_autocast_enter(false);
+    c = ddpl_autocast_lower(w);
+    CHECK(c != a && ddpl_autocast_cache_size() == 1);
+    ddpl_tensor_release(c);
+    ddpl_autocast_leave(inner);
+    CHECK(ddpl_autocast_cache_size() == 1);
+
+    /* both uses reach w's gradient through the one cast */
+    ddpl_tensor *sa = ddpl_sum(a), *sb = ddpl_sum(b), *loss = ddpl_add(sa, sb);
+    CHECK(loss && ddpl_backward(loss, NULL, false) == 0);
+    ddpl_tensor *g = ddpl_tensor_grad(w);
+    double *gv = g ? t_vals(g) : NULL;
+    bool all_two = gv != NULL;
+    for (int i = 0; gv && i < 12; i++) all_two = all_two && gv[i] == 2.0;
+    CHECK(all_two);
+    free(gv);
+
+    /* an in-place write moves the version: the next lower casts the new values */
+    bool g2 = ddpl_set_grad_enabled(false);
+    CHECK(ddpl_fill_(w, 0.5) == 0);
+    ddpl_set_grad_enabled(g2);
+    c = ddpl_autocast_lower(w);
+    double *cv = c ? t_vals(c) : NULL;
+    CHECK(c && c != a && cv && cv[0] == 0.5 && ddpl_autocast_cache_size() == 1);
+    free(cv);
+    ddpl_autocast_leave(outer);
+    CHECK(ddpl_autocast_cache_size() == 0);
+    CHECK(ddpl_autocast_set(DDPL_CPU, prev, NULL) == 0);
+    RELEASE(a, b, c, sa, sb, loss, nonleaf, w, x);
+}
+
 static void test_precision(void)
 {
     CHECK(strcmp(ddpl_get_float32_matmul_precision(), "highest") == 0 && !ddpl_allow_tf32());
@@ -83,6 +146,7 @@ int main(void)
     ddpl_manual_seed(5);
     test_state();
     test_policies();
+    test_cast_cache();
     test_precision();
     CHECK(ddpl_memory_allocated(DDPL_CPU) == 0); /* everything released */
     return check_finish();
