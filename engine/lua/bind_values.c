@@ -1,10 +1,12 @@
 /* lua/bind_values.c: tensor methods about shape, values and conversion.
  * defines: lb_value_methods: size shape dim numel nelement stride is_contiguous element_size
  *          is_floating_point item tolist to float double half bfloat16 long int bool byte
- *          short char type cuda cpu clone detach contiguous type_as. */
+ *          short char type cuda cpu clone detach contiguous type_as pin_memory is_pinned. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "binding.h"
+#include "core/core.h" /* ddpl_from_blob, the storage's deleter */
 
 /* ---- shape ---- */
 
@@ -375,6 +377,55 @@ static int m_contiguous(lua_State *L)
     return unary(L, "contiguous", ddpl_contiguous);
 }
 
+/* ---- page-locked host memory (PyTorch's pin_memory) ---- */
+
+/* The deleter of pin_memory's storages: unregistered before the memory goes back. */
+static void pinned_free(void *data, void *ctx)
+{
+    (void)ctx;
+    ddpl_cuda_host_unregister(data);
+    free(data);
+}
+
+/* x:pin_memory(): a contiguous copy of a CPU tensor in page-locked memory (cudaHostRegister on
+ * a page-aligned block of its own), which a GPU reads by DMA without the staging copy of pageable
+ * memory (cuda_copy.c). Outside the host allocator: DDPLUA_MEMORY_LIMIT_MB does not count it. */
+static int m_pin_memory(lua_State *L)
+{
+    ddpl_tensor *t = lb_check(L, 1, "pin_memory");
+    if (ddpl_tensor_device(t).type != DDPL_CPU)
+        return luaL_error(L, "pin_memory: expected a CPU tensor, got one on %s",
+                          ddpl_tensor_device(t).type == DDPL_CUDA ? "cuda" : "another device");
+    if (!ddpl_cuda_is_available())
+        return luaL_error(L, "pin_memory: CUDA is not available (page-locked memory is for "
+                             "copies to a GPU)");
+    size_t nbytes = (size_t)ddpl_tensor_numel(t) * ddpl_dtype_size(ddpl_tensor_dtype(t));
+    size_t page = 4096, cap = nbytes ? (nbytes + page - 1) / page * page : page;
+    lb_box *box = lb_newbox(L);
+    void *p = aligned_alloc(page, cap);
+    if (!p) return luaL_error(L, "pin_memory: out of host memory (%zu bytes)", cap);
+    if (ddpl_cuda_host_register(p, cap) <= 0) {
+        free(p);
+        lb_error_in(L, "pin_memory");
+    }
+    box->t = ddpl_from_blob(p, ddpl_tensor_ndim(t), ddpl_tensor_sizes(t), ddpl_tensor_dtype(t),
+                            pinned_free, NULL);
+    if (!box->t) {
+        pinned_free(p, NULL);
+        lb_error_in(L, "pin_memory");
+    }
+    if (ddpl_copy_(box->t, t) < 0) lb_error_in(L, "pin_memory");
+    return lb_finish_in(L, box, "pin_memory");
+}
+
+/* x:is_pinned(): whether x's memory came from pin_memory (views of it included). */
+static int m_is_pinned(lua_State *L)
+{
+    ddpl_tensor *t = lb_check(L, 1, "is_pinned");
+    lua_pushboolean(L, t->storage->deleter == pinned_free);
+    return 1;
+}
+
 const luaL_Reg lb_value_methods[] = {
     {"size", m_size},
     {"shape", m_shape},
@@ -406,5 +457,7 @@ const luaL_Reg lb_value_methods[] = {
     {"clone", m_clone},
     {"detach", m_detach},
     {"contiguous", m_contiguous},
+    {"pin_memory", m_pin_memory},
+    {"is_pinned", m_is_pinned},
     {NULL, NULL},
 };

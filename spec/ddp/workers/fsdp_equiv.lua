@@ -6,7 +6,7 @@
 --       (clip_grad_norm_(0.5) before each step), ckpt=0|1 (the blocks under
 --       utils.checkpoint), opt=adam|sgd, device=cpu|cuda (cuda: the models on GPU LOCAL_RANK
 --       and backend nccl; the reference on rank 0's GPU too), offload=0|1 (cpu_offload: then
---       every shard and its gradient must be in host memory), fprefetch=0|1 (forward_prefetch;
+--       every shard and its gradient must be in page-locked host memory), fprefetch=0|1 (forward_prefetch;
 --       then a twin FSDP without it trains alongside and must stay bit-identical, unless
 --       twin=0: a DDPLUA_FSDP_TIMELINE run traces one model).
 -- Every rank trains the FSDP model on its slice of each global batch; rank 0 also trains a
@@ -123,6 +123,7 @@ for _, p in ipairs(fsdp:parameters()) do
     own = own + p:numel()
     assert(p.device == shard_device, ('a shard is on %s, expected %s'):format(p.device,
                                                                              shard_device))
+    assert(o.offload == 0 or p:is_pinned(), 'an offloaded shard is not in page-locked memory')
 end
 assert(own == shard_elems, ('rank %d holds %d elements, its shards %d'):format(rank, own,
                                                                             shard_elems))
@@ -188,6 +189,8 @@ for step = 1, o.steps do
                ('step %d: a shard\'s gradient is %s, expected %s %s'):format(step,
                 p.grad and (p.grad.dtype .. ' on ' .. p.grad.device) or 'missing', p.dtype,
                 shard_device))
+        assert(o.offload == 0 or p.grad:is_pinned(),
+               'an offloaded gradient is not in page-locked memory')
     end
     local norm
     if o.clip == 1 then norm = fsdp:clip_grad_norm_(0.5):item() end

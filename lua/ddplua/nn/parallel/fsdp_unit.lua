@@ -64,7 +64,7 @@ end
 -- collectives run; with cpu_offload on a CUDA module the shard and its gradient live in host
 -- memory instead (unit.offload), as PyTorch's CPUOffload(offload_params=True): the optimizer
 -- steps there, each gather copies the shard to the device first, and each reduced gradient
--- shard comes back.
+-- shard comes back; both host tensors are page-locked (pin_memory).
 function Unit.new(module, path, params, cfg)
     local self = setmetatable({module = module, path = path, cfg = cfg, slots = {},
                                calls = {}, no_sync = false}, Unit)
@@ -104,7 +104,8 @@ function Unit.new(module, path, params, cfg)
     local mine = self.sharded and flat:narrow(0, cfg.rank * self.shard_size, self.shard_size)
         or flat
     self.offload = cfg.cpu_offload and device ~= 'cpu' or false
-    self.shard = Parameter(self.offload and mine:to('cpu') or mine:clone())
+    -- offloaded: in page-locked host memory, which the device reads and writes by DMA
+    self.shard = Parameter(self.offload and mine:to('cpu'):pin_memory() or mine:clone())
     -- outside forward each slot holds a tensor of its shape without memory: any use of it is
     -- refused with a message, where nil would make the module fail obscurely
     for _, s in ipairs(self.slots) do
@@ -214,12 +215,22 @@ local function finish_oldest(succeeded)
         local _ <close> = out
         out = wide
     end
-    if unit.offload then -- the gradient shard goes where the shard is: host memory
-        local host = out:to('cpu')
-        local _ <close> = out
-        out = host
-    end
     local p = unit.shard
+    if unit.offload then -- the gradient shard goes where the shard is: host memory
+        local _ <close> = out
+        if p.grad then -- accumulating over backward passes without zero_grad
+            local host <close> = out:to('cpu')
+            ddpl.no_grad(function() p.grad:add_(host) end)
+            return
+        end
+        -- one page-locked gradient per unit, reused once the optimizer dropped the last
+        -- (PyTorch's offloaded FSDP keeps one too)
+        unit.host_grad = unit.host_grad or ddpl.empty({unit.shard_size},
+                                                      {dtype = unit.dtype}):pin_memory()
+        ddpl.no_grad(function() unit.host_grad:copy_(out) end)
+        p.grad = unit.host_grad
+        return
+    end
     if p.grad then
         ddpl.no_grad(function() p.grad:add_(out) end)
         local _ <close> = out
