@@ -13,10 +13,12 @@ Regenerate (needs PyTorch; Debian's python3-torch is enough, so use /usr/bin/pyt
 A case starts from base = arange(numel) in `shape` (dtype float32 unless `dtype`; with grad = true
 it is leaf * 1 of a leaf that requires grad, so autograd records the write), takes the tensor
 written as a chain of views of base (`target`), and calls `op` on it with `args`: {view = chain}
-(a view of base), {index = list} (an int64 tensor), {number = v} or {str = s}. A view chain is a
+(a view of base), {index = list} (an int64 tensor), {gt = v} (the bool tensor base > v, a
+mask of its own), {number = v} or {str = s}. A view chain is a
 list of steps {'t'}, {'narrow', dim, start, length}, {'select', dim, i}, {'expand', sizes},
 {'view', sizes}, {'transpose', d0, d1}, {'as_strided', sizes, strides, offset}. op 'setitem'
-is x[args[1]] = args[2] with an index tensor; 'setslice' is x[a:b] = args[3] along dim 0.
+is x[args[1]] = args[2] with an index tensor or a mask; 'setslice' is x[a:b] = args[3] along dim
+0; 'index_put_accumulate' is index_put_ with accumulate=True.
 
 Recorded: `error`, the message's fixed part when PyTorch refuses, else `result`, the whole base
 afterwards. Where one of the overlapping operands is not dense PyTorch does not decide and reads
@@ -67,6 +69,8 @@ def make_arg(base, a, clone):
         return torch.tensor(a['index'], dtype=torch.int64)
     if 'number' in a:
         return a['number']
+    if 'gt' in a:
+        return base.detach() > a['gt']
     return a['str']
 
 
@@ -88,6 +92,8 @@ def run(case, clone):
         x[args[0]:args[1]] = args[2]
     elif op == 'index_put_':
         x.index_put_((args[0],), args[1])
+    elif op == 'index_put_accumulate':
+        x.index_put_((args[0],), args[1], accumulate=True)
     else:
         getattr(x, op)(*args)
     return base.detach()
@@ -139,6 +145,8 @@ def get_cases():
          [N(0), I(5, 4, 3, 2, 1, 0), V(), {'str': 'sum'}]),
         ('index_put_ itself', [6], [], 'index_put_', [I(5, 4, 3, 2, 1, 0), V()]),
         ('setitem a slice of itself', [6], [], 'setitem', [I(0, 1), V(('narrow', 0, 2, 2))]),
+        ('index_put_ accumulate an element of itself under a mask', [4], [],
+         'index_put_accumulate', [{'gt': 1.0}, V(('select', 0, 0))]),
         # refused: the tensor written is expanded (assert_no_internal_overlap)
         ('add_ into an expanded view', [3], [('expand', [2, 3])], 'add_', [N(1)]),
         ('copy_ into an expanded view', [3], [('expand', [2, 3])], 'copy_',
@@ -156,6 +164,10 @@ def get_cases():
          [V(('view', [9]), ('narrow', 0, 0, 3))]),
         ('masked_fill_ with itself as the mask', [6], [], 'masked_fill_', [V(), N(False)],
          {'dtype': 'bool'}),
+        # x[mask] = one value is PyTorch's masked_fill_: only the mask is checked
+        ('setitem itself as the mask', [6], [], 'setitem', [V(), N(False)], {'dtype': 'bool'}),
+        ('setitem an element of itself under a mask', [4], [], 'setitem',
+         [{'gt': 1.0}, V(('select', 0, 0))]),
         # allowed: disjoint parts of one storage
         ('add_ the other half', [6], [('narrow', 0, 0, 3)], 'add_', [V(('narrow', 0, 3, 3))]),
         ('copy_ the other row', [2, 3], [row0], 'copy_', [V(('select', 0, 1))]),

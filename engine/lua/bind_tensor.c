@@ -83,9 +83,11 @@ void lb_check_box(lua_State *L, const lb_box *b, const char *fname)
 {
     if (!b->t) luaL_error(L, "%s: attempt to use a closed tensor", fname);
     if (ddpl_storage_released(b->t->storage))
-        luaL_error(L, "%s: the tensor's memory was released (a full parameter of an FSDP unit, "
+        luaL_error(L,
+                   "%s: the tensor's memory was released (a full parameter of an FSDP unit, "
                    "used outside the unit's forward and backward; utils.checkpoint must call "
-                   "the unit itself)", fname);
+                   "the unit itself)",
+                   fname);
 }
 
 ddpl_tensor *lb_check(lua_State *L, int idx, const char *fname)
@@ -315,6 +317,12 @@ static int t_newindex(lua_State *L)
     ddpl_tensor *t = lb_check(L, 1, "setindex");
     int isint = 0;
     lua_Integer i = lua_tointegerx(L, 2, &isint);
+    bool element_key = (isint && lua_type(L, 2) == LUA_TNUMBER) || lua_type(L, 2) == LUA_TTABLE ||
+                       lua_type(L, 2) == LUA_TUSERDATA;
+    if (element_key && lua_type(L, 3) == LUA_TBOOLEAN) { /* x[mask] = false: 0, as in Python */
+        lua_pushinteger(L, lua_toboolean(L, 3));
+        lua_replace(L, 3);
+    }
     if (isint && lua_type(L, 2) == LUA_TNUMBER) return set_row(L, t, i);
     if (lua_type(L, 2) == LUA_TTABLE || lua_type(L, 2) == LUA_TUSERDATA)
         return lb_index_set(L, t); /* x[mask] = v, x[idx] = v, x[{...}] = v */

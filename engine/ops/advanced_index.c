@@ -292,13 +292,32 @@ ddpl_tensor *ddpl_index_put(ddpl_tensor *x, int n, ddpl_tensor *const *indices, 
     return r;
 }
 
+/* The overlap rules of index_put_ (ops/mem_overlap.c). PyTorch turns x[mask] = v, without
+ * accumulate, with one bool mask as the only index and a one-element v on the CPU, into
+ * masked_fill_(mask, v.item()) (canDispatchToMaskedFill): only the mask is checked then, as an
+ * elementwise operand (x[x] = false and x[x > 1] = x[0] work). Otherwise neither the values
+ * nor an index may share any memory with x (assert_no_overlap). */
+static int check_put_overlap(const char *op, ddpl_tensor *x, int n, ddpl_tensor *const *indices,
+                             ddpl_tensor *values, bool accumulate)
+{
+    ddpl_tensor *mask = NULL;
+    int defined = 0;
+    for (int i = 0; i < n; i++)
+        if (indices[i]) defined++, mask = indices[i];
+    bool fill = !accumulate && defined == 1 && mask->dtype == DDPL_BOOL &&
+                ddpl_same_device(mask->device, x->device) && ddpl_tensor_numel(values) == 1 &&
+                values->device.type == DDPL_CPU;
+    if (fill) return ddpl_check_write(op, x, DDPL_WRITE_ELEMENTWISE, 1, &mask);
+    if (ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, 1, &values) < 0) return -1;
+    return ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, n, indices);
+}
+
 int ddpl_index_put_(ddpl_tensor *x, int n, ddpl_tensor *const *indices, ddpl_tensor *values,
                     bool accumulate)
 {
     const char *op = "index_put_";
     int rec = ddpl_inplace_recorded(op, x, 1, &values);
-    if (rec < 0 || ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, 1, &values) < 0 ||
-        ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, n, indices) < 0 ||
+    if (rec < 0 || check_put_overlap(op, x, n, indices, values, accumulate) < 0 ||
         check_values(op, x, values) < 0)
         return -1;
     if (!rec && ddpl_check_inplace(op, x) < 0) return -1;

@@ -110,4 +110,17 @@ describe('indexing rules', function()
                        'setindex')
         assert.are.same({{0, 0, 0}, {0, 0, 0}}, x:tolist())
     end)
+
+    it('a boolean value assigns 1 or 0, as Python\'s bool (x[mask] = False)', function()
+        local x = ddpl.tensor({1.5, 2.5, 3.5})
+        x[x:gt(2)] = true
+        x[0] = false
+        assert.are.same({0, 1, 1}, x:tolist())
+        local b = ddpl.tensor({true, true, false})
+        b[b] = false -- the mask is b itself: PyTorch's masked_fill_, allowed
+        b[{{2}}] = true
+        assert.are.same({false, false, true}, b:tolist())
+        x.requires_grad = true -- a field, not an element: stays a boolean
+        assert.is_true(x.requires_grad)
+    end)
 end)

@@ -1,7 +1,8 @@
 -- spec/tensor/mem_overlap_spec.lua: in-place writes whose operands share memory with the tensor
 -- written, against PyTorch 1.13 (spec/fixtures/mem_overlap.lua, tools/gen_overlap_fixtures.py
 -- says how to read a case): refused where PyTorch refuses (partial overlap of dense tensors, any
--- overlap for index_add_/scatter_/index_put_ and x[idx] = v, an expanded tensor written), with
+-- overlap for index_add_/scatter_/index_put_ and x[idx] = v, an expanded tensor written; x[mask] =
+-- one value is PyTorch's masked_fill_, which checks the mask alone), with
 -- PyTorch's message naming the op and the tensor left as it was; allowed where PyTorch allows
 -- (x:add_(x), the same elements through another view, disjoint parts), with PyTorch's values;
 -- an operand PyTorch cannot decide about (not dense) is read as if cloned. On CUDA too where
@@ -39,6 +40,7 @@ local function make_arg(base, a, device)
     if a.view then return apply_view(base, a.view) end
     if a.index then return ddpl.tensor(a.index, {dtype = 'int64', device = device}) end
     if a.number ~= nil then return a.number end
+    if a.gt then return base:detach():gt(a.gt) end
     return a.str
 end
 
@@ -62,12 +64,15 @@ local function write(case, x, args)
         x[{{args[1], args[2]}}] = args[3]
     elseif case.op == 'index_put_' then
         x:index_put_({args[1]}, args[2])
+    elseif case.op == 'index_put_accumulate' then
+        x:index_put_({args[1]}, args[2], {accumulate = true})
     else
         x[case.op](x, table.unpack(args))
     end
 end
 
 local function api_name(op)
+    if op == 'index_put_accumulate' then return 'index_put_' end
     return (op == 'setitem' or op == 'setslice') and 'setindex' or op
 end
 

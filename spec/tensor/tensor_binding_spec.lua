@@ -246,7 +246,7 @@ describe('errors name the function', function()
         { function() return F.conv2d(ddpl.zeros(1, 1, 3, 3), ddpl.zeros(1, 1, 2, 2), nil, { strid = 1 }) end,
           "conv2d: unknown option 'strid'" },
         { function() return F.cross_entropy(x, ddpl.tensor({ 0, 1 }), { reduction = 'avg' }) end,
-          "cross_entropy: expected 'mean', 'sum' or 'none' for 'reduction', got string" },
+          "cross_entropy: expected 'mean', 'sum' or 'none' for 'reduction', got 'avg'" },
         { function() return F.linear(x) end, 'linear: expected a tensor as argument 2, got no value' },
         { function() return ddpl.no_grad(42) end, 'no_grad: expected a function as argument 1, got number' },
         { function() return x:register_hook(1) end, 'register_hook: expected a function as argument 2, got number' },
