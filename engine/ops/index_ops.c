@@ -173,8 +173,9 @@ int ddpl_index_add_(ddpl_tensor *x, int dim, ddpl_tensor *index, ddpl_tensor *so
         rc = ddpl_inplace_commit(op, "IndexAddBackward0", x, r);
     } else if (rc == 0 && (rc = ddpl_check_inplace(op, x)) == 0) {
         bool prev = ddpl_grad_mode_set(false);
-        /* a source or index sharing x's memory is copied first: the kernel would read rows it
-         * already wrote */
+        /* a source or index in x's storage that got past ddpl_check_write (a strided view
+         * PyTorch does not decide about, or disjoint) is copied first: the kernel would read
+         * rows it already wrote */
         ddpl_tensor *s =
             source->storage == x->storage ? ddpl_clone(source) : ddpl_tensor_retain(source);
         ddpl_tensor *i2 = ix->storage == x->storage ? ddpl_clone(ix) : ddpl_tensor_retain(ix);

@@ -395,8 +395,9 @@ static ddpl_tensor *scatter_out(const char *op, ddpl_tensor *x, int d, ddpl_tens
 
 /* The in-place form. When autograd records it (x or src requires grad), it is computed out of
  * place and committed into x (ops/inplace.c: version bump, x takes the result's history);
- * else the kernel writes x directly (an operand sharing x's memory copied first; mean through a
- * temporary, so a failure leaves x untouched) and x's version is bumped. */
+ * else the kernel writes x directly (an operand in x's storage that ddpl_check_write let
+ * through, a strided view, copied first; mean through a temporary, so a failure leaves x
+ * untouched) and x's version is bumped. */
 static int scatter_in_place(const char *op, ddpl_tensor *x, int d, ddpl_tensor *index,
                             ddpl_tensor *src, ddpl_tensor *src_grad, int mode, bool include_self,
                             const scatter_kind *kind)
