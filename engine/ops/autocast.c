@@ -132,6 +132,11 @@ ddpl_tensor *ddpl_autocast_lower(ddpl_tensor *x)
     return cacheable(x) ? cached_cast(x, dt) : ddpl_to_dtype(x, dt);
 }
 
+bool ddpl_autocast_upcasts_norms(ddpl_device_type type)
+{
+    return type == DDPL_CUDA && ddpl_autocast_enabled(type);
+}
+
 ddpl_tensor *ddpl_autocast_upcast(ddpl_tensor *x)
 {
     bool half = x->dtype == DDPL_FLOAT16 || x->dtype == DDPL_BFLOAT16;

@@ -3,12 +3,16 @@
  * defines: ddpl_autocast_state, ddpl_autocast_set, ddpl_autocast_enabled,
  *          ddpl_autocast_dtype, ddpl_autocast_lower, ddpl_autocast_upcast,
  *          ddpl_autocast_lower_n, ddpl_autocast_upcast_n, ddpl_autocast_release_n,
- *          ddpl_autocast_enter, ddpl_autocast_leave, ddpl_autocast_cache_size.
+ *          ddpl_autocast_enter, ddpl_autocast_leave, ddpl_autocast_cache_size,
+ *          ddpl_autocast_upcasts_norms.
  *
  * Autocast follows PyTorch's op lists: the "lower precision" ops (matmul, mm, bmm, addmm,
  * linear, conv2d, scaled_dot_product_attention) cast their floating inputs other than float64
- * to the autocast dtype; the "float32" ops (softmax, log_softmax, layer_norm, batch_norm,
- * cross_entropy, nll_loss) cast 16-bit inputs up to float32 and return float32. The casts go
+ * to the autocast dtype; the "float32" ops cast 16-bit inputs up to float32 and return
+ * float32. The float32 lists differ by device type, as PyTorch 1.13's: both have cross_entropy,
+ * nll_loss and mse_loss; CUDA's also has softmax, log_softmax, layer_norm and batch_norm, which
+ * on the CPU keep a 16-bit input's dtype (computed in float32 with float32 parameters and
+ * rounded once): ddpl_autocast_upcasts_norms. The casts go
  * through ddpl_to_dtype, so autograd records them: gradients reach float32 leaves in float32.
  * The state is thread-local, one entry per device type, as PyTorch's.
  *
@@ -41,6 +45,9 @@ ddpl_tensor *ddpl_autocast_lower(ddpl_tensor *x);
 /* Float32 policy: a float16/bfloat16 x cast to float32 (with autograd) when autocast is on for
  * its device; else x retained. */
 ddpl_tensor *ddpl_autocast_upcast(ddpl_tensor *x);
+/* Whether softmax, log_softmax, layer_norm and batch_norm return float32 under autocast on this
+ * device type (CUDA's float32 list); false on the CPU and when autocast is off. */
+bool ddpl_autocast_upcasts_norms(ddpl_device_type type);
 /* Applies the policy to n inputs (NULL entries stay NULL): out[i] is a new reference.
  * Returns 0, or -1 with every out[i] released and NULL. */
 int ddpl_autocast_lower_n(int n, ddpl_tensor *const *in, ddpl_tensor **out);

@@ -408,7 +408,24 @@ static ddpl_tensor *cross_entropy_impl(ddpl_tensor *logits, ddpl_tensor *target,
 }
 
 /* ---- mse_loss ---- */
+static ddpl_tensor *mse_loss_impl(ddpl_tensor *input, ddpl_tensor *target,
+                                  ddpl_reduction reduction);
+
+/* Under autocast 16-bit input and target compute in float32 and the loss is float32 (on both
+ * device types' float32 lists). */
 ddpl_tensor *ddpl_mse_loss(ddpl_tensor *input, ddpl_tensor *target, ddpl_reduction reduction)
+{
+    if (!ddpl_autocast_enabled((ddpl_device_type)input->device.type))
+        return mse_loss_impl(input, target, reduction);
+    ddpl_tensor *c[2];
+    ddpl_tensor *r = ddpl_autocast_upcast_n(2, OP_INPUTS(input, target), c) == 0
+                         ? mse_loss_impl(c[0], c[1], reduction)
+                         : NULL;
+    ddpl_autocast_release_n(2, c);
+    return r;
+}
+
+static ddpl_tensor *mse_loss_impl(ddpl_tensor *input, ddpl_tensor *target, ddpl_reduction reduction)
 {
     if (check_reduction("mse_loss", reduction) < 0 || ddpl_check_floating("mse_loss", input) < 0)
         return NULL;

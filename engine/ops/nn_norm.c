@@ -155,8 +155,19 @@ static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
                                     ddpl_tensor *running_var, ddpl_tensor *weight,
                                     ddpl_tensor *bias, bool training, double momentum, double eps);
 
-/* Under autocast a 16-bit input (a conv's bfloat16 output) and parameters compute in float32
- * (PyTorch's float32 list) and the result is float32; running stats stay as they are. */
+/* Under autocast y, computed in float32 from a 16-bit x: float32 under CUDA's float32 list; on
+ * the CPU (not on its list) rounded back to x's dtype, as PyTorch's CPU autocast returns it. */
+static ddpl_tensor *autocast_norm_result(const ddpl_tensor *x, ddpl_tensor *y)
+{
+    bool half = x->dtype == DDPL_FLOAT16 || x->dtype == DDPL_BFLOAT16;
+    if (!y || !half || ddpl_autocast_upcasts_norms((ddpl_device_type)x->device.type)) return y;
+    ddpl_tensor *r = ddpl_to_dtype(y, (ddpl_dtype)x->dtype);
+    ddpl_tensor_release(y);
+    return r;
+}
+
+/* Under autocast a 16-bit input (a conv's bfloat16 output) and parameters compute in float32;
+ * the result's dtype is autocast_norm_result's; running stats stay as they are. */
 ddpl_tensor *ddpl_batch_norm(ddpl_tensor *x, ddpl_tensor *running_mean, ddpl_tensor *running_var,
                              ddpl_tensor *weight, ddpl_tensor *bias, bool training, double momentum,
                              double eps)
@@ -169,7 +180,7 @@ ddpl_tensor *ddpl_batch_norm(ddpl_tensor *x, ddpl_tensor *running_mean, ddpl_ten
             ? batch_norm_impl(c[0], running_mean, running_var, c[1], c[2], training, momentum, eps)
             : NULL;
     ddpl_autocast_release_n(3, c);
-    return y;
+    return autocast_norm_result(x, y);
 }
 
 static ddpl_tensor *batch_norm_impl(ddpl_tensor *x, ddpl_tensor *running_mean,
@@ -282,8 +293,8 @@ static int check_ln_param(const char *what, const ddpl_tensor *p, const ddpl_ten
 static ddpl_tensor *layer_norm_impl(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,
                                     ddpl_tensor *bias, double eps);
 
-/* Under autocast 16-bit x, weight and bias compute in float32 and the result is float32
- * (PyTorch's float32 list). */
+/* Under autocast 16-bit x, weight and bias compute in float32; the result's dtype is
+ * autocast_norm_result's. */
 ddpl_tensor *ddpl_layer_norm(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,
                              ddpl_tensor *bias, double eps)
 {
@@ -294,7 +305,7 @@ ddpl_tensor *ddpl_layer_norm(ddpl_tensor *x, int n_normalized, ddpl_tensor *weig
                          ? layer_norm_impl(c[0], n_normalized, c[1], c[2], eps)
                          : NULL;
     ddpl_autocast_release_n(3, c);
-    return y;
+    return autocast_norm_result(x, y);
 }
 
 static ddpl_tensor *layer_norm_impl(ddpl_tensor *x, int n_normalized, ddpl_tensor *weight,

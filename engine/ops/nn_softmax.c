@@ -58,11 +58,12 @@ static ddpl_tensor *softmax_impl(const char *op, ddpl_tensor *x, int dim, bool l
 {
     if (x->dtype == DDPL_FLOAT16 || x->dtype == DDPL_BFLOAT16) {
         /* half precision computes in float32 and rounds once at the end, as PyTorch does;
-         * under autocast (PyTorch's float32 list) the float32 result is returned as it is */
+         * under CUDA autocast (PyTorch's float32 list there) the float32 result is returned as
+         * it is; the CPU's list does not have softmax */
         ddpl_tensor *xf = ddpl_to_dtype(x, DDPL_FLOAT32);
         ddpl_tensor *yf = xf ? softmax_impl(op, xf, dim, log) : NULL;
         ddpl_tensor *y = NULL;
-        if (yf && ddpl_autocast_enabled((ddpl_device_type)x->device.type))
+        if (yf && ddpl_autocast_upcasts_norms((ddpl_device_type)x->device.type))
             y = ddpl_tensor_retain(yf);
         else if (yf)
             y = ddpl_to_dtype(yf, (ddpl_dtype)x->dtype);

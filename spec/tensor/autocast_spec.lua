@@ -1,8 +1,10 @@
 -- spec/tensor/autocast_spec.lua: mixed precision on the CPU (ddpl.autocast('cpu', ...), bfloat16,
 -- and float16 with a GradScaler training loop: its own describe block at the end) and
 -- the float32 matmul precision switch. Inside autocast the "lower precision" ops (matmul, mm,
--- bmm, addmm, linear, conv2d) return bfloat16 and the "float32" ops (softmax, log_softmax,
--- layer_norm, batch_norm, cross_entropy, nll_loss) upcast 16-bit inputs and return float32;
+-- bmm, addmm, linear, conv2d) return bfloat16 and the "float32" ops of PyTorch 1.13's CPU list
+-- (cross_entropy, nll_loss, mse_loss) upcast 16-bit inputs and return float32, while softmax,
+-- log_softmax, layer_norm and batch_norm, on CUDA's float32 list only, keep a 16-bit input's
+-- dtype on the CPU (computed in float32 inside, rounded once), as torch.autocast('cpu') does;
 -- gradients reach float32 leaves in float32, close to the float32 computation within bfloat16
 -- precision. The state is restored after fn returns or raises, and nests.
 local H = require 'helpers'
@@ -44,17 +46,34 @@ describe('autocast dtypes', function()
         close(c, F.conv2d(x4, k4, kb, {stride = 2, padding = 1}), 2e-2, 5e-2, 'conv2d')
     end)
 
-    it('float32 ops upcast 16-bit inputs and return float32', function()
+    it('the CPU float32 list (losses) upcasts 16-bit inputs and returns float32', function()
         local x16 = data({4, 6}, 21):bfloat16()
         local target = ddpl.tensor({0, 5, 2, 3}, {dtype = 'int64'})
         local r = {cpu_autocast(function()
-            return x16:softmax(1), x16:log_softmax(1), F.cross_entropy(x16, target),
-                   F.layer_norm(x16, {6}), F.nll_loss(x16:log_softmax(1), target)
+            return F.cross_entropy(x16, target), F.nll_loss(x16:log_softmax(1), target),
+                   F.mse_loss(x16, x16:flip(0))
         end)}
         for i, t in ipairs(r) do assert.are.equal('float32', H.dtype_name(t.dtype), 'result ' .. i) end
-        -- outside autocast softmax keeps the input's dtype
+        close(r[3], F.mse_loss(x16:float(), x16:flip(0):float()), 1e-6, 1e-7, 'mse_loss')
+    end)
+
+    it('softmax, log_softmax, layer_norm and batch_norm keep a 16-bit dtype on the CPU', function()
+        local x16 = data({4, 6}, 21):bfloat16()
+        local w, b = data({6}, 22), data({6}, 23) -- float32 parameters, as a module's
+        local r = {cpu_autocast(function()
+            return x16:softmax(1), x16:log_softmax(1), F.layer_norm(x16, {6}, w, b),
+                   F.batch_norm(x16, nil, nil, w, b, true)
+        end)}
+        for i, t in ipairs(r) do assert.are.equal('bfloat16', H.dtype_name(t.dtype), 'result ' .. i) end
+        -- computed in float32 and rounded once: the float32 results rounded to bfloat16
+        local xf = x16:float()
+        local want = {xf:softmax(1), xf:log_softmax(1), F.layer_norm(xf, {6}, w, b),
+            F.batch_norm(xf, nil, nil, w, b, true)}
+        for i, t in ipairs(r) do
+            assert.is_true(t:equal(want[i]:bfloat16()), 'result ' .. i .. ' rounded once')
+        end
+        -- and outside autocast softmax keeps the input's dtype too
         assert.are.equal('bfloat16', H.dtype_name(x16:softmax(1).dtype))
-        close(r[1], x16:float():softmax(1), 1e-5, 1e-6, 'softmax')
     end)
 
     it('a linear, softmax and cross_entropy chain ends in float32', function()
@@ -241,10 +260,11 @@ describe('float16 autocast on the CPU', function()
 
     it('lower-precision ops return float16, float32 ops float32, values within float16 precision',
        function()
+        local target = ddpl.tensor({0, 2, 1, 2, 0, 1, 0, 1}, {dtype = 'int64'})
         local a, b = data({8, 16}, 81), data({16, 8}, 82)
         local w, bias = data({3, 16}, 83), data({3}, 84)
         local y, l, s, dt = fp16(function()
-            return a:matmul(b), F.linear(a, w, bias), a:matmul(b):softmax(1),
+            return a:matmul(b), F.linear(a, w, bias), F.cross_entropy(a:matmul(b), target),
                    ddpl.get_autocast_dtype('cpu')
         end)
         assert.are.equal('float16', dt)

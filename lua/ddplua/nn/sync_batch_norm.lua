@@ -102,8 +102,14 @@ end
 function M.sync_batch_norm(x, p)
     local name, group = p.name, p.group
     local shape = x:shape()
-    if HALF[x.dtype] and ddpl.is_autocast_enabled(x.device:match('^%a+')) then
-        x = x:float() -- batch_norm is on autocast's float32 list, as F.batch_norm does
+    -- a 16-bit input under autocast normalises in float32, as F.batch_norm: the result stays
+    -- float32 on CUDA (batch_norm is on its float32 list) and is rounded back to the input's
+    -- dtype on the CPU (PyTorch's CPU list does not have it)
+    local round_to
+    local dev_type = x.device:match('^%a+')
+    if HALF[x.dtype] and ddpl.is_autocast_enabled(dev_type) then
+        round_to = dev_type == 'cpu' and x.dtype or nil
+        x = x:float()
     end
     -- checked before the collective, so a bad input fails here rather than after it
     if x.dtype ~= 'float32' and x.dtype ~= 'float64' then
@@ -133,6 +139,7 @@ function M.sync_batch_norm(x, p)
     end
     local y = F.batch_norm(xv, mean:to(xv.dtype), var:to(xv.dtype), p.weight, p.bias, false, 0.0,
         p.eps)
+    if round_to then y = y:to(round_to) end
     return y:reshape(shape)
 end
 
