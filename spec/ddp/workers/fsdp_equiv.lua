@@ -6,9 +6,9 @@
 --       (clip_grad_norm_(0.5) before each step), ckpt=0|1 (the blocks under
 --       utils.checkpoint), opt=adam|sgd, device=cpu|cuda (cuda: the models on GPU LOCAL_RANK
 --       and backend nccl; the reference on rank 0's GPU too), offload=0|1 (cpu_offload: then
---       every shard and its gradient must be in page-locked host memory), fprefetch=0|1 (forward_prefetch;
---       then a twin FSDP without it trains alongside and must stay bit-identical, unless
---       twin=0: a DDPLUA_FSDP_TIMELINE run traces one model).
+--       every shard and its gradient must be in page-locked host memory), fprefetch=0|1
+--       (forward_prefetch; then a twin FSDP without it trains alongside and must stay
+--       bit-identical, unless twin=0: a DDPLUA_FSDP_TIMELINE run traces one model).
 -- Every rank trains the FSDP model on its slice of each global batch; rank 0 also trains a
 -- plain copy on the whole global batch. After every step the full state dict (gathered to rank
 -- 0) must equal the plain model's parameters to 1e-5 (relative, float32). Each rank checks that
