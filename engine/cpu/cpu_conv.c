@@ -11,9 +11,17 @@
  * spread over the engine's threads with OpenBLAS single-threaded (cpu_blas_parallel_for); each
  * thread has its own col buffer, and dw has an accumulator per part of the images, summed in
  * part order at the end (the same bits every run: per-thread sums depended on which thread
- * took which part). */
+ * took which part).
+ *
+ * bfloat16 runs natively where the CPU has AVX512-BF16 (cpu_gemm_bf16.h): im2col copies bf16,
+ * the products run on the bf16 dot-product units with float32 sums, and each result is rounded
+ * once: y from the float32 sum plus the bias; dw from float32 per-part accumulators; dx through
+ * a float32 dcol and a float32 col2im of the image (overlapping windows add up before the
+ * rounding). A bfloat16 convolution the Winograd path takes, and float16, or bfloat16 on a CPU
+ * without the units, run the float32 kernel on widened copies (cpu_run_widened). */
 #include "core/alloc.h"
 #include "cpu_blas.h"
+#include "cpu_gemm_bf16.h"
 #include "cpu_conv_winograd.h"
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
@@ -67,7 +75,8 @@ static void valid_cols(const conv_geom *g, int64_t off, int64_t *lo, int64_t *hi
 }
 
 /* im2col: col (Kc, P) <- x (Cg, H, W) of one image and group, zeros in the padding.
- * col2im: dx (Cg, H, W) += dcol (Kc, P), the adjoint. */
+ * col2im: dx (Cg, H, W) += dcol (Kc, P), the adjoint (float32 for bfloat16 convolutions: the
+ * overlapping windows' sums are rounded once, see below). */
 #define DEFINE_IM2COL(T, SUFFIX)                                                                   \
     static void im2col_##SUFFIX(const conv_geom *g, const T *x, T *col)                            \
     {                                                                                              \
@@ -93,7 +102,8 @@ static void valid_cols(const conv_geom *g, int64_t off, int64_t *lo, int64_t *hi
                         for (int64_t ow = hi; ow < g->OW; ow++) r[ow] = 0;                         \
                     }                                                                              \
                 }                                                                                  \
-    }                                                                                              \
+    }
+#define DEFINE_COL2IM(T, SUFFIX)                                                                   \
     static void col2im_##SUFFIX(const conv_geom *g, const T *col, T *dx)                           \
     {                                                                                              \
         for (int64_t c = 0; c < g->Cg; c++)                                                        \
@@ -117,11 +127,16 @@ static void valid_cols(const conv_geom *g, int64_t off, int64_t *lo, int64_t *hi
 
 DEFINE_IM2COL(float, f32)
 DEFINE_IM2COL(double, f64)
+DEFINE_IM2COL(uint16_t, bf16) /* bfloat16 bits: a copy (zero is +0.0) */
+DEFINE_COL2IM(float, f32)
+DEFINE_COL2IM(double, f64)
 
 static void im2col(ddpl_dtype dt, const conv_geom *g, const void *x, void *col)
 {
     if (dt == DDPL_FLOAT32)
         im2col_f32(g, x, col);
+    else if (dt == DDPL_BFLOAT16)
+        im2col_bf16(g, x, col);
     else
         im2col_f64(g, x, col);
 }
@@ -140,9 +155,12 @@ typedef struct {
     size_t esz;
     const char *x, *w, *bias, *dy;
     char *y, *dx, *db;
-    void **cols;     /* one (Kc, P) buffer per thread; NULL entries when direct */
-    char **dw_acc;   /* one (O, Kc) accumulator per part of the images, or NULL */
-    double **db_acc; /* one (O) sum per part of the images, when the images' loop does db */
+    void **cols;       /* one (Kc, P) buffer per thread; NULL entries when direct */
+    char **dw_acc;     /* one (O, Kc) accumulator per part of the images (float32 for bf16) */
+    double **db_acc;   /* one (O) sum per part of the images, when the images' loop does db */
+    bool bf16;         /* bfloat16 on the bf16 GEMM */
+    void **dx_f32;     /* bf16 dx: per thread, dcol (Kc, P) then dx (Cg, H, W) in float32 */
+    atomic_int failed; /* a bf16 GEMM could not get its packing scratch */
 } conv_job;
 
 /* Address of element (n, channel c) of a (N, channels, plane) contiguous tensor. */
@@ -159,6 +177,13 @@ static inline const char *plane(const conv_job *j, const char *base, int64_t n, 
 static double plane_sum(const conv_job *j, const char *r)
 {
     const conv_geom *g = &j->g;
+    if (j->dt == DDPL_BFLOAT16) {
+        const uint16_t *rb = (const uint16_t *)r;
+        float acc = 0;
+#pragma omp simd reduction(+ : acc)
+        for (int64_t p = 0; p < g->P; p++) acc += ddpl_bf16_to_float(rb[p]);
+        return acc;
+    }
     if (j->dt == DDPL_FLOAT32) {
         const float *rf = (const float *)r;
         float acc = 0;
@@ -194,6 +219,10 @@ static void conv_forward_images(int64_t begin, int64_t end, int part, int thread
                     if (j->dt == DDPL_FLOAT32) {
                         float b = ((const float *)j->bias)[oc], *r = (float *)yg + o * g->P;
                         for (int64_t p = 0; p < g->P; p++) r[p] = b;
+                    } else if (j->dt == DDPL_BFLOAT16) {
+                        uint16_t b = ((const uint16_t *)j->bias)[oc],
+                                 *r = (uint16_t *)yg + o * g->P;
+                        for (int64_t p = 0; p < g->P; p++) r[p] = b;
                     } else {
                         double b = ((const double *)j->bias)[oc], *r = (double *)yg + o * g->P;
                         for (int64_t p = 0; p < g->P; p++) r[p] = b;
@@ -202,6 +231,15 @@ static void conv_forward_images(int64_t begin, int64_t end, int part, int thread
                 beta = 1.0;
             }
             const char *wg = j->w + gr * g->Og * g->Kc * (int64_t)j->esz;
+            if (j->bf16) {
+                /* y (Og, P) = w[g] (Og, Kc) @ col (Kc, P) + beta * bias, rounded once */
+                if (cpu_bf16_gemm(g->Og, g->P, g->Kc, 1.0f,
+                                  (cpu_bf16_matrix){(const uint16_t *)wg, g->Kc, 1},
+                                  (cpu_bf16_matrix){(const uint16_t *)col, g->P, 1}, (float)beta,
+                                  yg, DDPL_BFLOAT16, g->P, 1) < 0)
+                    atomic_store(&((conv_job *)j)->failed, 1);
+                continue;
+            }
             cpu_blas_gemm(j->dt, false, false, g->Og, g->P, g->Kc, 1.0, wg, g->Kc, col, g->P, beta,
                           yg, g->P);
         }
@@ -248,11 +286,25 @@ static void free_slices(void **bufs)
 
 /* out[0] y (N,O,OH,OW); in[0] x (N,C,H,W), in[1] w (O,C/g,kh,kw), in[2] bias (O)?; all
  * contiguous, float32 or float64; C, O, OH, OW >= 1 (checked by the op). */
+/* Whether this convolution of a 16-bit input runs natively (bfloat16 on the bf16 GEMM, outside
+ * the Winograd path's shapes); false: the float32 kernel on widened copies. */
+static bool bf16_native(const conv_geom *g, ddpl_dtype dt, bool adjoint)
+{
+    cpu_winograd_shape ws;
+    return dt == DDPL_BFLOAT16 && cpu_bf16_gemm_available() &&
+           !winograd_shape(g, DDPL_FLOAT32, adjoint, &ws);
+}
+
 int cpu_conv2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
     conv_job j = {.dt = (ddpl_dtype)in[0]->dtype};
     conv_geom_init(&j.g, in[0], in[1], out[0], params);
     if (ddpl_tensor_numel(out[0]) == 0) return 0;
+    if (cpu_has_half(3, in)) {
+        if (!bf16_native(&j.g, j.dt, false))
+            return cpu_run_widened(cpu_conv2d, 1, out, 3, in, params, 0);
+        j.bf16 = true;
+    }
     j.esz = ddpl_dtype_size(j.dt);
     j.x = ddpl_data_ptr(in[0]);
     j.w = ddpl_data_ptr(in[1]);
@@ -268,7 +320,29 @@ int cpu_conv2d(ddpl_tensor **out, ddpl_tensor **in, const void *params)
                           (long long)j.g.Kc, (long long)j.g.P);
     cpu_blas_parallel_for(j.g.N, 0, conv_forward_images, &j);
     free_slices(j.cols);
-    return 0;
+    return atomic_load(&j.failed) ? ddpl_error("conv2d: out of memory for the bf16 GEMM's scratch")
+                                  : 0;
+}
+
+/* dx[n, g] of a bfloat16 convolution: dcol (Kc, P) = w[g]^T @ dy[n, g] in float32, col2im into
+ * a float32 image, rounded once into dx (direct: the product is dx itself, rounded by GEMM). */
+static void bf16_dx(const conv_job *j, int thread, const char *wg, const char *dyg, char *dxg)
+{
+    const conv_geom *g = &j->g;
+    cpu_bf16_matrix wt = {(const uint16_t *)wg, 1, g->Kc}, dy = {(const uint16_t *)dyg, g->P, 1};
+    int rc;
+    if (g->direct) {
+        rc = cpu_bf16_gemm(g->Kc, g->P, g->Og, 1.0f, wt, dy, 0.0f, dxg, DDPL_BFLOAT16, g->P, 1);
+    } else {
+        float *dcol = j->dx_f32[thread], *dxf = dcol + g->Kc * g->P;
+        int64_t plane_n = g->Cg * g->H * g->W;
+        rc = cpu_bf16_gemm(g->Kc, g->P, g->Og, 1.0f, wt, dy, 0.0f, dcol, DDPL_FLOAT32, g->P, 1);
+        memset(dxf, 0, (size_t)plane_n * sizeof(float));
+        col2im_f32(g, dcol, dxf);
+        uint16_t *d = (uint16_t *)dxg;
+        for (int64_t i = 0; i < plane_n; i++) d[i] = ddpl_float_to_bf16(dxf[i]);
+    }
+    if (rc < 0) atomic_store(&((conv_job *)j)->failed, 1);
 }
 
 static void conv_backward_images(int64_t begin, int64_t end, int part, int thread, void *ctx)
@@ -291,8 +365,22 @@ static void conv_backward_images(int64_t begin, int64_t end, int part, int threa
                     col = j->cols[thread];
                 }
                 /* dw[g] (Og, Kc) += dy (Og, P) @ col^T (P, Kc) */
-                cpu_blas_gemm(j->dt, false, true, g->Og, g->Kc, g->P, 1.0, dyg, g->P, col, g->P,
-                              1.0, j->dw_acc[part] + gr * g->Og * g->Kc * esz, g->Kc);
+                if (j->bf16) {
+                    float *acc = (float *)j->dw_acc[part] + gr * g->Og * g->Kc;
+                    if (cpu_bf16_gemm(g->Og, g->Kc, g->P, 1.0f,
+                                      (cpu_bf16_matrix){(const uint16_t *)dyg, g->P, 1},
+                                      (cpu_bf16_matrix){(const uint16_t *)col, 1, g->P}, 1.0f, acc,
+                                      DDPL_FLOAT32, g->Kc, 1) < 0)
+                        atomic_store(&((conv_job *)j)->failed, 1);
+                } else {
+                    cpu_blas_gemm(j->dt, false, true, g->Og, g->Kc, g->P, 1.0, dyg, g->P, col, g->P,
+                                  1.0, j->dw_acc[part] + gr * g->Og * g->Kc * esz, g->Kc);
+                }
+            }
+            if (j->dx && j->bf16) {
+                bf16_dx(j, thread, wg, dyg,
+                        (char *)plane(j, j->dx, n, g->C, gr * g->Cg, g->H * g->W));
+                continue;
             }
             if (j->dx) {
                 char *dxg = (char *)plane(j, j->dx, n, g->C, gr * g->Cg, g->H * g->W);
@@ -328,6 +416,12 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
     conv_job j = {.dt = (ddpl_dtype)in[1]->dtype};
     conv_geom_init(&j.g, in[1], in[2], in[0], params);
+    if (cpu_has_half(3, in)) {
+        /* both gradients natively, or both widened (Winograd takes 3x3 shapes in float32) */
+        if (!bf16_native(&j.g, j.dt, true) || !bf16_native(&j.g, j.dt, false))
+            return cpu_run_widened(cpu_conv2d_backward, 3, out, 3, in, params, 0);
+        j.bf16 = true;
+    }
     j.esz = ddpl_dtype_size(j.dt);
     j.dy = ddpl_data_ptr(in[0]);
     j.x = ddpl_data_ptr(in[1]);
@@ -353,12 +447,21 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
             return -1;
         dw_left = false;
     }
-    int parts = cpu_blas_parts(j.g.N); /* dw: a sum per part, added in part order */
-    if (dw_left && !(j.dw_acc = (char **)alloc_slices(parts, wsize, j.esz, true)))
+    int parts = cpu_blas_parts(j.g.N);                /* dw: a sum per part, added in part order */
+    ddpl_dtype acc_dt = j.bf16 ? DDPL_FLOAT32 : j.dt; /* the accumulators' dtype */
+    size_t acc_esz = ddpl_dtype_size(acc_dt);
+    if (dw_left && !(j.dw_acc = (char **)alloc_slices(parts, wsize, acc_esz, true)))
         return ddpl_error("conv2d: out of memory for the weight-gradient accumulators");
+    if (j.bf16 && j.dx && !j.g.direct && work &&
+        !(j.dx_f32 =
+              alloc_slices(nt, j.g.Kc * j.g.P + j.g.Cg * j.g.H * j.g.W, sizeof(float), false))) {
+        free_slices((void **)j.dw_acc);
+        return ddpl_error("conv2d: out of memory for the float32 input-gradient buffers");
+    }
     if (!j.g.direct && j.g.P > 0 && (j.dx || dw_left) &&
         !(j.cols = alloc_slices(nt, j.g.Kc * j.g.P, j.esz, false))) {
         free_slices((void **)j.dw_acc);
+        free_slices(j.dx_f32);
         return ddpl_error("conv2d: out of memory for the im2col buffers (%lld x %lld)",
                           (long long)j.g.Kc, (long long)j.g.P);
     }
@@ -367,6 +470,7 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     if (out[2] && images_loop &&
         !(j.db_acc = (double **)alloc_slices(parts, j.g.O, sizeof(double), true))) {
         free_slices((void **)j.dw_acc);
+        free_slices(j.dx_f32);
         free_slices(j.cols);
         return ddpl_error("conv2d: out of memory for the bias-gradient sums");
     }
@@ -376,7 +480,7 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
         for (int64_t i = 0; i < wsize; i++) {
             double s = 0;
             for (int t = 0; t < parts; t++)
-                s += ddpl_load_f64(j.dw_acc[t] + i * (int64_t)j.esz, j.dt);
+                s += ddpl_load_f64(j.dw_acc[t] + i * (int64_t)acc_esz, acc_dt);
             ddpl_store_f64(dw + i * (int64_t)j.esz, j.dt, s);
         }
     }
@@ -393,6 +497,8 @@ int cpu_conv2d_backward(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     }
     free_slices((void **)j.db_acc);
     free_slices((void **)j.dw_acc);
+    free_slices(j.dx_f32);
     free_slices(j.cols);
-    return 0;
+    return atomic_load(&j.failed) ? ddpl_error("conv2d: out of memory for the bf16 GEMM's scratch")
+                                  : 0;
 }

@@ -14,15 +14,17 @@ typedef struct {
     ddpl_conv_params p;
 } conv_ctx;
 
-/* Runs a conv kernel. The CPU kernels exist for float32/float64 only: 16-bit operands are
- * widened to float32 copies, the kernel writes float32 outputs, which are rounded into outs.
- * Shared with conv_transpose2d (nn_conv_transpose.c). */
+/* Runs a conv kernel. The CPU conv2d kernels take 16-bit operands themselves (bfloat16 on the
+ * CPU's bf16 units, cpu/cpu_conv.c); for the other CPU kernels (conv_transpose2d's) 16-bit
+ * operands are widened to float32 copies here, the kernel writes float32 outputs, which are
+ * rounded into outs. Shared with conv_transpose2d (nn_conv_transpose.c). */
 int nn_run_conv_kernel(ddpl_op op, ddpl_tensor **outs, int n_out, ddpl_tensor **ins, int n_in,
                        const ddpl_conv_params *p)
 {
     ddpl_tensor *in0 = ins[0];
     bool half = in0->dtype == DDPL_FLOAT16 || in0->dtype == DDPL_BFLOAT16;
-    if (in0->device.type != DDPL_CPU || !half)
+    bool kernel_takes_half = op == DDPL_OP_CONV2D || op == DDPL_OP_CONV2D_BACKWARD;
+    if (in0->device.type != DDPL_CPU || !half || kernel_takes_half)
         return ddpl_run_kernel(op, in0->device, outs, ins, p);
     ddpl_tensor *fin[3] = {NULL, NULL, NULL}, *fout[3] = {NULL, NULL, NULL};
     int rc = 0;
