@@ -69,21 +69,27 @@ static void pack_pairs(uint32_t *restrict dst, const uint16_t *src, int W, int64
                        int64_t sr, int64_t sk)
 {
     int64_t kp = (kc + 1) / 2;
-    if (sk == 1) { /* a pair is one 32-bit word of the row: a strided gather of words */
-        for (int64_t r = 0; r < W; r++) {
-            const uint16_t *s = src + r * sr;
-            uint32_t *d = dst + r;
-            if (r >= nr) {
-                for (int64_t p = 0; p < kp; p++) d[p * W] = 0;
-                continue;
+    if (sk == 1) {
+        /* a pair is one 32-bit word of the row: a transpose of words, in blocks of 16 pairs
+         * (one 64-byte line of each source row) so that the W x 16 words written stay in L1
+         * while every row adds its one (a whole row at a time strode over a 64 KiB panel) */
+        int64_t whole = kc / 2; /* pairs with both halves */
+        for (int64_t p0 = 0; p0 < kp; p0 += 16) {
+            int64_t p1 = p0 + 16 < kp ? p0 + 16 : kp, pw = p1 < whole ? p1 : whole;
+            for (int64_t r = 0; r < W; r++) {
+                uint32_t *d = dst + r;
+                const uint16_t *s = src + r * sr;
+                if (r >= nr) {
+                    for (int64_t p = p0; p < p1; p++) d[p * W] = 0;
+                    continue;
+                }
+                for (int64_t p = p0; p < pw; p++) {
+                    uint32_t v;
+                    memcpy(&v, s + 2 * p, sizeof v); /* rows may start on odd halves */
+                    d[p * W] = v;
+                }
+                if (pw < p1) d[pw * W] = s[2 * pw]; /* the odd k's last pair */
             }
-            int64_t p = 0;
-            for (; p < kc / 2; p++) {
-                uint32_t v;
-                memcpy(&v, s + 2 * p, sizeof v); /* rows may start on odd halves */
-                d[p * W] = v;
-            }
-            if (kc & 1) d[p * W] = s[2 * p];
         }
         return;
     }
