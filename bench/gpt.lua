@@ -99,7 +99,11 @@ local TUNABLES = 'GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:' ..
 
 local function driver(argv)
     local o = parse_args(argv, { rounds = 5, threads = '1,2', steps = 20, warmup = 5, batch = 4,
-        seq = 256, no_torch = false, no_raw = false, quick = false, python = '/usr/bin/python3' })
+        seq = 256, no_torch = false, no_raw = false, quick = false, python = '/usr/bin/python3',
+        dtype = 'float32' })
+    if o.dtype ~= 'float32' and o.dtype ~= 'bfloat16' then
+        error('bench/gpt: --dtype must be float32 or bfloat16', 0)
+    end
     -- --quick still warms up 5 steps: the host allocator's cache fills over the first ~5 GPT steps
     -- (docs/internals/allocators.md), and with 2 the timed steps took ~5,000 page faults each
     if o.quick then o.rounds, o.steps, o.warmup = 2, 9, 5 end
@@ -115,12 +119,15 @@ local function driver(argv)
     local flops = flops_per_step(o.batch, o.seq)
     local tokens = o.batch * o.seq
 
-    -- configurations {label, engine, env}; PyTorch's 2-thread default stalls on 2 vCPUs, so at
-    -- T >= 2 it also runs with passive OpenMP waiting; ddplua without spinning is shown only
+    -- configurations {label, engine, env [, dtype]}; PyTorch's 2-thread default stalls on 2 vCPUs,
+    -- so at T >= 2 it also runs with passive OpenMP waiting; ddplua without spinning is shown only.
+    -- With --dtype bfloat16 every engine runs its forward under autocast, and ddplua in float32
+    -- runs beside it (issue 34: the autocast step against our own float32 one)
     local function configs(t)
         local c = {}
         if blas_raw ~= '' then c[#c + 1] = { 'sgemm (raw)', 'raw', '' } end
         c[#c + 1] = { 'ddplua', 'ddplua', '' }
+        if o.dtype ~= 'float32' then c[#c + 1] = { 'ddplua float32', 'ddplua', '', 'float32' } end
         if t >= 2 then c[#c + 1] = { 'ddplua nospin', 'ddplua', 'DDPLUA_SPIN_US=0' } end
         if have_torch then
             c[#c + 1] = { 'torch', 'torch', '' }
@@ -134,8 +141,8 @@ local function driver(argv)
     -- {peak=} GFLOP/s for the raw sgemm; nil when it failed
     local function run(t, cfg)
         local cmd
-        local common = ('--threads %d --steps %d --warmup %d --batch %d --seq %d'):format(t,
-            o.steps, o.warmup, o.batch, o.seq)
+        local common = ('--threads %d --steps %d --warmup %d --batch %d --seq %d --dtype %s')
+            :format(t, o.steps, o.warmup, o.batch, o.seq, cfg[4] or o.dtype)
         if cfg[2] == 'raw' then
             cmd = ('env -u OMP_WAIT_POLICY OMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d %s ' ..
                 '--threads %d --min-time 0.1 --reps 3'):format(t, t, sh_quote(blas_raw), t)
@@ -168,8 +175,9 @@ local function driver(argv)
 
     local load0 = loadavg()
     io.write(('bench/gpt: %d rounds, threads %s, %d steps (warmup %d), batch %d x %d tokens, ' ..
-        '%.2f GFLOP per step; torch %s; load average %s\n'):format(o.rounds, o.threads, o.steps,
-        o.warmup, o.batch, o.seq, flops / 1e9, have_torch and 'yes' or 'no', load0))
+        '%.2f GFLOP per step, %s; torch %s; load average %s\n'):format(o.rounds, o.threads,
+        o.steps, o.warmup, o.batch, o.seq, flops / 1e9, o.dtype == 'float32' and 'float32' or
+        'forward under ' .. o.dtype .. ' autocast', have_torch and 'yes' or 'no', load0))
     io.flush()
     -- results[t][label] = list of per-round results; the order rotates each round, so no
     -- configuration always runs first (the machine drifts over minutes)
@@ -235,6 +243,19 @@ local function driver(argv)
     end
     util.write_section('thread scaling: ddplua step at 1 thread / at T threads, same round ' ..
         '(median [min-max] over rounds)', scaling)
+    if o.dtype ~= 'float32' then
+        io.write(('\ntargets (issue 34): the %s autocast step >= 1.5x our own float32 step and ' ..
+            'at least as fast as PyTorch under its autocast\n'):format(o.dtype))
+        for _, t in ipairs(threads) do
+            local mine, f32 = med(results[t]['ddplua'], 'step'), med(results[t]['ddplua float32'], 'step')
+            local torch = med(results[t]['torch'], 'step')
+            if mine and f32 then
+                io.write(('T%d: ddplua float32 / autocast %.2fx'):format(t, f32 / mine))
+                if torch then io.write((', torch autocast / ddplua autocast %.2fx'):format(torch / mine)) end
+                io.write('\n')
+            end
+        end
+    end
     if have_torch then
         io.write('\ntargets (issue 17): ddplua step >= 1.5x the better PyTorch configuration; ' ..
             'at least PyTorch with the tunables; >= 75% of sgemm peak at 1 thread\n')

@@ -34,6 +34,7 @@
 #include "core/alloc.h"
 #include "cpu_attention.h"
 #include "cpu_blas.h"
+#include "cpu_gemm_bf16.h"
 #include "cpu_loops.h"
 #include "cpu_math.h"
 #include "kernel_abi/nn_params.h"
@@ -56,8 +57,10 @@ typedef struct {
 } att_mat;
 
 typedef struct {
-    ddpl_dtype dt;
-    size_t esz;
+    ddpl_dtype dt; /* the accumulation dtype: of the scratch, the softmax work, the logsumexp */
+    size_t esz;    /* its size */
+    bool bf16;     /* bfloat16 operands on the bf16 GEMM (att_fwd_items_bf16, _bwd_) */
+    size_t op_esz; /* the size of an operand's element (q, k, v, y and their gradients) */
     int64_t BH, H, L, S, E, Ev;
     int64_t fwd_keys;     /* keys per forward tile */
     int64_t bwd_rows;     /* queries per backward tile */
@@ -67,6 +70,7 @@ typedef struct {
     double scale;
     bool causal;
     att_mat q, k, v, y, g, lse, dq, dk, dv; /* y: the output (forward) or input; g: dY */
+    atomic_int failed;                      /* bf16: a GEMM could not get its packing scratch */
 } att_job;
 
 /* Keys of the block [j0, j0 + nk) that query i sees: a prefix of the block. */
@@ -184,7 +188,7 @@ static void bwd_rows(const att_job *j, void *p, void *dp, int64_t mq, int64_t nk
 static char *att_at(const att_job *j, const att_mat *m, int64_t bh, int64_t r)
 {
     int64_t off = bh / j->H * m->sb + bh % j->H * m->sh + r * m->ld;
-    return m->base + off * (int64_t)j->esz;
+    return m->base + off * (int64_t)(m == &j->lse ? j->esz : j->op_esz);
 }
 
 /* ---- forward: items are (head, block of ATT_QROWS queries) ---- */
@@ -286,6 +290,126 @@ static void att_bwd_items(int64_t begin, int64_t end, int part, int thread, void
     }
 }
 
+/* ---- bfloat16: the same algorithm with the products on the bf16 GEMM (cpu_gemm_bf16.h) ----
+ * As PyTorch's CPU flash attention for reduced types: scores, the softmax work and every sum
+ * are float32; P (and in backward dS) is rounded to bfloat16 for the product that consumes it;
+ * y, dq, dk and dv are rounded once from their float32 sums. A bf16 GEMM that cannot get its
+ * packing scratch marks the job failed. */
+
+/* n rows of width cols: bf16 dst (row stride ldd) <- float32 src (row stride lds) */
+static void round_rows(char *dst, int64_t ldd, const float *src, int64_t lds, int64_t n,
+                       int64_t cols)
+{
+    for (int64_t r = 0; r < n; r++) {
+        uint16_t *d = (uint16_t *)dst + r * ldd;
+        const float *x = src + r * lds;
+        for (int64_t c = 0; c < cols; c++) d[c] = ddpl_float_to_bf16(x[c]);
+    }
+}
+
+static void bf16_gemm(att_job *j, int64_t M, int64_t N, int64_t K, float alpha, cpu_bf16_matrix A,
+                      cpu_bf16_matrix B, float beta, float *C, int64_t ldc)
+{
+    if (cpu_bf16_gemm(M, N, K, alpha, A, B, beta, C, DDPL_FLOAT32, ldc, 1) < 0)
+        atomic_store(&j->failed, 1);
+}
+
+static cpu_bf16_matrix rows_of(const char *p, int64_t ld)
+{
+    return (cpu_bf16_matrix){(const uint16_t *)p, ld, 1};
+}
+static cpu_bf16_matrix transposed(const char *p, int64_t ld)
+{
+    return (cpu_bf16_matrix){(const uint16_t *)p, 1, ld};
+}
+
+static void att_fwd_items_bf16(int64_t begin, int64_t end, int part, int thread, void *ctx)
+{
+    DDPL_UNUSED(part);
+    att_job *j = ctx;
+    int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, nqb = (L + ATT_QROWS - 1) / ATT_QROWS;
+    float *s = (float *)(j->scratch_base + (size_t)thread * (size_t)j->scratch * j->esz);
+    float *m = s + ATT_QROWS * j->fwd_keys, *l = m + ATT_QROWS;
+    uint16_t *pb = (uint16_t *)(l + ATT_QROWS);
+    float *o = (float *)(pb + ATT_QROWS * j->fwd_keys); /* (mq, Ev), row stride Ev */
+    for (int64_t it = begin; it < end; it++) {
+        int64_t bh = it / nqb, i0 = it % nqb * ATT_QROWS;
+        int64_t mq = L - i0 < ATT_QROWS ? L - i0 : ATT_QROWS;
+        const char *q = att_at(j, &j->q, bh, i0);
+        int64_t kend = j->causal && i0 + mq < S ? i0 + mq : S;
+        for (int64_t r = 0; r < mq; r++) m[r] = -INFINITY, l[r] = 0;
+        for (int64_t j0 = 0; j0 < kend; j0 += j->fwd_keys) {
+            int64_t nk = kend - j0 < j->fwd_keys ? kend - j0 : j->fwd_keys;
+            bool first = j0 == 0;
+            bf16_gemm(j, mq, nk, E, (float)j->scale, rows_of(q, j->q.ld),
+                      transposed(att_at(j, &j->k, bh, j0), j->k.ld), 0.0f, s, nk);
+            fwd_rows_f32(s, mq, nk, i0, j0, j->causal, first, m, l, o, Ev, Ev);
+            for (int64_t e = 0; e < mq * nk; e++) pb[e] = ddpl_float_to_bf16(s[e]);
+            bf16_gemm(j, mq, Ev, nk, 1.0f, rows_of((const char *)pb, nk),
+                      rows_of(att_at(j, &j->v, bh, j0), j->v.ld), first ? 0.0f : 1.0f, o, Ev);
+        }
+        fwd_finish_f32(o, mq, Ev, Ev, m, l, (float *)att_at(j, &j->lse, bh, i0));
+        round_rows(att_at(j, &j->y, bh, i0), j->y.ld, o, Ev, mq, Ev);
+    }
+}
+
+static void att_bwd_items_bf16(int64_t begin, int64_t end, int part, int thread, void *ctx)
+{
+    DDPL_UNUSED(part);
+    att_job *j = ctx;
+    int64_t L = j->L, S = j->S, E = j->E, Ev = j->Ev, nr = j->bwd_rows, tile = nr * ATT_BWD_KEYS;
+    float *p = (float *)(j->scratch_base + (size_t)thread * (size_t)j->scratch * j->esz);
+    float *dp = p + tile, *D = dp + tile;
+    uint16_t *pb = (uint16_t *)(D + L), *dsb = pb + tile;
+    float *dq = (float *)(dsb + tile), *dk = dq + L * E, *dv = dk + ATT_BWD_KEYS * E;
+    for (int64_t bh = begin; bh < end; bh++) {
+        const char *g = att_at(j, &j->g, bh, 0), *y = att_at(j, &j->y, bh, 0);
+        for (int64_t i = 0; i < L; i++) { /* D_i = dY_i . Y_i in float32 */
+            const uint16_t *gi = (const uint16_t *)g + i * j->g.ld;
+            const uint16_t *yi = (const uint16_t *)y + i * j->y.ld;
+            float d = 0;
+#pragma omp simd reduction(+ : d)
+            for (int64_t e = 0; e < Ev; e++)
+                d += ddpl_bf16_to_float(gi[e]) * ddpl_bf16_to_float(yi[e]);
+            D[i] = d;
+        }
+        for (int64_t j0 = 0; j0 < S; j0 += ATT_BWD_KEYS) {
+            int64_t nk = S - j0 < ATT_BWD_KEYS ? S - j0 : ATT_BWD_KEYS;
+            const char *kj = att_at(j, &j->k, bh, j0), *vj = att_at(j, &j->v, bh, j0);
+            int64_t ibegin = j->causal ? j0 : 0;
+            if (ibegin >= L) { /* no query sees these keys: zero gradients */
+                memset(dk, 0, (size_t)(nk * E) * sizeof(float));
+                memset(dv, 0, (size_t)(nk * Ev) * sizeof(float));
+            }
+            for (int64_t i0 = ibegin; i0 < L; i0 += nr) {
+                int64_t mq = L - i0 < nr ? L - i0 : nr;
+                const char *qi = att_at(j, &j->q, bh, i0), *gi = att_at(j, &j->g, bh, i0);
+                bf16_gemm(j, mq, nk, E, (float)j->scale, rows_of(qi, j->q.ld),
+                          transposed(kj, j->k.ld), 0.0f, p, nk);
+                bf16_gemm(j, mq, nk, Ev, 1.0f, rows_of(gi, j->g.ld), transposed(vj, j->v.ld), 0.0f,
+                          dp, nk);
+                bwd_rows_f32(p, dp, mq, nk, i0, j0, j->causal,
+                             (const float *)att_at(j, &j->lse, bh, i0), D + i0, (float)j->scale);
+                for (int64_t e = 0; e < mq * nk; e++) {
+                    pb[e] = ddpl_float_to_bf16(p[e]);
+                    dsb[e] = ddpl_float_to_bf16(dp[e]);
+                }
+                /* the first contribution overwrites (beta 0), as in the float32 kernel */
+                float over_q = i0 == ibegin ? 0.0f : 1.0f, over_k = j0 == 0 ? 0.0f : 1.0f;
+                bf16_gemm(j, nk, Ev, mq, 1.0f, transposed((const char *)pb, nk),
+                          rows_of(gi, j->g.ld), over_q, dv, Ev);
+                bf16_gemm(j, mq, E, nk, 1.0f, rows_of((const char *)dsb, nk), rows_of(kj, j->k.ld),
+                          over_k, dq + i0 * E, E);
+                bf16_gemm(j, nk, E, mq, 1.0f, transposed((const char *)dsb, nk),
+                          rows_of(qi, j->q.ld), over_q, dk, E);
+            }
+            round_rows(att_at(j, &j->dk, bh, j0), j->dk.ld, dk, E, nk, E);
+            round_rows(att_at(j, &j->dv, bh, j0), j->dv.ld, dv, Ev, nk, Ev);
+        }
+        round_rows(att_at(j, &j->dq, bh, 0), j->dq.ld, dq, E, L, E);
+    }
+}
+
 /* The operand t, (B,H,rows,cols) or (B,H,rows) (a logsumexp: one column), as an att_mat; false
  * when BLAS cannot take its matrices in place (columns not adjacent, rows closer than a row's
  * length, a stride past a BLAS int). */
@@ -317,12 +441,14 @@ static int att_setup(att_job *j, const ddpl_tensor *q, const ddpl_tensor *v, con
     j->Ev = v->sizes[3];
     j->scale = p->scale;
     j->causal = p->causal;
+    j->bf16 = q->dtype == DDPL_BFLOAT16 && lse->dtype == DDPL_FLOAT32 && cpu_bf16_gemm_available();
     if (!((q->dtype == DDPL_FLOAT32 && lse->dtype == DDPL_FLOAT32) ||
-          (q->dtype == DDPL_FLOAT64 && lse->dtype == DDPL_FLOAT64)))
+          (q->dtype == DDPL_FLOAT64 && lse->dtype == DDPL_FLOAT64) || j->bf16))
         return 1;
     if (j->L > INT_MAX || j->S > INT_MAX || j->E > INT_MAX || j->Ev > INT_MAX) return 1;
-    j->dt = (ddpl_dtype)q->dtype;
+    j->dt = j->bf16 ? DDPL_FLOAT32 : (ddpl_dtype)q->dtype;
     j->esz = ddpl_dtype_size(j->dt);
+    j->op_esz = ddpl_dtype_size((ddpl_dtype)q->dtype);
     int64_t tile = ATT_TILE_BYTES / (int64_t)j->esz; /* elements */
     /* forward: ATT_QROWS x fwd_keys scores, a multiple of 16 keys, at least 64 */
     j->fwd_keys = tile / ATT_QROWS / 16 * 16;
@@ -367,11 +493,17 @@ int cpu_attention(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     if (!att_mat_of(in[0], &j.q) || !att_mat_of(in[1], &j.k) || !att_mat_of(in[2], &j.v) ||
         !att_mat_of(out[0], &j.y) || !att_mat_of(out[1], &j.lse))
         return 1;
-    /* scores tile, then the running max and sum of its rows */
-    if (att_scratch(&j, ATT_QROWS * j.fwd_keys + 2 * ATT_QROWS, "attention") < 0) return -1;
-    cpu_blas_parallel_for(j.BH * ((j.L + ATT_QROWS - 1) / ATT_QROWS), 0, att_fwd_items, &j);
+    /* scores tile, then the running max and sum of its rows; bf16: then P rounded to bf16 (half
+     * the tile's floats) and the float32 output rows */
+    int64_t elems = ATT_QROWS * j.fwd_keys + 2 * ATT_QROWS;
+    if (j.bf16) elems += ATT_QROWS * j.fwd_keys / 2 + ATT_QROWS * j.Ev;
+    if (att_scratch(&j, elems, "attention") < 0) return -1;
+    cpu_blas_parallel_for(j.BH * ((j.L + ATT_QROWS - 1) / ATT_QROWS), 0,
+                          j.bf16 ? att_fwd_items_bf16 : att_fwd_items, &j);
     att_scratch_free(&j);
-    return 0;
+    return atomic_load(&j.failed) ? ddpl_error("attention: out of memory for the bf16 GEMM's "
+                                               "scratch")
+                                  : 0;
 }
 
 /* out[0] dq, out[1] dk, out[2] dv; in[0] dY, in[1] q, in[2] k, in[3] v, in[4] y,
@@ -386,9 +518,14 @@ int cpu_attention_backward(ddpl_tensor **out, ddpl_tensor **in, const void *para
         if (!att_mat_of(in[i], ins[i])) return 1;
     for (int i = 0; i < 3; i++)
         if (!att_mat_of(out[i], outs[i])) return 1;
-    /* P and dP tiles, then D for the L rows of a head */
-    if (att_scratch(&j, 2 * j.bwd_rows * ATT_BWD_KEYS + j.L, "attention backward") < 0) return -1;
-    cpu_blas_parallel_for(j.BH, 0, att_bwd_items, &j);
+    /* P and dP tiles, then D for the L rows of a head; bf16: then P and dS rounded to bf16 (one
+     * tile's floats for both) and the float32 sums of dQ (the head), dK and dV (a key block) */
+    int64_t elems = 2 * j.bwd_rows * ATT_BWD_KEYS + j.L;
+    if (j.bf16) elems += j.bwd_rows * ATT_BWD_KEYS + j.L * j.E + ATT_BWD_KEYS * (j.E + j.Ev);
+    if (att_scratch(&j, elems, "attention backward") < 0) return -1;
+    cpu_blas_parallel_for(j.BH, 0, j.bf16 ? att_bwd_items_bf16 : att_bwd_items, &j);
     att_scratch_free(&j);
-    return 0;
+    return atomic_load(&j.failed) ? ddpl_error("attention backward: out of memory for the bf16 "
+                                               "GEMM's scratch")
+                                  : 0;
 }

@@ -155,6 +155,52 @@ describe('fused attention on the cpu', function()
         end
     end
 
+    -- bfloat16 (autocast's dtype): the fused kernel's products on the bf16 GEMM with float32
+    -- scores, softmax and sums, P and dS rounded to bf16 for the products that consume them (as
+    -- PyTorch's CPU flash attention), against the float32 kernel on the same bf16 values. Where
+    -- the CPU lacks AVX512-BF16 the call composes, within the same bounds.
+    for _, c in ipairs(cpu_cases) do
+        for _, causal in ipairs({false, true}) do
+            local B, Hh, L, S, E, Ev = table.unpack(c)
+            local name = string.format('%s%s', shape_name(c), causal and ' causal' or '')
+            it('bfloat16 agrees with float32 on the same values within bf16 rounding, ' .. name,
+               function()
+                local q = data({B, Hh, L, E}, 11, 'float32'):bfloat16()
+                local k = data({B, Hh, S, E}, 12, 'float32'):bfloat16()
+                local v = data({B, Hh, S, Ev}, 13, 'float32'):bfloat16()
+                local gy = data({B, Hh, L, Ev}, 14, 'float32'):bfloat16()
+                local opts = {causal = causal}
+                local ref = {run(q:float(), k:float(), v:float(), gy:float(), opts, false)}
+                local got, first
+                local threads = ddpl.get_num_threads()
+                for _, nt in ipairs({1, 2}) do
+                    ddpl.set_num_threads(nt)
+                    local ok, err = pcall(function()
+                        got = {run(q, k, v, gy, opts, false)}
+                        if ddpl.config().cpu_bf16_gemm == 'avx512_bf16' then
+                            assert.are.equal(FUSED, got[1].grad_fn)
+                        end
+                        first = first or got
+                        for i = 1, 4 do -- the same bits on 1 and 2 threads
+                            assert.is_true(got[i]:equal(first[i]), 'result ' .. i .. ' threads')
+                        end
+                    end)
+                    ddpl.set_num_threads(threads)
+                    assert(ok, err)
+                end
+                -- a bf16 rounding is 2^-9 relative; P and dS add one each before a sum over S
+                -- keys, so the bound is a few bf16 units of the largest value
+                for i, what in ipairs({'y', 'dq', 'dk', 'dv'}) do
+                    assert.are.equal('bfloat16', got[i].dtype, what)
+                    local scale = math.max(ref[i]:abs():max():item(), 1e-3)
+                    local diff = (got[i]:float() - ref[i]):abs():max():item()
+                    assert(diff <= 2 ^ -6 * scale,
+                        ('%s: max|diff| %g, bound %g'):format(what, diff, 2 ^ -6 * scale))
+                end
+            end)
+        end
+    end
+
     it('takes non-contiguous inputs and a custom scale', function()
         -- (B,L,H,E) transposed to (B,H,L,E), as a multi-head layer does
         local q = data({2, 5, 3, 4}, 21):transpose(1, 2)
