@@ -389,34 +389,44 @@ static ddpl_work *host_allgather_into(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor
     return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 
-/* Reduce-scatter as allreduce of a copy of the input (scratch), keeping this rank's chunk: twice
- * the traffic of a dedicated algorithm, but exact and simple (Gloo's reduce_scatter is an
- * old-style algorithm class with its own buffer registration). */
+/* Reduce-scatter: straight from the input where the table has one (shared memory), else as an
+ * allreduce of a copy of the input (scratch), keeping this rank's chunk: twice the traffic of a
+ * dedicated algorithm, but exact and simple (Gloo's reduce_scatter is an old-style algorithm
+ * class with its own buffer registration). slot 0 = out, slot 1 = the input (direct only). */
 static int run_reduce_scatter(ddpl_work *w)
 {
     pg_host *h = host_of(w->pg);
     ddpl_tensor *out = w->slots[0].t;
     ddpl_dtype dt = (ddpl_dtype)out->dtype;
-    int64_t n = ddpl_tensor_numel(out) * w->pg->size;
-    if (h->coll->allreduce(h, w->scratch, (size_t)n, ddpl_dtype_size(dt),
-                           pg_host_reduce_fn(dt, w->op)) < 0)
-        return -1;
-    char *mine = (char *)w->scratch + (size_t)w->pg->rank * w->nbytes;
-    if (w->op == DDPL_REDUCE_AVG) pg_host_divide_by(mine, dt, ddpl_tensor_numel(out), w->pg->size);
-    memcpy(w->slots[0].data, mine, w->nbytes);
+    size_t count = (size_t)ddpl_tensor_numel(out), es = ddpl_dtype_size(dt);
+    char *mine = w->slots[0].data;
+    if (h->coll->reduce_scatter) {
+        if (h->coll->reduce_scatter(h, w->slots[1].data, mine, count, es,
+                                    pg_host_reduce_fn(dt, w->op)) < 0)
+            return -1;
+    } else {
+        size_t n = count * (size_t)w->pg->size;
+        if (h->coll->allreduce(h, w->scratch, n, es, pg_host_reduce_fn(dt, w->op)) < 0) return -1;
+        memcpy(mine, (char *)w->scratch + (size_t)w->pg->rank * w->nbytes, w->nbytes);
+    }
+    if (w->op == DDPL_REDUCE_AVG) pg_host_divide_by(mine, dt, (int64_t)count, w->pg->size);
     return 0;
 }
 
 static ddpl_work *host_reduce_scatter(ddpl_pg *pg, ddpl_tensor *out, ddpl_tensor *in,
                                       ddpl_reduce_op op)
 {
-    ddpl_work *w = host_work_new(pg, "reduce_scatter_tensor", 1, run_reduce_scatter);
+    bool direct = host_of(pg)->coll->reduce_scatter != NULL;
+    ddpl_work *w = host_work_new(pg, "reduce_scatter_tensor", direct ? 2 : 1, run_reduce_scatter);
     w->op = op;
     pg_work_slot(w, 0, out, false, true);
     w->nbytes = ddpl_tensor_nbytes(out);
-    size_t total = ddpl_tensor_nbytes(in);
-    w->scratch = ddpl_xmalloc(total + 1);
-    pg_strided_copy(in, w->scratch, true);
+    if (direct) {
+        pg_work_slot(w, 1, in, true, false);
+    } else {
+        w->scratch = ddpl_xmalloc(ddpl_tensor_nbytes(in) + 1);
+        pg_strided_copy(in, w->scratch, true);
+    }
     return host_lane_push(&host_of(pg)->lanes.coll, w);
 }
 

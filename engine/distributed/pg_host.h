@@ -62,6 +62,10 @@ struct host_coll {
     int (*allreduce)(pg_host *h, void *data, size_t count, size_t elsize, ddpl_reduce_fn fn);
     int (*broadcast)(pg_host *h, void *data, size_t nbytes, int root);
     int (*allgather)(pg_host *h, const void *in, void *out, size_t nbytes); /* out: size x */
+    /* out (count) = the reduction of every rank's block r of in (size x count); NULL: the
+     * backend reduce-scatters by an allreduce of a copy of in */
+    int (*reduce_scatter)(pg_host *h, const void *in, void *out, size_t count, size_t elsize,
+                          ddpl_reduce_fn fn);
     int (*barrier)(pg_host *h);
     /* Before each collective: compares this rank's fingerprint with the others' (gloo: a small
      * allgather now), or hands it to the operation's first barrier (shm: no extra step). */

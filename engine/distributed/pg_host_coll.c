@@ -86,6 +86,11 @@ static int shm_allgather(pg_host *h, const void *in, void *out, size_t nbytes)
 {
     return ddpl_shm_allgather(h->shm, in, out, nbytes);
 }
+static int shm_reduce_scatter(pg_host *h, const void *in, void *out, size_t count, size_t elsize,
+                              ddpl_reduce_fn fn)
+{
+    return ddpl_shm_reduce_scatter(h->shm, in, out, count, elsize, fn);
+}
 static int shm_barrier(pg_host *h)
 {
     return ddpl_shm_checked_barrier(h->shm);
@@ -130,6 +135,7 @@ const host_coll pg_host_shm_coll = {
     .allreduce = shm_allreduce,
     .broadcast = shm_broadcast,
     .allgather = shm_allgather,
+    .reduce_scatter = shm_reduce_scatter,
     .barrier = shm_barrier,
     .agree = shm_agree,
     .reduce = shm_reduce,

@@ -23,6 +23,15 @@ void pg_strided_copy(const ddpl_tensor *t, char *buf, bool to_buf)
 {
     size_t es = ddpl_dtype_size((ddpl_dtype)t->dtype);
     int64_t n = ddpl_numel(t->ndim, t->sizes);
+    if (ddpl_tensor_is_contiguous(t)) { /* one copy (a reduce-scatter's input element by element
+                                           took 10% of an FSDP step) */
+        char *data = (char *)t->storage->data + (size_t)t->offset * es;
+        if (to_buf)
+            memcpy(buf, data, (size_t)n * es);
+        else
+            memcpy(data, buf, (size_t)n * es);
+        return;
+    }
     int64_t idx[DDPL_MAX_DIMS] = {0};
     char *base = (char *)t->storage->data;
     for (int64_t i = 0; i < n; i++) {

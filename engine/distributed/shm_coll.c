@@ -371,6 +371,35 @@ int ddpl_shm_allgather(ddpl_shm *s, const void *in, void *out, size_t nbytes)
     return 0;
 }
 
+/* Each chunk of every rank's input is staged once; rank r then sums, straight out of the staged
+ * parts, the piece of the chunk inside its own block [r * count, (r + 1) * count) into out, in
+ * rank order (the allreduce's order: the same bits). Against a reduce-scatter by allreduce, no
+ * copy of the whole reduced buffer back out of the staging. One barrier per chunk, as allgather. */
+int ddpl_shm_reduce_scatter(ddpl_shm *s, const void *in, void *out, size_t count, size_t elsize,
+                            ddpl_reduce_fn fn)
+{
+    size_t total = count * (size_t)s->size * elsize;
+    if (total == 0) return agree_only(s);
+    size_t b0 = count * (size_t)s->rank * elsize, b1 = b0 + count * elsize; /* my block */
+    for (size_t off = 0; off < total; off += CHUNK) {
+        size_t m = total - off < CHUNK ? total - off : CHUNK;
+        memcpy(buffer(s, s->set, s->rank), (const char *)in + off, m);
+        if ((off == 0 ? agree_only(s) : ddpl_shm_barrier(s)) < 0) return -1;
+        size_t lo = off > b0 ? off : b0, hi = off + m < b1 ? off + m : b1;
+        if (hi > lo) {
+            char *dst = (char *)out + (lo - b0);
+            size_t n = (hi - lo) / elsize, at = lo - off;
+            if (s->size == 1)
+                memcpy(dst, buffer(s, s->set, 0) + at, hi - lo);
+            else
+                fn(dst, buffer(s, s->set, 0) + at, buffer(s, s->set, 1) + at, n);
+            for (int q = 2; q < s->size; q++) fn(dst, dst, buffer(s, s->set, q) + at, n);
+        }
+        s->set ^= 1;
+    }
+    return 0;
+}
+
 void ddpl_shm_machine_id(char *out, size_t n)
 {
     char boot[64] = "?", net[64] = "?", pid[64] = "?";

@@ -1,6 +1,7 @@
 /* distributed/shm_coll.h: collectives through shared memory for a group whose ranks share one
  * machine. defines: ddpl_shm, ddpl_shm_connect, ddpl_shm_expect, ddpl_shm_allreduce,
- * ddpl_shm_broadcast, ddpl_shm_allgather, ddpl_shm_barrier, ddpl_shm_checked_barrier,
+ * ddpl_shm_broadcast, ddpl_shm_allgather,
+ * ddpl_shm_reduce_scatter, ddpl_shm_barrier, ddpl_shm_checked_barrier,
  * ddpl_shm_free, ddpl_shm_buffer and its calls, the heartbeat's calls (ddpl_shm_watch,
  * ddpl_shm_beat, ddpl_shm_silence, ddpl_shm_pid), ddpl_shm_machine_id.
  *
@@ -42,6 +43,10 @@ int ddpl_shm_allreduce(ddpl_shm *s, void *data, size_t count, size_t elsize, ddp
 int ddpl_shm_broadcast(ddpl_shm *s, void *data, size_t nbytes, int root);
 /* out holds size * nbytes: rank r's `in` lands at out + r * nbytes. */
 int ddpl_shm_allgather(ddpl_shm *s, const void *in, void *out, size_t nbytes);
+/* in holds size * count elements; out (count) gets the reduction over the ranks of rank r's
+ * block, in[r * count .. (r + 1) * count). */
+int ddpl_shm_reduce_scatter(ddpl_shm *s, const void *in, void *out, size_t count, size_t elsize,
+                            ddpl_reduce_fn fn);
 /* Returns once every rank has called it; 0, or -1 with the error set after the timeout. A bare
  * synchronisation (creation uses it), not checked: the collective barrier is the next one. */
 int ddpl_shm_barrier(ddpl_shm *s);

@@ -109,6 +109,27 @@ do
     end
 end
 
+-- reduce_scatter_tensor of several chunks whose blocks straddle the chunks' ends (the shared
+-- memory path sums each block straight out of the staged chunks), async, and of a transposed
+-- (non-contiguous) input
+do
+    local m = 700001
+    local x = ddpl.arange(0, m * world, 1, {dtype = 'float64'}) * (rank + 1)
+    local out = ddpl.zeros(m, {dtype = 'float64'})
+    dist.reduce_scatter_tensor(out, x, {async_op = true}):wait()
+    local want = ddpl.arange(rank * m, (rank + 1) * m, 1, {dtype = 'float64'}) *
+        (world * (world + 1) / 2)
+    local e = (out - want):abs():max():item()
+    if e ~= 0 then fail('reduce_scatter_tensor of %d float64: off by %g', m * world, e) end
+    local t = (ddpl.arange(0, 6 * world, 1, {dtype = 'float64'}) * (rank + 1)):view(world, 6):t()
+    local o = ddpl.zeros(6, {dtype = 'float64'})
+    dist.reduce_scatter_tensor(o, t)
+    local flat_t = ddpl.arange(0, 6 * world, 1, {dtype = 'float64'}):view(world, 6):t():contiguous()
+    local w = flat_t:view(-1):narrow(0, rank * 6, 6) * (world * (world + 1) / 2)
+    e = (o - w):abs():max():item()
+    if e ~= 0 then fail('reduce_scatter_tensor of a transposed input: off by %g', e) end
+end
+
 -- several async ops in flight keep their order on every rank
 do
     local xs, ws = {}, {}

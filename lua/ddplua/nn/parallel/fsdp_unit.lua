@@ -321,9 +321,9 @@ function Unshard.backward(ctx, ...)
     local g = ddpl.empty({call.full:numel()}, {dtype = call.full.dtype, device = unit.device})
     ddpl.no_grad(function(...)
         for i, r in ipairs(unit.ranges) do
-            local gi = select(i, ...)
+            local gi <close> = select(i, ...) -- the engine's box, ours to drop once copied
             local dst = g:narrow(0, r.offset, r.numel)
-            if gi then dst:copy_(gi:reshape(-1)) else dst:zero_() end
+            if gi then dst:view(r.shape):copy_(gi) else dst:zero_() end
         end
         local pad = g:numel() - unit.numel
         if pad > 0 then g:narrow(0, unit.numel, pad):zero_() end
