@@ -9,7 +9,6 @@
 
 static ddpl_device cpu;
 
-
 /* t's values equal want[0..n) within tol (NaN matches NaN); releases t. */
 static int values_are(ddpl_tensor *t, int64_t n, const double *want, double tol)
 {
@@ -358,15 +357,16 @@ static void test_inplace(void)
     CHECK(values_are(ddpl_clone(x), 4, V(7, 12, 8, 13), 0));
     CHECK(ddpl_add_(x, x, 1) == 0); /* exactly itself: fine element by element */
     CHECK(values_are(ddpl_clone(x), 4, V(14, 24, 16, 26), 0));
-    /* a transposed target, and an operand overlapping it differently (its transpose) */
+    /* a transposed target with an operand overlapping it differently (its transpose), and a
+     * shifted overlap (y[i] += y[i-1]): PyTorch 1.13 refuses both (ops/mem_overlap.c), and
+     * the target is left untouched */
     ddpl_tensor *xt = ddpl_t(x);
-    CHECK(ddpl_add_(xt, x, 1) == 0);
-    CHECK(values_are(ddpl_clone(x), 4, V(28, 40, 40, 52), 0));
-    /* shifted overlap: y[i] = y[i] + y[i-1] must read the old values */
+    CHECK(ddpl_add_(xt, x, 1) == -1 && error_mentions("add_", "single memory location", NULL));
+    CHECK(values_are(ddpl_clone(x), 4, V(14, 24, 16, 26), 0));
     ddpl_tensor *s = T(1, SZ(4), DDPL_FLOAT32, V(1, 2, 3, 4));
     ddpl_tensor *lo = ddpl_narrow(s, 0, 0, 3), *hi = ddpl_narrow(s, 0, 1, 3);
-    CHECK(ddpl_add_(hi, lo, 1) == 0);
-    CHECK(values_are(ddpl_clone(s), 4, V(1, 3, 5, 7), 0));
+    CHECK(ddpl_add_(hi, lo, 1) == -1 && error_mentions("add_", "single memory location", NULL));
+    CHECK(values_are(ddpl_clone(s), 4, V(1, 2, 3, 4), 0));
     /* errors leave the target untouched */
     ddpl_tensor *i = T(1, SZ(2), DDPL_INT64, V(1, 2));
     ddpl_tensor *w = ddpl_wrapped_number(1.5, false), *w2 = ddpl_wrapped_number(2, true);
@@ -415,7 +415,8 @@ static void test_mul_out(void)
     CHECK(ddpl_mul_out(out, out, row) == 0);
     CHECK(values_are(ddpl_clone(out), 4, V(5, 30, 10, 40), 0));
     /* errors leave out untouched */
-    CHECK(ddpl_mul_out(out, ot, row) == -1 && error_mentions("mul_out", "overlaps", NULL));
+    CHECK(ddpl_mul_out(out, ot, row) == -1 &&
+          error_mentions("mul_out", "single memory location", NULL));
     ddpl_tensor *big = ddpl_ones(1, SZ(3), DDPL_FLOAT32, cpu);
     CHECK(ddpl_mul_out(out, x, big) == -1 && error_mentions("mul_out", NULL, NULL));
     ddpl_tensor *i = ddpl_zeros(1, SZ(2), DDPL_INT64, cpu);
