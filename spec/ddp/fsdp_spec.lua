@@ -6,8 +6,9 @@
 -- on 2, 3 and 4 ranks; each rank holds only its shards.
 -- Sharded state dicts saved on 4 (and 3) ranks load on 2 by resharding, and full ones into
 -- FSDP and plain modules; under a per-rank allocator cap (DDPLUA_MEMORY_LIMIT_MB) that refuses
--- DDP, FULL_SHARD on 4 ranks trains; mixed_precision equals DDP under the same casts; every
--- error names what was wrong. The checks run inside the ranks
+-- DDP, FULL_SHARD on 4 ranks trains; mixed_precision equals DDP under the same casts; a module
+-- built under nn.utils.meta_init is materialised one unit at a time; every error names what was
+-- wrong. The checks run inside the ranks
 -- (spec/ddp/workers/fsdp_*.lua); here we start them and count the ranks that passed.
 local S = require 'shell_util'
 local src = S.src
@@ -107,6 +108,16 @@ describe('FSDP', function()
         assert.are_not.equal(0, code, out)
         assert.truthy(out:find('zeros: out of memory: 2097152 bytes more would pass the host '
             .. 'memory limit of 4 MiB', 1, true), out)
+    end)
+
+    -- a module built under nn.utils.meta_init, materialised and sharded one unit at a time
+    -- (spec/ddp/workers/fsdp_meta.lua): the twin's values and training bit for bit, rank 0's
+    -- values under the default reset_parameters, never the whole model at once
+    it('builds from nn.utils.meta_init one unit at a time', function()
+        for _, c in ipairs({{2, 'strategy=FULL_SHARD'}, {3, 'strategy=SHARD_GRAD_OP'},
+                            {4, 'strategy=FULL_SHARD'}}) do
+            run_ok(src .. '/spec/ddp/workers/fsdp_meta.lua', c[1], c[2], 'META_OK')
+        end
     end)
 
     it('names what is wrong in every error', function()

@@ -33,6 +33,16 @@ function LayerNorm:init(normalized_shape, opts)
     end
 end
 
+-- weight ones, bias zeros (PyTorch's; what nn.utils.meta_init's materialisation runs)
+function LayerNorm:reset_parameters()
+    if self.elementwise_affine then
+        ddpl.no_grad(function()
+            self.weight:fill_(1)
+            self.bias:zero_()
+        end)
+    end
+end
+
 -- x (*, normalized_shape) -> same shape
 function LayerNorm:forward(x)
     return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)

@@ -1,6 +1,8 @@
 -- lua/ddplua/nn/utils.lua: nn.utils, helpers over a model's parameters.
 -- defines: clip_grad_norm_(params, max_norm [, {norm_type=2, error_if_nonfinite=false}])
---          -> the total norm before clipping (a 0-d tensor), clip_grad_value_(params, clip).
+--          -> the total norm before clipping (a 0-d tensor), clip_grad_value_(params, clip);
+--          meta_init, is_meta, materialize_module_ (nn/meta_init.lua: modules built without
+--          memory for FullyShardedDataParallel to materialise one unit at a time).
 --
 -- clip_grad_norm_ follows torch.nn.utils.clip_grad_norm_: the total norm is the norm of the
 -- per-gradient norms (equal to the norm of all gradients concatenated, without the copy), and
@@ -73,6 +75,12 @@ function utils.clip_grad_value_(params, clip_value)
         for _, g in ipairs(grads) do g:clamp_(-clip_value, clip_value) end
         ddpl._release(grads)
     end)
+end
+
+do
+    local meta = require 'ddplua.nn.meta_init'
+    utils.meta_init, utils.is_meta = meta.meta_init, meta.is_meta
+    utils.materialize_module_ = meta.materialize_module_
 end
 
 return utils

@@ -37,6 +37,17 @@ expect_error('bad min_num_params', function()
 end, 'min_num_params must be a positive integer')
 expect_error('not a class in auto_wrap', function() nn.FSDP(mlp(), {auto_wrap = {42}}) end,
              'auto_wrap[1]', 'module class')
+expect_error('param_init_fn', function() nn.FSDP(mlp(), {param_init_fn = 42}) end,
+             'param_init_fn must be a function')
+-- a module built under meta_init without reset_parameters needs a param_init_fn
+expect_error('meta module without reset_parameters', function()
+    local m = nn.utils.meta_init(function()
+        local mod = nn.Module()
+        mod.w = nn.Parameter(ddpl.empty(4))
+        return mod
+    end)
+    nn.FSDP(m)
+end, 'FullyShardedDataParallel', 'meta_init', 'param_init_fn')
 expect_error('mixed_precision key', function()
     nn.FSDP(mlp(), {mixed_precision = {compute_dtype = 'bfloat16'}})
 end, "unknown mixed_precision option 'compute_dtype'")

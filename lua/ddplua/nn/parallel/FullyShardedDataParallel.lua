@@ -3,7 +3,7 @@
 -- defines: FSDP(module, {sharding_strategy='FULL_SHARD'|'SHARD_GRAD_OP'|'NO_SHARD', auto_wrap,
 --          process_group, mixed_precision={param_dtype, reduce_dtype, buffer_dtype},
 --          backward_prefetch=true, forward_prefetch=false, cpu_offload=false,
---          sync_module_states=true}),
+--          sync_module_states=true, param_init_fn}),
 --          fsdp(...) (the module's forward), fsdp.module, fsdp:parameters() (the shards),
 --          fsdp:no_sync(fn, ...), fsdp:clip_grad_norm_(max_norm [, norm_type]),
 --          fsdp:state_dict([{type='full'|'sharded'}]), fsdp:load_state_dict(sd), fsdp:units(),
@@ -17,12 +17,18 @@
 -- shards: fsdp:parameters() lists one 'flat_param' per unit, registered on the unit's module.
 -- backward_prefetch starts the gather of the next unit in backward order while one unit
 -- computes; cpu_offload keeps a CUDA module's shards and their gradients in host memory (the
--- optimizer steps there; on a CPU module it changes nothing). docs/internals/fsdp.md has the
+-- optimizer steps there; on a CPU module it changes nothing). A module built under
+-- nn.utils.meta_init (no memory for its parameters) is materialised one unit at a time, each
+-- unit's modules given memory and values (param_init_fn(m) per module, else m:reset_parameters(),
+-- as torch >= 2.1's FSDP does for a meta-device module), broadcast from rank 0 and sharded before
+-- the next unit gets any: no rank ever holds the whole model. docs/internals/fsdp.md has the
 -- design and the checks.
 local ddpl = require 'ddplua'
 local Module = require 'ddplua.nn.Module'
 local State = require 'ddplua.nn.module_state'
+local Parameter = require 'ddplua.nn.Parameter'
 local Unit = require 'ddplua.nn.parallel.fsdp_unit'
+local meta = require 'ddplua.nn.meta_init'
 local timeline = require 'ddplua.nn.parallel.fsdp_timeline'
 local dist = ddpl.distributed
 
@@ -31,7 +37,7 @@ local FSDP = Module:extend('FullyShardedDataParallel')
 local NAME = 'FullyShardedDataParallel'
 local defaults = {sharding_strategy = 'FULL_SHARD', auto_wrap = false, process_group = false,
     mixed_precision = false, backward_prefetch = true, forward_prefetch = false,
-    cpu_offload = false, sync_module_states = true}
+    cpu_offload = false, sync_module_states = true, param_init_fn = false}
 local STRATEGIES = {FULL_SHARD = true, SHARD_GRAD_OP = true, NO_SHARD = true}
 
 local function fail(fmt, ...) error(NAME .. ': ' .. fmt:format(...), 0) end
@@ -101,13 +107,60 @@ local function own_params(u, prefix, is_unit, out, seen)
     return out
 end
 
--- Every rank gets the group's first rank's parameters and buffers.
-local function broadcast_states(module, group)
+-- Every rank gets the group's first rank's tensors (parameters and buffers; meta ones are
+-- broadcast as each unit is materialised).
+local function broadcast_tensors(list, group)
     local src = group and dist.get_global_rank(group, 0) or 0
     ddpl.no_grad(function()
-        for _, t in ipairs(module:parameters()) do dist.broadcast(t, src, {group = group}) end
-        for _, t in ipairs(module:buffers()) do dist.broadcast(t, src, {group = group}) end
+        for _, t in ipairs(list) do
+            if not meta.is_meta(t) then dist.broadcast(t, src, {group = group}) end
+        end
     end)
+end
+
+-- The modules of unit u's subtree outside other units, u first.
+local function own_modules(u, is_unit, out, seen)
+    if seen[u] then return out end
+    seen[u] = true
+    out[#out + 1] = u
+    for _, e in ipairs(State.entries(u, 'modules')) do
+        local c = e[2]
+        if c and not is_unit[c] then own_modules(c, is_unit, out, seen) end
+    end
+    return out
+end
+
+-- Gives unit module u's meta parameters and buffers memory and values (meta_init.lua), rank 0's
+-- when sync; returns the new parameters (the unit's flat buffer takes their values, then their
+-- memory is released) or nil when the unit had nothing meta.
+local function materialize_unit(u, is_unit, init_fn, sync, group)
+    local made, any = {}, false
+    for _, m in ipairs(own_modules(u, is_unit, {}, {})) do
+        local ok, res = pcall(meta.materialize_module_, m, init_fn or nil, made)
+        if not ok then fail('%s', res) end
+        any = any or res
+    end
+    if not any then return nil end
+    local params, buffers = {}, {}
+    for _, t in pairs(made) do
+        if Parameter.is(t) then params[#params + 1] = t else buffers[#buffers + 1] = t end
+    end
+    if sync then
+        -- the same order on every rank: the unit's own registration order
+        local list, seen = {}, {}
+        for _, m in ipairs(own_modules(u, is_unit, {}, {})) do
+            for _, kind in ipairs({'params', 'buffers'}) do
+                for _, e in ipairs(State.entries(m, kind)) do
+                    if e[2] ~= nil and not seen[e[2]] then
+                        seen[e[2]] = true
+                        list[#list + 1] = e[2]
+                    end
+                end
+            end
+        end
+        broadcast_tensors(list, group)
+    end
+    return params
 end
 
 function FSDP:init(module, opts)
@@ -134,23 +187,13 @@ function FSDP:init(module, opts)
     self:add_module('module', module)
     self.strategy, self.group = o.sharding_strategy, group
     self.rank, self.world = dist.get_rank(group), dist.get_world_size(group)
-    if o.sync_module_states then broadcast_states(module, group) end
-    -- buffers live in buffer_dtype; state dicts give them in their own dtype (PyTorch saves
-    -- full precision): the name of each cast buffer -> its dtype
-    self._fsdp_buffer_dtypes = {}
-    if mp.buffer_dtype then
-        for _, pm in ipairs(module:named_modules()) do
-            for _, e in ipairs(State.entries(pm[2], 'buffers')) do
-                local b = e[2]
-                if b ~= nil and b:is_floating_point() and b.dtype ~= mp.buffer_dtype then
-                    pm[2]:register_buffer(e[1], b:to(mp.buffer_dtype))
-                    self._fsdp_buffer_dtypes[(pm[1] == '' and '' or pm[1] .. '.') .. e[1]] =
-                        b.dtype
-                end
-            end
-        end
+    if o.param_init_fn and type(o.param_init_fn) ~= 'function' then
+        fail('param_init_fn must be a function, got %s', type(o.param_init_fn))
     end
-
+    if o.sync_module_states then
+        broadcast_tensors(module:parameters(), group)
+        broadcast_tensors(module:buffers(), group)
+    end
     local cfg = {group = group, rank = self.rank, world = self.world,
                  strategy = o.sharding_strategy, param_dtype = mp.param_dtype,
                  reduce_dtype = mp.reduce_dtype, prefetch = o.backward_prefetch and true,
@@ -182,6 +225,12 @@ function FSDP:init(module, opts)
     end
     local units = {}
     for i, um in ipairs(order) do
+        -- built under nn.utils.meta_init: this unit's modules get memory and values now
+        local made = materialize_unit(um[1], is_unit, o.param_init_fn, o.sync_module_states,
+                                      group)
+        if made then
+            lists[i] = own_params(um[1], um[2] == '' and '' or um[2] .. '.', is_unit, {}, {})
+        end
         if #lists[i] > 0 then
             local unit = Unit.new(um[1], um[2], lists[i], cfg)
             units[#units + 1] = unit
@@ -198,8 +247,25 @@ function FSDP:init(module, opts)
                 if call then unit:post_forward(call, results) end
             end)
         end
+        -- the flat buffer has their values: their memory serves the next unit
+        for _, p in ipairs(made or {}) do ddpl._release_memory(p) end
     end
     self._fsdp_units = units
+    -- buffers live in buffer_dtype (cast once every unit is materialised); state dicts give them in their own dtype (PyTorch saves
+    -- full precision): the name of each cast buffer -> its dtype
+    self._fsdp_buffer_dtypes = {}
+    if mp.buffer_dtype then
+        for _, pm in ipairs(module:named_modules()) do
+            for _, e in ipairs(State.entries(pm[2], 'buffers')) do
+                local b = e[2]
+                if b ~= nil and b:is_floating_point() and b.dtype ~= mp.buffer_dtype then
+                    pm[2]:register_buffer(e[1], b:to(mp.buffer_dtype))
+                    self._fsdp_buffer_dtypes[(pm[1] == '' and '' or pm[1] .. '.') .. e[1]] =
+                        b.dtype
+                end
+            end
+        end
+    end
 end
 
 -- Floating-point tensors among a forward's arguments (and in plain tables of them) in dtype:

@@ -93,16 +93,17 @@ function Unit.new(module, path, params, cfg)
     self.numel, self.dtype, self.device = numel, dtype, device
     self.sharded = cfg.strategy ~= 'NO_SHARD'
     self.shard_size = self.sharded and (numel + world - 1) // world or numel
-    local flat = ddpl.zeros({self.sharded and self.shard_size * world or numel},
-                            {dtype = dtype, device = device})
+    -- closed once the shard is copied out (below): its memory goes then, not when collected
+    local flat <close> = ddpl.zeros({self.sharded and self.shard_size * world or numel},
+                                    {dtype = dtype, device = device})
     ddpl.no_grad(function()
         for _, t in ipairs(order) do
             local r = ranges[t]
             flat:narrow(0, r.offset, r.numel):copy_(t:reshape(-1))
         end
     end)
-    local mine = self.sharded and flat:narrow(0, cfg.rank * self.shard_size, self.shard_size)
-        or flat
+    local mine <close> = self.sharded and
+        flat:narrow(0, cfg.rank * self.shard_size, self.shard_size) or flat
     self.offload = cfg.cpu_offload and device ~= 'cpu' or false
     -- offloaded: in page-locked host memory, which the device reads and writes by DMA
     self.shard = Parameter(self.offload and mine:to('cpu'):pin_memory() or mine:clone())
