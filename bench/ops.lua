@@ -22,7 +22,8 @@ local function parse_args(argv, defaults) return util.parse_args(argv, defaults,
 ---------------------------------------------------------------------------------------------
 local function worker(argv)
   local o = parse_args(argv, {worker = false, threads = 1, min_time = 0.2, reps = 3,
-                              tiny_calls = 1000000})
+                              tiny_calls = 1000000, only = ''})
+  local wanted = util.selector(o.only)
   local ddpl = require 'ddplua'
   local now = assert(ddpl.time, 'ddpl.time is missing (API.md, Utilities)')
   ddpl.set_num_threads(o.threads)
@@ -53,6 +54,7 @@ local function worker(argv)
   end
 
   local function result(name, fn)
+    if not wanted(name) then return end
     local ok, value, unit = pcall(fn)
     if ok then
       io.write(('RESULT %s %.4f %s\n'):format(name, value, unit))
@@ -96,24 +98,27 @@ local function worker(argv)
   end
 
   local nbytes = 4 * N_ELEM
-  local a, b, x, dst = ddpl.randn(N_ELEM), ddpl.randn(N_ELEM), ddpl.randn(N_ELEM), ddpl.empty(N_ELEM)
-  local cases = {
-    {'add', producing(function() return a + b end), 3},    -- reads a, b; writes a new tensor
-    {'add_', function() x:add_(b) end, 3},                  -- reads x, b; writes x
-    {'gelu', producing(function() return a:gelu() end), 2}, -- exact (erf) GELU, as PyTorch
-    {'clone', producing(function() return a:clone() end), 2},
-    {'copy_', function() dst:copy_(a) end, 2},
-  }
-  for _, c in ipairs(cases) do
-    result(c[1], function() return c[3] * nbytes / time_per_call(c[2]) / 1e9, 'GB/s' end)
+  if wanted.any({'add', 'add_', 'gelu', 'clone', 'copy_'}) then
+      local a, b, x, dst = ddpl.randn(N_ELEM), ddpl.randn(N_ELEM), ddpl.randn(N_ELEM),
+      ddpl.empty(N_ELEM)
+    local cases = {
+      {'add', producing(function() return a + b end), 3},    -- reads a, b; writes a new tensor
+      {'add_', function() x:add_(b) end, 3},                  -- reads x, b; writes x
+      {'gelu', producing(function() return a:gelu() end), 2}, -- exact (erf) GELU, as PyTorch
+      {'clone', producing(function() return a:clone() end), 2},
+      {'copy_', function() dst:copy_(a) end, 2},
+    }
+    for _, c in ipairs(cases) do
+      result(c[1], function() return c[3] * nbytes / time_per_call(c[2]) / 1e9, 'GB/s' end)
+    end
+    a, b, x, dst = nil, nil, nil, nil
   end
-  a, b, x, dst = nil, nil, nil, nil
 
   -- ---- scans and reductions, in GB/s of bytes read + written (same workloads in
   -- bench/ops_torch.py). 16M float32 as one row, and a 4096x4096 matrix along each dim: a scan
   -- of rows (dim 1) and of columns (dim 0), and amax along a row. any runs on zeros and all on
   -- ones, so both read every element (they stop at the first deciding one).
-  do
+  if wanted.any({'cumsum', 'cumsum_rows', 'cumsum_cols', 'any', 'all', 'amax_rows'}) then
     local v, m = ddpl.randn(N_ELEM), ddpl.randn(4096, 4096)
     local zeros, ones = ddpl.zeros(N_ELEM), ddpl.ones(N_ELEM)
     local scans = {
@@ -132,7 +137,7 @@ local function worker(argv)
   -- ---- sorting and unique, in ms per call (same workloads in bench/ops_torch.py):
   -- 1M float32 as one slice, 1024 rows of 1024 along the last dim, argsort of the 1M, and
   -- unique of 1M int64 in [0, 100000) with and without the inverse and counts
-  do
+  if wanted.any({'sort_1m', 'sort_rows', 'argsort_1m', 'unique_1m', 'unique_1m_inv'}) then
     local v, m = ddpl.randn(1 << 20), ddpl.randn(1024, 1024)
     local u = ddpl.randint(0, 100000, {1 << 20})
     local sorts = {
@@ -328,11 +333,13 @@ local function pad(s, n) return s .. string.rep(' ', n - #s) end
 local function driver(argv)
   local ok, o = pcall(parse_args, argv, {quick = false, rounds = 5, threads = '1,2',
     min_time = 0.2, reps = 3, tiny_calls = 1000000, no_torch = false, python = '/usr/bin/python3',
-    blas_raw = os.getenv('BENCH_BLAS_RAW') or '', lua = os.getenv('BENCH_LUA') or 'lua5.4'})
+    blas_raw = os.getenv('BENCH_BLAS_RAW') or '', lua = os.getenv('BENCH_LUA') or 'lua5.4',
+    only = '', base = ''})
   if not ok then
     io.stderr:write('bench/ops: ', tostring(o):gsub('^.-:%d+: ', ''), '\n',
       'usage: bench/ops [--quick] [--rounds R] [--threads 1,2] [--min-time S] [--reps K]\n',
-      '                 [--tiny-calls N] [--no-torch] [--python PATH] (see bench/README.md)\n')
+      '                 [--tiny-calls N] [--no-torch] [--python PATH] [--only NAMES]\n',
+      '                 [--base BUILD_DIR] (see bench/README.md)\n')
     os.exit(2)
   end
   if o.quick then
@@ -349,6 +356,22 @@ local function driver(argv)
   local have_torch = not o.no_torch and
     os.execute(sh_quote(o.python) .. ' -c "import torch" >/dev/null 2>&1') == true
   local common = ('--min-time %g --reps %d'):format(o.min_time, o.reps)
+  local common_raw = common -- blas_raw measures all of its few workloads
+  if o.only ~= '' then common = common .. ' --only ' .. sh_quote(o.only) end
+  local wanted = util.selector(o.only)
+  -- --base: a second ddplua build (another ddplua.so) measured in the same rounds as
+  -- "ddplua base", for before/after figures from one run
+  local base_cpath
+  if o.base ~= '' then
+    local dir = o.base:sub(1, 1) == '/' and o.base or (os.getenv('PWD') or '.') .. '/' .. o.base
+    local f = io.open(dir .. '/ddplua.so')
+    if not f then
+      io.stderr:write('bench/ops: --base ', o.base, ': no ddplua.so there\n')
+      os.exit(2)
+    end
+    f:close()
+    base_cpath = dir .. '/?.so;' .. (os.getenv('LUA_CPATH') or ''):gsub('^[^;]*;', '')
+  end
   local clean = 'env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u OMP_WAIT_POLICY '
 
   io.write(('bench/ops: %d rounds, threads %s, loops of ~%gs, median of %d loops per round, '
@@ -366,9 +389,10 @@ local function driver(argv)
   for _, T in ipairs(threads) do
     local envT = ('%sOMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d '):format(clean, T, T)
     local engines = {}
-    if o.blas_raw ~= '' then
+    local raw_keys = {'sgemm_1024x1024x1024', 'sgemm_64x784x256', 'memcpy', 'add_c'}
+    if o.blas_raw ~= '' and wanted.any(raw_keys) then
       engines[#engines + 1] = {name = 'raw', cmd = envT .. sh_quote(o.blas_raw)
-        .. (' --threads %d %s'):format(T, common)}
+        .. (' --threads %d %s'):format(T, common_raw)}
     end
     -- ddplua gets its threads from ddpl.set_num_threads alone; at 2+ threads it also runs with
     -- DDPLUA_SPIN_US=0 (its pool's workers sleep at once), to show what the short spin buys (not
@@ -376,7 +400,11 @@ local function driver(argv)
     local lua_worker = sh_quote(o.lua) .. ' ' .. sh_quote(here .. '/ops.lua')
       .. (' --worker --threads %d %s --tiny-calls %d'):format(T, common, o.tiny_calls)
     engines[#engines + 1] = {name = 'ddplua', cmd = clean .. lua_worker}
-    if T > 1 then
+    if base_cpath then
+      engines[#engines + 1] = {name = 'ddplua base', cmd = clean .. 'LUA_CPATH='
+        .. sh_quote(base_cpath) .. ' ' .. lua_worker}
+    end
+    if T > 1 and not base_cpath then
       engines[#engines + 1] = {name = 'ddplua nospin', cmd = clean .. 'DDPLUA_SPIN_US=0 ' .. lua_worker}
     end
     if have_torch then
@@ -464,16 +492,20 @@ local function driver(argv)
       {'gelu vs memcpy', 'gelu', 'memcpy', 'memcpy', 0.80},
     }) do
       local d, ref, t = med(T, 'ddplua', c[2]), med(T, 'raw', c[3]), best_torch(T, c[2], true)
-      local status = d and ref and (d / ref >= c[5] and 'ok' or 'BELOW') or 'n/a'
+      if not (d or t) then goto skip end -- not measured (--only)
       io.write(pad(c[1], 24), pad(tostring(T), 3),
                pad(ref and (c[4] == 'raw' and 'raw ' or 'memcpy ') .. fmt(ref) or '-', 14),
                pad(fmt(d), 9), pad(ratio(d, ref), 8), pad(fmt(t), 9), pad(ratio(t, ref), 8),
-               pad('>= ' .. c[5], 9), status, '\n')
+               pad('>= ' .. c[5], 9),
+               d and ref and (d / ref >= c[5] and 'ok' or 'BELOW') or 'n/a', '\n')
+      ::skip::
     end
     local d, t = med(T, 'ddplua', 'tiny_add'), best_torch(T, 'tiny_add', false)
-    io.write(pad('tiny add, us per call', 24), pad(tostring(T), 3), pad('-', 14), pad(fmt(d), 9),
-             pad('-', 8), pad(fmt(t), 9), pad('-', 8), pad('< 1 us', 9),
-             d and (d < 1 and 'ok' or 'ABOVE') or 'n/a', '\n')
+    if d or t then
+      io.write(pad('tiny add, us per call', 24), pad(tostring(T), 3), pad('-', 14), pad(fmt(d), 9),
+               pad('-', 8), pad(fmt(t), 9), pad('-', 8), pad('< 1 us', 9),
+               d and (d < 1 and 'ok' or 'ABOVE') or 'n/a', '\n')
+    end
   end
   -- sorting and the issue-29 reductions at least as fast as PyTorch (ratio = torch ms / ddplua
   -- ms)
@@ -482,13 +514,32 @@ local function driver(argv)
   for _, T in ipairs(threads) do
     for _, k in ipairs(vs_torch) do
       local d, t = med(T, 'ddplua', k), best_torch(T, k, false)
-      io.write(pad(#k <= 14 and k .. ' vs torch' or k, 24), pad(tostring(T), 3),
-               pad('torch ' .. fmt(t), 14),
-               pad(fmt(d), 9), pad(ratio(t, d), 8), pad(fmt(t), 9), pad('-', 8),
-               pad('>= 1', 9), d and t and (t / d >= 1 and 'ok' or 'BELOW') or 'n/a', '\n')
+      if d or t then
+        io.write(pad(#k <= 14 and k .. ' vs torch' or k, 24), pad(tostring(T), 3),
+                 pad('torch ' .. fmt(t), 14),
+                 pad(fmt(d), 9), pad(ratio(t, d), 8), pad(fmt(t), 9), pad('-', 8),
+                 pad('>= 1', 9), d and t and (t / d >= 1 and 'ok' or 'BELOW') or 'n/a', '\n')
+      end
     end
   end
   io.write('torch: the better of torch and torch passive (OMP_WAIT_POLICY=passive).\n')
+  if base_cpath then
+    -- before/after from the same rounds: x = torch ms / ddplua ms (above 1: ddplua faster)
+    io.write(('\nbefore (--base %s) and after, against torch (ms per call, medians; '
+              .. 'x = torch / ddplua)\n'):format(o.base))
+    local hdr = pad('op', 22) .. pad('T', 3) .. pad('torch', 9) .. pad('before', 9) .. pad('x', 8)
+      .. pad('after', 9) .. 'x'
+    io.write(hdr, '\n', string.rep('-', #hdr + 6), '\n')
+    for _, T in ipairs(threads) do
+      for _, k in ipairs(vs_torch) do
+        local t, b, d = best_torch(T, k, false), med(T, 'ddplua base', k), med(T, 'ddplua', k)
+        if b or d then
+          io.write(pad(k, 22), pad(tostring(T), 3), pad(fmt(t), 9), pad(fmt(b), 9),
+                   pad(ratio(t, b), 8), pad(fmt(d), 9), ratio(t, d), '\n')
+        end
+      end
+    end
+  end
 end
 
 if arg and arg[1] == '--worker' then

@@ -11,6 +11,7 @@ through ctypes (see shared/reference/torch/RESULTS.md, note 1).
 Bandwidth is bytes read + bytes written per second (GB = 1e9); sgemm is 2*M*N*K flops per call.
 """
 import argparse
+import re
 import statistics
 import time
 
@@ -49,13 +50,22 @@ def result(name, value, unit):
     print(f"RESULT {name} {value:.4f} {unit}", flush=True)
 
 
+def selector(only):
+    """The workload filter of bench/ops --only: comma-separated patterns, each matching a
+    whole name (Lua patterns there; the ones in use, names and '.*', mean the same here)."""
+    pats = [re.compile(p + "$") for p in re.split(r"[,\s]+", only or "") if p]
+    return lambda name: not pats or any(p.match(name) for p in pats)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--min-time", type=float, default=0.2)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--tiny-calls", type=int, default=1000000)
+    ap.add_argument("--only", default="")
     args = ap.parse_args()
+    wanted = selector(args.only)
 
     blas = set_threads(args.threads)
     print(f"INFO torch {torch.__version__}, threads {torch.get_num_threads()}, "
@@ -64,6 +74,8 @@ def main():
     mt, reps = args.min_time, args.reps
 
     for m, k, n in ((1024, 1024, 1024), (64, 784, 256)):
+        if not wanted(f"sgemm_{m}x{k}x{n}"):
+            continue
         a, b = torch.randn(m, k), torch.randn(k, n)
         s = time_per_call(lambda: torch.matmul(a, b), mt, reps)
         result(f"sgemm_{m}x{k}x{n}", 2.0 * m * n * k / s / 1e9, "GFLOP/s")
@@ -79,6 +91,8 @@ def main():
         ("copy_", lambda: dst.copy_(a), 2),
     )
     for name, body, passes in cases:
+        if not wanted(name):
+            continue
         s = time_per_call(body, mt, reps)
         result(name, passes * nbytes / s / 1e9, "GB/s")
 
@@ -94,6 +108,8 @@ def main():
         ("amax_rows", lambda: m.amax(1), 1),
     )
     for name, body, passes in scans:
+        if not wanted(name):
+            continue
         s = time_per_call(body, mt, reps)
         result(name, passes * nbytes / s / 1e9, "GB/s")
     del v, m, zeros, ones
@@ -110,6 +126,8 @@ def main():
         ("unique_1m_inv", lambda: u.unique(return_inverse=True, return_counts=True)),
     )
     for name, body in sorts:
+        if not wanted(name):
+            continue
         result(name, time_per_call(body, mt, reps) * 1e3, "ms")
     del v, m, u
 
@@ -158,10 +176,14 @@ def main():
         ("repeat_interleave_1m", lambda: v.repeat_interleave(2)),
     )
     for name, body in cases:
+        if not wanted(name):
+            continue
         result(name, time_per_call(body, mt, reps) * 1e3, "ms")
     del v, m, m4, big, u, z, gi, mask, bounds
 
     # tiny op: 1-element add, loop of N calls minus an empty loop of N
+    if not wanted("tiny_add"):
+        return
     t1, t2 = torch.ones(1), torch.ones(1)
     n = args.tiny_calls
     t = time.perf_counter()

@@ -1,7 +1,7 @@
 -- bench/util.lua: helpers the benchmark drivers share (loaded with dofile from their folder).
 -- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s), loadavg(),
 --          minor_faults(), scaling_line(label, one, many, rounds, target, times),
---          write_section(header, lines).
+--          write_section(header, lines), selector(list).
 local util = {}
 
 -- Median of a list of numbers (nil for an empty list); the list is not modified.
@@ -40,6 +40,27 @@ end
 
 -- s quoted for a POSIX shell command line.
 function util.sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- A workload filter from a comma-separated list of Lua patterns, each matched against a whole
+-- workload name ('nansum,roll_.*'); an empty list selects everything. The result is callable
+-- (wanted(name)) and has .any(names), true when one of names is selected.
+function util.selector(list)
+    local pats = {}
+    for p in tostring(list or ''):gmatch('[^,%s]+') do pats[#pats + 1] = '^' .. p .. '$' end
+    local function one(name)
+        if #pats == 0 then return true end
+        for _, p in ipairs(pats) do
+            if name:match(p) then return true end
+        end
+        return false
+    end
+    return setmetatable({any = function(names)
+        for _, n in ipairs(names) do
+            if one(n) then return true end
+        end
+        return false
+    end}, {__call = function(_, name) return one(name) end})
+end
 
 -- The 1-, 5- and 15-minute load averages as one string ('?' where /proc/loadavg is missing).
 function util.loadavg()

@@ -22,10 +22,27 @@ int cpu_bincount(ddpl_tensor **out, ddpl_tensor **in, const void *params)
     const int64_t *xv = (const int64_t *)ddpl_data_ptr(x);
     char *ob = ddpl_data_ptr(o);
     switch (dt) {
-    case DDPL_INT64:
-        for (int64_t i = 0; i < n; i++)
-            if (xv[i] >= 0 && xv[i] < bins) ((int64_t *)ob)[xv[i]]++;
+    case DDPL_INT64: {
+        /* four values loaded and checked (unsigned: a negative one is huge) before their four
+         * increments, which stay in order */
+        int64_t *c = (int64_t *)ob, i = 0;
+        uint64_t b = (uint64_t)bins;
+        for (; i + 4 <= n; i += 4) {
+            uint64_t v0 = (uint64_t)xv[i], v1 = (uint64_t)xv[i + 1], v2 = (uint64_t)xv[i + 2],
+                     v3 = (uint64_t)xv[i + 3];
+            if ((v0 < b) & (v1 < b) & (v2 < b) & (v3 < b)) {
+                c[v0]++;
+                c[v1]++;
+                c[v2]++;
+                c[v3]++;
+            } else {
+                break;
+            }
+        }
+        for (; i < n; i++)
+            if ((uint64_t)xv[i] < b) c[xv[i]]++;
         break;
+    }
     case DDPL_FLOAT32:
         for (int64_t i = 0; i < n; i++)
             if (xv[i] >= 0 && xv[i] < bins)

@@ -7,6 +7,8 @@
  *   - contiguous float32/float64: the tensor is (outer, n, inner). With inner == 1 each slice is
  *     one sequential row; otherwise a task walks the n rows of a block of up to SCAN_COLS
  *     neighbouring columns with one accumulator per column, so memory is read in order;
+ *   - contiguous float32/float64 cummax/cummin along rows (not reversed): a typed row loop; one
+ *     long row with several threads is cut into one part per thread (extreme_contiguous);
  *   - anything else (strided views, every other dtype): one slice at a time through the generic
  *     element loads.
  * Floating sums and products accumulate in double, integers in int64 with wrap-around, as
@@ -15,6 +17,7 @@
  * (small): on ties the index is the LAST one, and a NaN stays once seen, its index that of the
  * latest NaN (PyTorch's cummax_cummin_helper). */
 #include <math.h>
+#include <string.h>
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
@@ -93,6 +96,139 @@ static void cols_range(int64_t begin, int64_t end, void *ctx)
     }
 }
 
+/* ---- cummax/cummin of a contiguous float slice ---- */
+
+/* Whether the running extreme moves to the new element v (PyTorch: NaN, or >= / <=). */
+static inline bool take_f(bool is_max, double v, double best)
+{
+    return v != v || (best == best && (is_max ? v >= best : v <= best));
+}
+
+/* a[0, n) into b and ix (indices from i0), from the running extreme (best, bi), or from a[0]
+ * when bi < 0. While the extreme is a number, !(v < best) takes v when v >= best or v is NaN (one
+ * compare, a branch taken only when the extreme moves); once it is NaN only a newer NaN moves
+ * the index. Typed and unit-stride: the generic loop ran at 0.5x torch's speed on 1M float32. */
+#define EXTREME_ROW(NAME, T)                                                                       \
+    static void NAME(const T *a, T *b, int64_t *ix, int64_t n, int64_t i0, bool is_max, T best,    \
+                     int64_t bi)                                                                   \
+    {                                                                                              \
+        int64_t i = 0;                                                                             \
+        if (bi < 0) best = a[0], bi = i0;                                                          \
+        if (best == best && is_max) {                                                              \
+            for (; i < n; i++) {                                                                   \
+                T v = a[i];                                                                        \
+                if (!(v < best)) {                                                                 \
+                    best = v, bi = i0 + i;                                                         \
+                    if (v != v) break;                                                             \
+                }                                                                                  \
+                b[i] = best, ix[i] = bi;                                                           \
+            }                                                                                      \
+        } else if (best == best) {                                                                 \
+            for (; i < n; i++) {                                                                   \
+                T v = a[i];                                                                        \
+                if (!(v > best)) {                                                                 \
+                    best = v, bi = i0 + i;                                                         \
+                    if (v != v) break;                                                             \
+                }                                                                                  \
+                b[i] = best, ix[i] = bi;                                                           \
+            }                                                                                      \
+        }                                                                                          \
+        for (; i < n; i++) { /* the extreme is NaN: the latest NaN's index */                      \
+            if (a[i] != a[i]) bi = i0 + i;                                                         \
+            b[i] = best, ix[i] = bi;                                                               \
+        }                                                                                          \
+    }
+EXTREME_ROW(extreme_row_f32, float)
+EXTREME_ROW(extreme_row_f64, double)
+
+/* The extreme of a[0, n) and its last position: the state a scan of a[0, n) ends in. Blends
+ * of 32-byte vectors (as cpu_reduce.c's rows) and a NaN mask, then a search from the end. */
+#define EXTREME_LAST(NAME, T, IT)                                                                  \
+    static void NAME(const T *a, int64_t n, bool is_max, T *best, int64_t *bi)                     \
+    {                                                                                              \
+        typedef T vec __attribute__((vector_size(32)));                                            \
+        typedef IT mask __attribute__((vector_size(32)));                                          \
+        enum { W = 32 / sizeof(T) };                                                               \
+        vec l;                                                                                     \
+        for (int j = 0; j < W; j++) l[j] = a[0];                                                   \
+        mask nan = {0};                                                                            \
+        int64_t i = 0;                                                                             \
+        for (; i + W <= n; i += W) {                                                               \
+            vec b;                                                                                 \
+            memcpy(&b, a + i, sizeof b);                                                           \
+            mask m = is_max ? b > l : b < l;                                                       \
+            l = (vec)((m & (mask)b) | (~m & (mask)l));                                             \
+            nan |= b != b;                                                                         \
+        }                                                                                          \
+        T m = a[0];                                                                                \
+        bool any_nan = false;                                                                      \
+        for (int j = 0; j < W; j++) {                                                              \
+            any_nan |= nan[j] != 0;                                                                \
+            m = (is_max ? l[j] > m : l[j] < m) ? l[j] : m;                                         \
+        }                                                                                          \
+        for (; i < n; i++) {                                                                       \
+            any_nan |= a[i] != a[i];                                                               \
+            m = (is_max ? a[i] > m : a[i] < m) ? a[i] : m;                                         \
+        }                                                                                          \
+        i = n - 1;                                                                                 \
+        if (any_nan)                                                                               \
+            while (a[i] == a[i]) i--;                                                              \
+        else                                                                                       \
+            while (a[i] != m) i--;                                                                 \
+        *best = a[i];                                                                              \
+        *bi = i;                                                                                   \
+    }
+EXTREME_LAST(extreme_last_f32, float, int32_t)
+EXTREME_LAST(extreme_last_f64, double, int64_t)
+
+/* Part c of slice s (rows of n; parts of `chunk` elements): scanned from the state the scan of
+ * the slice's elements before the part ends in, found by extreme_last. */
+typedef struct {
+    const scan_job *j;
+    int64_t parts, chunk;
+} ext_job;
+
+static void ext_range(int64_t begin, int64_t end, void *ctx)
+{
+    const ext_job *e = ctx;
+    const scan_job *j = e->j;
+    int64_t n = j->n, *ix = (int64_t *)ddpl_data_ptr(j->idx);
+    bool is_max = j->kind == SCAN_MAX;
+    for (int64_t t = begin; t < end; t++) {
+        int64_t s = t / e->parts, lo = (t % e->parts) * e->chunk;
+        int64_t len = (lo + e->chunk < n ? lo + e->chunk : n) - lo, bi = -1;
+        if (j->x->dtype == DDPL_FLOAT32) {
+            const float *a = (const float *)ddpl_data_ptr(j->x) + s * n;
+            float best = 0;
+            if (lo > 0) extreme_last_f32(a, lo, is_max, &best, &bi);
+            extreme_row_f32(a + lo, (float *)ddpl_data_ptr(j->out) + s * n + lo, ix + s * n + lo,
+                            len, lo, is_max, best, bi);
+        } else {
+            const double *a = (const double *)ddpl_data_ptr(j->x) + s * n;
+            double best = 0;
+            if (lo > 0) extreme_last_f64(a, lo, is_max, &best, &bi);
+            extreme_row_f64(a + lo, (double *)ddpl_data_ptr(j->out) + s * n + lo, ix + s * n + lo,
+                            len, lo, is_max, best, bi);
+        }
+    }
+}
+
+/* Contiguous float cummax/cummin along rows of n, not reversed. Rows go to threads whole; one
+ * long row with several threads is cut into one part per thread, each scanned from the state
+ * the elements before it leave (a read-only pass over them), so the results are those of one
+ * sequential scan. */
+static void extreme_contiguous(const scan_job *j, int64_t slices)
+{
+    int threads = ddpl_get_num_threads();
+    ext_job e = {j, 1, j->n};
+    if (slices == 1 && threads > 1 && j->n >= 4 * CPU_GRAIN) {
+        e.parts = threads;
+        e.chunk = (j->n + threads - 1) / threads;
+        e.parts = (j->n + e.chunk - 1) / e.chunk;
+    }
+    cpu_parallel_for(slices * e.parts, e.parts > 1 ? 1 : CPU_GRAIN / j->n + 1, ext_range, &e);
+}
+
 /* ---- generic: any strides, any dtype ---- */
 
 /* Element offsets of slice s (row-major over every dim but dim) in x, out and idx. */
@@ -110,12 +246,6 @@ static void slice_offsets(const scan_job *j, int64_t s, int64_t *xo, int64_t *oo
     *xo = a;
     *oo = b;
     *io = c;
-}
-
-/* Whether the running extreme moves to the new element v (PyTorch: NaN, or >= / <=). */
-static inline bool take_f(bool is_max, double v, double best)
-{
-    return v != v || (best == best && (is_max ? v >= best : v <= best));
 }
 
 static void generic_range(int64_t begin, int64_t end, void *ctx)
@@ -203,8 +333,14 @@ static int run_scan(ddpl_tensor **out, ddpl_tensor **in, const void *params, sca
     int64_t numel = ddpl_tensor_numel(x);
     if (numel == 0) return 0;
     int64_t slices = numel / j.n;
-    bool fast = kind <= SCAN_PROD && (x->dtype == DDPL_FLOAT32 || x->dtype == DDPL_FLOAT64) &&
-                ddpl_tensor_is_contiguous(x) && ddpl_tensor_is_contiguous(out[0]);
+    bool floats = x->dtype == DDPL_FLOAT32 || x->dtype == DDPL_FLOAT64;
+    bool contiguous = ddpl_tensor_is_contiguous(x) && ddpl_tensor_is_contiguous(out[0]);
+    if (kind >= SCAN_MAX && floats && contiguous && ddpl_tensor_is_contiguous(out[1]) &&
+        !p->reverse && (x->ndim == 0 || j.dim == x->ndim - 1 || numel == j.n)) {
+        extreme_contiguous(&j, slices); /* slices are rows of n */
+        return 0;
+    }
+    bool fast = kind <= SCAN_PROD && floats && contiguous;
     if (!fast) {
         cpu_parallel_for(slices, CPU_GRAIN / j.n + 1, generic_range, &j);
         return 0;

@@ -46,12 +46,10 @@ static int amax_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     return gi[0] ? 0 : -1;
 }
 
-static ddpl_tensor *extreme(const char *op, ddpl_op kop, ddpl_tensor *x, uint32_t mask,
-                            bool all_dims, bool keepdim)
+/* The result from keep (the kernel's keepdim-shaped output, released here), with its history. */
+static ddpl_tensor *extreme_finish(ddpl_op kop, ddpl_tensor *x, ddpl_tensor *keep, uint32_t mask,
+                                   bool keepdim)
 {
-    if (check_nonempty(op, x, mask, all_dims) < 0) return NULL;
-    ddpl_tensor *keep = red_forward(op, kop, x, mask, true, (ddpl_dtype)x->dtype);
-    if (!keep) return NULL;
     ddpl_tensor *out =
         keepdim ? ddpl_tensor_retain(keep) : red_drop_reduced(ddpl_tensor_retain(keep), mask);
     if (out && ddpl_grad_needed(1, &x)) {
@@ -64,6 +62,14 @@ static ddpl_tensor *extreme(const char *op, ddpl_op kop, ddpl_tensor *x, uint32_
     }
     ddpl_tensor_release(keep);
     return out;
+}
+
+static ddpl_tensor *extreme(const char *op, ddpl_op kop, ddpl_tensor *x, uint32_t mask,
+                            bool all_dims, bool keepdim)
+{
+    if (check_nonempty(op, x, mask, all_dims) < 0) return NULL;
+    ddpl_tensor *keep = red_forward(op, kop, x, mask, true, (ddpl_dtype)x->dtype);
+    return keep ? extreme_finish(kop, x, keep, mask, keepdim) : NULL;
 }
 
 static ddpl_tensor *extreme_dims(const char *op, ddpl_op kop, ddpl_tensor *x, int ndims,
@@ -94,9 +100,28 @@ int ddpl_aminmax(ddpl_tensor *x, bool all_dims, int dim, bool keepdim, ddpl_tens
         if (d < 0) return -1;
         mask = x->ndim ? 1u << d : 0;
     }
-    *min = extreme("aminmax", DDPL_OP_AMIN, x, mask, all_dims, keepdim);
-    *max = *min ? extreme("aminmax", DDPL_OP_AMAX, x, mask, all_dims, keepdim) : NULL;
-    if (*max) return 0;
+    if (ddpl_backend_supports(x->device, DDPL_OP_AMINMAX)) {
+        /* both in one pass over x (the optional AMINMAX kernel) */
+        if (check_nonempty("aminmax", x, mask, all_dims) < 0) return -1;
+        int64_t sizes[DDPL_MAX_DIMS];
+        for (int d = 0; d < x->ndim; d++) sizes[d] = (mask & (1u << d)) ? 1 : x->sizes[d];
+        ddpl_tensor *keep[2] = {ddpl_tensor_new(x->ndim, sizes, (ddpl_dtype)x->dtype, x->device),
+                                ddpl_tensor_new(x->ndim, sizes, (ddpl_dtype)x->dtype, x->device)};
+        ddpl_reduce_params p = {mask};
+        if (!keep[0] || !keep[1] || ddpl_run_kernel(DDPL_OP_AMINMAX, x->device, keep, &x, &p) < 0) {
+            ddpl_tensor_release(keep[0]);
+            ddpl_tensor_release(keep[1]);
+            return -1;
+        }
+        *min = extreme_finish(DDPL_OP_AMIN, x, keep[0], mask, keepdim);
+        *max = extreme_finish(DDPL_OP_AMAX, x, keep[1], mask, keepdim);
+    } else {
+        *min = extreme("aminmax", DDPL_OP_AMIN, x, mask, all_dims, keepdim);
+        *max = *min ? extreme("aminmax", DDPL_OP_AMAX, x, mask, all_dims, keepdim) : NULL;
+    }
+    if (*min && *max) return 0;
+    ddpl_tensor_release(*max);
+    *max = NULL;
     ddpl_tensor_release(*min);
     *min = NULL;
     return -1;

@@ -6,8 +6,9 @@
  * Exempt: fused fast paths whose op asks ddpl_backend_supports first and composes other ops
  * where a backend lacks them (cross_entropy: log_softmax + nll_loss, engine/ops/nn_loss.c;
  * nonzero: a cumsum and a scatter, engine/ops/masked.c; kthvalue: a sort and a gather,
- * engine/ops/sort.c and reduce_median.c; sum_squares: a mul and a sum, engine/ops/reduce_stats.c),
- * so CUDA computes the same thing through kernels it has. */
+ * engine/ops/sort.c and reduce_median.c; sum_squares: a mul and a sum, engine/ops/reduce_stats.c;
+ * aminmax: amin and amax, engine/ops/reduce_amax.c), so CUDA computes the same thing through
+ * kernels it has. */
 #include "check.h"
 #include "ddpl/config.h"
 
@@ -20,7 +21,8 @@
 static bool optional_on_cuda(ddpl_op op)
 {
     return op == DDPL_OP_CROSS_ENTROPY || op == DDPL_OP_CROSS_ENTROPY_BACKWARD ||
-           op == DDPL_OP_NONZERO || op == DDPL_OP_KTHVALUE || op == DDPL_OP_SUM_SQUARES;
+           op == DDPL_OP_NONZERO || op == DDPL_OP_KTHVALUE || op == DDPL_OP_SUM_SQUARES ||
+           op == DDPL_OP_AMINMAX;
 }
 #endif
 
