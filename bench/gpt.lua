@@ -52,7 +52,7 @@ local function worker(argv)
         batches[i] = { ids:narrow(1, 0, o.seq):contiguous(), ids:narrow(1, 1, o.seq):contiguous() }
     end
 
-    local fwd, bwd, upd, total, loss = {}, {}, {}, {}, nil
+    local fwd, bwd, upd, total, loss, losses = {}, {}, {}, {}, nil, {}
     local faults0
     for step = 1, o.steps do
         if step == o.warmup + 1 then faults0 = minor_faults() end
@@ -71,6 +71,7 @@ local function worker(argv)
         opt:step()
         loss = l:item()
         local t3 = ddpl.time()
+        losses[#losses + 1] = ('%.9g'):format(loss)
         if step > o.warmup then
             fwd[#fwd + 1], bwd[#bwd + 1] = (t1 - t0) * 1e3, (t2 - t1) * 1e3
             upd[#upd + 1], total[#total + 1] = (t3 - t2) * 1e3, (t3 - t0) * 1e3
@@ -80,9 +81,10 @@ local function worker(argv)
     local timed = o.steps - o.warmup
     print(('{"engine": "ddplua", "threads": %d, "steps": %d, "warmup": %d, "batch": %d, ' ..
         '"seq": %d, "step_ms": %.17g, "forward_ms": %.17g, "backward_ms": %.17g, ' ..
-        '"optimizer_ms": %.17g, "faults_per_step": %.17g, "final_loss": %.17g}'):format(o.threads,
-        o.steps, o.warmup, o.batch, o.seq, median(total), median(fwd), median(bwd), median(upd),
-        faults0 and faults1 and (faults1 - faults0) / timed or -1, loss))
+        '"optimizer_ms": %.17g, "faults_per_step": %.17g, "final_loss": %.17g, "losses": [%s]}')
+        :format(o.threads, o.steps, o.warmup, o.batch, o.seq, median(total), median(fwd),
+            median(bwd), median(upd), faults0 and faults1 and (faults1 - faults0) / timed or -1,
+            loss, table.concat(losses, ', ')))
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -165,9 +167,13 @@ local function driver(argv)
             r = peak and { peak = peak }
         else
             local function field(k) return tonumber(out:match('"' .. k .. '": ([%d.eE+-]+)')) end
+            local losses = {}
+            for v in (out:match('"losses": %[([^%]]*)%]') or ''):gmatch('[^,%s]+') do
+                losses[#losses + 1] = tonumber(v)
+            end
             r = field('step_ms') and { step = field('step_ms'), forward = field('forward_ms'),
                 backward = field('backward_ms'), optimizer = field('optimizer_ms'),
-                faults = field('faults_per_step') }
+                faults = field('faults_per_step'), losses = losses }
         end
         if not r then io.stderr:write(('bench/gpt: %s T%d failed:\n%s\n'):format(cfg[1], t, out)) end
         return r
@@ -244,6 +250,22 @@ local function driver(argv)
     util.write_section('thread scaling: ddplua step at 1 thread / at T threads, same round ' ..
         '(median [min-max] over rounds)', scaling)
     if o.dtype ~= 'float32' then
+        -- the loss curves of the first round's ddplua runs (same seed, same batches)
+        local t1 = threads[1]
+        local a = results[t1]['ddplua float32'] and results[t1]['ddplua float32'][1]
+        local b = results[t1]['ddplua'] and results[t1]['ddplua'][1]
+        if a and b and #a.losses > 0 then
+            io.write(('\nloss curve, ddplua, same seed and batches: float32 | %s autocast | ' ..
+                'relative difference\n'):format(o.dtype))
+            local worst = 0
+            for i = 1, math.min(#a.losses, #b.losses) do
+                local d = math.abs(b.losses[i] - a.losses[i]) / math.abs(a.losses[i])
+                worst = math.max(worst, d)
+                io.write(('step %2d  %.5f  %.5f  %.2e\n'):format(i, a.losses[i], b.losses[i], d))
+            end
+            io.write(('largest relative difference over %d steps: %.2e\n'):format(
+                math.min(#a.losses, #b.losses), worst))
+        end
         io.write(('\ntargets (issue 34): the %s autocast step >= 1.5x our own float32 step and ' ..
             'at least as fast as PyTorch under its autocast\n'):format(o.dtype))
         for _, t in ipairs(threads) do

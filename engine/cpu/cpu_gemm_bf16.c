@@ -65,32 +65,65 @@ bool cpu_bf16_gemm_available(void)
 /* ---- packing ----
  * dst[p*W + r], r in [0, W), p in [0, ceil(kc/2)): row r's k-pair p of the source, whose
  * element (r, k) is at src[r*sr + k*sk]; rows past nr and the missing odd k read as zero. */
-static void pack_pairs(uint32_t *restrict dst, const uint16_t *src, int W, int64_t nr, int64_t kc,
-                       int64_t sr, int64_t sk)
+
+/* In-register transpose of a 16 x 16 block of 32-bit words: r[i] lane j <- r[j] lane i. */
+BF16_TARGET static inline void transpose16x16(__m512i r[16])
+{
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(r[i], r[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        r[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        r[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        r[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int i = 0; i < 16; i += 8)
+        for (int j = 0; j < 4; j++) {
+            t[i + j] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0x88);
+            t[i + j + 4] = _mm512_shuffle_i32x4(r[i + j], r[i + j + 4], 0xdd);
+        }
+    for (int j = 0; j < 8; j++) {
+        r[j] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0x88);
+        r[j + 8] = _mm512_shuffle_i32x4(t[j], t[j + 8], 0xdd);
+    }
+}
+
+/* A row-contiguous source (sk 1): a pair is one 32-bit word of a row, so packing is a transpose
+ * of words, done 16 rows x 16 pairs at a time in registers (masked loads past a row's end or
+ * nr, masked stores past W); the odd k's last pair, a half word, is written alone. */
+BF16_TARGET static void pack_word_rows(uint32_t *restrict dst, const uint16_t *src, int W,
+                                       int64_t nr, int64_t kc, int64_t sr)
+{
+    int64_t kp = (kc + 1) / 2, whole = kc / 2; /* pairs, and pairs with both halves */
+    for (int64_t p0 = 0; p0 < whole; p0 += 16) {
+        int np = whole - p0 < 16 ? (int)(whole - p0) : 16;
+        __mmask16 lanes = (__mmask16)((1u << np) - 1);
+        for (int r0 = 0; r0 < W; r0 += 16) {
+            int rows = W - r0 < 16 ? W - r0 : 16;
+            __m512i r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < rows && r0 + i < nr
+                           ? _mm512_maskz_loadu_epi32(lanes, src + (r0 + i) * sr + 2 * p0)
+                           : _mm512_setzero_si512();
+            transpose16x16(r);
+            __mmask16 out = (__mmask16)((1u << rows) - 1);
+            for (int p = 0; p < np; p++)
+                _mm512_mask_storeu_epi32(dst + (p0 + p) * W + r0, out, r[p]);
+        }
+    }
+    if (kp > whole) /* odd kc: the last pair's high half is zero */
+        for (int64_t r = 0; r < W; r++) dst[whole * W + r] = r < nr ? src[r * sr + 2 * whole] : 0;
+}
+
+BF16_TARGET static void pack_pairs(uint32_t *restrict dst, const uint16_t *src, int W, int64_t nr,
+                                   int64_t kc, int64_t sr, int64_t sk)
 {
     int64_t kp = (kc + 1) / 2;
     if (sk == 1) {
-        /* a pair is one 32-bit word of the row: a transpose of words, in blocks of 16 pairs
-         * (one 64-byte line of each source row) so that the W x 16 words written stay in L1
-         * while every row adds its one (a whole row at a time strode over a 64 KiB panel) */
-        int64_t whole = kc / 2; /* pairs with both halves */
-        for (int64_t p0 = 0; p0 < kp; p0 += 16) {
-            int64_t p1 = p0 + 16 < kp ? p0 + 16 : kp, pw = p1 < whole ? p1 : whole;
-            for (int64_t r = 0; r < W; r++) {
-                uint32_t *d = dst + r;
-                const uint16_t *s = src + r * sr;
-                if (r >= nr) {
-                    for (int64_t p = p0; p < p1; p++) d[p * W] = 0;
-                    continue;
-                }
-                for (int64_t p = p0; p < pw; p++) {
-                    uint32_t v;
-                    memcpy(&v, s + 2 * p, sizeof v); /* rows may start on odd halves */
-                    d[p * W] = v;
-                }
-                if (pw < p1) d[pw * W] = s[2 * pw]; /* the odd k's last pair */
-            }
-        }
+        pack_word_rows(dst, src, W, nr, kc, sr);
         return;
     }
     for (int64_t p = 0; p < kp; p++) { /* interleave rows k and k+1 of the source */
