@@ -1,6 +1,7 @@
 -- spec/ddp/workers/fsdp_meta.lua: nn.FSDP of a module built under nn.utils.meta_init (no memory
 -- for its parameters until FSDP materialises each unit); run by spec/ddp/fsdp_spec.lua as
--- `ddplua spec/ddp/workers/fsdp_meta.lua --nproc N [-- strategy=FULL_SHARD|SHARD_GRAD_OP]`.
+-- `ddplua spec/ddp/workers/fsdp_meta.lua --nproc N [-- strategy=FULL_SHARD|SHARD_GRAD_OP
+-- width=128 maxr=1]` (maxr: the bound on the construction peak over the model's bytes).
 -- 1. param_init_fn copying an eagerly built twin's values module by module: the full state dict
 --    right after construction is the twin's, and after 3 Adam steps FSDP of the meta module
 --    equals FSDP of the twin bit for bit; constructing it never held the whole model (the
@@ -77,7 +78,8 @@ opts.param_init_fn = copy_init
 local fm = nn.FSDP(net, opts)
 local peak = ddpl.memory_stats()['allocated_bytes.peak'] - base
 local ratio = peak / bytes
-assert(ratio < (tonumber(o.maxr) or 1), ('constructing from meta held %.2f of the model at once'):format(ratio))
+assert(ratio < (tonumber(o.maxr) or 1),
+       ('constructing from meta held %.2f of the model at once'):format(ratio))
 opts.param_init_fn = nil
 local ft = nn.FSDP(twin, opts)
 

@@ -251,8 +251,8 @@ function FSDP:init(module, opts)
         for _, p in ipairs(made or {}) do ddpl._release_memory(p) end
     end
     self._fsdp_units = units
-    -- buffers live in buffer_dtype (cast once every unit is materialised); state dicts give them in their own dtype (PyTorch saves
-    -- full precision): the name of each cast buffer -> its dtype
+    -- buffers live in buffer_dtype (cast once every unit is materialised); state dicts give
+    -- them in their own dtype (PyTorch saves full precision): each cast buffer's name -> dtype
     self._fsdp_buffer_dtypes = {}
     if mp.buffer_dtype then
         for _, pm in ipairs(module:named_modules()) do
