@@ -19,7 +19,8 @@ set(DDPL_CUEMU_SPECS
   median_spec pool_ceil_spec
   scatter_spec advanced_index_spec indexing_spec # the SCATTER kernel (cuda_scatter.cu)
   shape_spec linalg_ext_spec inplace_spec # compositions, and in-place autograd, on CUDA
-  fsdp_cuda_spec pin_memory_spec) # FSDP over nccl, cpu_offload's page-locked host shards
+  fsdp_cuda_spec pin_memory_spec # FSDP over nccl, cpu_offload's page-locked host shards
+  mem_overlap_spec) # the overlap checks on CUDA tensors
 set(DDPL_CUEMU_C_TESTS
   test_cuda_alloc test_cuda_copy test_cuda_coverage test_cuda_index_check test_cuda_libs
   test_cuda_pointwise test_backend test_nccl_pg test_autocast)

@@ -188,6 +188,8 @@ int lb_index_set(lua_State *L, ddpl_tensor *x)
                              ? ddpl_full(0, NULL, lua_tonumber(L, 3), ddpl_tensor_dtype(x),
                                          ddpl_tensor_device(x))
                              : ddpl_tensor_retain(((lb_box *)lua_touserdata(L, 3))->t);
+        /* a Lua number is a scalar, as Python's (x[mask] = 0 is masked_fill_ on every device) */
+        if (v && lua_type(L, 3) == LUA_TNUMBER) v->wrapped_number = true;
         rc = v ? ddpl_index_put_(p.view, p.n, p.entries, v, false) : -1;
         ddpl_tensor_release(v);
     }

@@ -304,9 +304,11 @@ static int check_put_overlap(const char *op, ddpl_tensor *x, int n, ddpl_tensor 
     int defined = 0;
     for (int i = 0; i < n; i++)
         if (indices[i]) defined++, mask = indices[i];
+    /* a number from Lua (wrapped) counts as PyTorch's: Python's setitem makes a scalar a CPU
+     * tensor for a CUDA x, so x[x] = false works there too */
     bool fill = !accumulate && defined == 1 && mask->dtype == DDPL_BOOL &&
                 ddpl_same_device(mask->device, x->device) && ddpl_tensor_numel(values) == 1 &&
-                values->device.type == DDPL_CPU;
+                (values->device.type == DDPL_CPU || values->wrapped_number);
     if (fill) return ddpl_check_write(op, x, DDPL_WRITE_ELEMENTWISE, 1, &mask);
     if (ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, 1, &values) < 0) return -1;
     return ddpl_check_write(op, x, DDPL_WRITE_SCATTERED, n, indices);

@@ -12,6 +12,15 @@ local ddpl = H.ddpl
 
 local cases = H.fixture('mem_overlap')
 
+-- Where PyTorch's CUDA outcome differs from the CPU one the fixtures were made with: x[mask] =
+-- v goes to masked_fill_ only for a one-element v on the CPU (canDispatchToMaskedFill; Python
+-- makes a scalar a CPU tensor for a CUDA x), so a CUDA element of x itself is index_put_'s
+-- value, which may not overlap x (assert_no_overlap).
+local cuda_error = {
+    ['setitem an element of itself under a mask'] = 'unsupported operation: some elements of ' ..
+        'the input tensor and the written-to tensor refer to a single memory location',
+}
+
 local function apply_view(x, chain)
     for _, step in ipairs(chain) do
         local kind = step[1]
@@ -77,6 +86,9 @@ local function api_name(op)
 end
 
 local function check(case, device)
+    if device == 'cuda' and cuda_error[case.name] then
+        case = setmetatable({error = cuda_error[case.name], result = false}, {__index = case})
+    end
     local base = make_base(case, device)
     local before = base:detach():clone()
     local x = apply_view(base, case.target)
