@@ -129,11 +129,7 @@ local function driver(argv)
         end
     end
 
-    local function med(list, key)
-        local v = {}
-        for _, x in ipairs(list or {}) do v[#v + 1] = x[key] end
-        return median(v)
-    end
+    local med = util.median_of
     local pk = { bf16 = med(peak_list, 'bf16'), zmm = med(peak_list, 'zmm'), ymm = med(peak_list, 'ymm') }
     io.write(('\ncore peak (one thread, bench/bf16_peak.c): vdpbf16ps %.1f GFLOP/s, float32 FMA ' ..
         'zmm %.1f, ymm %.1f\n'):format(pk.bf16, pk.zmm, pk.ymm))

@@ -211,11 +211,7 @@ local function driver(argv)
         end
     end
 
-    local function med(list, key)
-        local v = {}
-        for _, x in ipairs(list or {}) do v[#v + 1] = x[key] end
-        return median(v)
-    end
+    local med = util.median_of
     local function range(list, key)
         local lo, hi
         for _, x in ipairs(list or {}) do

@@ -1,7 +1,7 @@
 -- bench/util.lua: helpers the benchmark drivers share (loaded with dofile from their folder).
 -- defines: median(list), parse_args(argv, defaults, prog), sh_quote(s), loadavg(),
 --          minor_faults(), scaling_line(label, one, many, rounds, target, times),
---          write_section(header, lines), selector(list).
+--          write_section(header, lines), selector(list), median_of(list, key).
 local util = {}
 
 -- Median of a list of numbers (nil for an empty list); the list is not modified.
@@ -12,6 +12,13 @@ function util.median(v)
     local n = #s
     if n == 0 then return nil end
     return n % 2 == 1 and s[(n + 1) // 2] or 0.5 * (s[n // 2] + s[n // 2 + 1])
+end
+
+-- Median of the field `key` over a list of tables (nil for an empty or missing list).
+function util.median_of(list, key)
+    local v = {}
+    for _, x in ipairs(list or {}) do v[#v + 1] = x[key] end
+    return util.median(v)
 end
 
 -- `--some-key value` into o.some_key for the keys of defaults; boolean keys are flags; number

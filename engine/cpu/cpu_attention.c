@@ -300,11 +300,8 @@ static void att_bwd_items(int64_t begin, int64_t end, int part, int thread, void
 static void round_rows(char *dst, int64_t ldd, const float *src, int64_t lds, int64_t n,
                        int64_t cols)
 {
-    for (int64_t r = 0; r < n; r++) {
-        uint16_t *d = (uint16_t *)dst + r * ldd;
-        const float *x = src + r * lds;
-        for (int64_t c = 0; c < cols; c++) d[c] = ddpl_float_to_bf16(x[c]);
-    }
+    for (int64_t r = 0; r < n; r++)
+        cpu_float_to_bf16((uint16_t *)dst + r * ldd, src + r * lds, cols);
 }
 
 static void bf16_gemm(att_job *j, int64_t M, int64_t N, int64_t K, float alpha, cpu_bf16_matrix A,
@@ -344,7 +341,7 @@ static void att_fwd_items_bf16(int64_t begin, int64_t end, int part, int thread,
             bf16_gemm(j, mq, nk, E, (float)j->scale, rows_of(q, j->q.ld),
                       transposed(att_at(j, &j->k, bh, j0), j->k.ld), 0.0f, s, nk);
             fwd_rows_f32(s, mq, nk, i0, j0, j->causal, first, m, l, o, Ev, Ev);
-            for (int64_t e = 0; e < mq * nk; e++) pb[e] = ddpl_float_to_bf16(s[e]);
+            cpu_float_to_bf16(pb, s, mq * nk);
             bf16_gemm(j, mq, Ev, nk, 1.0f, rows_of((const char *)pb, nk),
                       rows_of(att_at(j, &j->v, bh, j0), j->v.ld), first ? 0.0f : 1.0f, o, Ev);
         }
@@ -390,10 +387,8 @@ static void att_bwd_items_bf16(int64_t begin, int64_t end, int part, int thread,
                           dp, nk);
                 bwd_rows_f32(p, dp, mq, nk, i0, j0, j->causal,
                              (const float *)att_at(j, &j->lse, bh, i0), D + i0, (float)j->scale);
-                for (int64_t e = 0; e < mq * nk; e++) {
-                    pb[e] = ddpl_float_to_bf16(p[e]);
-                    dsb[e] = ddpl_float_to_bf16(dp[e]);
-                }
+                cpu_float_to_bf16(pb, p, mq * nk);
+                cpu_float_to_bf16(dsb, dp, mq * nk);
                 /* the first contribution overwrites (beta 0), as in the float32 kernel */
                 float over_q = i0 == ibegin ? 0.0f : 1.0f, over_k = j0 == 0 ? 0.0f : 1.0f;
                 bf16_gemm(j, nk, Ev, mq, 1.0f, transposed((const char *)pb, nk),

@@ -339,8 +339,7 @@ static void bf16_dx(const conv_job *j, int thread, const char *wg, const char *d
         rc = cpu_bf16_gemm(g->Kc, g->P, g->Og, 1.0f, wt, dy, 0.0f, dcol, DDPL_FLOAT32, g->P, 1);
         memset(dxf, 0, (size_t)plane_n * sizeof(float));
         col2im_f32(g, dcol, dxf);
-        uint16_t *d = (uint16_t *)dxg;
-        for (int64_t i = 0; i < plane_n; i++) d[i] = ddpl_float_to_bf16(dxf[i]);
+        cpu_float_to_bf16((uint16_t *)dxg, dxf, plane_n);
     }
     if (rc < 0) atomic_store(&((conv_job *)j)->failed, 1);
 }

@@ -104,6 +104,18 @@ DDPL_CPU_KERNEL(cpu_amp_unscale);
 DDPL_CPU_KERNEL(cpu_ctc_loss);          /* cpu_ctc.c */
 DDPL_CPU_KERNEL(cpu_ctc_loss_backward); /* cpu_ctc.c */
 
+/* n contiguous float32 <-> bfloat16 values: widened exactly, or rounded to nearest even
+ * (ddpl_float_to_bf16). Plain loops the compiler vectorises: the casts, the 16-bit pointwise
+ * blocks and the bf16 kernels' float32 sums all round through these. */
+static inline void cpu_bf16_to_float(float *restrict dst, const uint16_t *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = ddpl_bf16_to_float(src[i]);
+}
+static inline void cpu_float_to_bf16(uint16_t *restrict dst, const float *restrict src, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) dst[i] = ddpl_float_to_bf16(src[i]);
+}
+
 /* cpu_widen.c: whether any of ts is float16/bfloat16, and a float32 kernel run on float32
  * copies of such operands, outputs (and the inputs whose bit is set in updated_inputs, which
  * the kernel writes in place) rounded back. At most CPU_WIDEN_MAX outputs and inputs. */

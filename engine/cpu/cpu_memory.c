@@ -152,9 +152,7 @@ static void copy_loop(char **d, const int64_t *s, int64_t n, void *p)
     }
     if (c->to == DDPL_FLOAT32 && c->from == DDPL_BFLOAT16) {
         if (so == 4 && sx == 2) {
-            float *restrict ot = (float *)o;
-            const uint16_t *restrict xt = (const uint16_t *)x;
-            for (int64_t i = 0; i < n; i++) ot[i] = ddpl_bf16_to_float(xt[i]);
+            cpu_bf16_to_float((float *)o, (const uint16_t *)x, n);
         } else {
             for (int64_t i = 0; i < n; i++)
                 *(float *)(o + i * so) = ddpl_bf16_to_float(*(const uint16_t *)(x + i * sx));
@@ -163,9 +161,7 @@ static void copy_loop(char **d, const int64_t *s, int64_t n, void *p)
     }
     if (c->to == DDPL_BFLOAT16 && c->from == DDPL_FLOAT32) { /* autocast's cast of every input */
         if (so == 2 && sx == 4) {
-            uint16_t *restrict ot = (uint16_t *)o;
-            const float *restrict xt = (const float *)x;
-            for (int64_t i = 0; i < n; i++) ot[i] = ddpl_float_to_bf16(xt[i]);
+            cpu_float_to_bf16((uint16_t *)o, (const float *)x, n);
         } else {
             for (int64_t i = 0; i < n; i++)
                 *(uint16_t *)(o + i * so) = ddpl_float_to_bf16(*(const float *)(x + i * sx));

@@ -38,8 +38,7 @@ static void widen_block(float *restrict dst, const char *src, int64_t stride, in
                         ddpl_dtype dt)
 {
     if (dt == DDPL_BFLOAT16 && stride == 2) {
-        const uint16_t *restrict s = (const uint16_t *)src;
-        for (int64_t i = 0; i < n; i++) dst[i] = ddpl_bf16_to_float(s[i]);
+        cpu_bf16_to_float(dst, (const uint16_t *)src, n);
     } else if (dt == DDPL_BFLOAT16) {
         for (int64_t i = 0; i < n; i++)
             dst[i] = ddpl_bf16_to_float(*(const uint16_t *)(src + i * stride));
@@ -53,8 +52,7 @@ static void narrow_block(char *dst, int64_t stride, const float *restrict src, i
                          ddpl_dtype dt)
 {
     if (dt == DDPL_BFLOAT16 && stride == 2) {
-        uint16_t *restrict d = (uint16_t *)dst;
-        for (int64_t i = 0; i < n; i++) d[i] = ddpl_float_to_bf16(src[i]);
+        cpu_float_to_bf16((uint16_t *)dst, src, n);
     } else if (dt == DDPL_BFLOAT16) {
         for (int64_t i = 0; i < n; i++)
             *(uint16_t *)(dst + i * stride) = ddpl_float_to_bf16(src[i]);
