@@ -2,7 +2,7 @@
  * (cuda_rnn.cu): data pointers and the (B,H) sizes in, one launch out.
  * defines: cuda_register_rnn.
  *
- * The ops (ops/nn_rnn_cell.c, nn_rnn_layer.c) hand these kernels contiguous float32/float64
+ * The ops (ops/nn_rnn_cell.c, nn_rnn_layer.c) hand these kernels contiguous floating point
  * operands with the shapes of ops.def, so the glue only reads sizes. */
 #include "cuda_registry.h"
 #include "cuda_rnn.h"

@@ -12,7 +12,9 @@
  *
  * The graph's nodes have a single output, so the LSTM returns its states as hc (2,T,B,H):
  * hc[0] is the output sequence h_t, hc[1] the cells c_t (c_n is hc[1][T-1], or [0] in
- * reverse). The loop runs with gradient recording off on history-free aliases. */
+ * reverse). The loop runs with gradient recording off on history-free aliases. Under autocast
+ * a layer runs in the autocast dtype (the end of this file). */
+#include "autocast.h"
 #include "nn_rnn.h"
 
 /* The time index of processing step p. */
@@ -165,8 +167,8 @@ static int lstm_layer_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi
     return rc == 0 ? ddpl_mark_not_differentiable("LSTM", n, grad, 4, gi, true) : rc;
 }
 
-ddpl_tensor *ddpl_lstm_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *h0,
-                             ddpl_tensor *c0, bool reverse)
+static ddpl_tensor *lstm_layer_impl(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *h0,
+                                    ddpl_tensor *c0, bool reverse)
 {
     if (layer_check("LSTM", 4, gates, w_hh, NULL, h0, c0) < 0) return NULL;
     if (!c0) {
@@ -257,8 +259,8 @@ static int gru_layer_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
     return rc == 0 ? ddpl_mark_not_differentiable("GRU", n, grad, 4, gi, true) : rc;
 }
 
-ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *b_hh,
-                            ddpl_tensor *h0, bool reverse)
+static ddpl_tensor *gru_layer_impl(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *b_hh,
+                                   ddpl_tensor *h0, bool reverse)
 {
     if (layer_check("GRU", 3, gates, w_hh, b_hh, h0, NULL) < 0) return NULL;
     int64_t T = gates->sizes[0], B = gates->sizes[1], H = w_hh->sizes[1], BH = B * H;
@@ -290,4 +292,34 @@ ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *
     return layer_finish(rc, "GruBackward0", gru_layer_backward,
                         (ddpl_tensor *[]){gates, w_hh, b_hh, h0}, 3, (ddpl_tensor *[]){act, w, h},
                         reverse, hs, sizeof tmp / sizeof *tmp, tmp);
+}
+
+/* ---- autocast ----
+ * A layer is on autocast's lower-precision list, as PyTorch's mkldnn_rnn_layer (CPU) and
+ * cudnn_rnn (CUDA) are: every floating operand but float64 is cast to the autocast dtype, so
+ * the per-step GEMMs run on bf16 units and the states and output come out in that dtype. */
+ddpl_tensor *ddpl_lstm_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *h0,
+                             ddpl_tensor *c0, bool reverse)
+{
+    if (!gates || !ddpl_autocast_enabled((ddpl_device_type)gates->device.type))
+        return lstm_layer_impl(gates, w_hh, h0, c0, reverse);
+    ddpl_tensor *c[4];
+    ddpl_tensor *y = ddpl_autocast_lower_n(4, OP_INPUTS(gates, w_hh, h0, c0), c) == 0
+                         ? lstm_layer_impl(c[0], c[1], c[2], c[3], reverse)
+                         : NULL;
+    ddpl_autocast_release_n(4, c);
+    return y;
+}
+
+ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *b_hh,
+                            ddpl_tensor *h0, bool reverse)
+{
+    if (!gates || !ddpl_autocast_enabled((ddpl_device_type)gates->device.type))
+        return gru_layer_impl(gates, w_hh, b_hh, h0, reverse);
+    ddpl_tensor *c[4];
+    ddpl_tensor *y = ddpl_autocast_lower_n(4, OP_INPUTS(gates, w_hh, b_hh, h0), c) == 0
+                         ? gru_layer_impl(c[0], c[1], c[2], c[3], reverse)
+                         : NULL;
+    ddpl_autocast_release_n(4, c);
+    return y;
 }

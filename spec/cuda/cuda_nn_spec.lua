@@ -2,7 +2,7 @@
 -- ones (ggml's test-backend-ops idea): layer_norm, batch_norm (training with running-stat
 -- updates, eval), max_pool2d (ties, NaN, padding), avg_pool2d (count_include_pad),
 -- adaptive_avg_pool2d (uneven and overlapping windows), and SGD/Adam/AdamW steps in float32,
--- float64 and bfloat16. Each case runs on both devices from the same inputs and upstream
+-- float64 and bfloat16, and LSTM/GRU under autocast. Each case runs on both devices from the same inputs and upstream
 -- gradient and compares outputs, updated buffers and gradients. Pending without a CUDA device.
 local H = require 'helpers'
 local ddpl = H.ddpl
@@ -238,6 +238,31 @@ describe('cuda GradScaler', function()
             H.assert_values(H.values(gp), H.values(wp), H.shape(wp), 2e-6, 1e-6, 'parameter')
             assert.are.equal(ws, gs)
             if bad then assert.are.equal(512, gs) end -- the step was skipped and the scale halved
+        end)
+    end
+end)
+
+describe('cuda LSTM and GRU under autocast', function()
+    -- the layers are on autocast's lower-precision list on both device types (PyTorch's
+    -- cudnn_rnn / mkldnn_rnn_layer): the same bfloat16 output and float32 gradients as the cpu
+    for _, ctor in ipairs({'LSTM', 'GRU'}) do
+        it(ctor .. ' runs in bfloat16 like the cpu', function()
+            if no_cuda() then return end
+            local r = noise(31)
+            local x = data({6, 3, 5}, function() return r() end)
+            local function run(dev)
+                ddpl.manual_seed(4)
+                local m = ddpl.nn[ctor](5, 8, {num_layers = 2, bidirectional = true}):to(dev)
+                local y = ddpl.autocast(dev, {dtype = 'bfloat16'}, function() return m(x:to(dev)) end)
+                y:float():sum():backward()
+                return y, m.weight_hh_l0.grad, m.weight_ih_l1.grad
+            end
+            local wy, wg1, wg2 = run('cpu')
+            local gy, gg1, gg2 = run('cuda')
+            compare(gy, wy, 2e-2, 2e-2, ctor .. ' output')
+            compare(gg1, wg1, 3e-2, 3e-2, ctor .. ' weight_hh_l0 grad')
+            compare(gg2, wg2, 3e-2, 3e-2, ctor .. ' weight_ih_l1 grad')
+            assert.are.equal('float32', H.dtype_name(gg1.dtype))
         end)
     end
 end)

@@ -498,18 +498,18 @@ case { name = 'optim.AdamW', ins = { R { 7 }, T { 3, 7 } }, grad = false, dtypes
     end) }
 
 -- the recurrent cells and layer recurrences of nn.LSTM/nn.GRU (ops/nn_rnn_cell.c, nn_rnn_layer.c)
-case { name = 'F._fused_lstm_cell and F._fused_gru_cell', dtypes = FP,
+case { name = 'F._fused_lstm_cell and F._fused_gru_cell',
     ins = { R { 3, 16 }, R { 3, 16 }, R { 3, 4 }, R { 3, 12 }, R { 3, 12 }, R { 3, 4 } },
     f = function(ig, hg, c, ig3, hg3, h)
         local h1, c1 = F._fused_lstm_cell(ig, hg, c)
         return h1, c1, F._fused_gru_cell(ig3, hg3, h)
     end }
-case { name = 'F._lstm_layer forward and reverse', dtypes = FP, tol = 3,
+case { name = 'F._lstm_layer forward and reverse', tol = 3,
     ins = { R { 5, 3, 16 }, R { 16, 4 }, R { 3, 4 }, R { 3, 4 } },
     f = function(g, w, h0, c0)
         return F._lstm_layer(g, w * 0.5, h0, c0), F._lstm_layer(g, w * 0.5, h0, c0, true)
     end }
-case { name = 'F._gru_layer forward and reverse', dtypes = FP, tol = 3,
+case { name = 'F._gru_layer forward and reverse', tol = 3,
     ins = { R { 5, 3, 12 }, R { 12, 4 }, R { 12 }, R { 3, 4 } },
     f = function(g, w, b, h0)
         return F._gru_layer(g, w * 0.5, b, h0), F._gru_layer(g, w * 0.5, nil, h0, true)

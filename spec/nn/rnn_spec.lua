@@ -180,14 +180,87 @@ describe('LSTM and GRU behaviour', function()
         H.assert_error(function() g[1]:sum():backward() end, 'create_graph', 'GRU')
     end)
 
-    it('runs in its parameters\' dtype under autocast (16-bit inputs cast up)', function()
-        local m = nn.LSTM(3, 4, {num_layers = 2})
+    it('runs in the autocast dtype under autocast, as PyTorch\'s mkldnn_rnn_layer/cudnn_rnn',
+       function()
+        for _, ctor in ipairs({'LSTM', 'GRU'}) do
+            for _, dt in ipairs({'bfloat16', 'float16'}) do
+                ddpl.manual_seed(5)
+                local m = nn[ctor](6, 8, {num_layers = 2, bidirectional = true})
+                local x = ddpl.randn(5, 3, 6)
+                local ref = m(x)
+                ref:sum():backward()
+                local gref = {}
+                for i, p in ipairs(m:parameters()) do gref[i] = p.grad:clone() end
+                m:zero_grad()
+                local y, s = ddpl.autocast('cpu', {dtype = dt}, function() return m(x) end)
+                local h_n = ctor == 'LSTM' and s[1] or s
+                assert.are.equal(dt, H.dtype_name(y.dtype), ctor .. ' output dtype')
+                assert.are.equal(dt, H.dtype_name(h_n.dtype), ctor .. ' h_n dtype')
+                if ctor == 'LSTM' then assert.are.equal(dt, H.dtype_name(s[2].dtype)) end
+                H.assert_close(y:float(), ref, 2e-2, 2e-2, ctor .. ' ' .. dt .. ' output')
+                y:float():sum():backward()
+                for i, p in ipairs(m:parameters()) do
+                    assert.are.equal('float32', H.dtype_name(p.grad.dtype))
+                    local rel = ((p.grad - gref[i]):norm() / gref[i]:norm()):item()
+                    assert.is_true(rel < 3e-2, ctor .. ' ' .. dt .. ' parameter grad ' .. i
+                                   .. ' relative error ' .. rel)
+                end
+                -- given float32 states are cast too, as autocast casts every eligible operand
+                local h0 = ddpl.zeros(4, 3, 8)
+                local hx = ctor == 'LSTM' and {h0, h0} or h0
+                local y2 = ddpl.autocast('cpu', {dtype = dt}, function() return m(x, hx) end)
+                H.assert_close(y2, y, 0, 0, ctor .. ' zero states given')
+            end
+        end
+    end)
+
+    it('keeps float64 parameters in float64 under autocast (16-bit inputs cast up)', function()
+        local m = nn.LSTM(3, 4, {num_layers = 2, dtype = 'float64'})
         local x = ddpl.randn(5, 2, 3):bfloat16()
-        local ref = m(x:float())
+        local ref = m(x:double())
         local y, s = ddpl.autocast('cpu', function() return m(x) end)
-        assert.are.equal('float32', H.dtype_name(y.dtype))
-        assert.are.equal('float32', H.dtype_name(s[2].dtype))
+        assert.are.equal('float64', H.dtype_name(y.dtype))
+        assert.are.equal('float64', H.dtype_name(s[2].dtype))
         H.assert_close(y, ref, 0, 0, 'autocast output')
+    end)
+
+    it('bfloat16 and float16 cells compute in float32 and round once', function()
+        ddpl.manual_seed(8)
+        for _, dt in ipairs({'bfloat16', 'float16'}) do
+            local ig, hg, c = ddpl.randn(3, 16):to(dt), ddpl.randn(3, 16):to(dt),
+                              ddpl.randn(3, 4):to(dt)
+            local h1, c1 = F._fused_lstm_cell(ig, hg, c)
+            local h32, c32 = F._fused_lstm_cell(ig:float(), hg:float(), c:float())
+            H.assert_close(h1, h32:to(dt), 0, 0, dt .. ' LSTM cell h')
+            H.assert_close(c1, c32:to(dt), 0, 0, dt .. ' LSTM cell c')
+            local ig3, hg3, h = ddpl.randn(3, 12):to(dt), ddpl.randn(3, 12):to(dt),
+                                ddpl.randn(3, 4):to(dt)
+            H.assert_close(F._fused_gru_cell(ig3, hg3, h),
+                           F._fused_gru_cell(ig3:float(), hg3:float(), h:float()):to(dt), 0, 0,
+                           dt .. ' GRU cell h')
+        end
+    end)
+
+    it('trains with bfloat16 and float16 parameters (close to float32)', function()
+        for _, ctor in ipairs({'LSTM', 'GRU'}) do
+            for _, dt in ipairs({'bfloat16', 'float16'}) do
+                ddpl.manual_seed(6)
+                local m32 = nn[ctor](5, 8, {num_layers = 2, bidirectional = true})
+                local m16 = nn[ctor](5, 8, {num_layers = 2, bidirectional = true, dtype = dt})
+                local sd = {}
+                for k, v in pairs(m32:state_dict()) do sd[k] = v:to(dt) end
+                m16:load_state_dict(sd)
+                local x = ddpl.randn(7, 3, 5)
+                local x16 = x:to(dt)
+                x16.requires_grad = true
+                local y16, y32 = m16(x16), m32(x)
+                assert.are.equal(dt, H.dtype_name(y16.dtype))
+                H.assert_close(y16:float(), y32, 3e-2, 3e-2, ctor .. ' ' .. dt .. ' output')
+                y16:float():sum():backward()
+                assert.are.equal(dt, H.dtype_name(m16.weight_hh_l0.grad.dtype))
+                assert.is_true(x16.grad:float():abs():sum():item() > 0)
+            end
+        end
     end)
 
     it('prints like PyTorch', function()

@@ -101,7 +101,8 @@ function RNNBase:_initial_state(s, what, x, B, batched)
     return batched and s or s:unsqueeze(1)
 end
 
-function RNNBase:_check_input(input)
+-- dtype: the dtype the layer computes in (its parameters', or autocast's).
+function RNNBase:_check_input(input, dtype)
     local cls = self.__name
     if not ddpl.is_tensor(input) then
         error(string.format('%s: expected the input to be a tensor, got %s', cls, type(input)), 3)
@@ -116,7 +117,7 @@ function RNNBase:_check_input(input)
         error(string.format('%s: expected input of %d features (input_size) in the last dimension, '
                             .. 'got shape %s', cls, self.input_size, shape_str(input)), 3)
     end
-    if input.dtype ~= w.dtype or input.device ~= w.device then
+    if input.dtype ~= dtype or input.device ~= w.device then
         error(string.format('%s: the input is %s on %s but the parameters are %s on %s', cls,
                             input.dtype, input.device, w.dtype, w.device), 3)
     end
@@ -126,21 +127,50 @@ function RNNBase:_check_input(input)
     end
 end
 
+-- Autocast's cast of one operand: a float32/float16/bfloat16 tensor to dtype dt (float64 and
+-- non-float tensors stay as they are, as PyTorch's autocast leaves them).
+local function lower(x, dt)
+    if ddpl.is_tensor(x) and x:is_floating_point() and x.dtype ~= 'float64' and x.dtype ~= dt then
+        return x:to(dt)
+    end
+    return x
+end
+
+-- Under autocast a recurrent layer is on the lower-precision list, as PyTorch's
+-- mkldnn_rnn_layer (CPU, PyTorch 2) and cudnn_rnn (CUDA) are: the input and the given states
+-- are cast here, the parameters by the ops (addmm for the input projection, F._lstm_layer /
+-- F._gru_layer for the recurrence, through autocast's per-region cast cache), so the GEMMs run
+-- on bf16 units and the output and final states come out in the autocast dtype. float64
+-- parameters are not eligible: the layer then runs in float64 with autocast off inside.
+function RNNBase:_autocast_inputs(dev_type, input, hx)
+    local w = self.weight_ih_l0
+    if w.dtype == 'float64' then
+        if input.dtype == 'float16' or input.dtype == 'bfloat16' then input = input:to(w.dtype) end
+        return input, hx, false
+    end
+    local dt = ddpl.get_autocast_dtype(dev_type)
+    if type(hx) == 'table' then
+        hx = {lower(hx[1], dt), lower(hx[2], dt)}
+    else
+        hx = lower(hx, dt)
+    end
+    return lower(input, dt), hx, true
+end
+
 -- input (T,B,F), (B,T,F) with batch_first, or (T,F); hx as the subclass takes it.
 -- Returns output (same layout as the input, last dim H*num_directions) and the final states.
 function RNNBase:forward(input, hx)
-    -- Under autocast the layer runs in its parameters' dtype (the fused cells exist for float32
-    -- and float64), with autocast off inside and a 16-bit input cast up, as PyTorch's CPU
-    -- autocast leaves LSTM/GRU in float32.
-    local w = self.weight_ih_l0
+    local dtype = self.weight_ih_l0.dtype -- the dtype the layer computes in
     local dev_type = ddpl.is_tensor(input) and tostring(input.device):match('^%a+')
     if dev_type and ddpl.is_autocast_enabled(dev_type) then
-        if input.dtype ~= w.dtype and (input.dtype == 'float16' or input.dtype == 'bfloat16') then
-            input = input:to(w.dtype)
+        local lowered
+        input, hx, lowered = self:_autocast_inputs(dev_type, input, hx)
+        if not lowered then
+            return ddpl.autocast(dev_type, {enabled = false}, self.forward, self, input, hx)
         end
-        return ddpl.autocast(dev_type, {enabled = false}, self.forward, self, input, hx)
+        dtype = ddpl.get_autocast_dtype(dev_type)
     end
-    self:_check_input(input)
+    self:_check_input(input, dtype)
     local batched = input:dim() == 3
     local x = input
     if not batched then
