@@ -199,14 +199,18 @@ static int f_release_memory(lua_State *L)
     return 0;
 }
 
-/* _restore_memory(t [, src]): new memory for t's storage, filled with src's bytes when given
- * (src: contiguous, of t's dtype and device, as many bytes as the storage). The storage's
+/* _restore_memory(t [, src [, move]]): new memory for t's storage, filled with src's bytes when
+ * given (src: contiguous, of t's dtype and device, as many bytes as the storage). The storage's
  * version does not move: the graph's saved views of it stay valid, as after PyTorch's
- * storage.resize_ and copy in FSDP. */
+ * storage.resize_ and copy in FSDP. move (src over the whole of its storage, which the engine
+ * owns): t's storage takes src's memory instead of a copy of it, and src's is left released
+ * (every later use of src is refused): no second buffer and no copy (FSDP's regather: a unit's
+ * worth of bytes at the backward's memory peak). */
 static int f_restore_memory(lua_State *L)
 {
     ddpl_tensor *t = memory_arg(L, "_restore_memory");
     ddpl_tensor *src = lua_isnoneornil(L, 2) ? NULL : lb_check(L, 2, "_restore_memory");
+    bool move = lua_toboolean(L, 3);
     ddpl_storage *s = t->storage;
     if (src &&
         (src->dtype != t->dtype || !ddpl_tensor_is_contiguous(src) ||
@@ -214,6 +218,17 @@ static int f_restore_memory(lua_State *L)
          (size_t)ddpl_tensor_numel(src) * ddpl_dtype_size((ddpl_dtype)src->dtype) != s->nbytes))
         return luaL_error(L, "_restore_memory: the source must be a contiguous tensor of the "
                              "storage's dtype, device and size");
+    if (move && (!src || src->offset != 0 || src->storage->nbytes != s->nbytes ||
+                 src->storage->deleter || src->storage == s))
+        return luaL_error(L, "_restore_memory: moving needs a source over the whole of another "
+                             "storage of the engine's");
+    if (move && !ddpl_storage_released(s)) {
+        if (ddpl_storage_release_memory(s) < 0) lb_error_in(L, "_restore_memory");
+    }
+    if (move) {
+        ddpl_storage_swap_memory(s, src->storage); /* src's storage now holds none */
+        return 0;
+    }
     if (ddpl_storage_restore_memory(s) < 0) lb_error_in(L, "_restore_memory");
     if (src &&
         ddpl_device_copy(s->data, s->device, ddpl_tensor_data(src), src->device, s->nbytes) < 0)

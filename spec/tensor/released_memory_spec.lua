@@ -59,6 +59,35 @@ describe('a tensor whose memory was released', function()
         local _ = w
     end)
 
+    it('takes another storage\'s memory instead of a copy when moving', function()
+        local full = ddpl.randn(12)
+        local view = full:view(4, 3)
+        local a = ddpl.randn(5, 4):requires_grad_()
+        local y = view:clone():requires_grad_()
+        local out = a:matmul(view) -- the view saved
+        local before = full._version
+        ddpl._release_memory(full)
+        local src = ddpl.arange(12):float()
+        local expect = src:clone()
+        local allocated = ddpl.memory_stats()['allocated_bytes.current']
+        ddpl._restore_memory(full, src, true)
+        -- no new memory: full has src's, and src has none left
+        assert.are.equal(allocated, ddpl.memory_stats()['allocated_bytes.current'])
+        assert.are.equal(before, full._version)
+        H.assert_close(full, expect, 0, 0)
+        H.assert_error(function() return src:sum() end, 'memory was released')
+        out:sum():backward() -- the saved view reads the moved values
+        H.assert_close(a.grad, ddpl.ones(5, 3):matmul(expect:view(4, 3):t()), 0, 0)
+        -- a source that is a part of its storage, or t's own, cannot be moved
+        ddpl._release_memory(full)
+        local part = ddpl.randn(24):narrow(0, 12, 12)
+        H.assert_error(function() ddpl._restore_memory(full, part, true) end,
+                       '_restore_memory', 'whole')
+        H.assert_error(function() ddpl._restore_memory(full, nil, true) end,
+                       '_restore_memory', 'whole')
+        local _ = y
+    end)
+
     it('makes backward through a released saved tensor fail with a message', function()
         local base = ddpl.randn(6)
         local w = base:view(2, 3)

@@ -12,14 +12,15 @@
 -- Forward (FULL_SHARD, SHARD_GRAD_OP): the shards are all-gathered into a temporary full
 -- buffer; a Function (FSDPUnshard) from the shard to one view of that buffer per parameter
 -- fills the module's parameter slots, so the module runs unchanged. Its backward gets every
--- parameter's gradient at once, writes them into one flat gradient, starts the reduce-scatter
--- of that (a sum over ranks) and frees the buffer; when the outermost backward pass ends, each
+-- parameter's gradient at once, writes them into one flat gradient (sharded: in the buffer's
+-- own memory, which nothing reads any more), starts the reduce-scatter of that (a sum over
+-- ranks) and frees the buffer once that has read it; when the outermost backward pass ends, each
 -- reduction is waited for, divided by the world size (the average DDP computes) and added into
 -- its shard's gradient. After the forward the slots get placeholders without memory (using one
 -- outside the unit's forward and backward is refused with a message), and with FULL_SHARD the
 -- buffer's memory is released at once (core.h, ddpl_storage_release_memory) while the graph's
--- saved views keep pointing at it; a hook on each result gathers it again, into the same
--- memory, when the first gradient reaches the unit in backward (and starts gathering the unit
+-- saved views keep pointing at it; a hook on each result gathers it again and moves that memory
+-- into it when the first gradient reaches the unit in backward (and starts gathering the unit
 -- before it: backward_prefetch). SHARD_GRAD_OP keeps it from forward to backward (ZeRO-2).
 -- NO_SHARD keeps the whole buffer as the "shard" on every rank and all-reduces its gradient:
 -- DDP with one bucket per unit.
@@ -183,7 +184,10 @@ end
 -- ends (ddpl.autograd._queue_callback), so each unit's reduction overlaps the backward of the
 -- units before it, as DDP's buckets do; at most MAX_INFLIGHT stay in flight, since each holds a
 -- whole unit's gradient (all of them in flight at once would cost the model's full gradient).
-local MAX_INFLIGHT = 2
+-- One: the reduction of a unit overlaps the next unit's backward and is waited for when that
+-- one's starts (GPT 8 x 512 on 4 ranks: the allocator's peak 141.5 MiB against 153.5 with 2;
+-- on 2 ranks 4 x 256 the step took the same, 72.6-74.6 ms against 73.1-75.0).
+local MAX_INFLIGHT = 1
 local inflight
 
 -- The unit's name in the timeline and in messages.
@@ -203,6 +207,7 @@ local function finish_oldest(succeeded)
     r.work:wait()
     trace(r.unit, r.kind, 2, r.t, ddpl.time(), {bytes = r.bytes})
     close_all(r.temps) -- the full gradient the reduction read
+    if r.release then ddpl._release_memory(r.release) end
     if not succeeded then return end
     local unit, out = r.unit, r.out
     if r.round then -- the sum as a reduction in the 16-bit type gives it (Unit:reduce)
@@ -216,12 +221,17 @@ local function finish_oldest(succeeded)
         local _ <close> = out
         out = wide
     end
+    -- Every read of p.grad is a new box holding the gradient (and so its memory) until it is
+    -- closed or collected; the shard's gradient is held by the shard alone once set (our box
+    -- of it closed), so zero_grad's set_to_none frees it at once, not at the next collection
+    -- (a whole model's gradient shards per step: 24 MiB on 4 ranks for the GPT 8 x 512).
     local p = unit.shard
+    local pg <close> = p.grad
     if unit.offload then -- the gradient shard goes where the shard is: host memory
         local _ <close> = out
-        if p.grad then -- accumulating over backward passes without zero_grad
+        if pg then -- accumulating over backward passes without zero_grad
             local host <close> = out:to('cpu')
-            ddpl.no_grad(function() p.grad:add_(host) end)
+            ddpl.no_grad(function() pg:add_(host) end)
             return
         end
         -- one page-locked gradient per unit, reused once the optimizer dropped the last
@@ -232,9 +242,9 @@ local function finish_oldest(succeeded)
         p.grad = unit.host_grad
         return
     end
-    if p.grad then
-        ddpl.no_grad(function() p.grad:add_(out) end)
-        local _ <close> = out
+    local _ <close> = out
+    if pg then
+        ddpl.no_grad(function() pg:add_(out) end)
     else
         p.grad = out
     end
@@ -248,9 +258,11 @@ local function finish_all(succeeded)
 end
 
 -- Starts the reduction of the full buffer's gradient g into the shard's (nothing under
--- no_sync, which keeps g for the next synchronised pass instead).
-function Unit:reduce(g)
-    local temps = {g} -- the engine's gradient: its box is ours to drop once read
+-- no_sync, which keeps g for the next synchronised pass instead). release: a tensor whose
+-- storage g's memory is (the gathered buffer's, which Unshard.backward reuses), released once
+-- the reduction has read it.
+function Unit:reduce(g, release)
+    local temps = {g} -- ours to drop once read
     local function temp(t)
         temps[#temps + 1] = t
         return t
@@ -261,6 +273,7 @@ function Unit:reduce(g)
         self.pending = old and old + g or g:clone()
         if old then temp(old) end
         close_all(temps)
+        if release then ddpl._release_memory(release) end
         return
     end
     if self.pending then
@@ -293,7 +306,7 @@ function Unit:reduce(g)
     end
     if cfg.timeline then cfg.timeline:backward_event(t) end
     inflight[#inflight + 1] = {unit = self, out = out, work = work, temps = temps,
-                               round = round, t = t,
+                               release = release, round = round, t = t,
                                kind = self.sharded and 'reduce_scatter' or 'all_reduce',
                                bytes = out:numel() * out:element_size()}
     while #inflight > MAX_INFLIGHT do finish_oldest(true) end
@@ -316,10 +329,18 @@ function Unshard.forward(ctx, call, _, full)
     return table.unpack(views)
 end
 
+-- Sharded, the flat gradient takes the gathered buffer's own memory: this node runs once every
+-- node that read the unit's parameters has run (each parameter's gradient is final), so nothing
+-- reads the buffer again; writing it moves the storage's version, so a saved view of it that
+-- were still read (one taken outside the parameters' history) would be refused, not misread.
+-- That saves a unit-sized buffer per reduction in flight (GPT 8 x 512, 4 ranks, batch 1: the
+-- allocator's peak over a step 165.4 -> 153.6 MiB; bench/README.md, 'Session 43: FSDP peak RSS').
+-- NO_SHARD's buffer is the shard itself (or its cast copy): a fresh gradient there.
 function Unshard.backward(ctx, ...)
     local call = ctx.call
     local unit = call.unit
-    local g = ddpl.empty({call.full:numel()}, {dtype = call.full.dtype, device = unit.device})
+    local g = unit.sharded and call.full:detach() or
+        ddpl.empty({call.full:numel()}, {dtype = call.full.dtype, device = unit.device})
     ddpl.no_grad(function(...)
         for i, r in ipairs(unit.ranges) do
             local gi <close> = select(i, ...) -- the engine's box, ours to drop once copied
@@ -329,8 +350,9 @@ function Unshard.backward(ctx, ...)
         local pad = g:numel() - unit.numel
         if pad > 0 then g:narrow(0, unit.numel, pad):zero_() end
     end, ...)
-    unit:reduce(g) -- the shard's gradient arrives when the backward pass ends
-    if unit.sharded then ddpl._release_memory(call.full) end -- its users have all run
+    -- the shard's gradient arrives when the backward pass ends; the buffer's memory goes once
+    -- the reduction has read it
+    unit:reduce(g, unit.sharded and call.full or nil)
     call.done = true
     return nil, nil, nil
 end
@@ -466,11 +488,17 @@ local function regather(call)
         before.prefetched = start_gather(before.unit)
     end
     -- moved into the released storage under the saved views without a version change (a copy_
-    -- would make them look modified in place)
+    -- would make them look modified in place): the gathered memory itself when it has the
+    -- compute dtype (always, unless mixed_precision's param_dtype differs from the shard's and
+    -- the gather could not cast first), so no second unit-sized buffer exists at this point
     local g <close> = gathered
-    local cast <close> = compute_copy(unit, gathered)
-    local src <close> = cast:contiguous()
-    ddpl._restore_memory(call.full, src)
+    local cast = compute_copy(unit, gathered)
+    if rawequal(cast, gathered) then
+        ddpl._restore_memory(call.full, gathered, true)
+    else
+        local c <close> = cast
+        ddpl._restore_memory(call.full, c)
+    end
 end
 
 -- The tensors among a forward's results (one level of tables: LSTM's {h, c}).
