@@ -1,8 +1,12 @@
 /* bench/blas_raw.c: the machine's limits for bench/ops: raw OpenBLAS sgemm and memcpy bandwidth.
- * defines: main (a worker of bench/ops; prints one "RESULT <metric> <value> <unit>" line each).
+ * defines: main (a worker of bench/ops, speaking its row protocol on stdin and stdout).
  *
  *   gcc -O3 -mavx2 -mfma -o blas_raw bench/blas_raw.c $(pkg-config --cflags --libs openblas) -lpthread
  *   ./blas_raw [--threads T] [--min-time S] [--reps R]
+ *
+ * The protocol (bench/ops.lua's header): prints "ROWS <names>", then answers each stdin line
+ * "<name> <calls>" with "RESULT <name> <value> <unit> <calls>" (calls 0: warm up and calibrate
+ * loops of about S seconds first) until end of input.
  *
  * sgemm: row-major C[M,N] = A[M,K] @ B[K,N] through cblas_sgemm, beta = 0, the same call that
  * ddpl.matmul makes; flops = 2*M*N*K. memcpy: 16M float32 (64 MiB) copied into a buffer that
@@ -42,28 +46,32 @@ static double median(double *v, int n)
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* Runs body(ctx) in loops of `calls` calls lasting about min_time seconds; returns the median
- * over reps loops of seconds per call. */
+/* Seconds per call of body(ctx): the median over reps loops of *calls calls. With *calls == 0,
+ * a warm-up call (caches, thread pools, page faults) and a calibration first, which set *calls
+ * to a loop of about min_time seconds. */
 typedef void (*body_fn)(void *ctx);
-static double time_per_call(body_fn body, void *ctx, double min_time, int reps)
+static double time_per_call(body_fn body, void *ctx, int *calls, double min_time, int reps)
 {
-    body(ctx); /* warm-up: caches, thread pools, page faults */
-    int calls = 1;
-    for (;;) {
-        double t = now();
-        for (int i = 0; i < calls; i++) body(ctx);
-        double dt = now() - t;
-        if (dt >= min_time / 4 || calls >= (1 << 24)) {
-            if (dt > 0) calls = (int)(calls * (min_time / dt)) + 1;
-            break;
+    if (*calls <= 0) {
+        body(ctx);
+        int n = 1;
+        for (;;) {
+            double t = now();
+            for (int i = 0; i < n; i++) body(ctx);
+            double dt = now() - t;
+            if (dt >= min_time / 4 || n >= (1 << 24)) {
+                if (dt > 0) n = (int)(n * (min_time / dt)) + 1;
+                break;
+            }
+            n *= 2;
         }
-        calls *= 2;
+        *calls = n;
     }
     double *per_call = malloc(sizeof(double) * (size_t)reps);
     for (int r = 0; r < reps; r++) {
         double t = now();
-        for (int i = 0; i < calls; i++) body(ctx);
-        per_call[r] = (now() - t) / calls;
+        for (int i = 0; i < *calls; i++) body(ctx);
+        per_call[r] = (now() - t) / *calls;
     }
     double m = median(per_call, reps);
     free(per_call);
@@ -81,6 +89,7 @@ static float *random_floats(size_t n)
     return p;
 }
 
+/* Each row's buffers are made on its first measurement and kept for the later rounds. */
 struct gemm { int m, k, n; float *a, *b, *c; };
 
 static void gemm_body(void *ctx)
@@ -90,15 +99,15 @@ static void gemm_body(void *ctx)
                 g->b, g->n, 0.0f, g->c, g->n);
 }
 
-static void bench_sgemm(int m, int k, int n, double min_time, int reps)
+static double bench_sgemm(struct gemm *g, int *calls, double min_time, int reps)
 {
-    struct gemm g = {m, k, n, random_floats((size_t)m * k), random_floats((size_t)k * n),
-                     random_floats((size_t)m * n)};
-    double s = time_per_call(gemm_body, &g, min_time, reps);
-    printf("RESULT sgemm_%dx%dx%d %.3f GFLOP/s\n", m, k, n, 2.0 * m * n * k / s / 1e9);
-    free(g.a);
-    free(g.b);
-    free(g.c);
+    if (!g->a) {
+        g->a = random_floats((size_t)g->m * g->k);
+        g->b = random_floats((size_t)g->k * g->n);
+        g->c = random_floats((size_t)g->m * g->n);
+    }
+    double s = time_per_call(gemm_body, g, calls, min_time, reps);
+    return 2.0 * g->m * g->n * g->k / s / 1e9;
 }
 
 /* memcpy split into nthreads slices, one pthread each (the caller's thread takes slice 0). */
@@ -129,17 +138,21 @@ static void copy_body(void *ctx)
     for (int i = 1; i < nt; i++) pthread_join(th[i], NULL);
 }
 
-static void bench_memcpy(size_t nfloats, int nthreads, double min_time, int reps)
+static double bench_memcpy(struct copy *c, int *calls, double min_time, int reps)
 {
-    size_t bytes = nfloats * sizeof(float);
-    struct copy c = {aligned_alloc(4096, bytes), aligned_alloc(4096, bytes), bytes, nthreads};
-    memset(c.dst, 2, bytes); /* fault the pages in: this measures copying, not page faults */
-    memset((char *)c.src, 1, bytes);
-    double s = time_per_call(copy_body, &c, min_time, reps);
-    if (c.dst[bytes - 1] != 1) fprintf(stderr, "blas_raw: memcpy check failed\n");
-    printf("RESULT memcpy %.3f GB/s\n", 2.0 * (double)bytes / s / 1e9);
-    free(c.dst);
-    free((char *)c.src);
+    if (!c->dst) {
+        c->dst = aligned_alloc(4096, c->n);
+        c->src = aligned_alloc(4096, c->n);
+        if (!c->dst || !c->src) {
+            fprintf(stderr, "blas_raw: out of memory\n");
+            exit(1);
+        }
+        memset(c->dst, 2, c->n); /* fault the pages in: this measures copying, not page faults */
+        memset((char *)c->src, 1, c->n);
+    }
+    double s = time_per_call(copy_body, c, calls, min_time, reps);
+    if (c->dst[c->n - 1] != 1) fprintf(stderr, "blas_raw: memcpy check failed\n");
+    return 2.0 * (double)c->n / s / 1e9;
 }
 
 struct add { const float *a, *b; float *out; size_t n; int nthreads; };
@@ -171,14 +184,15 @@ static void add_body(void *ctx)
     for (int i = 1; i < nt; i++) pthread_join(th[i], NULL);
 }
 
-static void bench_add(size_t n, int nthreads, double min_time, int reps)
+static double bench_add(struct add *c, int *calls, double min_time, int reps)
 {
-    struct add c = {random_floats(n), random_floats(n), random_floats(n), n, nthreads};
-    double s = time_per_call(add_body, &c, min_time, reps);
-    printf("RESULT add_c %.3f GB/s\n", 3.0 * (double)(n * sizeof(float)) / s / 1e9);
-    free((float *)c.a);
-    free((float *)c.b);
-    free(c.out);
+    if (!c->a) {
+        c->a = random_floats(c->n);
+        c->b = random_floats(c->n);
+        c->out = random_floats(c->n);
+    }
+    double s = time_per_call(add_body, c, calls, min_time, reps);
+    return 3.0 * (double)(c->n * sizeof(float)) / s / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -200,10 +214,31 @@ int main(int argc, char **argv)
     }
     srand(1);
     openblas_set_num_threads(threads);
+    size_t n = (size_t)16 << 20; /* 16M float32 = 64 MiB */
+    struct gemm big = {1024, 1024, 1024, NULL, NULL, NULL}, small = {64, 784, 256, NULL, NULL, NULL};
+    struct copy copy = {NULL, NULL, n * sizeof(float), threads};
+    struct add add = {NULL, NULL, NULL, n, threads};
     printf("INFO blas %s, threads %d\n", openblas_get_config(), openblas_get_num_threads());
-    bench_sgemm(1024, 1024, 1024, min_time, reps);
-    bench_sgemm(64, 784, 256, min_time, reps);
-    bench_memcpy((size_t)16 << 20, threads, min_time, reps);
-    bench_add((size_t)16 << 20, threads, min_time, reps);
+    printf("ROWS sgemm_1024x1024x1024 sgemm_64x784x256 memcpy add_c\n");
+    fflush(stdout);
+    char line[256], name[128];
+    int calls;
+    while (fgets(line, sizeof line, stdin)) {
+        if (sscanf(line, "%127s %d", name, &calls) != 2) continue;
+        double v;
+        const char *unit = "GB/s";
+        if (!strcmp(name, "sgemm_1024x1024x1024")) v = bench_sgemm(&big, &calls, min_time, reps);
+        else if (!strcmp(name, "sgemm_64x784x256")) v = bench_sgemm(&small, &calls, min_time, reps);
+        else if (!strcmp(name, "memcpy")) v = bench_memcpy(&copy, &calls, min_time, reps);
+        else if (!strcmp(name, "add_c")) v = bench_add(&add, &calls, min_time, reps);
+        else {
+            printf("ERROR %s not a row of blas_raw\n", name);
+            fflush(stdout);
+            continue;
+        }
+        if (name[0] == 's') unit = "GFLOP/s";
+        printf("RESULT %s %.4f %s %d\n", name, v, unit, calls);
+        fflush(stdout);
+    }
     return 0;
 }

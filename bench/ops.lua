@@ -1,15 +1,22 @@
--- bench/ops.lua: the ops benchmark behind bench/ops: sgemm, elementwise bandwidth and tiny-op
--- cost for raw OpenBLAS (bench/blas_raw.c), ddplua and PyTorch (bench/ops_torch.py), side by side.
+-- bench/ops.lua: the ops benchmark behind bench/ops: sgemm, elementwise bandwidth, the reductions
+-- and sorts of issue 29 and tiny-op cost for raw OpenBLAS (bench/blas_raw.c), ddplua and PyTorch
+-- (bench/ops_torch.py), side by side.
 --
 -- Two roles, chosen by the first argument:
 --   lua5.4 bench/ops.lua [options]            the driver (run it through bench/ops, which builds
---                                            blas_raw and sets the paths): runs the workers in
---                                            alternating rounds and prints the tables
---   lua5.4 bench/ops.lua --worker [options]   the ddplua worker: one measurement of every
---                                            workload, printed as "RESULT <metric> <value> <unit>"
--- Every worker prints the same metrics, each the median of --reps timed loops of about
--- --min-time seconds; the driver takes the median over rounds. Bandwidth is bytes read + bytes
--- written per second (GB = 1e9), sgemm is 2*M*N*K flops per call.
+--                                            blas_raw and sets the paths): starts one worker per
+--                                            engine and thread count, asks them for each row in
+--                                            turn, round after round, and prints the tables
+--   lua5.4 bench/ops.lua --worker [options]   the ddplua worker
+--
+-- The row protocol, which the three workers speak on stdin and stdout: a worker prints "INFO"
+-- lines and then "ROWS <name> <name> ...", the rows it has; the driver sends "<name> <calls>";
+-- the worker times <calls> calls of the row (calls 0: a warm-up call and a calibration to a
+-- loop of about --min-time seconds first) and answers "RESULT <name> <value> <unit> <calls>" or
+-- "ERROR <name> <message>"; it exits at the end of its input. A row's inputs are made when it
+-- is first asked for and kept while the next rows share them (rows come in groups).
+-- Bandwidth is bytes read + bytes written per second (GB = 1e9), sgemm is 2*M*N*K flops per
+-- call, the rest are ms per call.
 
 local N_ELEM = 16 * 1024 * 1024 -- 16M float32 = 64 MiB per tensor
 
@@ -21,28 +28,31 @@ local function parse_args(argv, defaults) return util.parse_args(argv, defaults,
 -- the ddplua worker
 ---------------------------------------------------------------------------------------------
 local function worker(argv)
-  local o = parse_args(argv, {worker = false, threads = 1, min_time = 0.2, reps = 3,
-                              tiny_calls = 1000000, only = ''})
-  local wanted = util.selector(o.only)
+  local o = parse_args(argv, {worker = false, threads = 1, min_time = 0.1, reps = 1,
+                              tiny_calls = 1000000})
   local ddpl = require 'ddplua'
   local now = assert(ddpl.time, 'ddpl.time is missing (API.md, Utilities)')
   ddpl.set_num_threads(o.threads)
-  io.write(('INFO ddplua %s, threads %d\n'):format(tostring(ddpl.version),
-                                                   ddpl.get_num_threads()))
-  ddpl.manual_seed(0)
+  io.write(('INFO ddplua %s, threads %d, bf16 GEMM %s\n'):format(tostring(ddpl.version),
+           ddpl.get_num_threads(), ddpl.config().cpu_bf16_gemm))
 
-  local function time_per_call(body)
-    body() -- warm-up
-    local calls = 1
-    while true do
-      local t = now()
-      for _ = 1, calls do body() end
-      local dt = now() - t
-      if dt >= o.min_time / 4 or calls >= 1 << 24 then
-        if dt > 0 then calls = math.floor(calls * o.min_time / dt) + 1 end
-        break
+  -- Seconds per call of body: the median of o.reps loops of `calls` calls; with calls 0 a
+  -- warm-up call and a calibration to loops of about o.min_time seconds first. Returns the
+  -- seconds and the calls.
+  local function time_per_call(body, calls)
+    if calls <= 0 then
+      body()
+      calls = 1
+      while true do
+        local t = now()
+        for _ = 1, calls do body() end
+        local dt = now() - t
+        if dt >= o.min_time / 4 or calls >= 1 << 24 then
+          if dt > 0 then calls = math.floor(calls * o.min_time / dt) + 1 end
+          break
+        end
+        calls = calls * 2
       end
-      calls = calls * 2
     end
     local per_call = {}
     for r = 1, o.reps do
@@ -50,36 +60,16 @@ local function worker(argv)
       for _ = 1, calls do body() end
       per_call[r] = (now() - t) / calls
     end
-    return median(per_call)
+    return median(per_call), calls
   end
 
-  local function result(name, fn)
-    if not wanted(name) then return end
-    local ok, value, unit = pcall(fn)
-    if ok then
-      io.write(('RESULT %s %.4f %s\n'):format(name, value, unit))
-    else
-      io.write(('ERROR %s %s\n'):format(name, tostring(value):gsub('\n', ' ')))
-    end
-    io.flush()
-  end
-
-  -- Results are closed right away when tensors support <close>: the Lua equivalent of Python
-  -- freeing a result as soon as its last reference goes, which is what the torch worker gets.
-  -- Without __close they are left to the garbage collector.
-  local probe = ddpl.zeros(1)
-  local closable = (getmetatable(probe) or {}).__close ~= nil
-  io.write(('INFO results freed by %s\n'):format(closable and '<close>' or 'the GC'))
+  -- Results are closed right away: the Lua equivalent of Python freeing a result as soon as its
+  -- last reference goes, which is what the torch worker gets.
   local function producing(f)
-    if closable then
-      return function() local r <close> = f() end
-    end
-    return function() local r = f() end
+    return function() local r <close> = f() end
   end
-  -- every result of a multi-result op freed at once, as producing() does for one (one <close>
-  -- per local; a nil is skipped)
+  -- every result of a multi-result op freed at once (one <close> per local; a nil is skipped)
   local function all_closed(f)
-    if not closable then return function() local a, b, c = f() end end
     return function()
       local a, b, c = f()
       local ca <close> = a
@@ -88,146 +78,188 @@ local function worker(argv)
     end
   end
 
-  for _, mkn in ipairs({{1024, 1024, 1024}, {64, 784, 256}}) do
-    local m, k, n = mkn[1], mkn[2], mkn[3]
-    result(('sgemm_%dx%dx%d'):format(m, k, n), function()
-      local a, b = ddpl.randn(m, k), ddpl.randn(k, n)
-      local s = time_per_call(producing(function() return ddpl.matmul(a, b) end))
-      return 2.0 * m * n * k / s / 1e9, 'GFLOP/s'
-    end)
-  end
+  -- the inputs of each group of rows (the same in bench/ops_torch.py)
+  local groups = {
+    gemm = function()
+      return {big = {ddpl.randn(1024, 1024), ddpl.randn(1024, 1024)},
+              small = {ddpl.randn(64, 784), ddpl.randn(784, 256)}}
+    end,
+    -- (1024,1024) @ (1024,1024) in bfloat16: the AVX512-BF16 GEMM where the CPU has it
+    bf16 = function()
+      return {a = ddpl.randn(1024, 1024):to('bfloat16'), b = ddpl.randn(1024, 1024):to('bfloat16')}
+    end,
+    elementwise = function()
+      return {a = ddpl.randn(N_ELEM), b = ddpl.randn(N_ELEM), x = ddpl.randn(N_ELEM),
+              dst = ddpl.empty(N_ELEM)}
+    end,
+    -- 16M float32 as one row and a 4096x4096 matrix along each dim; any runs on zeros and all
+    -- on ones, so both read every element (they stop at the first deciding one)
+    scan = function()
+      return {v = ddpl.randn(N_ELEM), m = ddpl.randn(4096, 4096), zeros = ddpl.zeros(N_ELEM),
+              ones = ddpl.ones(N_ELEM)}
+    end,
+    -- 1M float32 as one slice, 1024 rows of 1024; 1M int64 in [0, 100000) for unique
+    sort = function()
+      return {v = ddpl.randn(1 << 20), m = ddpl.randn(1024, 1024),
+              u = ddpl.randint(0, 100000, {1 << 20})}
+    end,
+    -- v 1M float32, m 1024x1024, m4 4096x1024, big 16M; u 1M int64 in [0, 1000) (the bins of
+    -- bincount, the index of scatter_add/index_add into 1000 slots), a bool mask of v about half
+    -- true, 1000 sorted boundaries for searchsorted
+    select = function()
+      local t = {v = ddpl.randn(1 << 20), m = ddpl.randn(1024, 1024),
+                 m4 = ddpl.randn(4096, 1024), big = ddpl.randn(N_ELEM),
+                 q3 = ddpl.tensor({0.25, 0.5, 0.75}), u = ddpl.randint(0, 1000, {1 << 20}),
+                 z = ddpl.zeros(1000), gi = ddpl.randint(0, 1024, {1024, 1024}),
+                 bounds = ddpl.linspace(-3, 3, 1000)}
+      t.mask = t.v:gt(0)
+      return t
+    end,
+    tiny = function() return {a = ddpl.ones(1), b = ddpl.ones(1)} end,
+  }
 
-  local nbytes = 4 * N_ELEM
-  if wanted.any({'add', 'add_', 'gelu', 'clone', 'copy_'}) then
-      local a, b, x, dst = ddpl.randn(N_ELEM), ddpl.randn(N_ELEM), ddpl.randn(N_ELEM),
-      ddpl.empty(N_ELEM)
-    local cases = {
-      {'add', producing(function() return a + b end), 3},    -- reads a, b; writes a new tensor
-      {'add_', function() x:add_(b) end, 3},                  -- reads x, b; writes x
-      {'gelu', producing(function() return a:gelu() end), 2}, -- exact (erf) GELU, as PyTorch
-      {'clone', producing(function() return a:clone() end), 2},
-      {'copy_', function() dst:copy_(a) end, 2},
-    }
-    for _, c in ipairs(cases) do
-      result(c[1], function() return c[3] * nbytes / time_per_call(c[2]) / 1e9, 'GB/s' end)
+  -- rows in the driver's order: {name, group, make(inputs) -> body, unit, amount}; the value is
+  -- amount / seconds per call for GB/s (amount in GB) and GFLOP/s, ms per call otherwise
+  local GB, nbytes = 1e9, 4 * N_ELEM
+  local rows = {
+    {'sgemm_1024x1024x1024', 'gemm', function(t)
+      return producing(function() return ddpl.matmul(t.big[1], t.big[2]) end)
+    end, 'GFLOP/s', 2 * 1024 ^ 3 / 1e9},
+    {'sgemm_64x784x256', 'gemm', function(t)
+      return producing(function() return ddpl.matmul(t.small[1], t.small[2]) end)
+    end, 'GFLOP/s', 2 * 64 * 784 * 256 / 1e9},
+    {'matmul_bf16_1024', 'bf16', function(t)
+      return producing(function() return ddpl.matmul(t.a, t.b) end)
+    end, 'GFLOP/s', 2 * 1024 ^ 3 / 1e9},
+    -- reads a, b; writes a new tensor (3 passes); add_ reads x, b and writes x
+    {'add', 'elementwise', function(t) return producing(function() return t.a + t.b end) end,
+      'GB/s', 3 * nbytes / GB},
+    {'add_', 'elementwise', function(t) return function() t.x:add_(t.b) end end, 'GB/s',
+      3 * nbytes / GB},
+    {'gelu', 'elementwise', function(t) -- exact (erf) GELU, as PyTorch
+      return producing(function() return t.a:gelu() end)
+    end, 'GB/s', 2 * nbytes / GB},
+    {'clone', 'elementwise', function(t) return producing(function() return t.a:clone() end) end,
+      'GB/s', 2 * nbytes / GB},
+    {'copy_', 'elementwise', function(t) return function() t.dst:copy_(t.a) end end, 'GB/s',
+      2 * nbytes / GB},
+    {'cumsum', 'scan', function(t) return producing(function() return t.v:cumsum(0) end) end,
+      'GB/s', 2 * nbytes / GB},
+    {'cumsum_rows', 'scan', function(t) return producing(function() return t.m:cumsum(1) end) end,
+      'GB/s', 2 * nbytes / GB},
+    {'cumsum_cols', 'scan', function(t) return producing(function() return t.m:cumsum(0) end) end,
+      'GB/s', 2 * nbytes / GB},
+    {'any', 'scan', function(t) return producing(function() return t.zeros:any() end) end, 'GB/s',
+      nbytes / GB},
+    {'all', 'scan', function(t) return producing(function() return t.ones:all() end) end, 'GB/s',
+      nbytes / GB},
+    {'amax_rows', 'scan', function(t) return producing(function() return t.m:amax(1) end) end,
+      'GB/s', nbytes / GB},
+    {'sort_1m', 'sort', function(t) return all_closed(function() return t.v:sort() end) end},
+    {'sort_rows', 'sort', function(t) return all_closed(function() return t.m:sort() end) end},
+    {'argsort_1m', 'sort', function(t) return producing(function() return t.v:argsort() end) end},
+    {'unique_1m', 'sort', function(t) return producing(function() return t.u:unique() end) end},
+    {'unique_1m_inv', 'sort', function(t)
+      return all_closed(function()
+        return t.u:unique({return_inverse = true, return_counts = true})
+      end)
+    end},
+  }
+  local function sel(name, f, multi)
+    rows[#rows + 1] = {name, 'select', function(t)
+      return (multi and all_closed or producing)(function() return f(t) end)
+    end}
+  end
+  sel('median_1m', function(t) return t.v:median() end)
+  sel('median_rows', function(t) return t.m:median(-1) end, true)
+  sel('quantile_rows', function(t) return ddpl.quantile(t.m, 0.5, -1) end)
+  sel('quantile3_rows', function(t) return ddpl.quantile(t.m, t.q3, -1) end)
+  sel('kthvalue_rows', function(t) return t.m:kthvalue(256, -1) end, true)
+  sel('topk_rows', function(t) return t.m:topk(10, -1) end, true)
+  sel('topk_rows_small', function(t) return t.m:topk(10, -1, {largest = false}) end, true)
+  sel('cumprod_1m', function(t) return t.v:cumprod(0) end)
+  sel('cummax_1m', function(t) return t.v:cummax(0) end, true)
+  sel('logsumexp_rows', function(t) return t.m:logsumexp(1) end)
+  sel('std_rows', function(t) return t.m:std(1) end) -- correction 1, as torch's
+  sel('var_cols', function(t) return t.m:var(0) end)
+  sel('norm2_rows', function(t) return t.m:norm(2, 1) end)
+  sel('norm1_rows', function(t) return t.m:norm(1, 1) end)
+  sel('prod_cols', function(t) return t.m4:prod(0) end)
+  sel('sum_cols', function(t) return t.m4:sum(0) end)
+  sel('max_rows', function(t) return t.m4:max(1) end, true)
+  sel('count_nonzero', function(t) return t.m4:count_nonzero() end)
+  sel('aminmax', function(t) return t.m4:aminmax() end, true)
+  sel('nansum', function(t) return t.m4:nansum() end)
+  sel('bincount_1m', function(t) return t.u:bincount() end)
+  sel('histc_1m', function(t) return t.v:histc({bins = 100, min = -3, max = 3}) end)
+  sel('searchsorted_1m', function(t) return ddpl.searchsorted(t.bounds, t.v) end)
+  sel('scatter_add_1m', function(t) return t.z:scatter_add(0, t.u, t.v) end)
+  sel('index_add_1m', function(t) return t.z:index_add(0, t.u, t.v) end)
+  sel('gather_rows', function(t) return t.m:gather(1, t.gi) end)
+  sel('masked_select_1m', function(t) return t.v:masked_select(t.mask) end)
+  sel('nonzero_1m', function(t) return t.mask:nonzero() end)
+  sel('remainder_16m', function(t) return t.big % 1.5 end)
+  sel('fmod_16m', function(t) return t.big:fmod(1.5) end)
+  sel('roll_rows', function(t) return t.m4:roll(7, 0) end)
+  sel('roll_cols', function(t) return t.m4:roll(7, 1) end)
+  sel('repeat_interleave_1m', function(t) return t.v:repeat_interleave(2) end)
+
+  local by_name, names = {}, {}
+  for _, r in ipairs(rows) do
+    by_name[r[1]], names[#names + 1] = r, r[1]
+  end
+  names[#names + 1] = 'tiny_add'
+  io.write('ROWS ', table.concat(names, ' '), '\n')
+  io.flush()
+
+  local group, inputs, bodies = nil, nil, {}
+  local function measure(name, calls)
+    if name == 'tiny_add' then
+      -- a loop of --tiny-calls 1-element adds minus an empty loop of as many; the results are
+      -- left to the garbage collector as in ordinary code
+      local t1, t2, n = ddpl.ones(1), ddpl.ones(1), o.tiny_calls
+      local t = now()
+      for _ = 1, n do local c = t1 + t2 end
+      local t_op = now() - t
+      t = now()
+      for _ = 1, n do end
+      return (t_op - (now() - t)) / n * 1e6, 'us', n
     end
-    a, b, x, dst = nil, nil, nil, nil
+    local r = by_name[name] or error('not a row of the ddplua worker', 0)
+    if r[2] ~= group then
+      group, inputs, bodies = nil, nil, {}
+      collectgarbage()
+      ddpl.manual_seed(0)
+      inputs, group = groups[r[2]](), r[2]
+    end
+    bodies[name] = bodies[name] or r[3](inputs)
+    local s, n = time_per_call(bodies[name], calls)
+    if r[4] then return r[5] / s, r[4], n end
+    return s * 1e3, 'ms', n
   end
 
-  -- ---- scans and reductions, in GB/s of bytes read + written (same workloads in
-  -- bench/ops_torch.py). 16M float32 as one row, and a 4096x4096 matrix along each dim: a scan
-  -- of rows (dim 1) and of columns (dim 0), and amax along a row. any runs on zeros and all on
-  -- ones, so both read every element (they stop at the first deciding one).
-  if wanted.any({'cumsum', 'cumsum_rows', 'cumsum_cols', 'any', 'all', 'amax_rows'}) then
-    local v, m = ddpl.randn(N_ELEM), ddpl.randn(4096, 4096)
-    local zeros, ones = ddpl.zeros(N_ELEM), ddpl.ones(N_ELEM)
-    local scans = {
-      {'cumsum', producing(function() return v:cumsum(0) end), 2},
-      {'cumsum_rows', producing(function() return m:cumsum(1) end), 2},
-      {'cumsum_cols', producing(function() return m:cumsum(0) end), 2},
-      {'any', producing(function() return zeros:any() end), 1},
-      {'all', producing(function() return ones:all() end), 1},
-      {'amax_rows', producing(function() return m:amax(1) end), 1},
-    }
-    for _, c in ipairs(scans) do
-      result(c[1], function() return c[3] * nbytes / time_per_call(c[2]) / 1e9, 'GB/s' end)
+  for line in io.lines() do
+    local name, calls = line:match('^(%S+) (%d+)$')
+    if name then
+      local ok, value, unit, n = pcall(measure, name, tonumber(calls))
+      if ok then
+        io.write(('RESULT %s %.6g %s %d\n'):format(name, value, unit, n))
+      else
+        io.write(('ERROR %s %s\n'):format(name, (tostring(value):gsub('\n', ' '))))
+      end
+      io.flush()
     end
   end
-
-  -- ---- sorting and unique, in ms per call (same workloads in bench/ops_torch.py):
-  -- 1M float32 as one slice, 1024 rows of 1024 along the last dim, argsort of the 1M, and
-  -- unique of 1M int64 in [0, 100000) with and without the inverse and counts
-  if wanted.any({'sort_1m', 'sort_rows', 'argsort_1m', 'unique_1m', 'unique_1m_inv'}) then
-    local v, m = ddpl.randn(1 << 20), ddpl.randn(1024, 1024)
-    local u = ddpl.randint(0, 100000, {1 << 20})
-    local sorts = {
-      {'sort_1m', all_closed(function() return v:sort() end)},
-      {'sort_rows', all_closed(function() return m:sort() end)},
-      {'argsort_1m', producing(function() return v:argsort() end)},
-      {'unique_1m', producing(function() return u:unique() end)},
-      {'unique_1m_inv', all_closed(function()
-        return u:unique({return_inverse = true, return_counts = true})
-      end)},
-    }
-    for _, c in ipairs(sorts) do
-      result(c[1], function() return time_per_call(c[2]) * 1e3, 'ms' end)
-    end
-  end
-
-  -- ---- the reductions, selections and index ops of issue 29, in ms per call (same workloads
-  -- in bench/ops_torch.py; keys in SELECT_KEYS): v 1M float32, m 1024x1024 along the rows
-  -- (dim -1 or 1) or the columns (dim 0), m4 4096x1024, big 16M; u 1M int64 in [0, 1000) (the
-  -- bins of bincount and the index of scatter_add/index_add into 1000 slots), a bool mask of v
-  -- about half true, 1000 sorted boundaries for searchsorted.
-  do
-    local v, m, m4 = ddpl.randn(1 << 20), ddpl.randn(1024, 1024), ddpl.randn(4096, 1024)
-    local big = ddpl.randn(N_ELEM)
-    local q3 = ddpl.tensor({0.25, 0.5, 0.75})
-    local u, z = ddpl.randint(0, 1000, {1 << 20}), ddpl.zeros(1000)
-    local gi = ddpl.randint(0, 1024, {1024, 1024})
-    local mask = v:gt(0)
-    local bounds = ddpl.linspace(-3, 3, 1000)
-    local cases = {
-      {'median_1m', producing(function() return v:median() end)},
-      {'median_rows', all_closed(function() return m:median(-1) end)},
-      {'quantile_rows', producing(function() return ddpl.quantile(m, 0.5, -1) end)},
-      {'quantile3_rows', producing(function() return ddpl.quantile(m, q3, -1) end)},
-      {'kthvalue_rows', all_closed(function() return m:kthvalue(256, -1) end)},
-      {'topk_rows', all_closed(function() return m:topk(10, -1) end)},
-      {'topk_rows_small', all_closed(function() return m:topk(10, -1, {largest = false}) end)},
-      {'cumprod_1m', producing(function() return v:cumprod(0) end)},
-      {'cummax_1m', all_closed(function() return v:cummax(0) end)},
-      {'logsumexp_rows', producing(function() return m:logsumexp(1) end)},
-      {'std_rows', producing(function() return m:std(1) end)}, -- correction 1, as torch's
-      {'var_cols', producing(function() return m:var(0) end)},
-      {'norm2_rows', producing(function() return m:norm(2, 1) end)},
-      {'norm1_rows', producing(function() return m:norm(1, 1) end)},
-      {'prod_cols', producing(function() return m4:prod(0) end)},
-      {'sum_cols', producing(function() return m4:sum(0) end)},
-      {'max_rows', all_closed(function() return m4:max(1) end)},
-      {'count_nonzero', producing(function() return m4:count_nonzero() end)},
-      {'aminmax', all_closed(function() return m4:aminmax() end)},
-      {'nansum', producing(function() return m4:nansum() end)},
-      {'bincount_1m', producing(function() return u:bincount() end)},
-      {'histc_1m', producing(function() return v:histc({bins = 100, min = -3, max = 3}) end)},
-      {'searchsorted_1m', producing(function() return ddpl.searchsorted(bounds, v) end)},
-      {'scatter_add_1m', producing(function() return z:scatter_add(0, u, v) end)},
-      {'index_add_1m', producing(function() return z:index_add(0, u, v) end)},
-      {'gather_rows', producing(function() return m:gather(1, gi) end)},
-      {'masked_select_1m', producing(function() return v:masked_select(mask) end)},
-      {'nonzero_1m', producing(function() return mask:nonzero() end)},
-      {'remainder_16m', producing(function() return big % 1.5 end)},
-      {'fmod_16m', producing(function() return big:fmod(1.5) end)},
-      {'roll_rows', producing(function() return m4:roll(7, 0) end)},
-      {'roll_cols', producing(function() return m4:roll(7, 1) end)},
-      {'repeat_interleave_1m', producing(function() return v:repeat_interleave(2) end)},
-    }
-    for _, c in ipairs(cases) do
-      result(c[1], function() return time_per_call(c[2]) * 1e3, 'ms' end)
-    end
-  end
-
-  -- tiny op: 1-element add from Lua, loop of N calls minus an empty loop of N calls; results
-  -- are dropped to the garbage collector as in ordinary code
-  result('tiny_add', function()
-    local t1, t2 = ddpl.ones(1), ddpl.ones(1)
-    local n = o.tiny_calls
-    local t = now()
-    for _ = 1, n do local c = t1 + t2 end
-    local t_op = now() - t
-    t = now()
-    for _ = 1, n do end
-    local t_empty = now() - t
-    return (t_op - t_empty) / n * 1e6, 'us'
-  end)
 end
 
 ---------------------------------------------------------------------------------------------
 -- the driver
 ---------------------------------------------------------------------------------------------
+-- the rows, in the order they are measured (the workers' groups stay together)
 local METRICS = {
   {key = 'sgemm_1024x1024x1024', label = 'sgemm 1024x1024x1024', unit = 'GFLOP/s'},
   {key = 'sgemm_64x784x256', label = 'sgemm 64x784x256', unit = 'GFLOP/s'},
+  {key = 'matmul_bf16_1024', label = 'matmul 1024^3 bfloat16', unit = 'GFLOP/s'},
   {key = 'memcpy', label = 'memcpy 64 MiB (C)', unit = 'GB/s'},
   {key = 'add_c', label = 'a + b loop in C', unit = 'GB/s'},
   {key = 'copy_', label = 'copy_ 16M f32', unit = 'GB/s'},
@@ -290,26 +322,52 @@ local SELECT_METRICS = {
 }
 for _, s in ipairs(SELECT_METRICS) do METRICS[#METRICS + 1] = {key = s[1], label = s[2], unit = 'ms'} end
 
-
--- Runs one worker; returns {metric = value}, {info lines}, {error lines}.
-local function run_worker(cmd)
-  local p = assert(io.popen(cmd .. ' 2>&1', 'r'))
-  local values, info, errors = {}, {}, {}
-  for line in p:lines() do
-    local name, value = line:match('^RESULT (%S+) (%S+)')
-    if name then
-      values[name] = tonumber(value)
-    elseif line:match('^INFO ') then
-      info[#info + 1] = line:sub(6)
-    elseif line:match('^ERROR ') then
-      errors[#errors + 1] = line:sub(7)
-    elseif line ~= '' then
-      errors[#errors + 1] = line
+-- A worker as a co-process: its stdin is a named pipe (fifo) that the driver writes, its stdout
+-- and stderr a pipe the driver reads. Reads up to the worker's ROWS line; a worker that exits
+-- first is returned with .dead set.
+local function start_worker(cmd, fifo)
+  assert(os.execute('mkfifo ' .. sh_quote(fifo)), 'bench/ops: mkfifo ' .. fifo .. ' failed')
+  local w = {rows = {}, notes = {}}
+  w.from = assert(io.popen(cmd .. ' <' .. sh_quote(fifo) .. ' 2>&1', 'r'))
+  w.to = assert(io.open(fifo, 'w')) -- opens once the worker's shell has opened its end
+  for line in w.from:lines() do
+    local rows = line:match('^ROWS (.*)$')
+    if rows then
+      for n in rows:gmatch('%S+') do w.rows[n] = true end
+      return w
     end
+    w.notes[#w.notes + 1] = (line:gsub('^INFO ', ''))
   end
-  local ok, how, code = p:close()
-  if not ok then errors[#errors + 1] = ('worker exited (%s %s)'):format(how, code) end
-  return values, info, errors
+  w.dead = 'exited before listing its rows'
+  return w
+end
+
+-- One measurement of row `name` in `calls` calls (0: the worker calibrates); returns the value
+-- and the calls, or nil and a message. Lines other than the answer go to w.notes.
+local function ask(w, name, calls)
+  if w.dead then return nil, w.dead end
+  w.to:write(name, ' ', calls, '\n')
+  w.to:flush()
+  for line in w.from:lines() do
+    local n, v, c = line:match('^RESULT (%S+) (%S+) %S+ (%d+)$')
+    if n == name then return tonumber(v), tonumber(c) end
+    local en, msg = line:match('^ERROR (%S+) (.*)$')
+    if en == name then return nil, msg end
+    w.notes[#w.notes + 1] = line
+  end
+  w.dead = 'exited while measuring ' .. name
+  return nil, w.dead
+end
+
+-- Ends the workers of one thread count. Every worker inherited the driver's write ends of the
+-- fifos opened before it started (io.open sets no close-on-exec), so all write ends are closed
+-- first and the workers waited for from the last started: each exit releases earlier fifos.
+local function stop_workers(ws)
+  for _, w in ipairs(ws) do w.to:close() end
+  for i = #ws, 1, -1 do
+    local ok, how, code = ws[i].from:close()
+    if not ok and not ws[i].dead then ws[i].dead = ('exited (%s %s)'):format(how, code) end
+  end
 end
 
 local function fmt(v)
@@ -330,35 +388,50 @@ end
 
 local function pad(s, n) return s .. string.rep(' ', n - #s) end
 
+local USAGE = 'usage: bench/ops [--quick] [--rounds R] [--threads 1,2] [--min-time S] [--reps K]\n'
+  .. '                 [--tiny-calls N] [--no-torch] [--python PATH] [--only NAMES]\n'
+  .. '                 [--base BUILD_DIR] (see bench/README.md)\n'
+
 local function driver(argv)
   local ok, o = pcall(parse_args, argv, {quick = false, rounds = 5, threads = '1,2',
-    min_time = 0.2, reps = 3, tiny_calls = 1000000, no_torch = false, python = '/usr/bin/python3',
+    min_time = 0.1, reps = 1, tiny_calls = 1000000, no_torch = false, python = '/usr/bin/python3',
     blas_raw = os.getenv('BENCH_BLAS_RAW') or '', lua = os.getenv('BENCH_LUA') or 'lua5.4',
     only = '', base = ''})
   if not ok then
-    io.stderr:write('bench/ops: ', tostring(o):gsub('^.-:%d+: ', ''), '\n',
-      'usage: bench/ops [--quick] [--rounds R] [--threads 1,2] [--min-time S] [--reps K]\n',
-      '                 [--tiny-calls N] [--no-torch] [--python PATH] [--only NAMES]\n',
-      '                 [--base BUILD_DIR] (see bench/README.md)\n')
+    io.stderr:write('bench/ops: ', tostring(o):gsub('^.-:%d+: ', ''), '\n', USAGE)
     os.exit(2)
   end
   if o.quick then
     local explicit = table.concat(argv, ' ')
     if not explicit:find('%-%-rounds') then o.rounds = 2 end
     if not explicit:find('%-%-min%-time') then o.min_time = 0.05 end
-    if not explicit:find('%-%-reps') then o.reps = 1 end
     if not explicit:find('%-%-tiny%-calls') then o.tiny_calls = 100000 end
+  end
+  if o.rounds < 1 or o.reps < 1 or not (o.min_time > 0) then
+    io.stderr:write('bench/ops: --rounds and --reps must be >= 1, --min-time > 0\n', USAGE)
+    os.exit(2)
   end
   local here = (arg and arg[0] or 'bench/ops.lua'):match('^(.*)/[^/]*$') or '.'
   local threads = {}
   for t in o.threads:gmatch('%d+') do threads[#threads + 1] = tonumber(t) end
 
+  -- --only: the rows whose names match (a worker only makes the inputs of the rows asked for)
+  local wanted = util.selector(o.only)
+  local rows = {}
+  for _, m in ipairs(METRICS) do
+    if wanted(m.key) then rows[#rows + 1] = m end
+  end
+  if #rows == 0 then
+    local names = {}
+    for _, m in ipairs(METRICS) do names[#names + 1] = m.key end
+    io.stderr:write('bench/ops: --only ', o.only, ' matches no row; the rows are:\n  ',
+                    table.concat(names, ' '), '\n')
+    os.exit(2)
+  end
+
   local have_torch = not o.no_torch and
     os.execute(sh_quote(o.python) .. ' -c "import torch" >/dev/null 2>&1') == true
   local common = ('--min-time %g --reps %d'):format(o.min_time, o.reps)
-  local common_raw = common -- blas_raw measures all of its few workloads
-  if o.only ~= '' then common = common .. ' --only ' .. sh_quote(o.only) end
-  local wanted = util.selector(o.only)
   -- --base: a second ddplua build (another ddplua.so) measured in the same rounds as
   -- "ddplua base", for before/after figures from one run
   local base_cpath
@@ -374,14 +447,17 @@ local function driver(argv)
   end
   local clean = 'env -u OMP_NUM_THREADS -u OPENBLAS_NUM_THREADS -u OMP_WAIT_POLICY '
 
-  io.write(('bench/ops: %d rounds, threads %s, loops of ~%gs, median of %d loops per round, '
-            .. 'tiny op %d calls; torch %s\n'):format(o.rounds, o.threads, o.min_time, o.reps,
-            o.tiny_calls, have_torch and 'yes' or o.no_torch and 'off (--no-torch)'
+  io.write(('bench/ops: %d rows, %d rounds, threads %s, loops of ~%gs (%d per measurement), '
+            .. 'tiny op %d calls; torch %s\n'):format(#rows, o.rounds, o.threads, o.min_time,
+            o.reps, o.tiny_calls, have_torch and 'yes' or o.no_torch and 'off (--no-torch)'
             or 'not importable by ' .. o.python .. ' (skipped)'))
 
   -- other processes on the machine skew every figure, 2-thread ones most: say how busy it was
   local loadavg = util.loadavg
-  local load_start = loadavg()
+  local load_start, t_start = loadavg(), os.time()
+  local dir = os.tmpname()
+  os.remove(dir)
+  assert(os.execute('mkdir -m 700 ' .. sh_quote(dir)), 'bench/ops: mkdir ' .. dir .. ' failed')
 
   local results = {} -- results[T][engine][metric] = {round values}
   local engines_of = {}
@@ -389,10 +465,9 @@ local function driver(argv)
   for _, T in ipairs(threads) do
     local envT = ('%sOMP_NUM_THREADS=%d OPENBLAS_NUM_THREADS=%d '):format(clean, T, T)
     local engines = {}
-    local raw_keys = {'sgemm_1024x1024x1024', 'sgemm_64x784x256', 'memcpy', 'add_c'}
-    if o.blas_raw ~= '' and wanted.any(raw_keys) then
+    if o.blas_raw ~= '' then
       engines[#engines + 1] = {name = 'raw', cmd = envT .. sh_quote(o.blas_raw)
-        .. (' --threads %d %s'):format(T, common_raw)}
+        .. (' --threads %d %s'):format(T, common)}
     end
     -- ddplua gets its threads from ddpl.set_num_threads alone; at 2+ threads it also runs with
     -- DDPLUA_SPIN_US=0 (its pool's workers sleep at once), to show what the short spin buys (not
@@ -417,29 +492,55 @@ local function driver(argv)
     end
     engines_of[T] = engines
     results[T] = {}
-    for _, e in ipairs(engines) do results[T][e.name] = {} end
+    for i, e in ipairs(engines) do
+      results[T][e.name] = {}
+      e.w = start_worker(e.cmd, ('%s/T%d-%d'):format(dir, T, i))
+      e.calls = {}
+    end
 
-    for r = 1, o.rounds do
-      for j = 0, #engines - 1 do -- rotate the order each round: no engine always goes first
-        local e = engines[(r - 1 + j) % #engines + 1]
-        io.stderr:write(('  threads %d round %d/%d: %s\n'):format(T, r, o.rounds, e.name))
-        local values, info, errors = run_worker(e.cmd)
-        for k, v in pairs(values) do
-          local list = results[T][e.name][k] or {}
-          list[#list + 1] = v
-          results[T][e.name][k] = list
-        end
-        for _, line in ipairs(info) do notes[e.name .. ': ' .. line] = true end
-        for _, line in ipairs(errors) do notes[e.name .. ' ERROR: ' .. line] = true end
+    -- each row: every engine that has it, in an order that rotates from round to round, all
+    -- rounds one after the other (so the load of that minute touches every engine alike)
+    for ri, m in ipairs(rows) do
+      local have = {}
+      for _, e in ipairs(engines) do
+        if e.w.rows[m.key] then have[#have + 1] = e end
       end
+      for r = 1, o.rounds do
+        for j = 0, #have - 1 do
+          local e = have[(ri + r + j) % #have + 1]
+          local v, c = ask(e.w, m.key, e.calls[m.key] or 0)
+          if v then
+            e.calls[m.key] = c
+            local list = results[T][e.name][m.key] or {}
+            list[#list + 1] = v
+            results[T][e.name][m.key] = list
+          else
+            notes[('%s ERROR: %s: %s'):format(e.name, m.key, c)] = true
+          end
+        end
+      end
+      local line = {}
+      for _, e in ipairs(have) do
+        line[#line + 1] = e.name .. ' ' .. fmt(median(results[T][e.name][m.key] or {}))
+      end
+      io.stderr:write(('  threads %d, %d/%d %s (%s): %s\n'):format(T, ri, #rows, m.key, m.unit,
+                      table.concat(line, ', ')))
+    end
+    local ws = {}
+    for i, e in ipairs(engines) do ws[i] = e.w end
+    stop_workers(ws)
+    for _, e in ipairs(engines) do
+      for _, line in ipairs(e.w.notes) do notes[e.name .. ': ' .. line] = true end
+      if e.w.dead then notes[e.name .. ' ERROR: worker ' .. e.w.dead] = true end
     end
   end
+  os.execute('rm -rf ' .. sh_quote(dir))
 
   local h = io.popen('nproc')
   local ncpu = h and h:read('l') or '?'
   if h then h:close() end
-  io.write(('\nload average (1, 5, 15 min) at start: %s, at end: %s; %s CPUs\n'):format(
-    load_start, loadavg(), ncpu))
+  io.write(('\nload average (1, 5, 15 min) at start: %s, at end: %s; %s CPUs; %d s\n'):format(
+    load_start, loadavg(), ncpu, os.time() - t_start))
   local sorted_notes = {}
   for k in pairs(notes) do sorted_notes[#sorted_notes + 1] = k end
   table.sort(sorted_notes)
@@ -450,12 +551,12 @@ local function driver(argv)
   for _, T in ipairs(threads) do
     local engines = engines_of[T]
     io.write(('\nthreads = %d (median [min-max] over %d rounds)\n'):format(T, o.rounds))
-    local header = pad('metric', 22) .. pad('unit', 9)
+    local header = pad('metric', 24) .. pad('unit', 9)
     for _, e in ipairs(engines) do header = header .. pad(e.name, 18) end
     header = header:gsub('%s+$', '')
     io.write(header, '\n', string.rep('-', #header), '\n')
-    for _, m in ipairs(METRICS) do
-      local line = pad(m.label, 22) .. pad(m.unit, 9)
+    for _, m in ipairs(rows) do
+      local line = pad(m.label, 24) .. pad(m.unit, 9)
       local any = false
       for _, e in ipairs(engines) do
         local v = results[T][e.name][m.key]
@@ -500,6 +601,22 @@ local function driver(argv)
                d and ref and (d / ref >= c[5] and 'ok' or 'BELOW') or 'n/a', '\n')
       ::skip::
     end
+    -- bfloat16 matmul against torch's (issue 34's target: >= 0.9) and against our float32
+    -- sgemm of the same shape (>= 1.7)
+    local bf, tbf = med(T, 'ddplua', 'matmul_bf16_1024'), best_torch(T, 'matmul_bf16_1024', true)
+    local f32 = med(T, 'ddplua', 'sgemm_1024x1024x1024')
+    if bf or tbf then
+      io.write(pad('bf16 matmul vs torch', 24), pad(tostring(T), 3),
+               pad(tbf and 'torch ' .. fmt(tbf) or '-', 14), pad(fmt(bf), 9),
+               pad(ratio(bf, tbf), 8), pad(fmt(tbf), 9), pad('-', 8), pad('>= 0.9', 9),
+               bf and tbf and (bf / tbf >= 0.9 and 'ok' or 'BELOW') or 'n/a', '\n')
+      if f32 then
+        io.write(pad('bf16 matmul vs f32', 24), pad(tostring(T), 3),
+                 pad('f32 ' .. fmt(f32), 14), pad(fmt(bf), 9), pad(ratio(bf, f32), 8),
+                 pad(fmt(tbf), 9), pad(ratio(tbf, best_torch(T, 'sgemm_1024x1024x1024', true)), 8),
+                 pad('>= 1.7', 9), bf and (bf / f32 >= 1.7 and 'ok' or 'BELOW') or 'n/a', '\n')
+      end
+    end
     local d, t = med(T, 'ddplua', 'tiny_add'), best_torch(T, 'tiny_add', false)
     if d or t then
       io.write(pad('tiny add, us per call', 24), pad(tostring(T), 3), pad('-', 14), pad(fmt(d), 9),
@@ -507,18 +624,25 @@ local function driver(argv)
                d and (d < 1 and 'ok' or 'ABOVE') or 'n/a', '\n')
     end
   end
-  -- sorting and the issue-29 reductions at least as fast as PyTorch (ratio = torch ms / ddplua
-  -- ms)
-  local vs_torch = {'sort_1m', 'sort_rows', 'argsort_1m'}
+  -- the scans, sorts and issue-29 reductions at least as fast as PyTorch: x = torch ms /
+  -- ddplua ms, or ddplua GB/s / torch GB/s (above 1: ddplua faster)
+  local vs_torch = {'cumsum', 'cumsum_rows', 'cumsum_cols', 'any', 'all', 'amax_rows', 'sort_1m',
+                    'sort_rows', 'argsort_1m', 'unique_1m', 'unique_1m_inv'}
   for _, s in ipairs(SELECT_METRICS) do vs_torch[#vs_torch + 1] = s[1] end
+  local unit_of = {}
+  for _, m in ipairs(METRICS) do unit_of[m.key] = m.unit end
+  local function speedup(k, t, d)
+    if unit_of[k] == 'ms' then return ratio(t, d), t and d and t / d end
+    return ratio(d, t), t and d and d / t
+  end
   for _, T in ipairs(threads) do
     for _, k in ipairs(vs_torch) do
-      local d, t = med(T, 'ddplua', k), best_torch(T, k, false)
+      local d, t = med(T, 'ddplua', k), best_torch(T, k, unit_of[k] ~= 'ms')
       if d or t then
+        local x, xv = speedup(k, t, d)
         io.write(pad(#k <= 14 and k .. ' vs torch' or k, 24), pad(tostring(T), 3),
-                 pad('torch ' .. fmt(t), 14),
-                 pad(fmt(d), 9), pad(ratio(t, d), 8), pad(fmt(t), 9), pad('-', 8),
-                 pad('>= 1', 9), d and t and (t / d >= 1 and 'ok' or 'BELOW') or 'n/a', '\n')
+                 pad('torch ' .. fmt(t), 14), pad(fmt(d), 9), pad(x, 8), pad(fmt(t), 9),
+                 pad('-', 8), pad('>= 1', 9), xv and (xv >= 1 and 'ok' or 'BELOW') or 'n/a', '\n')
       end
     end
   end
@@ -527,32 +651,39 @@ local function driver(argv)
     -- before/after from the same rounds: x = torch ms / ddplua ms (above 1: ddplua faster)
     -- also from the fastest round of each engine: on a loaded host the minimum is the figure
     -- least touched by other processes
-    local function lowest(T, engine, key)
+    -- the best round of each engine: the lowest ms, the highest GB/s
+    local function best(T, engine, key)
       local v = results[T][engine] and results[T][engine][key]
       if not v or #v == 0 then return nil end
-      local m = math.huge
-      for _, x in ipairs(v) do m = math.min(m, x) end
+      local m = v[1]
+      for _, x in ipairs(v) do
+        if (unit_of[key] == 'ms') == (x < m) then m = x end
+      end
       return m
     end
-    local function lowest_torch(T, key)
-      local a, b = lowest(T, 'torch', key), lowest(T, 'torch passive', key)
-      if a and b then return math.min(a, b) end
+    local function best_round_torch(T, key)
+      local a, b = best(T, 'torch', key), best(T, 'torch passive', key)
+      if a and b then
+        return ((unit_of[key] == 'ms') == (a < b)) and a or b
+      end
       return a or b
     end
-    io.write(('\nbefore (--base %s) and after, against torch (ms per call, medians and the '
-              .. 'fastest rounds; x = torch / ddplua)\n'):format(o.base))
+    io.write(('\nbefore (--base %s) and after, against torch (medians and the best rounds; '
+              .. 'x = torch ms / ddplua ms or ddplua GB/s / torch GB/s)\n'):format(o.base))
     local hdr = pad('op', 22) .. pad('T', 3) .. pad('torch', 9) .. pad('before', 9) .. pad('x', 8)
-      .. pad('after', 9) .. pad('x', 8) .. pad('min: torch', 12) .. pad('before', 9) .. pad('x', 8)
-      .. pad('after', 9) .. 'x'
+      .. pad('after', 9) .. pad('x', 8) .. pad('best: torch', 12) .. pad('before', 9)
+      .. pad('x', 8) .. pad('after', 9) .. 'x'
     io.write(hdr, '\n', string.rep('-', #hdr + 6), '\n')
     for _, T in ipairs(threads) do
       for _, k in ipairs(vs_torch) do
-        local t, b, d = best_torch(T, k, false), med(T, 'ddplua base', k), med(T, 'ddplua', k)
-        local tl, bl, dl = lowest_torch(T, k), lowest(T, 'ddplua base', k), lowest(T, 'ddplua', k)
+        local t = best_torch(T, k, unit_of[k] ~= 'ms')
+        local b, d = med(T, 'ddplua base', k), med(T, 'ddplua', k)
+        local tl, bl, dl = best_round_torch(T, k), best(T, 'ddplua base', k), best(T, 'ddplua', k)
         if b or d then
           io.write(pad(k, 22), pad(tostring(T), 3), pad(fmt(t), 9), pad(fmt(b), 9),
-                   pad(ratio(t, b), 8), pad(fmt(d), 9), pad(ratio(t, d), 8), pad(fmt(tl), 12),
-                   pad(fmt(bl), 9), pad(ratio(tl, bl), 8), pad(fmt(dl), 9), ratio(tl, dl), '\n')
+                   pad((speedup(k, t, b)), 8), pad(fmt(d), 9), pad((speedup(k, t, d)), 8),
+                   pad(fmt(tl), 12), pad(fmt(bl), 9), pad((speedup(k, tl, bl)), 8),
+                   pad(fmt(dl), 9), (speedup(k, tl, dl)), '\n')
         end
       end
     end
