@@ -13,6 +13,9 @@
 -- and loss:item(); samples/s = samples in steps warmup+1..steps / (end of the last step - end of
 -- step warmup). The driver reports medians over rounds, [min-max], and the ratio against
 -- PyTorch's better configuration at the same thread count (default or OMP_WAIT_POLICY=passive).
+-- --dtype bfloat16: both engines run forward and loss under CPU autocast (PyTorch's
+-- torch.autocast('cpu')), ddplua in float32 runs beside them, and the tables add ddplua's
+-- bf16/float32 ratio; the bar against PyTorch is then 1.0 (issue 34: at least as fast).
 
 local TARGETS = { mlp = { [1] = 1.25, [2] = 1.5 }, cnn = { [1] = 1.3, [2] = 1.3 } }
 -- issue 17 item 3: ddplua at 2 threads against itself at 1 (the cnn; the mlp's step is too short
@@ -28,7 +31,7 @@ local function parse_args(argv, defaults) return util.parse_args(argv, defaults,
 ---------------------------------------------------------------------------------------------------
 local function worker(argv)
     local o = parse_args(argv, { worker = false, model = 'mlp', threads = 1, steps = 400,
-        warmup = 20, batch = 64, seed = 0, root = '.' })
+        warmup = 20, batch = 64, seed = 0, root = '.', dtype = 'float32' })
     local ddpl = require 'ddplua'
     local F = ddpl.F
     ddpl.set_num_threads(o.threads)
@@ -51,7 +54,14 @@ local function worker(argv)
         for first = 0, n - 1, o.batch do
             if step >= o.steps then break end
             local idx = perm:narrow(0, first, math.min(o.batch, n - first))
-            loss = F.cross_entropy(model(x:index_select(0, idx)), y:index_select(0, idx))
+            local function forward()
+                return F.cross_entropy(model(x:index_select(0, idx)), y:index_select(0, idx))
+            end
+            if o.dtype == 'float32' then
+                loss = forward()
+            else
+                loss = ddpl.autocast('cpu', { dtype = o.dtype }, forward)
+            end
             opt:zero_grad()
             loss:backward()
             opt:step()
@@ -69,9 +79,9 @@ local function worker(argv)
     end
     print(('{"engine": "ddplua", "model": "%s", "threads": %d, "steps": %d, "warmup": %d, ' ..
         '"batch": %d, "samples_per_s": %.17g, "step_ms_median": %.17g, "final_loss": %.17g, ' ..
-        '"wait_policy": "%s", "faults_per_step": %.17g}'):format(o.model, o.threads, o.steps, w,
-        o.batch, samples / (ends[o.steps] - ends[w]), median(step_ms), loss:item(),
-        os.getenv('OMP_WAIT_POLICY') or '', faults_per_step))
+        '"wait_policy": "%s", "faults_per_step": %.17g, "dtype": "%s"}'):format(o.model,
+        o.threads, o.steps, w, o.batch, samples / (ends[o.steps] - ends[w]), median(step_ms),
+        loss:item(), os.getenv('OMP_WAIT_POLICY') or '', faults_per_step, o.dtype))
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -83,7 +93,11 @@ local loadavg = util.loadavg
 local function driver(argv)
     local o = parse_args(argv, { rounds = 5, threads = '1,2', models = 'mlp,cnn', steps = 400,
         cnn_steps = 0, warmup = 20, batch = 64, no_torch = false, quick = false,
-        python = '/usr/bin/python3' })
+        python = '/usr/bin/python3', dtype = 'float32' })
+    if o.dtype ~= 'float32' and o.dtype ~= 'bfloat16' then
+        error('bench/train: --dtype must be float32 or bfloat16', 0)
+    end
+    local bf16 = o.dtype ~= 'float32' 
     if o.quick then
         o.rounds, o.cnn_steps = 2, 100
     end
@@ -101,9 +115,11 @@ local function driver(argv)
     -- configurations: {label, engine, env}; PyTorch's 2-thread default stalls on 2 vCPUs, so
     -- at T >= 2 it also runs with passive OpenMP waiting (RESULTS.md note 2). ddplua has its own
     -- pool (no OpenMP): at T >= 2 it also runs without spinning (DDPLUA_SPIN_US=0), to show
-    -- what the short spin buys (not used for the targets)
+    -- what the short spin buys (not used for the targets). {label, engine, env [, dtype]}: with
+    -- --dtype bfloat16 every configuration runs under autocast but 'ddplua float32'.
     local function configs(t)
         local c = { { 'ddplua', 'ddplua', '' } }
+        if bf16 then c[#c + 1] = { 'ddplua float32', 'ddplua', '', 'float32' } end
         if t >= 2 then c[#c + 1] = { 'ddplua nospin', 'ddplua', 'DDPLUA_SPIN_US=0' } end
         if have_torch then
             c[#c + 1] = { 'torch', 'torch', '' }
@@ -114,8 +130,8 @@ local function driver(argv)
 
     local function run(model, t, cfg)
         local steps = (model == 'cnn' and o.cnn_steps > 0) and o.cnn_steps or o.steps
-        local common = ('--model %s --threads %d --steps %d --warmup %d --batch %d'):format(model,
-            t, steps, o.warmup, o.batch)
+        local common = ('--model %s --threads %d --steps %d --warmup %d --batch %d --dtype %s')
+            :format(model, t, steps, o.warmup, o.batch, cfg[4] or o.dtype)
         local cmd
         if cfg[2] == 'ddplua' then
             -- only ddpl.set_num_threads: the engine sizes OpenMP and keeps OpenBLAS at 1 thread
@@ -141,8 +157,8 @@ local function driver(argv)
 
     local load0 = loadavg()
     io.write(('bench/train: %d rounds, models %s, threads %s, %d steps (cnn %d), warmup %d, ' ..
-        'batch %d; torch %s; load average %s\n'):format(o.rounds, o.models, o.threads, o.steps,
-        o.cnn_steps > 0 and o.cnn_steps or o.steps, o.warmup, o.batch,
+        'batch %d, dtype %s; torch %s; load average %s\n'):format(o.rounds, o.models, o.threads,
+        o.steps, o.cnn_steps > 0 and o.cnn_steps or o.steps, o.warmup, o.batch, o.dtype,
         have_torch and 'yes' or 'no', load0))
     io.flush()
     -- results[model][t][label] = {samples/s per round}; the order of the configurations rotates
@@ -216,6 +232,20 @@ local function driver(argv)
     end
     util.write_section('thread scaling: ddplua at T threads / ddplua at 1 thread, samples/s ' ..
         'of the same round (median [min-max] over rounds)', scaling)
+    if bf16 then
+        local lines = {}
+        for _, model in ipairs(models) do
+            for _, t in ipairs(threads) do
+                local a = median(results[model][t]['ddplua'] or {})
+                local b = median(results[model][t]['ddplua float32'] or {})
+                if a and b then
+                    lines[#lines + 1] = ('%-5s T%-2d %.2fx'):format(model, t, a / b)
+                end
+            end
+        end
+        util.write_section('ddplua under bfloat16 autocast / ddplua in float32, samples/s ' ..
+            '(medians over rounds)', lines)
+    end
     if have_torch then
         io.write('\ntargets: ddplua (default threads) / the better PyTorch configuration\n')
         io.write(('%-5s %-2s %-10s %-10s %-16s %-7s %-7s %s\n'):format('model', 'T', 'ddplua',
@@ -228,7 +258,7 @@ local function driver(argv)
                     local v = median(results[model][t][label] or {})
                     if v and (not best or v > best) then best, which = v, label end
                 end
-                local target = TARGETS[model][t] or TARGETS[model][2]
+                local target = bf16 and 1.0 or TARGETS[model][t] or TARGETS[model][2]
                 if mine and best then
                     local ratio = mine / best
                     io.write(('%-5s %-2d %-10.0f %-10.0f %-16s %-7.2f %-7s %s\n'):format(model, t,

@@ -1,13 +1,14 @@
 """bench/train_torch.py: the PyTorch worker of bench/train (training samples/s).
 
   /usr/bin/python3 bench/train_torch.py --model mlp|cnn --threads T [--steps 400] [--warmup 20]
-      [--batch 64] [--seed 0]
+      [--batch 64] [--seed 0] [--dtype float32|bfloat16]
 
 Prints one JSON line: samples_per_s, step_ms_median, ... for the same workload as bench/train.lua's
 ddplua worker and as shared/reference/torch/RESULTS.md defines it: the whole training split in
 memory as one normalised float32 tensor, a fresh torch.randperm per epoch, batches gathered with
 index_select, forward, cross_entropy, zero_grad, backward, SGD step (momentum 0.9, lr 0.05 mlp /
-0.02 cnn) and loss.item(); samples/s over the steps after the first `warmup`.
+0.02 cnn) and loss.item(); samples/s over the steps after the first `warmup`. With --dtype
+bfloat16, forward and loss run under torch.autocast('cpu', dtype=torch.bfloat16).
 
 Threads: torch.set_num_threads(T) sizes ATen's OpenMP pool only; Debian's torch runs its GEMMs in
 OpenBLAS, whose own pool is sized with openblas_set_num_threads(T) through ctypes. The caller sets
@@ -68,6 +69,7 @@ def main():
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32")
     a = p.parse_args()
 
     set_threads(a.threads)
@@ -83,7 +85,8 @@ def main():
             if step >= a.steps:
                 break
             idx = perm[first:first + a.batch]
-            loss = F.cross_entropy(model(x.index_select(0, idx)), y.index_select(0, idx))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.dtype != "float32"):
+                loss = F.cross_entropy(model(x.index_select(0, idx)), y.index_select(0, idx))
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -98,7 +101,7 @@ def main():
         "engine": "torch", "model": a.model, "threads": a.threads, "steps": a.steps,
         "warmup": w, "batch": a.batch, "samples_per_s": sum(sizes[w:]) / timed,
         "step_ms_median": statistics.median(step_ms), "final_loss": loss.item(),
-        "wait_policy": os.environ.get("OMP_WAIT_POLICY", "")}))
+        "wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "dtype": a.dtype}))
 
 
 if __name__ == "__main__":
