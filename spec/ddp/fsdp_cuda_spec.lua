@@ -23,6 +23,9 @@ local cases = {
     {2, 'strategy=NO_SHARD model=mlp clip=1 offload=1'},
     {4, 'strategy=FULL_SHARD model=mlp wrap=classes accum=1 offload=1'},
     {2, 'strategy=FULL_SHARD model=gpt wrap=classes fprefetch=1 offload=1'},
+    -- the backward prefetch gathering into the memory of the reduce-scatter in flight (ordered
+    -- after it on the group's stream)
+    {2, 'strategy=FULL_SHARD model=gpt wrap=classes blocks=4'},
 }
 
 -- mixed_precision on nccl against DDP under the same casts (spec/ddp/fsdp_spec.lua says why

@@ -34,6 +34,9 @@ describe('FSDP', function()
             {2, 'strategy=FULL_SHARD model=gpt wrap=classes ckpt=1'},
             {3, 'strategy=FULL_SHARD model=gpt wrap=size'},
             {4, 'strategy=FULL_SHARD model=gpt wrap=classes'},
+            -- the backward prefetch gathering into the memory of the reduction in flight
+            {2, 'strategy=FULL_SHARD model=gpt wrap=classes blocks=4 accum=1'},
+            {4, 'strategy=FULL_SHARD model=gpt wrap=classes blocks=5 clip=1'},
             {4, 'strategy=SHARD_GRAD_OP model=cnn clip=1'},
             -- forward_prefetch: also bit-identical to a twin without it
             {2, 'strategy=FULL_SHARD model=gpt wrap=classes fprefetch=1'},

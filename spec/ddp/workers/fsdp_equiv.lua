@@ -8,7 +8,10 @@
 --       and backend nccl; the reference on rank 0's GPU too), offload=0|1 (cpu_offload: then
 --       every shard and its gradient must be in page-locked host memory), fprefetch=0|1
 --       (forward_prefetch; then a twin FSDP without it trains alongside and must stay
---       bit-identical, unless twin=0: a DDPLUA_FSDP_TIMELINE run traces one model).
+--       bit-identical, unless twin=0: a DDPLUA_FSDP_TIMELINE run traces one model),
+--       blocks=N (the gpt model's blocks, 2 by default: from 4 on, FULL_SHARD's backward
+--       prefetch of a block gathers into the memory of the reduce-scatter in flight, which
+--       another block of the same size started: fsdp_unit.lua's reduced_memory).
 -- Every rank trains the FSDP model on its slice of each global batch; rank 0 also trains a
 -- plain copy on the whole global batch. After every step the full state dict (gathered to rank
 -- 0) must equal the plain model's parameters to 1e-5 (relative, float32). Each rank checks that
@@ -20,7 +23,7 @@ local nn, F, dist, optim, utils = ddpl.nn, ddpl.nn.functional, ddpl.distributed,
 
 local o = {strategy = 'FULL_SHARD', model = 'mlp', wrap = 'none', steps = 4, accum = 0,
     clip = 0, ckpt = 0, opt = 'adam', batch = 4, device = 'cpu', offload = 0, fprefetch = 0,
-    twin = 1}
+    twin = 1, blocks = 2}
 for _, a in ipairs(arg) do
     local k, v = a:match('^(%w+)=(.*)$')
     if k then o[k] = math.tointeger(tonumber(v)) or tonumber(v) or v end
@@ -47,7 +50,9 @@ function Block:forward(x) return x + self.fc2(F.gelu(self.fc1(self.norm(x)))) en
 local Tiny = nn.Module:extend('FsdpTestGPT')
 function Tiny:init()
     self.wte = nn.Embedding(17, 16)
-    self.blocks = nn.ModuleList({Block(16), Block(16)})
+    local blocks = {}
+    for i = 1, o.blocks do blocks[i] = Block(16) end
+    self.blocks = nn.ModuleList(blocks)
     self.ln = nn.LayerNorm(16)
     self.head = nn.Linear(16, 17, {bias = false})
 end

@@ -371,10 +371,31 @@ local last_recorded = setmetatable({}, {__mode = 'v'})
 
 -- Starts gathering a unit's shards (in the compute dtype) into new memory, without waiting:
 -- {buf, work, src, copied, t}.
+-- The memory of the newest reduction in flight, for a gather of n elements of dtype on device
+-- issued after it on the same group (nil when there is none of that size): a group runs its
+-- collectives one at a time in issue order (a host group's collective lane, an nccl group's
+-- stream), so the reduce-scatter has read that memory before the gather writes it. In backward
+-- the prefetch of unit k-1 is issued while unit k+1's reduction is in flight; sharing their
+-- memory keeps two unit-sized buffers at the backward's peak instead of three (GPT 8 x 512, 4
+-- ranks, batch 1: peak RSS over the baseline 154.6 -> 142.7 MiB). The gathered memory later
+-- moves into unit k-1's buffer (regather), which leaves unit k+1's released, as the reduction's
+-- end would have.
+local function reduced_memory(n, dtype, device, group)
+    local r = inflight and inflight[#inflight]
+    local m = r and r.release
+    if not m or r.unit.cfg.group ~= group or m:numel() ~= n or m.dtype ~= dtype or
+        m.device ~= device then
+        return nil
+    end
+    r.release = nil -- its memory is the gather's now: not released when the reduction ends
+    return m:detach()
+end
+
 local function start_gather(unit)
     local src, copied = unit:device_shard(unit.cfg.param_dtype) -- kept until waited for
-    local buf = ddpl.empty({unit.shard_size * unit.cfg.world}, {dtype = src.dtype,
-                                                                device = unit.device})
+    local n = unit.shard_size * unit.cfg.world
+    local buf = reduced_memory(n, src.dtype, unit.device, unit.cfg.group) or
+        ddpl.empty({n}, {dtype = src.dtype, device = unit.device})
     local t = ddpl.time()
     local work = dist.all_gather_into_tensor(buf, src, {group = unit.cfg.group, async_op = true})
     return {buf = buf, work = work, src = src, copied = copied, t = t}
