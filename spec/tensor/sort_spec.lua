@@ -152,6 +152,38 @@ describe('unique', function()
         assert.are.same({0}, H.shape(inv))
     end)
 
+    -- integers of a narrow range take a histogram on the CPU instead of the sort; float64
+    -- holds these integers exactly and always sorts, so it is the reference
+    it('of integers, by histogram, agrees with the sort', function()
+        local function check(x, what)
+            local o, inv, cnt = x:unique({return_inverse = true, return_counts = true})
+            local ro, rinv, rcnt = x:double():unique({return_inverse = true, return_counts = true})
+            assert.are.equal(x.dtype, o.dtype, what .. ' dtype')
+            assert.are.same(ro:tolist(), o:double():tolist(), what .. ' values')
+            assert.are.same(rinv:tolist(), inv:tolist(), what .. ' inverse')
+            assert.are.same(rcnt:tolist(), cnt:tolist(), what .. ' counts')
+            assert.are.same(ro:tolist(), x:unique():double():tolist(), what .. ' values alone')
+        end
+        ddpl.manual_seed(3)
+        local base = ddpl.randint(-50, 50, {40, 30})
+        for _, dt in ipairs({'int64', 'int32', 'int16', 'int8'}) do check(base:to(dt), dt) end
+        check(ddpl.randint(0, 200, {999}):to('uint8'), 'uint8')
+        check(base:gt(0), 'bool')
+        check(base:t(), 'a transposed (strided) view')
+        check(base[{{}, 3}], 'a column')
+        check(ddpl.tensor(7, {dtype = 'int64'}), '0-dim')
+        check(ddpl.tensor({5, -3, 5, 5}, {dtype = 'int64'}), 'short')
+        -- a range far wider than the count (the sort), and the int64 extremes (max - min
+        -- overflows a signed subtraction)
+        check(ddpl.tensor({2 ^ 40, 5, -2 ^ 40, 5}, {dtype = 'int64'}), 'wide')
+        local lo, hi = math.mininteger, math.maxinteger
+        local o, inv, cnt = ddpl.tensor({hi, lo, hi, 0}, {dtype = 'int64'}):unique({
+            return_inverse = true, return_counts = true})
+        assert.are.same({lo, 0, hi}, o:tolist())
+        assert.are.same({2, 0, 2, 1}, inv:tolist())
+        assert.are.same({1, 1, 2}, cnt:tolist())
+    end)
+
     it('refuses bad dims and options', function()
         local x = ddpl.zeros(2, 3)
         H.assert_error(function() x:unique({dim = 2}) end, 'unique', 'out of range')
