@@ -4,8 +4,9 @@
  * flip is one copy kernel reading x through negated strides (every dim at once, no index
  * tensor: an index_select per dim gathered element by element along the last dim, 5x slower
  * than PyTorch's flip); its backward is the same flip. The rest are compositions of
- * differentiable ops: roll is one cat of two narrow views per rolled dimension; rot90 is a flip
- * and a transpose (a view), as ATen does. */
+ * differentiable ops: roll is one cat of two narrow views per rolled dimension (without a
+ * graph, an inner dim of a contiguous tensor is the flat tensor's roll and a copy of each row's
+ * tail); rot90 is a flip and a transpose (a view), as ATen does. */
 #include "op_util.h"
 
 /* dims (n of them) wrapped for x and checked for repeats; seen[d] marks the dims given. */
@@ -86,12 +87,47 @@ ddpl_tensor *ddpl_flipud(ddpl_tensor *x)
     return ddpl_flip(x, 1, (int[]){0});
 }
 
+static ddpl_tensor *roll_one(ddpl_tensor *x, int d, int64_t shift);
+
+/* A contiguous x seen as (a, b) rows, b = the elements from dim d on, rolled by k = s * inner
+ * within each row: the flat tensor rolled by k (one cat of two long copies) is right except in
+ * the first k columns of each row, which hold the previous row's tail; one narrow copy puts the
+ * row's own tail there. A cat per row cut every row into two short copies (4096 x 1024 float32
+ * along dim 1: 8192 of them) and ran at 0.66-0.9x PyTorch's speed. Results only, no graph: the
+ * in-place fix-up is not recorded. Returns 1 with *out set, 0 when the case does not apply, -1
+ * on error. */
+static int roll_rows_flat(ddpl_tensor *x, int d, int64_t s, ddpl_tensor **out)
+{
+    int64_t inner = 1, numel = ddpl_tensor_numel(x);
+    for (int k = d + 1; k < x->ndim; k++) inner *= x->sizes[k];
+    int64_t b = x->sizes[d] * inner, a = b ? numel / b : 0, k = s * inner;
+    if (d == 0 || a < 2 || 2 * k > b || !ddpl_tensor_is_contiguous(x) || ddpl_grad_needed(1, &x))
+        return 0;
+    ddpl_tensor *flat = ddpl_view(x, 1, &numel);
+    ddpl_tensor *r = flat ? roll_one(flat, 0, k) : NULL;
+    ddpl_tensor *rows = r ? ddpl_view(r, 2, (int64_t[]){a, b}) : NULL;
+    ddpl_tensor *xrows = rows ? ddpl_view(x, 2, (int64_t[]){a, b}) : NULL;
+    ddpl_tensor *dst = xrows ? ddpl_narrow(rows, 1, 0, k) : NULL;
+    ddpl_tensor *src = dst ? ddpl_narrow(xrows, 1, b - k, k) : NULL;
+    *out = src && ddpl_copy_(dst, src) == 0 ? ddpl_view(r, x->ndim, x->sizes) : NULL;
+    ddpl_tensor_release(flat);
+    ddpl_tensor_release(r);
+    ddpl_tensor_release(rows);
+    ddpl_tensor_release(xrows);
+    ddpl_tensor_release(dst);
+    ddpl_tensor_release(src);
+    return *out ? 1 : -1;
+}
+
 /* x rolled by shift along dim d (wrapped): the last s elements move to the front. */
 static ddpl_tensor *roll_one(ddpl_tensor *x, int d, int64_t shift)
 {
     int64_t n = x->sizes[d];
     int64_t s = n ? ((shift % n) + n) % n : 0;
     if (s == 0) return ddpl_tensor_retain(x);
+    ddpl_tensor *fast = NULL;
+    int rc = roll_rows_flat(x, d, s, &fast);
+    if (rc != 0) return fast; /* NULL on error */
     ddpl_tensor *parts[2] = {ddpl_narrow(x, d, n - s, s), ddpl_narrow(x, d, 0, n - s)};
     ddpl_tensor *r = parts[0] && parts[1] ? ddpl_cat(2, parts, d) : NULL;
     ddpl_tensor_release(parts[0]);

@@ -168,6 +168,32 @@ describe('tril_ and triu_', function()
     end)
 end)
 
+-- roll along an inner dim of a contiguous tensor without a graph is a roll of the flat
+-- tensor and a copy of each row's tail (ops/shape_flip.c): every dim, shift and dtype against
+-- an index_select of the wrapped positions, and with a graph (the cat path) alike
+describe('roll along inner dims', function()
+    it('matches the wrapped index_select', function()
+        ddpl.manual_seed(5)
+        local xs = {ddpl.randn(5, 6, 7), ddpl.randn(3, 100), ddpl.randint(0, 9, {4, 33, 2}),
+                    ddpl.randn(2, 3, 2):double(), ddpl.randn(6, 1, 4)}
+        for _, x in ipairs(xs) do
+            for d = 0, x:dim() - 1 do
+                for _, sh in ipairs({1, 2, 3, -1, -2, 9, 17, 0}) do
+                    local n, idx = x:size(d), {}
+                    for i = 0, n - 1 do idx[#idx + 1] = (i - sh) % n end
+                    local ref = x:index_select(d, ddpl.tensor(idx, {dtype = 'int64'}))
+                    assert.is_true(x:roll(sh, d):equal(ref), ('dim %d shift %d'):format(d, sh))
+                end
+            end
+        end
+        local g = ddpl.randn(4, 8, {requires_grad = true})
+        local r = g:roll(3, 1)
+        assert.is_true(r:equal(g:detach():roll(3, 1)))
+        r:backward(ddpl.arange(32):reshape(4, 8):float())
+        assert.is_true(g.grad:equal(ddpl.arange(32):reshape(4, 8):float():roll(-3, 1)))
+    end)
+end)
+
 describe('argument forms', function()
     local x = ddpl.arange(6):reshape(2, 3)
     it('take sizes and dims as varargs or lists, and ddpl.* forms', function()
