@@ -3,10 +3,11 @@
  * defines: ddpl_unique.
  *
  * The elements are sorted with the sort kernel (stable, on x's device), then the groups of equal
- * neighbours are found on the host: the output's length depends on the data, so PyTorch reads
- * it back too. Equality is PyTorch's ==: -0.0 and 0.0 are one value; NaN equals nothing, so
- * every NaN is an element of its own, at the end (PyTorch's CUDA behaviour; 1.13's CPU kernel
- * orders NaNs arbitrarily). The output is always sorted ascending: with sorted=false PyTorch
+ * neighbours are found on the host (integers of a narrow range on the CPU skip the sort: a
+ * histogram gives the same groups, unique_counting): the output's length depends on the data,
+ * so PyTorch reads it back too. Equality is PyTorch's ==: -0.0 and 0.0 are one value; NaN equals
+ * nothing, so every NaN is an element of its own, at the end (PyTorch's CUDA behaviour; 1.13's CPU
+ * kernel orders NaNs arbitrarily). The output is always sorted ascending: with sorted=false PyTorch
  * leaves the order unspecified, so a sorted result is one it allows. With a dim, slices compare
  * lexicographically (their elements in row-major order) and are sorted on the host. Nothing is
  * differentiable. */
@@ -164,8 +165,8 @@ static bool to_device(ddpl_tensor **t, ddpl_device dev)
 /* The elements of a contiguous integral tensor as int64 (one typed loop per dtype). */
 #define INT_CASES(X)                                                                               \
     X(DDPL_INT64, int64_t)                                                                         \
-    X(DDPL_INT32, int32_t) X(DDPL_INT16, int16_t) X(DDPL_INT8, int8_t) X(DDPL_UINT8, uint8_t)      \
-        X(DDPL_BOOL, uint8_t)
+    X(DDPL_INT32, int32_t)                                                                         \
+    X(DDPL_INT16, int16_t) X(DDPL_INT8, int8_t) X(DDPL_UINT8, uint8_t) X(DDPL_BOOL, uint8_t)
 
 /* min and max of the n elements at p; false for a dtype without a case here */
 static bool int_range(const char *p, ddpl_dtype dt, int64_t n, int64_t *mn, int64_t *mx)
