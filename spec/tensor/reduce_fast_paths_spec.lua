@@ -129,4 +129,39 @@ describe('the 1-D scatter_add and bincount', function()
         assert.are.same({0, 2, 0, 1}, ddpl.tensor({1, 3, 1}, {dtype = 'int64'}):bincount():tolist())
         assert.has_error(function() ddpl.tensor({1, -2}, {dtype = 'int64'}):bincount() end)
     end)
+
+    -- a long 1-D index into a small output checks its indices as it reads them (cpu_scatter.c):
+    -- the same results as the two-pass walk, which a (1, n) index along dim 1 takes, for every
+    -- reduce and typed dtype; a bad index anywhere leaves the output as it was
+    it('checks indices in the same pass, with the two-pass results', function()
+        ddpl.manual_seed(14)
+        local n, bins = 100003, 997
+        local u = ddpl.randint(0, bins, {n})
+        local base = ddpl.rand(n) * 0.01 + 0.995 -- near 1: products stay finite
+        for _, dt in ipairs({'float32', 'float64', 'int64', 'int32', 'int16', 'int8', 'uint8'}) do
+            local v = dt:match('^float') and base:to(dt) or ddpl.randint(0, 3, {n}):to(dt)
+            local x0 = ddpl.ones(bins):to(dt)
+            for _, red in ipairs({'sum', 'prod', 'amax', 'amin'}) do
+                local fast = x0:scatter_reduce(0, u, v, red)
+                local walk = x0:view(1, bins):scatter_reduce(1, u:view(1, n), v:view(1, n), red)
+                assert.is_true(ddpl.equal(fast, walk:view(bins)), dt .. ' ' .. red)
+            end
+            local fast = x0:scatter(0, u, v)
+            assert.is_true(ddpl.equal(fast, x0:view(1, bins):scatter(1, u:view(1, n),
+                                                                     v:view(1, n)):view(bins)),
+                           dt .. ' assign')
+        end
+        local v = base:float()
+        for _, at in ipairs({0, 64 * 500 + 3, n - 1}) do
+            local bad = u:clone()
+            bad[at] = bins
+            local x = ddpl.arange(bins):float()
+            H.assert_error(function() x:scatter_add_(0, bad, v) end, 'scatter_add_',
+                           'index ' .. bins)
+            assert.is_true(ddpl.equal(x, ddpl.arange(bins):float()), 'untouched, bad at ' .. at)
+            bad[at] = -1
+            H.assert_error(function() x:index_add_(0, bad, v) end, 'index -1')
+            assert.is_true(ddpl.equal(x, ddpl.arange(bins):float()), 'untouched, -1 at ' .. at)
+        end
+    end)
 end)
