@@ -7,6 +7,7 @@
 const struct ddpl_backend ddpl_cpu_backend = {
     .name = "cpu",
     .allocator = &ddpl_host_allocator,
+    .gemm_native = cpu_gemm_native,
     .kernels =
         {
             [DDPL_OP_FILL] = cpu_fill,

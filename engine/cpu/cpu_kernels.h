@@ -62,6 +62,7 @@ DDPL_CPU_KERNEL(cpu_cummin);
 DDPL_CPU_KERNEL(cpu_any); /* cpu_logic.c */
 DDPL_CPU_KERNEL(cpu_all);
 DDPL_CPU_KERNEL(cpu_gemm);
+bool cpu_gemm_native(ddpl_dtype dt); /* the backend's gemm_native (cpu_gemm.c) */
 DDPL_CPU_KERNEL(cpu_index_select);
 DDPL_CPU_KERNEL(cpu_index_add);
 DDPL_CPU_KERNEL(cpu_gather);

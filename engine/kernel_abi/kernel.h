@@ -55,6 +55,10 @@ struct ddpl_backend {
     void (*memory_stats)(int device, ddpl_memory_stats *out); /* left as it is if unknown */
     void (*reset_peak_memory_stats)(int device);
     void (*versions)(ddpl_cuda_version_info *out); /* runtime and libraries; left 0 if absent */
+    /* Whether products (matmul, the recurrences' GEMMs) in dtype dt run on the device's own
+     * units (NULL: every floating dtype does). false: the backend widens the operands to
+     * float32, so a caller free to choose (autocast's LSTM/GRU layers) computes in float32. */
+    bool (*gemm_native)(ddpl_dtype dt);
     /* Page-locks host memory for fast, asynchronous copies to the devices, and undoes it. */
     int (*host_register)(void *ptr, size_t nbytes);
     void (*host_unregister)(void *ptr);

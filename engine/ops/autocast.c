@@ -41,6 +41,14 @@ ddpl_dtype ddpl_autocast_dtype(ddpl_device_type type)
     return valid_type(type) ? autocast_state[type].dtype : DDPL_BFLOAT16;
 }
 
+ddpl_autocast_state ddpl_autocast_suspend(ddpl_device_type type)
+{
+    if (!valid_type(type)) return (ddpl_autocast_state){false, DDPL_BFLOAT16};
+    ddpl_autocast_state prev = autocast_state[type];
+    autocast_state[type].enabled = false;
+    return prev;
+}
+
 /* PyTorch's is_eligible: floating, and not float64 (double stays double under autocast). */
 static bool eligible(const ddpl_tensor *x)
 {

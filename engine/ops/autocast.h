@@ -1,7 +1,7 @@
 /* ops/autocast.h: automatic mixed precision (autocast) state and casting policy (the float32
  * matmul precision switch is core/matmul_precision.h).
  * defines: ddpl_autocast_state, ddpl_autocast_set, ddpl_autocast_enabled,
- *          ddpl_autocast_dtype, ddpl_autocast_lower, ddpl_autocast_upcast,
+ *          ddpl_autocast_dtype, ddpl_autocast_suspend, ddpl_autocast_lower, ddpl_autocast_upcast,
  *          ddpl_autocast_lower_n, ddpl_autocast_upcast_n, ddpl_autocast_release_n,
  *          ddpl_autocast_enter, ddpl_autocast_leave, ddpl_autocast_cache_size,
  *          ddpl_autocast_upcasts_norms.
@@ -38,6 +38,10 @@ typedef struct ddpl_autocast_state {
 int ddpl_autocast_set(ddpl_device_type type, ddpl_autocast_state s, ddpl_autocast_state *prev);
 bool ddpl_autocast_enabled(ddpl_device_type type);
 ddpl_dtype ddpl_autocast_dtype(ddpl_device_type type);
+/* Turns autocast off on device type `type` and returns the state to restore with
+ * ddpl_autocast_set(type, prev, NULL): for a composite op's inner products, whose operands are
+ * already in the dtype they compute in (the LSTM/GRU layers, forward and backward). */
+ddpl_autocast_state ddpl_autocast_suspend(ddpl_device_type type);
 
 /* Lower-precision policy: x cast to the autocast dtype of its device (with autograd) when
  * autocast is on there and x is float32 (or the other 16-bit dtype); else x retained. */

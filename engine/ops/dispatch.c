@@ -1,7 +1,7 @@
 /* ops/dispatch.c: the registry of backends (one per device type), their start-up, and running
  * a device's kernel.
  * defines: ddpl_backend_register, ddpl_backend_find, ddpl_backend_started, ddpl_backend_start,
- *          ddpl_backend_supports, ddpl_run_kernel, ddpl_op_name. */
+ *          ddpl_backend_supports, ddpl_backend_gemm_native, ddpl_run_kernel, ddpl_op_name. */
 #include <pthread.h>
 
 #include "dispatch.h"
@@ -96,6 +96,13 @@ bool ddpl_backend_supports(ddpl_device dev, ddpl_op op)
 {
     if (start((ddpl_device_type)dev.type) <= 0) return false;
     return ddpl_backend_started((ddpl_device_type)dev.type)->kernels[op] != NULL;
+}
+
+bool ddpl_backend_gemm_native(ddpl_device dev, ddpl_dtype dt)
+{
+    if (start((ddpl_device_type)dev.type) <= 0) return false;
+    const struct ddpl_backend *b = ddpl_backend_started((ddpl_device_type)dev.type);
+    return !b->gemm_native || b->gemm_native(dt);
 }
 
 /* ---- running kernels ---- */

@@ -2,7 +2,7 @@
  * op enum and the backend table each device type fills are the kernel ABI's
  * (kernel_abi/kernel.h).
  * defines: ddpl_backend_register, ddpl_backend_find, ddpl_backend_started, ddpl_backend_start,
- *          ddpl_backend_supports, ddpl_run_kernel, ddpl_op_name.
+ *          ddpl_backend_supports, ddpl_backend_gemm_native, ddpl_run_kernel, ddpl_op_name.
  *
  * The registry holds one backend table per device type; a backend with a start hook starts on the
  * first use of its devices (ddpl_backend_start, the one place that happens), so CPU-only programs
@@ -24,6 +24,9 @@ const struct ddpl_backend *ddpl_backend_started(ddpl_device_type type);
 int ddpl_backend_start(ddpl_device dev);
 /* Whether dev's backend has a kernel for op (ggml's supports_op); starts the backend. */
 bool ddpl_backend_supports(ddpl_device dev, ddpl_op op);
+/* Whether dev's backend runs products in dt on its own units (its gemm_native; true when it
+ * does not say); starts the backend (false when it cannot start). */
+bool ddpl_backend_gemm_native(ddpl_device dev, ddpl_dtype dt);
 
 const char *ddpl_op_name(ddpl_op op);
 /* Runs op's kernel for dev on dev (switching the thread's current device for the call where

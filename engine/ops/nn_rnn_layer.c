@@ -96,7 +96,19 @@ static ddpl_tensor *weight_hh_grad(ddpl_tensor *dg, ddpl_tensor *hs, ddpl_tensor
 
 typedef struct {
     bool reverse;
+    ddpl_backward_fn body; /* the layer's backward, run by layer_backward */
 } layer_ctx;
+
+/* Every layer node's backward: its body with autocast off, since a backward called inside an
+ * autocast region would otherwise lower a float32 layer's products. */
+static int layer_backward(ddpl_node *n, ddpl_tensor *grad, ddpl_tensor **gi)
+{
+    ddpl_device_type type = (ddpl_device_type)grad->device.type;
+    ddpl_autocast_state autocast = ddpl_autocast_suspend(type);
+    int rc = DDPL_NODE_CTX(n, layer_ctx)->body(n, grad, gi);
+    ddpl_autocast_set(type, autocast, NULL);
+    return rc;
+}
 
 /* The end of a layer's forward (gradient recording already restored): when an input of args
  * needs a gradient, records the backward node with the n_saved tensors of saved in slots 0.. and
@@ -107,10 +119,10 @@ static ddpl_tensor *layer_finish(int rc, const char *name, ddpl_backward_fn fn, 
                                  ddpl_tensor *out, size_t n_tmp, ddpl_tensor *const *tmp)
 {
     if (rc == 0 && ddpl_grad_needed(4, args)) {
-        ddpl_node *n = ddpl_node_new(name, fn, 4, args);
+        ddpl_node *n = ddpl_node_new(name, layer_backward, 4, args);
         for (int i = 0; i < n_saved; i++) ddpl_node_save(n, saved[i]);
         ddpl_node_save_output(n, out);
-        DDPL_NODE_CTX(n, layer_ctx)->reverse = reverse;
+        *DDPL_NODE_CTX(n, layer_ctx) = (layer_ctx){reverse, fn};
         ddpl_set_history(out, n);
     }
     for (size_t i = 0; i < n_tmp; i++) ddpl_tensor_release(tmp[i]);
@@ -178,6 +190,8 @@ static ddpl_tensor *lstm_layer_impl(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_
     int64_t T = gates->sizes[0], B = gates->sizes[1], H = w_hh->sizes[1], BH = B * H;
     ddpl_dtype dt = (ddpl_dtype)gates->dtype;
     bool grad_mode = ddpl_set_grad_enabled(false);
+    ddpl_device_type type = (ddpl_device_type)gates->device.type;
+    ddpl_autocast_state autocast = ddpl_autocast_suspend(type); /* operands are in their dtype */
     ddpl_tensor *gx = plain(gates), *w = plain(w_hh), *h = plain(h0), *c = plain(c0);
     ddpl_tensor *wt = w ? transposed(w) : NULL;
     ddpl_tensor *hc = ddpl_tensor_new(4, (int64_t[]){2, T, B, H}, dt, gates->device);
@@ -201,6 +215,7 @@ static ddpl_tensor *lstm_layer_impl(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_
         c_prev = c_t;
     }
     ddpl_set_grad_enabled(grad_mode);
+    ddpl_autocast_set(type, autocast, NULL);
     ddpl_tensor *tmp[] = {gx, w, h, c, wt, act, h_prev, c_prev};
     return layer_finish(rc, "LstmBackward0", lstm_layer_backward,
                         (ddpl_tensor *[]){gates, w_hh, h0, c0}, 4, (ddpl_tensor *[]){act, w, h, c},
@@ -266,6 +281,8 @@ static ddpl_tensor *gru_layer_impl(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_t
     int64_t T = gates->sizes[0], B = gates->sizes[1], H = w_hh->sizes[1], BH = B * H;
     ddpl_dtype dt = (ddpl_dtype)gates->dtype;
     bool grad_mode = ddpl_set_grad_enabled(false);
+    ddpl_device_type type = (ddpl_device_type)gates->device.type;
+    ddpl_autocast_state autocast = ddpl_autocast_suspend(type); /* operands are in their dtype */
     ddpl_tensor *gx = plain(gates), *w = plain(w_hh), *b = plain(b_hh), *h = plain(h0);
     ddpl_tensor *wt = w ? transposed(w) : NULL;
     ddpl_tensor *hs = ddpl_tensor_new(3, (int64_t[]){T, B, H}, dt, gates->device);
@@ -288,6 +305,7 @@ static ddpl_tensor *gru_layer_impl(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_t
         h_prev = h_t;
     }
     ddpl_set_grad_enabled(grad_mode);
+    ddpl_autocast_set(type, autocast, NULL);
     ddpl_tensor *tmp[] = {gx, w, b, h, wt, act, h_prev};
     return layer_finish(rc, "GruBackward0", gru_layer_backward,
                         (ddpl_tensor *[]){gates, w_hh, b_hh, h0}, 3, (ddpl_tensor *[]){act, w, h},
@@ -296,30 +314,48 @@ static ddpl_tensor *gru_layer_impl(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_t
 
 /* ---- autocast ----
  * A layer is on autocast's lower-precision list, as PyTorch's mkldnn_rnn_layer (CPU) and
- * cudnn_rnn (CUDA) are: every floating operand but float64 is cast to the autocast dtype, so
- * the per-step GEMMs run on bf16 units and the states and output come out in that dtype. */
+ * cudnn_rnn (CUDA) are: its output and states come out in the autocast dtype. Where the device
+ * multiplies that dtype on its own units (bf16 on AVX512-BF16, CUDA), every floating operand but
+ * float64 is cast to it and the per-step GEMMs run there. Where the backend would widen each
+ * product to float32 (float16 on the CPU, bf16 without the units), the layer computes in float32
+ * and only its output is cast: widening the weight again at every time step made it slower
+ * than float32 (about 1.1x). */
+typedef ddpl_tensor *(*layer_fn)(ddpl_tensor *const t[4], bool reverse);
+
+static ddpl_tensor *lstm_fn(ddpl_tensor *const t[4], bool reverse)
+{
+    return lstm_layer_impl(t[0], t[1], t[2], t[3], reverse);
+}
+
+static ddpl_tensor *gru_fn(ddpl_tensor *const t[4], bool reverse)
+{
+    return gru_layer_impl(t[0], t[1], t[2], t[3], reverse);
+}
+
+static ddpl_tensor *run_layer(layer_fn fn, ddpl_tensor *const in[4], bool reverse)
+{
+    if (!in[0] || !ddpl_autocast_enabled((ddpl_device_type)in[0]->device.type))
+        return fn(in, reverse);
+    ddpl_dtype dt = ddpl_autocast_dtype((ddpl_device_type)in[0]->device.type);
+    bool native = ddpl_backend_gemm_native(in[0]->device, dt);
+    ddpl_tensor *c[4];
+    int rc = native ? ddpl_autocast_lower_n(4, in, c) : ddpl_autocast_upcast_n(4, in, c);
+    ddpl_tensor *y = rc == 0 ? fn(c, reverse) : NULL;
+    ddpl_autocast_release_n(4, c);
+    if (!y || native || y->dtype != DDPL_FLOAT32) return y;
+    ddpl_tensor *lowered = ddpl_to_dtype(y, dt);
+    ddpl_tensor_release(y);
+    return lowered;
+}
+
 ddpl_tensor *ddpl_lstm_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *h0,
                              ddpl_tensor *c0, bool reverse)
 {
-    if (!gates || !ddpl_autocast_enabled((ddpl_device_type)gates->device.type))
-        return lstm_layer_impl(gates, w_hh, h0, c0, reverse);
-    ddpl_tensor *c[4];
-    ddpl_tensor *y = ddpl_autocast_lower_n(4, OP_INPUTS(gates, w_hh, h0, c0), c) == 0
-                         ? lstm_layer_impl(c[0], c[1], c[2], c[3], reverse)
-                         : NULL;
-    ddpl_autocast_release_n(4, c);
-    return y;
+    return run_layer(lstm_fn, (ddpl_tensor *const[4]){gates, w_hh, h0, c0}, reverse);
 }
 
 ddpl_tensor *ddpl_gru_layer(ddpl_tensor *gates, ddpl_tensor *w_hh, ddpl_tensor *b_hh,
                             ddpl_tensor *h0, bool reverse)
 {
-    if (!gates || !ddpl_autocast_enabled((ddpl_device_type)gates->device.type))
-        return gru_layer_impl(gates, w_hh, b_hh, h0, reverse);
-    ddpl_tensor *c[4];
-    ddpl_tensor *y = ddpl_autocast_lower_n(4, OP_INPUTS(gates, w_hh, b_hh, h0), c) == 0
-                         ? gru_layer_impl(c[0], c[1], c[2], c[3], reverse)
-                         : NULL;
-    ddpl_autocast_release_n(4, c);
-    return y;
+    return run_layer(gru_fn, (ddpl_tensor *const[4]){gates, w_hh, b_hh, h0}, reverse);
 }

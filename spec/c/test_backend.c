@@ -80,6 +80,15 @@ int main(void)
     CHECK(ddpl_backend_supports(cpu, DDPL_OP_FILL));
     CHECK(ddpl_backend_supports(cpu, DDPL_OP_ATTENTION));
 
+    /* gemm_native: float32/64 natively, float16 widened, bfloat16 natively with AVX512-BF16
+     * (DDPLUA_CPU_BF16_GEMM=0 forces widening) */
+    CHECK(ddpl_backend_gemm_native(cpu, DDPL_FLOAT32) &&
+          ddpl_backend_gemm_native(cpu, DDPL_FLOAT64));
+    CHECK(!ddpl_backend_gemm_native(cpu, DDPL_FLOAT16));
+    const char *bf16_env = getenv("DDPLUA_CPU_BF16_GEMM");
+    if (bf16_env && strcmp(bf16_env, "0") == 0)
+        CHECK(!ddpl_backend_gemm_native(cpu, DDPL_BFLOAT16));
+
     /* without a GPU, CUDA (built in or not) is refused with a clear error */
     if (!ddpl_cuda_is_available()) {
         CHECK(!ddpl_zeros(1, n3, DDPL_FLOAT32, cuda0) && has(ddpl_last_error(), "not available"));
@@ -110,6 +119,9 @@ int main(void)
     CHECK(t && ddpl_tensor_to_doubles(t, v) == 0 && v[0] == 2 && v[2] == 2);
     CHECK(ddpl_memory_allocated(DDPL_CUDA) == 3 * 4);
     CHECK(ddpl_backend_supports(cuda0, DDPL_OP_FILL) && !ddpl_backend_supports(cuda0, DDPL_OP_ADD));
+    /* a table without gemm_native multiplies every dtype natively */
+    CHECK(ddpl_backend_gemm_native(cuda0, DDPL_BFLOAT16) &&
+          ddpl_backend_gemm_native(cuda0, DDPL_FLOAT16));
 
     /* what the table lacks is reported, not crashed on */
     CHECK(t && !ddpl_add(t, t) && has(ddpl_last_error(), "add: not supported on device cuda:0"));

@@ -158,7 +158,7 @@ describe('fused attention on the cpu', function()
     -- bfloat16 (autocast's dtype): the fused kernel's products on the bf16 GEMM with float32
     -- scores, softmax and sums, P and dS rounded to bf16 for the products that consume them (as
     -- PyTorch's CPU flash attention), against the float32 kernel on the same bf16 values. Where
-    -- the CPU lacks AVX512-BF16 the call composes, within the same bounds.
+    -- the CPU lacks AVX512-BF16 the call composes, within twice the bound.
     for _, c in ipairs(cpu_cases) do
         for _, causal in ipairs({false, true}) do
             local B, Hh, L, S, E, Ev = table.unpack(c)
@@ -189,13 +189,17 @@ describe('fused attention on the cpu', function()
                     assert(ok, err)
                 end
                 -- a bf16 rounding is 2^-9 relative; P and dS add one each before a sum over S
-                -- keys, so the bound is a few bf16 units of the largest value
+                -- keys, so the bound is a few bf16 units of the largest value. The composition
+                -- (no AVX512-BF16) also rounds the scores before the softmax, whose exponential
+                -- turns a 2^-9 relative error of a score into an absolute one of the
+                -- probability: twice the bound (measured: dv of 2x2x200x70x7x9 at 1.09 x 2^-6)
+                local bound = ddpl.config().cpu_bf16_gemm == 'avx512_bf16' and 2 ^ -6 or 2 ^ -5
                 for i, what in ipairs({'y', 'dq', 'dk', 'dv'}) do
                     assert.are.equal('bfloat16', got[i].dtype, what)
                     local scale = math.max(ref[i]:abs():max():item(), 1e-3)
                     local diff = (got[i]:float() - ref[i]):abs():max():item()
-                    assert(diff <= 2 ^ -6 * scale,
-                        ('%s: max|diff| %g, bound %g'):format(what, diff, 2 ^ -6 * scale))
+                    assert(diff <= bound * scale,
+                        ('%s: max|diff| %g, bound %g'):format(what, diff, bound * scale))
                 end
             end)
         end

@@ -9,6 +9,7 @@ local ddpl = H.ddpl
 local nn = ddpl.nn
 local F = ddpl.F
 local gradcheck = ddpl.autograd.gradcheck
+local S = require 'shell_util'
 
 local RTOL, ATOL = 1e-9, 1e-10
 
@@ -212,6 +213,65 @@ describe('LSTM and GRU behaviour', function()
                 H.assert_close(y2, y, 0, 0, ctor .. ' zero states given')
             end
         end
+    end)
+
+    -- The layer, forward and backward, runs with autocast off inside: its operands are already
+    -- in the dtype it computes in. A backward inside the region is common PyTorch code.
+    it('runs backward inside the autocast region', function()
+        for _, ctor in ipairs({'LSTM', 'GRU'}) do
+            for _, dt in ipairs({'bfloat16', 'float16'}) do
+                ddpl.manual_seed(9)
+                local m = nn[ctor](6, 8, {num_layers = 2})
+                local x = ddpl.randn(5, 3, 6)
+                m(x):sum():backward()
+                local ref = m.weight_hh_l1.grad:clone()
+                m:zero_grad()
+                local y = ddpl.autocast('cpu', {dtype = dt}, function()
+                    local out = m(x)
+                    out:float():sum():backward()
+                    return out
+                end)
+                assert.are.equal(dt, H.dtype_name(y.dtype))
+                local g = m.weight_hh_l1.grad
+                assert.are.equal('float32', H.dtype_name(g.dtype))
+                local rel = ((g - ref):norm() / ref:norm()):item()
+                assert.is_true(rel < 3e-2, ctor .. ' ' .. dt .. ' grad relative error ' .. rel)
+            end
+        end
+    end)
+
+    -- Where the CPU would widen each bf16 product to float32 (no AVX512-BF16, or
+    -- DDPLUA_CPU_BF16_GEMM=0; float16 always), the layer computes in float32 and only its
+    -- output is cast: the same dtypes, float32's values rounded once.
+    it('computes in float32 where bf16 products would be widened (DDPLUA_CPU_BF16_GEMM=0)',
+       function()
+        local script = S.script_file([[
+local ddpl = require 'ddplua'
+assert(ddpl.config().cpu_bf16_gemm == 'widened', ddpl.config().cpu_bf16_gemm)
+for _, ctor in ipairs({'LSTM', 'GRU'}) do
+    ddpl.manual_seed(2)
+    local m = ddpl.nn[ctor](6, 8, {num_layers = 2, bidirectional = true})
+    local x = ddpl.randn(5, 3, 6)
+    local ref = m(x)
+    local y, s = ddpl.autocast('cpu', {dtype = 'bfloat16'}, function() return m(x) end)
+    local h_n = ctor == 'LSTM' and s[1] or s
+    y:float():sum():backward()
+    print(ctor, y.dtype, h_n.dtype, (y:float() - ref):abs():max():item(),
+          m.weight_hh_l0.grad.dtype)
+end
+]])
+        local out, code = S.sh('DDPLUA_CPU_BF16_GEMM=0 ' .. S.q(S.bin) .. ' ' .. S.q(script))
+        os.remove(script)
+        assert.are.equal(0, code, out)
+        local seen = 0
+        for ctor, ydt, hdt, diff, gdt in out:gmatch('(%u%u%u%u?)\t(%w+)\t(%w+)\t(%S+)\t(%w+)') do
+            seen = seen + 1
+            assert.are.equal('bfloat16', ydt, ctor .. ' output: ' .. out)
+            assert.are.equal('bfloat16', hdt, ctor .. ' h_n: ' .. out)
+            assert.are.equal('float32', gdt, ctor .. ' gradient: ' .. out)
+            assert.is_true(tonumber(diff) < 2e-2, ctor .. ' output differs by ' .. diff)
+        end
+        assert.are.equal(2, seen, out)
     end)
 
     it('keeps float64 parameters in float64 under autocast (16-bit inputs cast up)', function()
