@@ -123,6 +123,12 @@ describe('FSDP', function()
         end
     end)
 
+    -- the Lua heap of a training loop stays flat without the script collecting
+    -- (spec/ddp/workers/fsdp_gc.lua)
+    it('keeps the Lua heap flat over many steps', function()
+        run_ok(src .. '/spec/ddp/workers/fsdp_gc.lua', 2, '', 'GC_OK')
+    end)
+
     it('names what is wrong in every error', function()
         local out = run_ok(errors, 2, '', 'ERRORS_OK')
         assert.truthy(out:find('checked=', 1, true))
