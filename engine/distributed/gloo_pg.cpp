@@ -23,7 +23,8 @@
  * other rank; else the message stays Gloo's, and the heartbeat names the silent rank.
  * ddpl_gloo_abort makes what waits on a pair return at once: it closes the pair, then sends on
  * it, which Gloo answers by failing every operation pending on that pair ("Socket closed"); the
- * operation then reports the heartbeat's message instead. */
+ * operation then reports the heartbeat's message instead. The first connection ignores SIGPIPE
+ * where it is at its default, as Python does (ignore_default_sigpipe). */
 #include <cctype>
 #include <chrono>
 #include <cstdint>
@@ -35,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <gloo/allgather.h>
@@ -294,9 +296,27 @@ static void exchange_ends(ddpl_gloo *g, StoreAdapter &store)
     }
 }
 
+/* Gloo's TCP pairs write with writev, which raises SIGPIPE when the peer's end is closed (a rank
+ * that died): its default action kills this rank before Gloo can throw, so the survivors'
+ * "rank N exited" message never comes (exit 141 in dist_hier_allreduce_spec's dying-leader
+ * case). Python ignores SIGPIPE at start-up, which is why PyTorch's Gloo never meets it; the
+ * first Gloo context does the same where the process left SIGPIPE at its default (a handler
+ * or disposition the program chose stays). The write then fails with EPIPE and Gloo throws. */
+static void ignore_default_sigpipe()
+{
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction sa;
+        if (sigaction(SIGPIPE, nullptr, &sa) == 0 && !(sa.sa_flags & SA_SIGINFO) &&
+            sa.sa_handler == SIG_DFL)
+            signal(SIGPIPE, SIG_IGN);
+    });
+}
+
 extern "C" ddpl_gloo *ddpl_gloo_connect(ddpl_store *store, const char *prefix, int rank, int size,
                                         const char *bind_host, double timeout_s)
 {
+    ignore_default_sigpipe();
     auto *g = new ddpl_gloo;
     g->timeout = to_ms(timeout_s);
     int rc = guarded(nullptr, [&] {

@@ -201,6 +201,37 @@ describe('dist in this process', function()
     end)
 end)
 
+-- Gloo writes to its sockets with writev, and a peer that died turns that into SIGPIPE, whose
+-- default action killed a surviving rank (exit 141) before Gloo could report the peer: the
+-- first Gloo connection ignores SIGPIPE where it is at its default, as Python does at start-up.
+-- The child starts with SIGPIPE at its default (Python's subprocess restores it), whatever
+-- this process inherited.
+describe('gloo and SIGPIPE', function()
+    it('ignores SIGPIPE once a gloo group connects, as Python does', function()
+        local script = S.script_file([[
+local ddpl = require 'ddplua'
+local function ignored()
+    for line in io.lines('/proc/self/status') do
+        local mask = line:match('^SigIgn:%s*(%x+)')
+        if mask then return (tonumber(mask, 16) >> 12) & 1 == 1 end -- bit 12: signal 13
+    end
+end
+print('before ' .. tostring(ignored()))
+ddpl.dist.init_process_group({backend = 'gloo', init_method = 'tcp://127.0.0.1:' .. arg[1],
+    rank = 0, world_size = 1, timeout = 10})
+print('after ' .. tostring(ignored()))
+ddpl.dist.destroy_process_group()
+]])
+        local launcher = 'import subprocess, sys; sys.exit(subprocess.run(sys.argv[1:]).returncode)'
+        local out, code = sh(('/usr/bin/python3 -c %s %s %s %d'):format(q(launcher), q(bin),
+            q(script), free_port()))
+        os.remove(script)
+        assert.are.equal(0, code, out)
+        assert.truthy(out:find('before false', 1, true), out)
+        assert.truthy(out:find('after true', 1, true), out)
+    end)
+end)
+
 -- Two "nodes" of tools/netns-cluster.sh: network namespaces on a bridge, 10.77.0.1 (A) and
 -- 10.77.0.2 (B). Returns the command prefixes that run a command in each, or marks the test
 -- pending where namespaces cannot be made; the nodes are removed when the test ends, whatever
