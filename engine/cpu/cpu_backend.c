@@ -71,6 +71,7 @@ const struct ddpl_backend ddpl_cpu_backend = {
             [DDPL_OP_TOPK] = cpu_topk,
             [DDPL_OP_KTHVALUE] = cpu_kthvalue,
             [DDPL_OP_SUM_SQUARES] = cpu_sum_squares,
+            [DDPL_OP_NANSUM] = cpu_nansum,
             [DDPL_OP_AMINMAX] = cpu_aminmax,
             [DDPL_OP_SCATTER] = cpu_scatter,
             [DDPL_OP_NONZERO] = cpu_nonzero,

@@ -70,6 +70,7 @@ DDPL_CPU_KERNEL(cpu_scatter_add);
 DDPL_CPU_KERNEL(cpu_topk);         /* cpu_sort.c */
 DDPL_CPU_KERNEL(cpu_kthvalue);     /* cpu_sort.c */
 DDPL_CPU_KERNEL(cpu_sum_squares);  /* cpu_reduce.c */
+DDPL_CPU_KERNEL(cpu_nansum);       /* cpu_reduce.c */
 DDPL_CPU_KERNEL(cpu_aminmax);      /* cpu_reduce.c */
 DDPL_CPU_KERNEL(cpu_scatter);      /* cpu_scatter.c */
 DDPL_CPU_KERNEL(cpu_nonzero);      /* cpu_scatter.c */

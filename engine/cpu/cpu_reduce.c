@@ -1,7 +1,7 @@
-/* cpu/cpu_reduce.c: reduction CPU kernels: sum, prod, amax, amin over a set of dims, and
- * max/min with indices along one dim.
- * defines: cpu_sum, cpu_prod, cpu_amax, cpu_amin, cpu_sum_squares, cpu_aminmax, cpu_max_dim,
- *          cpu_min_dim.
+/* cpu/cpu_reduce.c: reduction CPU kernels: sum, prod, amax, amin, nansum over a set of dims,
+ * and max/min with indices along one dim.
+ * defines: cpu_sum, cpu_prod, cpu_amax, cpu_amin, cpu_sum_squares, cpu_nansum, cpu_aminmax,
+ *          cpu_max_dim, cpu_min_dim.
  *
  * out has in's rank with the reduced dims of size 1 (ops.def). The dims are split into kept
  * dims (which index the outputs) and reduced dims, each group coalesced where memory allows,
@@ -26,8 +26,10 @@
 #include "core/reduce_geom.h"
 
 /* RED_SUMSQ: the sum of squares (norm p=2), each square rounded to the dtype as the separate
- * x * x it replaces was, then accumulated like a sum, so the result bits are unchanged. */
-typedef enum { RED_SUM, RED_PROD, RED_MAX, RED_MIN, RED_SUMSQ } red_kind;
+ * x * x it replaces was, then accumulated like a sum, so the result bits are unchanged.
+ * RED_NANSUM: a sum that reads each NaN element as 0 (a NaN made by the sum itself, +inf plus
+ * -inf, stays), in the sum's order: without NaN its bits are the sum's. */
+typedef enum { RED_SUM, RED_PROD, RED_MAX, RED_MIN, RED_SUMSQ, RED_NANSUM } red_kind;
 /* Keeps a float64 square and the add after it two roundings (no fma), as x * x then sum. */
 #define NO_FP_CONTRACT __attribute__((optimize("fp-contract=off")))
 
@@ -50,6 +52,8 @@ static inline double fcombine(red_kind k, double a, double b)
         return (a != a || a > b) ? a : b; /* NaN wins, as in PyTorch */
     case RED_SUMSQ:
         return a + b * b; /* generic dtypes only: the ops layer sends float32/float64 */
+    case RED_NANSUM:
+        return b != b ? a : a + b; /* b an element, never a partial sum (see reduce_single) */
     default:
         return (a != a || a < b) ? a : b;
     }
@@ -59,6 +63,7 @@ static inline int64_t icombine(red_kind k, int64_t a, int64_t b)
 {
     switch (k) {
     case RED_SUM:
+    case RED_NANSUM:
         return (int64_t)((uint64_t)a + (uint64_t)b);
     case RED_PROD:
         return (int64_t)((uint64_t)a * (uint64_t)b);
@@ -75,15 +80,15 @@ static acc_t identity(red_kind k, bool integral)
 {
     acc_t a;
     if (integral)
-        a.i = k == RED_SUM || k == RED_SUMSQ ? 0
-              : k == RED_PROD                ? 1
-              : k == RED_MAX                 ? INT64_MIN
-                                             : INT64_MAX;
+        a.i = k == RED_SUM || k == RED_SUMSQ || k == RED_NANSUM ? 0
+              : k == RED_PROD                                   ? 1
+              : k == RED_MAX                                    ? INT64_MIN
+                                                                : INT64_MAX;
     else
-        a.f = k == RED_SUM || k == RED_SUMSQ ? 0.0
-              : k == RED_PROD                ? 1.0
-              : k == RED_MAX                 ? -INFINITY
-                                             : INFINITY;
+        a.f = k == RED_SUM || k == RED_SUMSQ || k == RED_NANSUM ? 0.0
+              : k == RED_PROD                                   ? 1.0
+              : k == RED_MAX                                    ? -INFINITY
+                                                                : INFINITY;
     return a;
 }
 
@@ -154,15 +159,22 @@ static acc_t identity(red_kind k, bool integral)
     }
 #define LOADF_PLAIN(v)  (v)
 #define LOADF_SQUARE(v) ((v) * (v))
+#define LOADF_NAN0(v)   ((v) != (v) ? 0.0f : (v)) /* a compare and a masked move */
 ROW_PAIR_FN(row_sum_f32, LOADF_PLAIN)
+ROW_PAIR_FN(row_nansum_f32, LOADF_NAN0)
 ROW_FN(row_sum_f64, double, OP_SUM, 0.0, 8, LOAD_PLAIN)
 ROW_FN(row_prod_f32, float, OP_PROD, 1.0, 32, LOAD_PLAIN)
 ROW_FN(row_prod_f64, double, OP_PROD, 1.0, 8, LOAD_PLAIN)
 ROW_PAIR_FN(row_sumsq_f32, LOADF_SQUARE)
 ROW_FN(row_sumsq_f64, double, OP_SUM, 0.0, 8, LOAD_SQUARE)
+#define NAN0(v)      ((v) != (v) ? 0.0 : (v))
+#define LOAD_NAN0(v) NAN0((double)(v))
+ROW_FN(row_nansum_f64, double, OP_SUM, 0.0, 8, LOAD_NAN0)
 /* bfloat16 (autocast's bias gradients and losses): widened exactly, then as float32 */
-#define LOAD_BF16(v) ((double)ddpl_bf16_to_float(v))
+#define LOAD_BF16(v)      ((double)ddpl_bf16_to_float(v))
+#define LOAD_BF16_NAN0(v) NAN0(LOAD_BF16(v))
 ROW_FN(row_sum_bf16, uint16_t, OP_SUM, 0.0, 32, LOAD_BF16)
+ROW_FN(row_nansum_bf16, uint16_t, OP_SUM, 0.0, 32, LOAD_BF16_NAN0)
 ROW_FN(row_prod_bf16, uint16_t, OP_PROD, 1.0, 32, LOAD_BF16)
 ROW_FN(row_max_bf16, uint16_t, OP_MAX, -INFINITY, 32, LOAD_BF16)
 ROW_FN(row_min_bf16, uint16_t, OP_MIN, INFINITY, 32, LOAD_BF16)
@@ -297,12 +309,14 @@ static int64_t row_iext(const int64_t *p, int64_t n, bool is_max, int64_t acc)
 }
 
 typedef double (*row_fn)(const char *p, int64_t n, int64_t s, double init);
-static const row_fn rows_f32[5] = {row_sum_f32, row_prod_f32, row_max_f32, row_min_f32,
-                                   row_sumsq_f32};
-static const row_fn rows_f64[5] = {row_sum_f64, row_prod_f64, row_max_f64, row_min_f64,
-                                   row_sumsq_f64};
+/* indexed by red_kind */
+static const row_fn rows_f32[6] = {row_sum_f32, row_prod_f32,  row_max_f32,
+                                   row_min_f32, row_sumsq_f32, row_nansum_f32};
+static const row_fn rows_f64[6] = {row_sum_f64, row_prod_f64,  row_max_f64,
+                                   row_min_f64, row_sumsq_f64, row_nansum_f64};
 /* no sum of squares: each square is rounded to bfloat16 first (the generic loop) */
-static const row_fn rows_bf16[5] = {row_sum_bf16, row_prod_bf16, row_max_bf16, row_min_bf16, NULL};
+static const row_fn rows_bf16[6] = {row_sum_bf16, row_prod_bf16, row_max_bf16,
+                                    row_min_bf16, NULL,          row_nansum_bf16};
 
 typedef struct {
     const ddpl_tensor *in, *out;
@@ -416,7 +430,8 @@ static void reduce_single(const reduce_job *j)
     parts = (n0 + sj.chunk - 1) / sj.chunk;
     cpu_parallel_for(parts, 1, split_range, &sj);
     acc_t a = sj.part[0];
-    red_kind k = j->kind == RED_SUMSQ ? RED_SUM : j->kind; /* parts are sums already */
+    /* parts are sums already (a NaN part came from +inf plus -inf and stays) */
+    red_kind k = j->kind == RED_SUMSQ || j->kind == RED_NANSUM ? RED_SUM : j->kind;
     for (int64_t c = 1; c < parts; c++) /* fixed order: the result does not depend on timing */
         if (j->integral)
             a.i = icombine(k, a.i, sj.part[c].i);
@@ -451,6 +466,9 @@ typedef struct {
             break;                                                                                 \
         case RED_SUMSQ:                                                                            \
             for (int64_t c = 0; c < nc; c++) acc[c] += (double)(row[c] * row[c]);                  \
+            break;                                                                                 \
+        case RED_NANSUM:                                                                           \
+            for (int64_t c = 0; c < nc; c++) acc[c] += NAN0(LD(row[c]));                           \
             break;                                                                                 \
         case RED_MAX:                                                                              \
             for (int64_t c = 0; c < nc; c++) {                                                     \
@@ -590,6 +608,11 @@ int cpu_amin(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 int cpu_sum_squares(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
     return run_reduce(out, in, params, RED_SUMSQ);
+}
+
+int cpu_nansum(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_reduce(out, in, params, RED_NANSUM);
 }
 
 /* ---- aminmax: a contiguous float32/float64/int64 tensor reduced whole is split into parts

@@ -1,5 +1,5 @@
-/* cuda/cuda_reduce.cu: reduction kernels: sum, prod, amax, amin over any set of dims, max/min
- * with int64 indices along one dim, and topk.
+/* cuda/cuda_reduce.cu: reduction kernels: sum, prod, amax, amin, nansum over any set of dims,
+ * max/min with int64 indices along one dim, and topk.
  * defines: cuda_launch_reduce, cuda_launch_arg_reduce, cuda_launch_topk.
  *
  * Reductions see the input as (outputs, reduced elements) through cuda_reduce_geom (built by
@@ -75,19 +75,29 @@ __device__ __forceinline__ long long red_highest(long long)
 
 template <int KIND, typename A> __device__ __forceinline__ A red_identity()
 {
-    if (KIND == CUDA_RED_SUM) return (A)0;
+    if (KIND == CUDA_RED_SUM || KIND == CUDA_RED_NANSUM) return (A)0;
     if (KIND == CUDA_RED_PROD) return (A)1;
     if (KIND == CUDA_RED_MAX) return red_lowest((A)0);
     return red_highest((A)0);
 }
 
-/* a NaN on either side wins max and min (a != a is false for integers) */
+/* a NaN on either side wins max and min (a != a is false for integers). nansum combines as a
+ * sum: its NaN elements were zeroed as they were read (red_load), and a NaN partial result is
+ * the sum's own (+inf plus -inf), which stays. */
 template <int KIND, typename A> __device__ __forceinline__ A red_combine(A a, A b)
 {
-    if (KIND == CUDA_RED_SUM) return red_add(a, b);
+    if (KIND == CUDA_RED_SUM || KIND == CUDA_RED_NANSUM) return red_add(a, b);
     if (KIND == CUDA_RED_PROD) return red_mul(a, b);
     if (KIND == CUDA_RED_MAX) return (a != a || a > b) ? a : b;
     return (a != a || a < b) ? a : b;
+}
+
+/* An input element as an accumulator: nansum reads a NaN as 0. */
+template <int KIND, typename A, typename T> __device__ __forceinline__ A red_load(T x)
+{
+    A v = to_acc<A>(x);
+    if (KIND == CUDA_RED_NANSUM && v != v) return (A)0;
+    return v;
 }
 
 /* Combines v over the 32 lanes of a full warp; lane 0 holds the result. */
@@ -133,10 +143,11 @@ __global__ void reduce_thread_kernel(void *out, int odt, typename acc_of<T>::typ
         if (g.nr == 1) {
             const T *p = in + io;
             int64_t s = g.rin[0];
-            for (int64_t r = lo; r < hi; r++) acc = red_combine<KIND>(acc, to_acc<A>(p[r * s]));
+            for (int64_t r = lo; r < hi; r++)
+                acc = red_combine<KIND>(acc, red_load<KIND, A>(p[r * s]));
         } else {
             for (int64_t r = lo; r < hi; r++)
-                acc = red_combine<KIND>(acc, to_acc<A>(in[io + red_offset(g, r)]));
+                acc = red_combine<KIND>(acc, red_load<KIND, A>(in[io + red_offset(g, r)]));
         }
         if (partial)
             partial[o * gridDim.y + blockIdx.y] = acc;
@@ -162,10 +173,10 @@ __global__ void reduce_block_kernel(void *out, int odt, typename acc_of<T>::type
             const T *p = in + io;
             int64_t s = g.rin[0];
             for (int64_t r = lo + threadIdx.x; r < hi; r += blockDim.x)
-                acc = red_combine<KIND>(acc, to_acc<A>(p[r * s]));
+                acc = red_combine<KIND>(acc, red_load<KIND, A>(p[r * s]));
         } else {
             for (int64_t r = lo + threadIdx.x; r < hi; r += blockDim.x)
-                acc = red_combine<KIND>(acc, to_acc<A>(in[io + red_offset(g, r)]));
+                acc = red_combine<KIND>(acc, red_load<KIND, A>(in[io + red_offset(g, r)]));
         }
         acc = block_combine<KIND>(acc, shared);
         if (threadIdx.x == 0) {
@@ -194,10 +205,10 @@ __global__ void reduce_warp_kernel(void *out, int odt, const T *in, cuda_reduce_
             const T *p = in + io;
             int64_t s = g.rin[0];
             for (int64_t r = lane; r < g.nred; r += CUDA_WARP)
-                acc = red_combine<KIND>(acc, to_acc<A>(p[r * s]));
+                acc = red_combine<KIND>(acc, red_load<KIND, A>(p[r * s]));
         } else {
             for (int64_t r = lane; r < g.nred; r += CUDA_WARP)
-                acc = red_combine<KIND>(acc, to_acc<A>(in[io + red_offset(g, r)]));
+                acc = red_combine<KIND>(acc, red_load<KIND, A>(in[io + red_offset(g, r)]));
         }
         acc = warp_combine<KIND>(acc);
         if (lane == 0) store_as(out, odt, oo, acc);
@@ -331,6 +342,9 @@ extern "C" int cuda_launch_reduce(void *out, int out_dtype, const void *in, int 
                 break;
             case CUDA_RED_MAX:
                 rc = reduce_typed<scalar_t, CUDA_RED_MAX>(out, out_dtype, x, *g, scratch);
+                break;
+            case CUDA_RED_NANSUM:
+                rc = reduce_typed<scalar_t, CUDA_RED_NANSUM>(out, out_dtype, x, *g, scratch);
                 break;
             default:
                 rc = reduce_typed<scalar_t, CUDA_RED_MIN>(out, out_dtype, x, *g, scratch);

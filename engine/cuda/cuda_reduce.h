@@ -20,7 +20,8 @@ typedef enum cuda_reduce_kind {
     CUDA_RED_SUM,
     CUDA_RED_PROD,
     CUDA_RED_MAX,
-    CUDA_RED_MIN
+    CUDA_RED_MIN,
+    CUDA_RED_NANSUM /* a sum reading each NaN element as 0 */
 } cuda_reduce_kind;
 
 /* Reducing in[0] over a set of dims: kept dims (which number the outputs, row-major) and

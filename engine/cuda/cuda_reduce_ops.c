@@ -1,5 +1,5 @@
 /* cuda/cuda_reduce_ops.c: the ddpl_kernel glue of the CUDA reductions (cuda_reduce.cu): sum,
- * prod, amax, amin over any set of dims, max/min with indices along one dim, topk.
+ * prod, amax, amin, nansum over any set of dims, max/min with indices along one dim, topk.
  * defines: cuda_register_reduce.
  *
  * The glue turns tensor fields into plain geometry structs: for sum/prod/amax/amin the kept and
@@ -59,6 +59,11 @@ static int cuda_amax(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 static int cuda_amin(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 {
     return run_reduce(out, in, params, CUDA_RED_MIN);
+}
+
+static int cuda_nansum(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+{
+    return run_reduce(out, in, params, CUDA_RED_NANSUM);
 }
 
 /* Geometry of slices of x along dim with values/indices of the same rank (keepdim, or k along
@@ -125,6 +130,7 @@ void cuda_register_reduce(ddpl_kernel *k)
     k[DDPL_OP_PROD] = cuda_prod;
     k[DDPL_OP_AMAX] = cuda_amax;
     k[DDPL_OP_AMIN] = cuda_amin;
+    k[DDPL_OP_NANSUM] = cuda_nansum;
     k[DDPL_OP_MAX_DIM] = cuda_max_dim;
     k[DDPL_OP_MIN_DIM] = cuda_min_dim;
     k[DDPL_OP_TOPK] = cuda_topk;

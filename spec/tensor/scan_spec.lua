@@ -61,6 +61,35 @@ local function on_cuda(run)
     end
 end
 
+-- nansum is one pass of the NANSUM kernel: each NaN element is read as 0 in the sum's own order,
+-- so it equals the sum of the same tensor with its NaN set to 0 bit for bit, on every path
+-- (rows, columns, a whole tensor split over threads or blocks) and dtype. A NaN the sum makes
+-- itself (+inf plus -inf) stays, as in PyTorch. move puts a tensor on the device under test.
+local function check_nansum_kernel(move)
+    local x = H.lcg({600, 700}, 5, 8, 'float32') -- 420000: one output above the parallel grain
+    local flat = x:view(-1)
+    for _, at in ipairs({0, 12345, 300001, 419999}) do flat[at] = 0 / 0 end
+    local zeroed = x:masked_fill(x:isnan(), 0)
+    for _, dt in ipairs({'float32', 'float64', 'bfloat16'}) do
+        local a, z = move(x:to(dt)), move(zeroed:to(dt))
+        H.assert_close(a:nansum():cpu(), z:sum():cpu(), 0, 0, dt .. ' whole')
+        for _, d in ipairs({0, 1}) do
+            H.assert_close(a:nansum(d):cpu(), z:sum(d):cpu(), 0, 0, dt .. ' dim ' .. d)
+            H.assert_close(a:t():nansum(d):cpu(), z:t():sum(d):cpu(), 0, 0, dt .. ' strided')
+        end
+        assert.are.equal(dt, a:nansum().dtype)
+    end
+    local inf = math.huge
+    local y = move(ddpl.tensor({{inf, 0 / 0, 1}, {-inf, 2, 0 / 0}}))
+    local whole = y:nansum():item()
+    assert.is_true(whole ~= whole, 'inf - inf')
+    local cols = y:nansum(0):cpu():tolist()
+    assert.is_true(cols[1] ~= cols[1], 'inf - inf by columns')
+    assert.are.same({2, 1}, {cols[2], cols[3]})
+    assert.are.same({inf, -inf + 2}, y:nansum(1):cpu():tolist())
+    assert.are.equal(0, move(ddpl.full({3}, 0 / 0)):nansum():item())
+end
+
 describe('scans and reductions match PyTorch (cuda)', function()
     local cuda_runners = {}
     for op, run in pairs(runners) do cuda_runners[op] = on_cuda(run) end
@@ -122,6 +151,11 @@ describe('scans and reductions match PyTorch (cuda)', function()
                 assert.is_false(o:cuda():all():item())
             end
         end
+    end)
+
+    it('nansum: one kernel pass, the sum of the zeroed tensor bit for bit', function()
+        if not ddpl.cuda.is_available() then return pending('no CUDA device') end
+        check_nansum_kernel(function(t) return t:cuda() end)
     end)
 
     it('empty and 0-dim inputs', function()
@@ -292,6 +326,10 @@ describe('reductions: shapes, dtypes and options', function()
         H.assert_error(function() ddpl.tensor({1, 2}):nanmean() end, 'nanmean', 'floating',
                        'int64')
         H.assert_error(function() x:amax(0, 'yes') end, 'amax', 'keepdim')
+    end)
+
+    it('nansum: one kernel pass, the sum of the zeroed tensor bit for bit', function()
+        check_nansum_kernel(function(t) return t end)
     end)
 
     it('amax/amin and nansum: finite differences through ties and NaN-free inputs', function()
