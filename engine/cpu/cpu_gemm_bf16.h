@@ -1,8 +1,9 @@
 /* cpu/cpu_gemm_bf16.h: bfloat16 GEMM on the CPU's bf16 dot-product units.
- * defines: cpu_bf16_gemm_available, cpu_bf16_gemm.
+ * defines: cpu_bf16_gemm_available, cpu_bf16_gemm_kernel, cpu_bf16_gemm.
  *
- * Where the CPU has AVX512-BF16 (`vdpbf16ps`: Zen 4 and later, Cooper Lake, Sapphire Rapids),
- * a bfloat16 product runs on it at about twice the float32 FMA rate: bf16 operands, float32
+ * Where the CPU has AMX (Sapphire Rapids and later) a bfloat16 product runs on its tiles, else
+ * where it has AVX512-BF16 (`vdpbf16ps`: Zen 4 and later, Cooper Lake) on that, at about twice
+ * the float32 FMA rate on Zen 4 (the same rate on Intel cores): bf16 operands, float32
  * accumulation, a float32 or bfloat16 result. Elsewhere cpu_bf16_gemm_available() is false and
  * cpu_gemm keeps its widening path (bf16 -> float32 -> sgemm). The result equals the float32
  * product of the same bf16 values up to the order of the float32 additions. */
@@ -15,6 +16,10 @@
  * environment does not turn the path off (DDPLUA_CPU_BF16_GEMM=0: the widening path, for
  * comparing both on one machine). Decided once. */
 bool cpu_bf16_gemm_available(void);
+
+/* The kernel bf16 products run on: "amx", "avx512_bf16" or "widened" (not available).
+ * DDPLUA_CPU_BF16_GEMM=avx512_bf16 leaves AMX unused, =0 turns both off. */
+const char *cpu_bf16_gemm_kernel(void);
 
 /* One bfloat16 operand: element (i, j) at p[i*rs + j*cs] (strides in elements, any sign-free
  * layout: row-major, transposed, or strided). */

@@ -52,8 +52,8 @@ static void set_version(lua_State *L, const char *key, int v, bool cuda_style)
 /* ddpl.config(): what this build contains, for bug reports. cuDNN and NCCL are optional parts of
  * a CUDA build (cmake/cuda_libs.cmake); their versions are read from the libraries.
  * cuda_emulated: the CUDA backend runs on the CPU emulation (cmake/cuemu.cmake). cpu_bf16_gemm:
- * how a bfloat16 product runs on this CPU, 'avx512_bf16' (cpu/cpu_gemm_bf16.c) or 'widened'
- * (float32 sgemm on widened copies). */
+ * how a bfloat16 product runs on this CPU, 'amx' or 'avx512_bf16' (cpu/cpu_gemm_bf16.c) or
+ * 'widened' (float32 sgemm on widened copies). */
 static int f_config(lua_State *L)
 {
     lua_createtable(L, 0, 15);
@@ -71,7 +71,7 @@ static int f_config(lua_State *L)
     lua_setfield(L, -2, "gloo");
     lua_pushstring(L, "openblas");
     lua_setfield(L, -2, "blas");
-    lua_pushstring(L, cpu_bf16_gemm_available() ? "avx512_bf16" : "widened");
+    lua_pushstring(L, cpu_bf16_gemm_kernel());
     lua_setfield(L, -2, "cpu_bf16_gemm");
     lua_pushstring(L, LUA_RELEASE);
     lua_setfield(L, -2, "lua");

@@ -1,4 +1,5 @@
-/* spec/c/test_gemm_bf16.c: the AVX512-BF16 GEMM (engine/cpu/cpu_gemm_bf16.c) called directly,
+/* spec/c/test_gemm_bf16.c: the bf16 GEMM (engine/cpu/cpu_gemm_bf16.c: AMX, and vdpbf16ps again
+ * in a child where AMX was chosen) called directly,
  * for what the Lua API cannot reach: output layouts (row-major with a leading dimension,
  * column-major, strided in both dims), float32 and bfloat16 outputs, alpha and beta, and a fuzz
  * of random shapes and strides. Operands are small integers, so every product and partial sum
@@ -8,6 +9,8 @@
  * (the widening path is covered by spec/tensor/matmul_bf16_spec.lua). */
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "cpu/cpu_gemm_bf16.h"
@@ -219,17 +222,37 @@ static void test_fuzz(int cases)
     CHECK(true);
 }
 
-int main(void)
+/* Where AMX was chosen, the same checks again in a child on the vdpbf16ps kernel
+ * (DDPLUA_CPU_BF16_GEMM=avx512_bf16 is read once, at the first product, so a fresh process). */
+static void test_avx512_kernel_too(const char *self)
 {
+    if (strcmp(cpu_bf16_gemm_kernel(), "amx") != 0) return;
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("DDPLUA_CPU_BF16_GEMM", "avx512_bf16", 1);
+        execl(self, self, (char *)NULL);
+        _exit(127);
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
     if (!cpu_bf16_gemm_available()) {
         printf("test_gemm_bf16: this CPU has no AVX512-BF16; the kernel cannot run here\n");
         return 0;
     }
+    printf("test_gemm_bf16: kernel %s\n", cpu_bf16_gemm_kernel());
     test_output_layouts();
     test_alpha_beta();
     test_block_edges();
     int threads = ddpl_get_num_threads();
     test_fuzz(getenv("DDPLUA_FUZZ_CASES") ? atoi(getenv("DDPLUA_FUZZ_CASES")) : 60);
     ddpl_set_num_threads(threads);
+    fflush(stdout);
+    test_avx512_kernel_too(argv[0]);
     return check_finish();
 }

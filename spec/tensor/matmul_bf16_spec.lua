@@ -1,5 +1,6 @@
 -- spec/tensor/matmul_bf16_spec.lua: bfloat16 products on the CPU (engine/cpu/cpu_gemm_bf16.c
--- where the CPU has AVX512-BF16, the widening path elsewhere or with DDPLUA_CPU_BF16_GEMM=0).
+-- on AMX tiles or AVX512-BF16 where the CPU has them, the widening path elsewhere or with
+-- DDPLUA_CPU_BF16_GEMM=0).
 --
 -- The product of bf16 operands is the float32 product of the same values, up to the order of
 -- the float32 additions, rounded once. Small-integer operands make every product and partial
@@ -128,7 +129,7 @@ describe('bfloat16 matmul on the CPU', function()
 
     -- the same exact products through a fresh process with the kernel turned off: both paths give
     -- the same bits, and ddpl.config() says which one ran
-    it('agrees bit for bit with the widening path (DDPLUA_CPU_BF16_GEMM=0)', function()
+    it('agrees bit for bit with the widening path (DDPLUA_CPU_BF16_GEMM=0 and =avx512_bf16)', function()
         local bin = os.getenv('DDPLUA_BIN')
         assert(bin and bin ~= '', 'DDPLUA_BIN is not set (ctest sets it to the ddplua executable)')
         local dir = os.tmpname()
@@ -159,14 +160,20 @@ print('path=' .. ddpl.config().cpu_bf16_gemm)
         end
         local on, on_text = run('', dir .. '/on.safetensors')
         local off, off_text = run('DDPLUA_CPU_BF16_GEMM=0', dir .. '/off.safetensors')
+        -- where the CPU has AMX, the vdpbf16ps kernel it would otherwise take
+        local dp, dp_text = run('DDPLUA_CPU_BF16_GEMM=avx512_bf16', dir .. '/dp.safetensors')
         assert(on, on_text)
         assert(off, off_text)
+        assert(dp, dp_text)
         assert.are.equal('widened', off)
-        assert.is_true(on == 'avx512_bf16' or on == 'widened', on)
+        assert.is_true(on == 'amx' or on == 'avx512_bf16' or on == 'widened', on)
+        assert.are.equal(on == 'widened' and 'widened' or 'avx512_bf16', dp)
         local a, b = ddpl.load(dir .. '/on.safetensors'), ddpl.load(dir .. '/off.safetensors')
+        local c = ddpl.load(dir .. '/dp.safetensors')
         for i = 1, 4 do
             local k = 'p' .. i
             assert.is_true(a[k]:equal(b[k]), k)
+            assert.is_true(c[k]:equal(b[k]), k)
             assert_same(a[k], reference(a['a' .. i], a['b' .. i]), k)
         end
         os.execute('rm -rf ' .. dir)
