@@ -332,6 +332,30 @@ describe('reductions: shapes, dtypes and options', function()
         check_nansum_kernel(function(t) return t end)
     end)
 
+    -- float32 products accumulate in double under flush-to-zero (engine/cpu/cpu_reduce.c,
+    -- ftz_begin): a float32 subnormal result is kept, and a product that passes through double's
+    -- subnormal range reads 0, as PyTorch's float32 product (flushed long before) does
+    it('prod of float32: subnormal results kept, double underflow read as 0 as PyTorch', function()
+        local vals = {1e-20, 1e-20, 1e-3}
+        local x = ddpl.tensor({vals}, {dtype = 'float32'})
+        local exact = 1
+        for _, v in ipairs(x:double():tolist()[1]) do exact = exact * v end
+        local want = ddpl.tensor(exact, {dtype = 'float32'}):item()
+        assert.is_true(want > 0 and want < 2 ^ -126, 'a float32 subnormal')
+        assert.are.equal(want, x:prod():item())
+        assert.are.equal(want, x:prod(1):item())
+        assert.are.equal(want, x:t():contiguous():prod(0):item())
+        -- down a column, 1060 halves (2^-1060: a double subnormal) then 1000 twos: exact 2^-60,
+        -- torch 0 (along a row both engines' lanes each see a few dozen factors and give 2^-60)
+        local col = ddpl.cat({ddpl.full({1060, 3}, 0.5), ddpl.full({1000, 3}, 2.0)}, 0)
+        assert.are.same({0, 0, 0}, col:prod(0):tolist())
+        -- float64 keeps its subnormals (no flush): 2^-1060 survives
+        assert.are.equal(2 ^ -1060, ddpl.full({1060}, 0.5, {dtype = 'float64'}):prod():item())
+        -- and the thread's flush mode is restored: a float32 subnormal sum after it is exact
+        local sub = ddpl.tensor({2 ^ -140, 2 ^ -140}, {dtype = 'float32'})
+        assert.are.equal(2 ^ -139, sub:sum():item())
+    end)
+
     it('amax/amin and nansum: finite differences through ties and NaN-free inputs', function()
         local x = ddpl.tensor({{1.0, 3.0, 3.0}, {2.0, 2.0, -1.0}},
                               {dtype = 'float64', requires_grad = true})
