@@ -152,6 +152,18 @@ static void declare(pg_heartbeat *hb, const char *msg)
     pg_host_hier_abort(hb->h->hier, msg);
 }
 
+bool pg_heartbeat_explain(pg_heartbeat *hb, const char *failed, char *out, size_t n)
+{
+    if (pg_heartbeat_fault(hb, out, n)) return true;
+    if (!hb || !strstr(failed, "closed its connection")) return false;
+    for (int i = 0; i < 25; i++) {
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        if (pg_heartbeat_fault(hb, out, n)) return true;
+    }
+    return false;
+}
+
 void pg_heartbeat_declare(pg_heartbeat *hb, const char *msg)
 {
     if (hb) declare(hb, msg);

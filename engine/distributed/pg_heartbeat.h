@@ -1,8 +1,8 @@
 /* distributed/pg_heartbeat.h: the heartbeat of a CPU process group (backend gloo, over Gloo or
  * shared memory): each rank shows it is alive, and a collective that waits names a peer that is
  * not. defines: pg_heartbeat, pg_heartbeat_start, pg_heartbeat_stop, pg_heartbeat_fault,
- *          pg_heartbeat_limit, pg_heartbeat_declare. Internal to engine/distributed
- * (docs/internals/fault-detection.md).
+ *          pg_heartbeat_explain, pg_heartbeat_limit, pg_heartbeat_declare. Internal to
+ * engine/distributed (docs/internals/fault-detection.md).
  *
  * A thread of its own beats every limit/10 s (at most 5 s), whatever the rank's main thread
  * does, so a rank that computes for minutes between collectives is never reported; one that is
@@ -39,6 +39,10 @@ PG_HIDDEN void pg_heartbeat_stop(pg_heartbeat *hb);
  * rank published; copied into out (n bytes) and true. False (out untouched) when none is known
  * or hb is NULL. */
 PG_HIDDEN bool pg_heartbeat_fault(pg_heartbeat *hb, char *out, size_t n);
+/* The fault behind a failure whose message is failed: pg_heartbeat_fault's, waiting a little
+ * (up to 0.5 s) for one when a peer closed its connection, since that peer most often saw a fault
+ * and left, and its publication may still be on its way; false (out untouched) if none. */
+PG_HIDDEN bool pg_heartbeat_explain(pg_heartbeat *hb, const char *failed, char *out, size_t n);
 /* A fault found outside the thread (the hierarchy's node lost a rank): recorded, published and
  * the pairs aborted, as the thread does with the ones it finds. NULL hb: nothing. */
 PG_HIDDEN void pg_heartbeat_declare(pg_heartbeat *hb, const char *msg);

@@ -237,10 +237,18 @@ void pg_host_hier_abort(host_hier *x, const char *why)
 }
 
 /* -------------------------------------------------------------------- the verdicts ---- */
-static hier_verdict verdict_of_error(void)
+/* A leader's failure across nodes as its node's verdict: the fault behind it where one is known
+ * (a rank of another node died, and its leader published that before closing the mesh), so the
+ * node's other ranks report the rank that died from the verdict alone. Looking it up on each of
+ * them instead raced the leader's exit: a leader hosting the store takes it along, and a rank
+ * that then asked found nothing and blamed the other leader, whose connection had closed. */
+static hier_verdict verdict_of_error(pg_host *h)
 {
     hier_verdict v = {.failed = 1};
-    snprintf(v.msg, sizeof v.msg, "%s", ddpl_last_error());
+    char failed[sizeof v.msg];
+    snprintf(failed, sizeof failed, "%s", ddpl_last_error());
+    if (!pg_heartbeat_explain(h->hb, failed, v.msg, sizeof v.msg))
+        snprintf(v.msg, sizeof v.msg, "%s", failed);
     return v;
 }
 
@@ -278,12 +286,13 @@ static int share_verdict(pg_host *h, hier_verdict *v)
 /* The leaders exchange their nodes' fingerprints (fp_block: local_max of them, in local-rank
  * order); the verdict: the exchange's failure, else the flat check (ddpl_pg_fp_check) of every
  * rank's fingerprint, put in group-rank order into fp_all. */
-static hier_verdict leaders_agree(host_hier *x, int size)
+static hier_verdict leaders_agree(pg_host *h, int size)
 {
+    host_hier *x = h->hier;
     hier_verdict v = {0};
     size_t block_bytes = (size_t)x->local_max * sizeof *x->fp_block;
     if (ddpl_gloo_allgather(x->leaders, x->fp_block, x->fp_blocks, block_bytes) < 0)
-        return verdict_of_error();
+        return verdict_of_error(h);
     for (int q = 0; q < size; q++)
         x->fp_all[q] =
             x->fp_blocks[(size_t)x->node_of[q] * (size_t)x->local_max + (size_t)x->index_of[q]];
@@ -301,7 +310,7 @@ int pg_host_hier_agree(pg_host *h, const ddpl_pg_fp *fp, int size)
     if (x->local_size == 1) x->fp_block[0] = *fp;
     /* 2. across nodes, 3. the verdict to the node */
     hier_verdict v = {0};
-    if (x->leaders) v = leaders_agree(x, size);
+    if (x->leaders) v = leaders_agree(h, size);
     if (x->local && share_verdict(h, &v) < 0) return -1;
     if (!x->local && v.failed) return -1; /* the leader's own error is set */
     if (v.mismatch) {
@@ -327,7 +336,7 @@ int pg_host_hier_allreduce(pg_host *h, void *data, size_t count, size_t elsize, 
     /* 2. the leaders' sum of the nodes' sums */
     hier_verdict v = {0};
     if (x->leaders && ddpl_gloo_allreduce(x->leaders, data, count, elsize, fn) < 0)
-        v = verdict_of_error();
+        v = verdict_of_error(h);
     if (!x->local) return v.failed ? -1 : 0;
     /* 3. the verdict, then the sum, to the node */
     if (share_verdict(h, &v) < 0) return -1;

@@ -8,26 +8,9 @@
  * the work item (pg_work_finish), where the caller's wait finds it. */
 #define _GNU_SOURCE /* pthread_timedjoin_np */
 #include <string.h>
-#include <time.h>
 
 #include "distributed/pg_heartbeat.h"
 #include "distributed/pg_host.h"
-
-/* The fault behind a failure: the heartbeat's or the one another rank published. A peer that
- * closed its connection is most often a rank that saw a fault and left: its publication may
- * still be on its way (the store), so that case waits for it a little (up to 0.5 s) before the
- * closer is blamed instead of the rank that died. */
-static bool fault_behind(pg_heartbeat *hb, const char *failed, char *out, size_t n)
-{
-    if (pg_heartbeat_fault(hb, out, n)) return true;
-    if (!hb || !strstr(failed, "closed its connection")) return false;
-    for (int i = 0; i < 25; i++) {
-        struct timespec ts = {0, 20 * 1000 * 1000};
-        nanosleep(&ts, NULL);
-        if (pg_heartbeat_fault(hb, out, n)) return true;
-    }
-    return false;
-}
 
 /* Runs w (taken off its lane by the caller) and completes it: a group broken earlier fails it
  * at once; a collective's fingerprint is compared before the operation touches data; a failure
@@ -49,7 +32,7 @@ static void lane_run(ddpl_pg *pg, ddpl_work *w)
     } else if ((w->fp.seq && h->coll->agree(h, &w->fp, pg->size) < 0) || hw->run(w) < 0) {
         char failed[768], fault[768];
         snprintf(failed, sizeof failed, "%s", ddpl_last_error());
-        const char *e = fault_behind(h->hb, failed, fault, sizeof fault) ? fault : failed;
+        const char *e = pg_heartbeat_explain(h->hb, failed, fault, sizeof fault) ? fault : failed;
         /* messages of the transport do not name the API call: prefix it */
         size_t n = strlen(w->name);
         if (strncmp(e, w->name, n) == 0 && e[n] == ':')
