@@ -130,6 +130,25 @@ describe('the 1-D scatter_add and bincount', function()
         assert.has_error(function() ddpl.tensor({1, -2}, {dtype = 'int64'}):bincount() end)
     end)
 
+    -- enough values for bincount to count on several threads, each into its own bins (the parts
+    -- of 2^17 values, added in order): the same counts on 1 and 2 threads as the definition,
+    -- with the last part short and some bins empty
+    it('bincount split over threads counts every value once', function()
+        ddpl.manual_seed(15)
+        local threads = ddpl.get_num_threads()
+        local n = 3 * 2 ^ 17 + 12345
+        local u = ddpl.randint(0, 5000, {n}) * 2 -- odd bins empty
+        local counts = ddpl.zeros(10001):double():scatter_add(0, u, ddpl.ones(n):double()):long()
+        for _, nt in ipairs({1, 2}) do
+            ddpl.set_num_threads(nt)
+            local ok, err = pcall(function()
+                assert.is_true(ddpl.equal(u:bincount({minlength = 10001}), counts), nt .. ' threads')
+            end)
+            ddpl.set_num_threads(threads)
+            assert(ok, err)
+        end
+    end)
+
     -- a long 1-D index into a small output checks its indices as it reads them (cpu_scatter.c):
     -- the same results as the two-pass walk, which a (1, n) index along dim 1 takes, for every
     -- reduce and typed dtype; a bad index anywhere leaves the output as it was
