@@ -225,6 +225,59 @@ ROW_MINMAX(row_max_f64, double, int64_t, >, OP_MAX, -INFINITY)
 ROW_MINMAX(row_min_f32, float, int32_t, <, OP_MIN, INFINITY)
 ROW_MINMAX(row_min_f64, double, int64_t, <, OP_MIN, INFINITY)
 
+/* float32 max/min of a contiguous row in 64-byte vectors where the CPU has AVX-512 (checked
+ * once): vmaxps/vminps return their second operand when either is NaN, so the four lane chains
+ * never take a NaN, and a mask of the NaNs seen restores PyTorch's rule. A 4096^2 amax over rows
+ * (memory-bound, 1 thread) read 30 GB/s this way against the 32-byte blends' 25-26 (torch 25-27);
+ * GCC's 64-byte vector extensions in the blend loop fell to 4 GB/s. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+__attribute__((target("avx512f"))) static double row_ext_f32_512(const float *p, int64_t n,
+                                                                 double init, bool is_max)
+{
+    __m512 a[4];
+    for (int v = 0; v < 4; v++) a[v] = _mm512_set1_ps(is_max ? -INFINITY : INFINITY);
+    __mmask16 nan = 0;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64)
+        for (int v = 0; v < 4; v++) {
+            __m512 b = _mm512_loadu_ps(p + i + 16 * v);
+            a[v] = is_max ? _mm512_max_ps(b, a[v]) : _mm512_min_ps(b, a[v]);
+            nan |= _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q);
+        }
+    if (nan) return (double)NAN;
+    __m512 m = is_max ? _mm512_max_ps(_mm512_max_ps(a[0], a[1]), _mm512_max_ps(a[2], a[3]))
+                      : _mm512_min_ps(_mm512_min_ps(a[0], a[1]), _mm512_min_ps(a[2], a[3]));
+    double r = is_max ? OP_MAX(init, (double)_mm512_reduce_max_ps(m))
+                      : OP_MIN(init, (double)_mm512_reduce_min_ps(m));
+    for (; i < n; i++) r = is_max ? OP_MAX(r, (double)p[i]) : OP_MIN(r, (double)p[i]);
+    return r;
+}
+
+static bool has_avx512f(void)
+{
+    static int yes = -1; /* decided once; a race only computes the same answer twice */
+    if (yes < 0) yes = __builtin_cpu_supports("avx512f") ? 1 : 0;
+    return yes == 1;
+}
+#define ROW_EXT_512(p, n, s, init, is_max)                                                         \
+    if ((s) == 1 && has_avx512f()) return row_ext_f32_512((const float *)(p), n, init, is_max)
+#else
+#define ROW_EXT_512(p, n, s, init, is_max) (void)0
+#endif
+
+static double row_max_f32_any(const char *p, int64_t n, int64_t s, double init)
+{
+    ROW_EXT_512(p, n, s, init, true);
+    return row_max_f32(p, n, s, init);
+}
+
+static double row_min_f32_any(const char *p, int64_t n, int64_t s, double init)
+{
+    ROW_EXT_512(p, n, s, init, false);
+    return row_min_f32(p, n, s, init);
+}
+
 /* Both extremes of a contiguous row in one pass (aminmax), folded into *mn and *mx: the blends
  * of ROW_MINMAX for each, one NaN mask for both (a NaN makes both NaN). Two passes of amin and
  * amax read the row twice: 0.5-0.9x torch's time on 4M float32. */
@@ -313,8 +366,8 @@ static int64_t row_iext(const int64_t *p, int64_t n, bool is_max, int64_t acc)
 
 typedef double (*row_fn)(const char *p, int64_t n, int64_t s, double init);
 /* indexed by red_kind */
-static const row_fn rows_f32[6] = {row_sum_f32, row_prod_f32,  row_max_f32,
-                                   row_min_f32, row_sumsq_f32, row_nansum_f32};
+static const row_fn rows_f32[6] = {row_sum_f32,     row_prod_f32,  row_max_f32_any,
+                                   row_min_f32_any, row_sumsq_f32, row_nansum_f32};
 static const row_fn rows_f64[6] = {row_sum_f64, row_prod_f64,  row_max_f64,
                                    row_min_f64, row_sumsq_f64, row_nansum_f64};
 /* no sum of squares: each square is rounded to bfloat16 first (the generic loop) */

@@ -332,6 +332,29 @@ describe('reductions: shapes, dtypes and options', function()
         check_nansum_kernel(function(t) return t end)
     end)
 
+    -- float32 rows of 64 and more take 64-byte vectors where the CPU has AVX-512 (cpu_reduce.c,
+    -- row_ext_f32_512): the same values as the columns' kernel, NaN in the vector part or in the
+    -- tail winning, and rows shorter than a vector step
+    it('amax/amin along float32 rows: the columns kernel\'s values, NaN wins anywhere', function()
+        for _, width in ipairs({1000, 64, 63, 130}) do
+            local x = H.lcg({6, width}, width, 100, 'float32')
+            x[{1, 5}] = 0 / 0
+            x[{2, width - 1}] = 0 / 0 -- the tail past whole steps of 64 (or the last element)
+            x[{3, 0}] = math.huge
+            x[{4, width // 2}] = -math.huge
+            local xt = x:t():contiguous()
+            for _, op in ipairs({'amax', 'amin'}) do
+                local rows, cols = x[op](x, 1):tolist(), xt[op](xt, 0):tolist()
+                for i = 1, 6 do
+                    local a, b = rows[i], cols[i]
+                    assert.is_true(a == b or (a ~= a and b ~= b),
+                        ('%s width %d row %d: %s against %s'):format(op, width, i - 1, a, b))
+                end
+                assert.is_true(rows[2] ~= rows[2] and rows[3] ~= rows[3], op .. ' NaN rows')
+            end
+        end
+    end)
+
     -- float32 products accumulate in double under flush-to-zero (engine/cpu/cpu_reduce.c,
     -- ftz_begin): a float32 subnormal result is kept, and a product that passes through double's
     -- subnormal range reads 0, as PyTorch's float32 product (flushed long before) does
