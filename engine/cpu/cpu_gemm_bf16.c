@@ -165,24 +165,42 @@ BF16_TARGET static void pack_word_rows(uint32_t *restrict dst, const uint16_t *s
         for (int64_t r = 0; r < W; r++) dst[whole * W + r] = r < nr ? src[r * sr + 2 * whole] : 0;
 }
 
+/* The k-pair words of source rows k and k+1 (k even) for the 32 contiguous elements of each
+ * (masked by rows: zeros past nr; zeros for k or k+1 past kc): words 0-15 into *first16, 16-31
+ * into *last16. The 16-bit unpacks interleave within 128-bit lanes; the permutes put the lanes
+ * back in order. */
+BF16_TARGET static inline void pair_words_32(const uint16_t *src, int64_t k, int64_t kc, int64_t sk,
+                                             __mmask32 rows, __m512i *first16, __m512i *last16)
+{
+    const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
+    const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+    __m512i s0 = k < kc ? _mm512_maskz_loadu_epi16(rows, src + k * sk) : _mm512_setzero_si512();
+    __m512i s1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(rows, src + (k + 1) * sk)
+                            : _mm512_setzero_si512(); /* odd kc: the high half is zero */
+    __m512i lo = _mm512_unpacklo_epi16(s0, s1), hi = _mm512_unpackhi_epi16(s0, s1);
+    *first16 = _mm512_permutex2var_epi64(lo, first, hi);
+    *last16 = _mm512_permutex2var_epi64(lo, second, hi);
+}
+
+/* The mask of the first nr of 32 rows. */
+static __mmask32 first_rows(int64_t nr)
+{
+    return nr >= 32 ? 0xffffffffu : (__mmask32)((1u << nr) - 1);
+}
+
 /* A panel of 32 rows contiguous in the source (sr 1, e.g. row-major B's columns): each pair of
- * source rows k, k+1 is interleaved 32 elements at a time (16-bit unpacks, then 128-bit lanes put
- * back in order), masked loads reading zeros past nr. As a scalar loop this was 10% of a
- * 1024^3 product's time on AMX, 20% per thread on 2 (each packs all of B). */
+ * source rows k, k+1 interleaved 32 elements at a time. As a scalar loop this was 10% of a 1024^3
+ * product's time on AMX, 20% per thread on 2 (each packs all of B). */
 BF16_TARGET static void pack_pairs_32(uint32_t *restrict dst, const uint16_t *src, int64_t nr,
                                       int64_t kc, int64_t sk)
 {
-    __mmask32 rows = nr >= 32 ? 0xffffffffu : (__mmask32)((1u << nr) - 1);
-    const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
-    const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+    __mmask32 rows = first_rows(nr);
     for (int64_t k = 0; k < kc; k += 2) {
-        __m512i s0 = _mm512_maskz_loadu_epi16(rows, src + k * sk);
-        __m512i s1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(rows, src + (k + 1) * sk)
-                                : _mm512_setzero_si512(); /* odd kc: the high half is zero */
-        __m512i lo = _mm512_unpacklo_epi16(s0, s1), hi = _mm512_unpackhi_epi16(s0, s1);
+        __m512i a, b;
+        pair_words_32(src, k, kc, sk, rows, &a, &b);
         uint32_t *d = dst + (k / 2) * 32;
-        _mm512_storeu_si512(d, _mm512_permutex2var_epi64(lo, first, hi));
-        _mm512_storeu_si512(d + 16, _mm512_permutex2var_epi64(lo, second, hi));
+        _mm512_storeu_si512(d, a);
+        _mm512_storeu_si512(d + 16, b);
     }
 }
 
@@ -331,28 +349,18 @@ static const micro_kernel micro_kernels[MR + 1] = {
 enum { MR_AMX = 32, TILE_PAIRS = 16 }; /* A panel rows (two tiles); k-pairs per tile */
 
 /* pack_rows_amx for a k-major source (rows contiguous, sr 1: a transposed operand, e.g. dY^T in
- * a weight gradient): 16 k-pairs at a time, each interleaved as in pack_pairs_32 into one word
+ * a weight gradient): 16 k-pairs at a time, each interleaved by pair_words_32 into one word
  * per row, then two 16 x 16 word transposes turn pairs-by-rows into rows-by-pairs. Element by
  * element it took a fifth of an autocast MLP block's backward. */
 BF16_TARGET static void pack_rows_amx_kmajor(uint16_t *restrict dst, const uint16_t *src,
                                              int64_t nr, int64_t kc, int64_t kpp, int64_t sk)
 {
-    __mmask32 rows = nr >= 32 ? 0xffffffffu : (__mmask32)((1u << nr) - 1);
-    const __m512i first = _mm512_set_epi64(11, 10, 3, 2, 9, 8, 1, 0);
-    const __m512i second = _mm512_set_epi64(15, 14, 7, 6, 13, 12, 5, 4);
+    __mmask32 rows = first_rows(nr);
     uint32_t *d = (uint32_t *)dst; /* row r's pair p at d[r * kpp + p] */
     for (int64_t p0 = 0; p0 < kpp; p0 += TILE_PAIRS) {
         __m512i top[16], bottom[16]; /* rows 0-15 and 16-31 */
-        for (int i = 0; i < 16; i++) {
-            int64_t k = 2 * (p0 + i);
-            __m512i s0 =
-                k < kc ? _mm512_maskz_loadu_epi16(rows, src + k * sk) : _mm512_setzero_si512();
-            __m512i s1 = k + 1 < kc ? _mm512_maskz_loadu_epi16(rows, src + (k + 1) * sk)
-                                    : _mm512_setzero_si512();
-            __m512i lo = _mm512_unpacklo_epi16(s0, s1), hi = _mm512_unpackhi_epi16(s0, s1);
-            top[i] = _mm512_permutex2var_epi64(lo, first, hi);
-            bottom[i] = _mm512_permutex2var_epi64(lo, second, hi);
-        }
+        for (int i = 0; i < 16; i++)
+            pair_words_32(src, 2 * (p0 + i), kc, sk, rows, &top[i], &bottom[i]);
         transpose16x16(top);
         transpose16x16(bottom);
         for (int r = 0; r < 16; r++) {

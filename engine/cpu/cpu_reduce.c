@@ -19,7 +19,7 @@
 #include <math.h>
 #include <string.h>
 #if defined(__x86_64__)
-#include <xmmintrin.h> /* MXCSR: flush-to-zero for float32 products (ftz_begin) */
+#include <immintrin.h> /* MXCSR (ftz_begin); AVX-512 rows (row_ext_f32_512) */
 #endif
 
 #include "cpu_iter.h"
@@ -231,7 +231,6 @@ ROW_MINMAX(row_min_f64, double, int64_t, <, OP_MIN, INFINITY)
  * (memory-bound, 1 thread) read 30 GB/s this way against the 32-byte blends' 25-26 (torch 25-27);
  * GCC's 64-byte vector extensions in the blend loop fell to 4 GB/s. */
 #if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
 __attribute__((target("avx512f"))) static double row_ext_f32_512(const float *p, int64_t n,
                                                                  double init, bool is_max)
 {
@@ -260,22 +259,25 @@ static bool has_avx512f(void)
     if (yes < 0) yes = __builtin_cpu_supports("avx512f") ? 1 : 0;
     return yes == 1;
 }
-#define ROW_EXT_512(p, n, s, init, is_max)                                                         \
-    if ((s) == 1 && has_avx512f()) return row_ext_f32_512((const float *)(p), n, init, is_max)
-#else
-#define ROW_EXT_512(p, n, s, init, is_max) (void)0
 #endif
+
+/* float32 max (is_max) or min of a row: 64-byte vectors where they run, else the blends */
+static double row_ext_f32(const char *p, int64_t n, int64_t s, double init, bool is_max)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (s == 1 && has_avx512f()) return row_ext_f32_512((const float *)p, n, init, is_max);
+#endif
+    return is_max ? row_max_f32(p, n, s, init) : row_min_f32(p, n, s, init);
+}
 
 static double row_max_f32_any(const char *p, int64_t n, int64_t s, double init)
 {
-    ROW_EXT_512(p, n, s, init, true);
-    return row_max_f32(p, n, s, init);
+    return row_ext_f32(p, n, s, init, true);
 }
 
 static double row_min_f32_any(const char *p, int64_t n, int64_t s, double init)
 {
-    ROW_EXT_512(p, n, s, init, false);
-    return row_min_f32(p, n, s, init);
+    return row_ext_f32(p, n, s, init, false);
 }
 
 /* Both extremes of a contiguous row in one pass (aminmax), folded into *mn and *mx: the blends
@@ -380,6 +382,7 @@ typedef struct {
     red_kind kind;
     ddpl_dtype dt;
     bool integral;
+    bool ftz; /* a float32/bfloat16 product: accumulate with flush-to-zero (ftz_begin) */
 } reduce_job;
 
 /* Products of float32 or bfloat16 accumulate in double, and a product on its way to 0 spends
@@ -394,9 +397,9 @@ typedef struct {
 static unsigned ftz_begin(const reduce_job *j)
 {
 #if defined(__x86_64__)
+    if (!j->ftz) return 0; /* MXCSR left alone: sums and the rest touch it not at all */
     unsigned old = _mm_getcsr();
-    if (j->kind == RED_PROD && (j->dt == DDPL_FLOAT32 || j->dt == DDPL_BFLOAT16))
-        _mm_setcsr(old | _MM_FLUSH_ZERO_ON);
+    _mm_setcsr(old | _MM_FLUSH_ZERO_ON);
     return old;
 #else
     (void)j;
@@ -404,11 +407,12 @@ static unsigned ftz_begin(const reduce_job *j)
 #endif
 }
 
-static void ftz_end(unsigned old)
+static void ftz_end(const reduce_job *j, unsigned old)
 {
 #if defined(__x86_64__)
-    _mm_setcsr(old);
+    if (j->ftz) _mm_setcsr(old);
 #else
+    (void)j;
     (void)old;
 #endif
 }
@@ -457,7 +461,7 @@ static acc_t reduce_one(const reduce_job *j, const char *base, int64_t rsize0)
             idx[d] = 0;
         }
     }
-    ftz_end(csr);
+    ftz_end(j, csr);
     return acc;
 }
 
@@ -640,7 +644,7 @@ NO_FP_CONTRACT CPU_LOOP_CLONES static void col_range(int64_t begin, int64_t end,
                 idx[d] = 0;
             }
         }
-        ftz_end(csr); /* a float32 subnormal result is stored as it is */
+        ftz_end(j, csr); /* a float32 subnormal result is stored as it is */
         char *o = (char *)ddpl_data_ptr(j->out) + oo * (int64_t)oe;
         for (int64_t c = 0; c < nc; c++)
             ddpl_store_f64(o + c * g->kout[nk - 1] * (int64_t)oe, (ddpl_dtype)j->out->dtype,
@@ -659,7 +663,9 @@ static int run_reduce(ddpl_tensor **out, ddpl_tensor **in, const void *params, r
                     &g,
                     kind,
                     (ddpl_dtype)in[0]->dtype,
-                    ddpl_dtype_is_integral((ddpl_dtype)in[0]->dtype)};
+                    ddpl_dtype_is_integral((ddpl_dtype)in[0]->dtype),
+                    kind == RED_PROD &&
+                        (in[0]->dtype == DDPL_FLOAT32 || in[0]->dtype == DDPL_BFLOAT16)};
     bool typed = j.dt == DDPL_FLOAT32 || j.dt == DDPL_FLOAT64 ||
                  (j.dt == DDPL_BFLOAT16 && kind != RED_SUMSQ);
     bool columns = typed && g.nk > 0 && g.kin[g.nk - 1] == 1 && g.nred > 1;
