@@ -99,17 +99,31 @@ end
 
 describe('a recv that no send matches', function()
     it('is a timeout, naming the peer as still running, not as gone', function()
-        -- both ranks receive from each other: each waits until the group timeout (3 s here)
-        local script = os.tmpname() .. '.lua'
-        S.write(script, [[
+        -- both ranks receive from each other: each waits until the group timeout (3 s here).
+        -- Neither exits before the other has timed out too (a file each marks that): a rank
+        -- that exits closes its connection, and a peer whose wait started later would rightly
+        -- report that instead (it did under ASan, whose start-up skews the ranks by seconds).
+        local script, marks = os.tmpname() .. '.lua', os.tmpname()
+        S.write(script, ([[
 local ddpl = require 'ddplua'
 local dist = ddpl.distributed
 dist.init_process_group({backend = 'gloo', timeout = 3})
-local ok, err = pcall(dist.recv, ddpl.zeros(4), 1 - dist.get_rank())
+local me = dist.get_rank()
+local ok, err = pcall(dist.recv, ddpl.zeros(4), 1 - me)
 print('RECV ' .. tostring(ok) .. ' ' .. tostring(err))
-]])
+io.stdout:flush()
+io.open(%q .. me, 'w'):close()
+for _ = 1, 300 do -- up to 30 s for the peer's mark
+    local peer = io.open(%q .. (1 - me))
+    if peer then peer:close() break end
+    os.execute('sleep 0.1')
+end
+]]):format(marks, marks))
         local outs = S.run_world(2, script, {kill_after = 60})
         os.remove(script)
+        os.remove(marks)
+        os.remove(marks .. '0')
+        os.remove(marks .. '1')
         for r = 0, 1 do
             local msg = outs[r]:match('RECV false ([^\n]*)')
             assert(msg, outs[r])
