@@ -6,6 +6,10 @@
  * the op, the index value and the size it had to stay below. Tensors may
  * have any strides; contiguous float32/float64 data take row-wise fast paths (index_select on
  * dim 0 is a memcpy per row: the data loader gathers its batches with it). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h> /* 64-byte row gathers (gather_row_512) */
+#define HAVE_GATHER_512 1
+#endif
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
 #include "kernel_abi/kernel_params.h"
@@ -309,6 +313,42 @@ static int walk_check(const char *op, const walk *w, int64_t size)
     return 0;
 }
 
+#ifdef HAVE_GATHER_512
+/* b[i] = a[ir[i]] for i < n, esz 4 or 8 bytes; whether an index was outside [0, size), in which
+ * case b is partly written (gather's output is fresh and dropped on error). Loads 8 indices at a
+ * time, compares them with size (unsigned: negatives are huge) and gathers the lanes in range
+ * only, so a bad index is never dereferenced; the check rides in the same pass. Against the
+ * compiler's 32-byte gathers behind a separate checking loop: gather 1024^2 along dim 1, one
+ * thread, 0.75 -> 0.56 ms. */
+__attribute__((target("avx512f"))) static bool
+gather_row_512(void *b, const void *a, const int64_t *ir, int64_t n, int64_t size, int64_t esz)
+{
+    const __m512i limit = _mm512_set1_epi64(size);
+    __mmask8 bad = 0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512i v = _mm512_loadu_si512(ir + i);
+        __mmask8 ok = _mm512_cmplt_epu64_mask(v, limit);
+        bad |= (__mmask8)~ok;
+        if (esz == 4)
+            _mm256_storeu_si256((__m256i *)((uint32_t *)b + i),
+                                _mm512_mask_i64gather_epi32(_mm256_setzero_si256(), ok, v, a, 4));
+        else
+            _mm512_storeu_si512((uint64_t *)b + i,
+                                _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), ok, v, a, 8));
+    }
+    for (; i < n; i++) {
+        uint64_t v = (uint64_t)ir[i];
+        if (v >= (uint64_t)size) return true;
+        if (esz == 4)
+            ((uint32_t *)b)[i] = ((const uint32_t *)a)[v];
+        else
+            ((uint64_t *)b)[i] = ((const uint64_t *)a)[v];
+    }
+    return bad != 0;
+}
+#endif
+
 /* gather (scatter false): out[p] = x[p with dim = index[p]];
  * scatter_add (scatter true): out[p with dim = index[p]] += src[p]. Row by row along index's
  * last dim with typed inner loops (a per-element N-d walk cost 12 ns an element, 9x torch's
@@ -318,10 +358,30 @@ typedef struct {
     const walk *w;
     walk_geom g;
     bool scatter;
+    bool row512;      /* gather: rows go through gather_row_512 */
     int64_t size;     /* gather: the bound every index must stay below */
     atomic_llong bad; /* gather: an index found out of range (valid when has_bad) */
     atomic_int has_bad;
 } walk_job;
+
+/* Whether row ir (j->g.inner indices, stride j->g.is) holds one outside [0, j->size); with
+ * j->row512 the row is gathered from a into b in the same pass. */
+static bool gather_check_row(const walk_job *j, const int64_t *ir, void *b, const void *a,
+                             int64_t esz)
+{
+    const walk_geom *g = &j->g;
+#ifdef HAVE_GATHER_512
+    if (j->row512) return gather_row_512(b, a, ir, g->inner, j->size, esz);
+#else
+    (void)b, (void)a, (void)esz;
+#endif
+    uint64_t bad = 0; /* an OR of unsigned compares vectorises (negatives are huge) */
+    if (g->is == 1)
+        for (int64_t i = 0; i < g->inner; i++) bad |= (uint64_t)ir[i] >= (uint64_t)j->size;
+    else
+        for (int64_t i = 0; i < g->inner; i++) bad |= (uint64_t)ir[i * g->is] >= (uint64_t)j->size;
+    return bad != 0;
+}
 
 static void walk_rows(int64_t begin, int64_t end, void *ctx)
 {
@@ -356,12 +416,7 @@ static void walk_rows(int64_t begin, int64_t end, void *ctx)
         } else {
             /* gather checks its indices as it goes: out is a fresh tensor, dropped on error,
              * so a separate checking pass over the index (8 MB for 1M) is not needed */
-            uint64_t bad = 0; /* an OR of unsigned compares vectorises (negatives are huge) */
-            if (g->is == 1)
-                for (int64_t i = 0; i < g->inner; i++) bad |= (uint64_t)ir[i] >= (uint64_t)j->size;
-            else
-                for (int64_t i = 0; i < g->inner; i++)
-                    bad |= (uint64_t)ir[i * g->is] >= (uint64_t)j->size;
+            bool bad = gather_check_row(j, ir, bb + bo * esz, ab + ao * esz, esz);
             if (bad) {
                 for (int64_t i = 0; i < g->inner; i++) {
                     int64_t v = ir[i * g->is];
@@ -370,6 +425,7 @@ static void walk_rows(int64_t begin, int64_t end, void *ctx)
                 atomic_store(&((walk_job *)j)->has_bad, 1);
                 continue;
             }
+            if (j->row512) continue; /* gathered with the check */
             if (g->is == 1 && g->bs == 1 && g->as == 0 && (esz == 4 || esz == 8)) {
                 /* along a contiguous last dim (take_along_dim, a row gather): a plain indexed
                  * load, which the compiler turns into vector gathers */
@@ -403,6 +459,12 @@ static void walk_rows(int64_t begin, int64_t end, void *ctx)
 static int walk_run(const walk *w, bool scatter, int64_t size)
 {
     walk_job j = {.w = w, .g = walk_geometry(w), .scatter = scatter, .size = size};
+#ifdef HAVE_GATHER_512
+    /* rows along a contiguous last dim of 4- or 8-byte elements (take_along_dim, a row gather) */
+    int64_t esz = (int64_t)ddpl_dtype_size((ddpl_dtype)w->a->dtype);
+    j.row512 = !scatter && j.g.is == 1 && j.g.bs == 1 && j.g.as == 0 && j.g.ad == 1 &&
+               (esz == 4 || esz == 8) && __builtin_cpu_supports("avx512f");
+#endif
     if (scatter) {
         walk_rows(0, j.g.rows, &j);
         return 0;

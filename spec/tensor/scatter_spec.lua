@@ -231,6 +231,36 @@ describe('masks, nonzero, take', function()
         H.assert_error(function() x:take_along_dim(L({0}), 0) end, 'same number of dimensions')
     end)
 
+    -- Rows along a contiguous last dim of 4- or 8-byte elements take 64-byte gathers where the
+    -- CPU has AVX-512, checking each block of 8 indices as they load (cpu_index.c): widths with
+    -- and without a tail, bad indices in a vector block and in the tail, and the layouts that
+    -- keep the general loop (bfloat16, a transposed x).
+    it('gather along rows: every width and dtype, bad indices in any block', function()
+        ddpl.manual_seed(29)
+        for _, dt in ipairs({'float32', 'float64', 'int32', 'int64', 'bfloat16'}) do
+            for _, n in ipairs({5, 8, 16, 1003}) do
+                local x = ddpl.randn(3, 1003):mul(100):to(dt)
+                local idx = ddpl.randint(0, 1003, {3, n})
+                local got, xs, is = x:gather(1, idx):tolist(), x:tolist(), idx:tolist()
+                for r = 1, 3 do
+                    for i = 1, n do
+                        assert(got[r][i] == xs[r][is[r][i] + 1],
+                               ('%s n=%d [%d][%d]'):format(dt, n, r - 1, i - 1))
+                    end
+                end
+                local xt = x:t():contiguous():t() -- strided along dim 1: the general loop
+                assert.are.same(got, xt:gather(1, idx):tolist(), dt .. ' transposed')
+            end
+        end
+        local x = ddpl.randn(2, 1003)
+        for _, case in ipairs({{3, 1003}, {1001, -1}, {4, math.mininteger}, {1002, 5000}}) do
+            local idx = ddpl.randint(0, 1003, {2, 1003})
+            idx[1][case[1]] = case[2]
+            H.assert_error(function() x:gather(1, idx) end, 'gather',
+                           ('index %d is out of range for dimension 1 with size 1003'):format(case[2]))
+        end
+    end)
+
     it('is differentiable: gradcheck in float64', function()
         local x = ddpl.randn(3, 4, {dtype = 'float64', requires_grad = true})
         local s = ddpl.randn(12, {dtype = 'float64', requires_grad = true})
