@@ -194,6 +194,61 @@ describe('scans: shapes, dtypes and options', function()
         assert.are.same({0, 1, 1}, i:tolist())
     end)
 
+    -- Once a row's product is exactly 0 the kernel writes signed zeros at memory speed
+    -- (cpu_scan.c's zero runs, 64 bytes at a time with AVX-512) until an infinity or NaN: the
+    -- bits, sign of zero and NaNs included, must be those of one multiply after another in
+    -- double (what PyTorch computes), here Lua's own doubles rounded to the dtype.
+    it('cumprod through zero runs: the sequential product\'s bits, signs of zero, inf and NaN', function()
+        local fmt = {float32 = 'f', float64 = 'd'}
+        local function check(x, what)
+            local f = fmt[H.dtype_name(x.dtype)]
+            local got, xs, acc = x:cumprod(0):tolist(), x:tolist(), 1.0
+            for i = 1, #got do
+                acc = acc * xs[i]
+                local want = string.unpack(f, string.pack(f, acc))
+                if want ~= want then
+                    assert(got[i] ~= got[i], ('%s: element %d should be NaN'):format(what, i - 1))
+                else
+                    assert(string.pack(f, got[i]) == string.pack(f, want),
+                           ('%s: element %d is %s, the sequential product %s'):format(what, i - 1,
+                               tostring(got[i]), tostring(want)))
+                end
+            end
+        end
+        ddpl.manual_seed(34)
+        for _, dt in ipairs({'float32', 'float64'}) do
+            -- randn: zero after ~1000 elements, then signed zeros to the end
+            check(ddpl.randn(1 << 17):to(dt), dt .. ' randn')
+            -- a zero early (found at the check after 256 elements), -0, then an infinity or
+            -- NaN in a 64-byte block (element 270) or in the tail of the run
+            for _, n in ipairs({5, 37, 300, 1003}) do
+                local v = ddpl.randn(n):to(dt):tolist()
+                v[2], v[4] = 0.0, -0.0
+                check(ddpl.tensor(v, {dtype = dt}), ('%s n=%d'):format(dt, n))
+                for _, at in ipairs(n > 256 and {270, n - 2} or {}) do
+                    for _, bad in ipairs({1 / 0, -1 / 0, 0 / 0}) do
+                        local w = {table.unpack(v)}
+                        w[at + 1] = bad
+                        check(ddpl.tensor(w, {dtype = dt}),
+                              ('%s n=%d, %s at %d'):format(dt, n, tostring(bad), at))
+                    end
+                end
+            end
+        end
+        -- rows of a matrix, one of them with a zero
+        local x = ddpl.randn(3, 3000)
+        x[1][5] = 0
+        local got = x:cumprod(1):tolist()
+        for r = 1, 3 do
+            local acc, xs = 1.0, x[r - 1]:tolist()
+            for i = 1, 3000 do
+                acc = acc * xs[i]
+                assert(string.pack('f', got[r][i]) == string.pack('f', acc), ('row %d element %d')
+                    :format(r - 1, i - 1))
+            end
+        end
+    end)
+
     it('refuses bad dims, unknown options and extra arguments, naming the function', function()
         local x = ddpl.ones(2, 3)
         H.assert_error(function() x:cumsum(2) end, 'cumsum', 'dimension 2 out of range')
