@@ -199,7 +199,8 @@ int gone_peer(ddpl_gloo *g)
 
 /* The error for Gloo's exception text `what`: the heartbeat's message after ddpl_gloo_abort;
  * else, when it names a peer's address, "rank R (pid P, host H) closed its connection: ..."
- * (without Gloo's "[file:line] " prefix), or "timed out waiting for rank R ...: ..." when Gloo
+ * (without Gloo's "[file:line] " prefix; then whether that process has exited or, on this
+ * machine, still runs), or "timed out waiting for rank R ...: ..." when Gloo
  * gave up waiting; else "gloo: <what>". Always -1. */
 int gloo_failed(ddpl_gloo *g, const char *what)
 {
@@ -230,8 +231,14 @@ int gloo_failed(ddpl_gloo *g, const char *what)
                           gone ? "that process has exited"
                                : "it is still running (waiting as well? a recv needs a matching "
                                  "send on the other side)");
+    /* A peer on this machine that closed its connection and still runs gave up by itself: Gloo
+     * closes every pair of a rank whose wait failed or timed out (two ranks receiving from each
+     * other: the one whose wait began later sees the other's close before its own limit). */
+    bool local = known && peer_is_local(host);
     return ddpl_error("%s closed its connection: %s%s", label, text.c_str(),
-                      gone ? " (the process has exited)" : "");
+                      gone    ? " (the process has exited)"
+                      : local ? "; it is still running: its own operation failed or timed out first"
+                              : "");
 }
 
 /* Runs f, turning any exception into an error (gloo_failed); 0 or -1. g may be NULL. */

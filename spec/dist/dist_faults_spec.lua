@@ -4,8 +4,9 @@
 -- by every other rank's all_reduce at the heartbeat limit (2 and 3 ranks), and by a recv from it;
 -- rank 0 stopped (over Gloo the store's host, so the store stops too) is named the same way;
 -- killed with SIGKILL, it is named at once, with its pid; computing for 10 s (over twice a
--- limit of 4 s) before the all_reduce, it is not reported, and the sum is right; two ranks that
--- both receive from each other time out, each naming the other as still running. The scripts are
+-- limit of 4 s) before the all_reduce, it is not reported, and the sum is right; of two ranks that
+-- both receive from each other, the first to reach its limit reports a timeout and the other its
+-- close, each naming the other as still running. The scripts are
 -- spec/dist/workers/faults.lua; every process runs under `timeout` (spec/support/shell_util.lua).
 -- Times are only bounded generously: the report must come well before the group timeout (60 s),
 -- which alone would otherwise end the wait.
@@ -98,16 +99,18 @@ for _, path in ipairs({{'shared memory', ''}, {'gloo', 'DDPLUA_SHM=0'}}) do
 end
 
 describe('a recv that no send matches', function()
+    -- Both ranks receive from each other. Rank 0's group timeout is 3 s and rank 1's 30 s: rank
+    -- 0 gives up at 3 s, and Gloo closes every pair of a rank whose wait timed out, so rank 1
+    -- sees rank 0's close then. (With equal limits the rank whose wait began later sees that
+    -- close before its own limit: which rank reports which message was a race, lost under ASan,
+    -- whose start-up skews the ranks by seconds.) Neither exits before the other has its error
+    -- (a mark file each), so neither is reported as gone.
     it('is a timeout, naming the peer as still running, not as gone', function()
-        -- both ranks receive from each other: each waits until the group timeout (3 s here).
-        -- Neither exits before the other has timed out too (a file each marks that): a rank
-        -- that exits closes its connection, and a peer whose wait started later would rightly
-        -- report that instead (it did under ASan, whose start-up skews the ranks by seconds).
         local script, marks = os.tmpname() .. '.lua', os.tmpname()
         S.write(script, ([[
 local ddpl = require 'ddplua'
 local dist = ddpl.distributed
-dist.init_process_group({backend = 'gloo', timeout = 3})
+dist.init_process_group({backend = 'gloo', timeout = tonumber(os.getenv('RANK')) == 0 and 3 or 30})
 local me = dist.get_rank()
 local ok, err = pcall(dist.recv, ddpl.zeros(4), 1 - me)
 print('RECV ' .. tostring(ok) .. ' ' .. tostring(err))
@@ -124,14 +127,19 @@ end
         os.remove(marks)
         os.remove(marks .. '0')
         os.remove(marks .. '1')
+        local msg = {}
         for r = 0, 1 do
-            local msg = outs[r]:match('RECV false ([^\n]*)')
-            assert(msg, outs[r])
-            assert_has(msg, ('recv: timed out waiting for rank %d (pid '):format(1 - r))
-            assert_has(msg, 'it is still running (waiting as well? a recv needs a matching send '
-                .. 'on the other side)')
-            assert(not msg:find('closed its connection', 1, true), msg)
+            msg[r] = outs[r]:match('RECV false ([^\n]*)')
+            assert(msg[r], outs[r])
+            assert(not msg[r]:find('exited', 1, true), msg[r])
         end
+        assert_has(msg[0], 'recv: timed out waiting for rank 1 (pid ')
+        assert_has(msg[0], 'it is still running (waiting as well? a recv needs a matching send '
+            .. 'on the other side)')
+        assert(not msg[0]:find('closed its connection', 1, true), msg[0])
+        assert_has(msg[1], 'recv: rank 0 (pid ')
+        assert_has(msg[1], 'closed its connection')
+        assert_has(msg[1], 'it is still running: its own operation failed or timed out first')
     end)
 end)
 
