@@ -6,12 +6,11 @@
  * the op, the index value and the size it had to stay below. Tensors may
  * have any strides; contiguous float32/float64 data take row-wise fast paths (index_select on
  * dim 0 is a memcpy per row: the data loader gathers its batches with it). */
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h> /* 64-byte row gathers (gather_row_512) */
-#define HAVE_GATHER_512 1
-#endif
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
+#if CPU_AVX512_KERNELS
+#include <immintrin.h> /* 64-byte row gathers (gather_row_512) */
+#endif
 #include "kernel_abi/kernel_params.h"
 
 /* ---- shared helpers ---- */
@@ -313,7 +312,7 @@ static int walk_check(const char *op, const walk *w, int64_t size)
     return 0;
 }
 
-#ifdef HAVE_GATHER_512
+#if CPU_AVX512_KERNELS
 /* b[i] = a[ir[i]] for i < n, esz 4 or 8 bytes; whether an index was outside [0, size), in which
  * case b is partly written (gather's output is fresh and dropped on error). Loads 8 indices at a
  * time, compares them with size (unsigned: negatives are huge) and gathers the lanes in range
@@ -370,7 +369,7 @@ static bool gather_check_row(const walk_job *j, const int64_t *ir, void *b, cons
                              int64_t esz)
 {
     const walk_geom *g = &j->g;
-#ifdef HAVE_GATHER_512
+#if CPU_AVX512_KERNELS
     if (j->row512) return gather_row_512(b, a, ir, g->inner, j->size, esz);
 #else
     (void)b, (void)a, (void)esz;
@@ -459,11 +458,11 @@ static void walk_rows(int64_t begin, int64_t end, void *ctx)
 static int walk_run(const walk *w, bool scatter, int64_t size)
 {
     walk_job j = {.w = w, .g = walk_geometry(w), .scatter = scatter, .size = size};
-#ifdef HAVE_GATHER_512
+#if CPU_AVX512_KERNELS
     /* rows along a contiguous last dim of 4- or 8-byte elements (take_along_dim, a row gather) */
     int64_t esz = (int64_t)ddpl_dtype_size((ddpl_dtype)w->a->dtype);
     j.row512 = !scatter && j.g.is == 1 && j.g.bs == 1 && j.g.as == 0 && j.g.ad == 1 &&
-               (esz == 4 || esz == 8) && __builtin_cpu_supports("avx512f");
+               (esz == 4 || esz == 8) && cpu_has_avx512f();
 #endif
     if (scatter) {
         walk_rows(0, j.g.rows, &j);

@@ -1,12 +1,30 @@
 /* cpu/cpu_kernels.h: the CPU kernel functions, one per entry of kernel_abi/ops.def.
  * defines: cpu_<op> for every op (see kernel_abi/ops.def for what each computes), cpu_has_half,
- *          cpu_run_widened (cpu_widen.c). */
+ *          cpu_run_widened (cpu_widen.c), CPU_AVX512_KERNELS, cpu_has_avx512f. */
 #ifndef DDPL_CPU_KERNELS_H
 #define DDPL_CPU_KERNELS_H
 
 #include "kernel_abi/kernel.h"
 
 #define DDPL_CPU_KERNEL(fn) int fn(ddpl_tensor **out, ddpl_tensor **in, const void *params)
+
+/* AVX-512F variants of a kernel (functions marked __attribute__((target("avx512f"))), written
+ * with <immintrin.h>) are compiled where CPU_AVX512_KERNELS is 1 (x86-64, GCC or Clang) and
+ * taken where cpu_has_avx512f() is true: the CPU has AVX-512F and the OS saves its state
+ * (__builtin_cpu_supports reads libgcc's table, filled once at start-up). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define CPU_AVX512_KERNELS 1
+static inline bool cpu_has_avx512f(void)
+{
+    return __builtin_cpu_supports("avx512f");
+}
+#else
+#define CPU_AVX512_KERNELS 0
+static inline bool cpu_has_avx512f(void)
+{
+    return false;
+}
+#endif
 
 DDPL_CPU_KERNEL(cpu_fill);
 DDPL_CPU_KERNEL(cpu_copy);

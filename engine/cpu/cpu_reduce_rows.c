@@ -6,12 +6,12 @@
  *          cpu_row_isum, cpu_has_isum_row, cpu_row_iext. */
 #include <math.h>
 #include <string.h>
-#if defined(__x86_64__)
-#include <immintrin.h> /* AVX-512 rows (row_ext_f32_512) */
-#endif
 
 #include "cpu_loops.h"
 #include "cpu_reduce_rows.h"
+#if CPU_AVX512_KERNELS
+#include <immintrin.h> /* AVX-512 rows (row_ext_f32_512) */
+#endif
 
 /* Typed rows: combines init with the n elements at p (element stride s). LANES lanes of
  * double, starting from the identity ID, so the loop vectorises and the dependency chains stay
@@ -138,12 +138,12 @@ ROW_MINMAX(row_max_f64, double, int64_t, >, OP_MAX, -INFINITY)
 ROW_MINMAX(row_min_f32, float, int32_t, <, OP_MIN, INFINITY)
 ROW_MINMAX(row_min_f64, double, int64_t, <, OP_MIN, INFINITY)
 
-/* float32 max/min of a contiguous row in 64-byte vectors where the CPU has AVX-512 (checked
- * once): vmaxps/vminps return their second operand when either is NaN, so the four lane chains
- * never take a NaN, and a mask of the NaNs seen restores PyTorch's rule. A 4096^2 amax over rows
- * (memory-bound, 1 thread) read 30 GB/s this way against the 32-byte blends' 25-26 (torch 25-27);
- * GCC's 64-byte vector extensions in the blend loop fell to 4 GB/s. */
-#if defined(__x86_64__) && defined(__GNUC__)
+/* float32 max/min of a contiguous row in 64-byte vectors where the CPU has AVX-512
+ * (cpu_has_avx512f): vmaxps/vminps return their second operand when either is NaN, so the four lane
+ * chains never take a NaN, and a mask of the NaNs seen restores PyTorch's rule. A 4096^2 amax over
+ * rows (memory-bound, 1 thread) read 30 GB/s this way against the 32-byte blends' 25-26 (torch
+ * 25-27); GCC's 64-byte vector extensions in the blend loop fell to 4 GB/s. */
+#if CPU_AVX512_KERNELS
 __attribute__((target("avx512f"))) static double row_ext_f32_512(const float *p, int64_t n,
                                                                  double init, bool is_max)
 {
@@ -165,20 +165,13 @@ __attribute__((target("avx512f"))) static double row_ext_f32_512(const float *p,
     for (; i < n; i++) r = is_max ? OP_MAX(r, (double)p[i]) : OP_MIN(r, (double)p[i]);
     return r;
 }
-
-static bool has_avx512f(void)
-{
-    static int yes = -1; /* decided once; a race only computes the same answer twice */
-    if (yes < 0) yes = __builtin_cpu_supports("avx512f") ? 1 : 0;
-    return yes == 1;
-}
 #endif
 
 /* float32 max (is_max) or min of a row: 64-byte vectors where they run, else the blends */
 static double row_ext_f32(const char *p, int64_t n, int64_t s, double init, bool is_max)
 {
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (s == 1 && has_avx512f()) return row_ext_f32_512((const float *)p, n, init, is_max);
+#if CPU_AVX512_KERNELS
+    if (s == 1 && cpu_has_avx512f()) return row_ext_f32_512((const float *)p, n, init, is_max);
 #endif
     return is_max ? row_max_f32(p, n, s, init) : row_min_f32(p, n, s, init);
 }

@@ -20,13 +20,12 @@
  * latest NaN (PyTorch's cummax_cummin_helper). */
 #include <math.h>
 #include <string.h>
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h> /* cumprod's zero runs, 64 bytes at a time (zero_run_*_512) */
-#define HAVE_ZERO_RUN_512 1
-#endif
 
 #include "cpu_iter.h"
 #include "cpu_kernels.h"
+#if CPU_AVX512_KERNELS
+#include <immintrin.h> /* cumprod's zero runs, 64 bytes at a time (zero_run_*_512) */
+#endif
 #include "kernel_abi/kernel_params.h"
 
 typedef enum { SCAN_SUM, SCAN_PROD, SCAN_MAX, SCAN_MIN } scan_kind;
@@ -56,7 +55,7 @@ typedef struct {
 #define F64_SIGN 0x8000000000000000u
 #define F64_EXP  0x7ff0000000000000u
 
-#ifdef HAVE_ZERO_RUN_512
+#if CPU_AVX512_KERNELS
 #define ZERO_RUN_512(NAME, T, U, LANES, BITS, SIGN, EXP)                                           \
     __attribute__((target("avx512f"))) static int64_t NAME(const T *a, T *b, int64_t n, int64_t k, \
                                                            U *neg)                                 \
@@ -81,7 +80,7 @@ ZERO_RUN_512(zero_run_f32_512, float, uint32_t, 16, 32, F32_SIGN, F32_EXP)
 ZERO_RUN_512(zero_run_f64_512, double, uint64_t, 8, 64, F64_SIGN, F64_EXP)
 #undef ZERO_RUN_512
 #define ZERO_RUN_BLOCKS(NAME, a, b, n, k, neg)                                                     \
-    (__builtin_cpu_supports("avx512f") ? NAME##_512(a, b, n, k, neg) : (k))
+    (cpu_has_avx512f() ? NAME##_512(a, b, n, k, neg) : (k))
 #else
 #define ZERO_RUN_BLOCKS(NAME, a, b, n, k, neg) (k)
 #endif
