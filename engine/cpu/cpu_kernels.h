@@ -9,7 +9,7 @@
 #define DDPL_CPU_KERNEL(fn) int fn(ddpl_tensor **out, ddpl_tensor **in, const void *params)
 
 /* AVX-512F variants of a kernel (functions marked __attribute__((target("avx512f"))), written
- * with <immintrin.h>) are compiled where CPU_AVX512_KERNELS is 1 (x86-64, GCC or Clang) and
+ * with the x86 intrinsics) are compiled where CPU_AVX512_KERNELS is 1 (x86-64, GCC or Clang) and
  * taken where cpu_has_avx512f() is true: the CPU has AVX-512F and the OS saves its state
  * (__builtin_cpu_supports reads libgcc's table, filled once at start-up). */
 #if defined(__x86_64__) && defined(__GNUC__)
